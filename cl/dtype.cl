@@ -1,0 +1,35 @@
+/* Element load/store for the storage dtype chosen by FCL_DTYPE
+ * (0 = f32, 1 = f16, 2 = bf16). Arithmetic is always f32. f16 goes through
+ * vload_half/vstore_half_rte and bf16 through bit shifts, so neither needs
+ * cl_khr_fp16. */
+#ifndef FCL_DTYPE
+#define FCL_DTYPE 0
+#endif
+
+#if FCL_DTYPE == 0
+typedef float fcl_elem;
+#define FCL_LOAD(p, i) ((p)[i])
+#define FCL_STORE(p, i, x) ((p)[i] = (x))
+#elif FCL_DTYPE == 1
+typedef half fcl_elem;
+#define FCL_LOAD(p, i) vload_half((size_t)(i), (p))
+#define FCL_STORE(p, i, x) vstore_half_rte((x), (size_t)(i), (p))
+#elif FCL_DTYPE == 2
+typedef ushort fcl_elem;
+inline float fcl_bf16_to_f32(ushort x) { return as_float((uint)x << 16); }
+/* Round to nearest even; NaN stays a (quiet) NaN. */
+inline ushort fcl_f32_to_bf16(float f) {
+  uint u = as_uint(f);
+  if (isnan(f)) return (ushort)((u >> 16) | 0x0040u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (ushort)(u >> 16);
+}
+#define FCL_LOAD(p, i) fcl_bf16_to_f32((p)[i])
+#define FCL_STORE(p, i, x) ((p)[i] = fcl_f32_to_bf16(x))
+#else
+#error "FCL_DTYPE must be 0 (f32), 1 (f16) or 2 (bf16)"
+#endif
+
+#define FCL_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define FCL_LOG2E 1.4426950408889634f
+#define FCL_LN2 0.6931471805599453f

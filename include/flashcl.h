@@ -1,0 +1,144 @@
+/* flashcl: fused attention kernels in OpenCL C.
+ *
+ * One opaque context per device and in-order queue. Every call validates its
+ * input first; a call that returns anything but FCL_OK has enqueued nothing and
+ * written nothing, and fcl_context_last_error() says which argument was wrong.
+ *
+ * Threading: a context is not thread-safe. Use one context per thread (each
+ * with its own queue); distinct contexts may be used concurrently.
+ */
+#ifndef FLASHCL_H
+#define FLASHCL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
+#ifdef __APPLE__
+#include <OpenCL/cl.h>
+#else
+#include <CL/cl.h>
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32) && defined(FCL_SHARED_BUILD)
+#define FCL_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#define FCL_API __attribute__((visibility("default")))
+#else
+#define FCL_API
+#endif
+
+#define FCL_VERSION_MAJOR 0
+#define FCL_VERSION_MINOR 1
+#define FCL_VERSION_PATCH 0
+#define FCL_VERSION_NUMBER \
+  (FCL_VERSION_MAJOR * 10000 + FCL_VERSION_MINOR * 100 + FCL_VERSION_PATCH)
+#define FCL_VERSION_STRING "0.1.0"
+
+/* The library's run-time version, to compare with the header's. */
+FCL_API unsigned    fcl_version_number(void);
+FCL_API const char *fcl_version_string(void);
+
+typedef struct fcl_context fcl_context;
+
+typedef enum {
+  FCL_OK = 0,
+  FCL_ERROR_INVALID_ARGUMENT, /* a NULL, a size, a stride, a dtype is wrong  */
+  FCL_ERROR_UNSUPPORTED,      /* valid, but this build or device cannot do it */
+  FCL_ERROR_OPENCL,           /* an OpenCL call failed (code in the message)  */
+  FCL_ERROR_BUILD,            /* a kernel failed to build (log in message)    */
+  FCL_ERROR_OUT_OF_MEMORY,    /* host or device allocation failed             */
+  FCL_ERROR_NO_DEVICE,        /* no OpenCL device matched the selector        */
+  FCL_ERROR_TUNING_DB,        /* the tuning database could not be used        */
+  FCL_ERROR_INTERNAL          /* a bug in flashcl; please report it           */
+} fcl_status;
+
+typedef enum { FCL_F32 = 0, FCL_F16 = 1, FCL_BF16 = 2 } fcl_dtype;
+
+/* A strided view of an OpenCL buffer. Strides are in elements, for the
+ * dimensions (batch, seq, head, dim); strides[3] must be 1. Varlen calls
+ * index tensors by token and ignore strides[0]. */
+typedef struct {
+  cl_mem    buffer;
+  size_t    offset; /* bytes, a multiple of the element size */
+  fcl_dtype dtype;
+  int64_t   strides[4];
+} fcl_tensor;
+
+/* A fixed English string for each status; never NULL. */
+FCL_API const char *fcl_status_string(fcl_status s);
+/* Size in bytes of one element of a dtype (0 for an unknown dtype). */
+FCL_API size_t      fcl_dtype_size(fcl_dtype t);
+
+/* device: NULL -> $FCL_DEVICE, else the first GPU, else the first CPU.
+ * Otherwise "P:D" (platform and device indices) or a case-insensitive
+ * substring of the platform name, platform version, vendor or device name
+ * ("nvidia", "pocl", "rusticl", ...). The context owns an in-order queue. */
+FCL_API fcl_status fcl_context_create(const char *device, fcl_context **out);
+/* Uses the application's queue (retained); it must be in-order. */
+FCL_API fcl_status fcl_context_create_from_queue(cl_command_queue queue,
+                                                 fcl_context    **out);
+FCL_API void       fcl_context_destroy(fcl_context *ctx); /* NULL: no-op */
+/* The message of the last failed call on ctx ("" if none). With ctx NULL,
+ * the message of the last failed fcl_context_create* in this thread. */
+FCL_API const char      *fcl_context_last_error(const fcl_context *ctx);
+FCL_API cl_context       fcl_context_cl(const fcl_context *ctx);
+FCL_API cl_command_queue fcl_context_queue(const fcl_context *ctx);
+/* "platform / device / driver" of the context, for logs. */
+FCL_API const char      *fcl_context_device_name(const fcl_context *ctx);
+
+/* Program-build counters of a context: how many OpenCL programs it compiled
+ * from source and how many it loaded from the on-disk binary cache. */
+typedef struct {
+  int programs_built;
+  int programs_from_cache;
+  int cache_writes;
+} fcl_context_stats;
+FCL_API fcl_status fcl_context_get_stats(const fcl_context *ctx,
+                                         fcl_context_stats *out);
+
+/* ------------------------------------------------------------------ */
+/* Attention                                                           */
+
+typedef struct {
+  int64_t batch;       /* varlen: number of sequences                  */
+  int64_t seqlen_q;    /* varlen: the longest query sequence           */
+  int64_t seqlen_k;    /* varlen: the longest key sequence             */
+  int64_t heads_q;
+  int64_t heads_kv;    /* heads_q % heads_kv == 0 (GQA/MQA)            */
+  int64_t head_dim;    /* 1..512 (q, k)                                */
+  int64_t head_dim_v;  /* 1..512 (v, o)                                */
+  float   softmax_scale; /* 0: 1/sqrt(head_dim)                        */
+  int     causal;        /* bottom-right aligned                       */
+  int64_t window_left;   /* -1: unlimited                              */
+  int64_t window_right;  /* -1: unlimited                              */
+  float   softcap;       /* > 0: s = softcap * tanh(s / softcap)       */
+  cl_mem  alibi_slopes;  /* NULL or f32 [heads_q]                      */
+  cl_mem  cu_seqlens_q;  /* NULL or int32 [batch + 1]                  */
+  cl_mem  cu_seqlens_k;  /* NULL or int32 [batch + 1]                  */
+} fcl_attention_desc;
+
+#define FCL_ATTENTION_DESC_INIT \
+  { 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, -1, -1, 0.0f, NULL, NULL, NULL }
+
+/* o = softmax(scale * q k^T + bias, masked) v. lse: NULL or an f32 buffer
+ * [batch, heads_q, seqlen_q] (varlen: [heads_q, total_q]) receiving the
+ * natural log of each row's softmax denominator (-inf for a row that sees
+ * no key; its output row is 0). */
+FCL_API fcl_status fcl_attention_forward(fcl_context *ctx,
+                                         const fcl_attention_desc *d,
+                                         const fcl_tensor *q,
+                                         const fcl_tensor *k,
+                                         const fcl_tensor *v,
+                                         const fcl_tensor *o, cl_mem lse);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FLASHCL_H */

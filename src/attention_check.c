@@ -1,0 +1,134 @@
+/* Validation of an attention problem (descriptor, tensors, side buffers),
+ * shared by the forward and backward passes. Nothing is written on failure. */
+#include "attention.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+
+#define FCL_MAX_HEAD_DIM 512
+#define FCL_MAX_SEQLEN (1LL << 30)
+
+static fcl_status check_positive(fcl_context *ctx, const char *name, int64_t v,
+                                 int64_t max) {
+  if (v <= 0 || v > max)
+    return fcl_fail(ctx, v <= 0 ? FCL_ERROR_INVALID_ARGUMENT : FCL_ERROR_UNSUPPORTED,
+                    "%s: is %" PRId64 ", must be in 1..%" PRId64, name, v, max);
+  return FCL_OK;
+}
+
+/* Reads and checks cu_seqlens (int32 [batch + 1]: non-decreasing, from >= 0,
+ * no sequence longer than max_len); *total = its last entry. */
+static fcl_status check_cu_seqlens(fcl_context *ctx, cl_mem buf, const char *name,
+                                   int64_t batch, int64_t max_len, int64_t *total) {
+  fcl_status s = fcl_check_buffer(ctx, buf, name, (size_t)(batch + 1) * 4);
+  if (s != FCL_OK) return s;
+  int32_t *cu = malloc((size_t)(batch + 1) * sizeof *cu);
+  if (!cu) return fcl_fail(ctx, FCL_ERROR_OUT_OF_MEMORY, "%s: host copy", name);
+  cl_int err = clEnqueueReadBuffer(ctx->queue, buf, CL_TRUE, 0,
+                                   (size_t)(batch + 1) * 4, cu, 0, NULL, NULL);
+  if (err != CL_SUCCESS) {
+    free(cu);
+    return fcl_fail_cl(ctx, err, "reading cu_seqlens");
+  }
+  s = FCL_OK;
+  if (cu[0] < 0)
+    s = fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT, "%s[0]: is %d, must be >= 0",
+                 name, (int)cu[0]);
+  for (int64_t b = 0; b < batch && s == FCL_OK; ++b) {
+    int64_t len = (int64_t)cu[b + 1] - cu[b];
+    if (len < 0 || len > max_len)
+      s = fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
+                   "%s: sequence %" PRId64 " has length %" PRId64
+                   " (entries %d, %d), must be in 0..%" PRId64,
+                   name, b, len, (int)cu[b], (int)cu[b + 1], max_len);
+  }
+  *total = cu[batch];
+  free(cu);
+  return s;
+}
+
+fcl_status fcl_check_attention(fcl_context *ctx, const fcl_attention_desc *d,
+                               const fcl_tensor *q, const fcl_tensor *k,
+                               const fcl_tensor *v, const fcl_tensor *o,
+                               fcl_attention_problem *p) {
+  fcl_status s;
+  if (!d) return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT, "desc: is NULL");
+  if ((s = check_positive(ctx, "batch", d->batch, INT32_MAX)) ||
+      (s = check_positive(ctx, "seqlen_q", d->seqlen_q, FCL_MAX_SEQLEN)) ||
+      (s = check_positive(ctx, "seqlen_k", d->seqlen_k, FCL_MAX_SEQLEN)) ||
+      (s = check_positive(ctx, "heads_q", d->heads_q, INT32_MAX)) ||
+      (s = check_positive(ctx, "heads_kv", d->heads_kv, INT32_MAX)))
+    return s;
+  if (d->head_dim <= 0 || d->head_dim > FCL_MAX_HEAD_DIM)
+    return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
+                    "head_dim: is %" PRId64 ", must be in 1..%d", d->head_dim,
+                    FCL_MAX_HEAD_DIM);
+  if (d->head_dim_v <= 0 || d->head_dim_v > FCL_MAX_HEAD_DIM)
+    return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
+                    "head_dim_v: is %" PRId64 ", must be in 1..%d", d->head_dim_v,
+                    FCL_MAX_HEAD_DIM);
+  if (d->heads_q % d->heads_kv != 0)
+    return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
+                    "heads_kv: heads_q (%" PRId64 ") is not a multiple of heads_kv (%"
+                    PRId64 ")", d->heads_q, d->heads_kv);
+  if (d->batch * d->heads_q > INT32_MAX)
+    return fcl_fail(ctx, FCL_ERROR_UNSUPPORTED,
+                    "batch: batch * heads_q = %" PRId64 " exceeds 2^31 - 1",
+                    d->batch * d->heads_q);
+  if (d->window_left < -1)
+    return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
+                    "window_left: is %" PRId64 ", must be >= -1", d->window_left);
+  if (d->window_right < -1)
+    return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
+                    "window_right: is %" PRId64 ", must be >= -1", d->window_right);
+  if (!(d->softcap >= 0.0f) || isinf(d->softcap))
+    return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
+                    "softcap: is %g, must be 0 (off) or a positive finite number",
+                    (double)d->softcap);
+  if (!isfinite(d->softmax_scale))
+    return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
+                    "softmax_scale: is %g, must be finite", (double)d->softmax_scale);
+  if (d->alibi_slopes &&
+      (s = fcl_check_buffer(ctx, d->alibi_slopes, "alibi_slopes",
+                            (size_t)d->heads_q * sizeof(float))))
+    return s;
+
+  p->varlen = d->cu_seqlens_q || d->cu_seqlens_k;
+  p->total_q = d->batch * d->seqlen_q;
+  p->total_k = d->batch * d->seqlen_k;
+  if (p->varlen) {
+    if (!d->cu_seqlens_q || !d->cu_seqlens_k)
+      return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
+                      "%s: is NULL while %s is set; varlen needs both",
+                      d->cu_seqlens_q ? "cu_seqlens_k" : "cu_seqlens_q",
+                      d->cu_seqlens_q ? "cu_seqlens_q" : "cu_seqlens_k");
+    if ((s = check_cu_seqlens(ctx, d->cu_seqlens_q, "cu_seqlens_q", d->batch,
+                              d->seqlen_q, &p->total_q)) ||
+        (s = check_cu_seqlens(ctx, d->cu_seqlens_k, "cu_seqlens_k", d->batch,
+                              d->seqlen_k, &p->total_k)))
+      return s;
+  }
+
+  /* Varlen views span tokens 0 .. total-1 along dim 1; dim 0 is unused. */
+  const int64_t nb = p->varlen ? 1 : d->batch;
+  const int64_t nq = p->varlen ? p->total_q : d->seqlen_q;
+  const int64_t nk = p->varlen ? p->total_k : d->seqlen_k;
+  const fcl_tensor_shape shapes[4] = {
+      {"q", {nb, nq, d->heads_q, d->head_dim}},
+      {"k", {nb, nk, d->heads_kv, d->head_dim}},
+      {"v", {nb, nk, d->heads_kv, d->head_dim_v}},
+      {"o", {nb, nq, d->heads_q, d->head_dim_v}}};
+  const fcl_tensor *ts[4] = {q, k, v, o};
+  for (int i = 0; i < 4; ++i) {
+    fcl_tensor t0 = ts[i] ? *ts[i] : (fcl_tensor){0};
+    if (ts[i] && p->varlen) t0.strides[0] = 0; /* ignored for varlen */
+    if ((s = fcl_check_tensor(ctx, ts[i] ? &t0 : NULL, &shapes[i]))) return s;
+    if (ts[i]->dtype != q->dtype)
+      return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
+                      "%s.dtype: is %d but q.dtype is %d; they must match",
+                      shapes[i].name, (int)ts[i]->dtype, (int)q->dtype);
+  }
+  p->dtype = q->dtype;
+  return FCL_OK;
+}
