@@ -21,6 +21,7 @@ typedef struct {
   cl_ulong max_alloc;
   size_t   max_wg;         /* max work-group size                  */
   cl_uint  compute_units;
+  size_t   preferred_multiple; /* 0 until fcl_device_probe() has run */
   bool     has_subgroups;  /* cl_khr_subgroups or cl_intel_subgroups */
   bool     is_nvidia, is_amd, is_intel, is_cpu;
 } fcl_device_info;
@@ -70,6 +71,9 @@ fcl_status fcl_select_device(const char *selector, cl_platform_id *platform,
 void       fcl_read_device_info(cl_platform_id p, cl_device_id d,
                                 fcl_device_info *info);
 bool       fcl_str_icontains(const char *haystack, const char *needle);
+
+/* device_probe.c: fills the facts that need a built kernel, once. */
+fcl_status fcl_device_probe(fcl_context *ctx);
 
 /* hash.c: 128-bit non-cryptographic hash of byte strings. */
 typedef struct { unsigned long long h[2]; } fcl_hash;
