@@ -138,6 +138,22 @@ FCL_API fcl_status fcl_attention_forward(fcl_context *ctx,
                                          const fcl_tensor *v,
                                          const fcl_tensor *o, cl_mem lse);
 
+/* Gradients of fcl_attention_forward: given q, k, v, the forward's o and
+ * lse (required) and dout (like o), writes dq (like q), dk (like k) and dv
+ * (like v) in the dtype of q. With GQA, dk and dv sum over the query heads of
+ * each group. Deterministic: no float atomics, so two runs are bit-identical.
+ * Uses an f32 scratch buffer of heads_q * total_q floats kept by the context. */
+FCL_API fcl_status fcl_attention_backward(fcl_context *ctx,
+                                          const fcl_attention_desc *d,
+                                          const fcl_tensor *q,
+                                          const fcl_tensor *k,
+                                          const fcl_tensor *v,
+                                          const fcl_tensor *o, cl_mem lse,
+                                          const fcl_tensor *dout,
+                                          const fcl_tensor *dq,
+                                          const fcl_tensor *dk,
+                                          const fcl_tensor *dv);
+
 #ifdef __cplusplus
 }
 #endif

@@ -15,6 +15,24 @@ fcl_status fcl_check_attention(fcl_context *ctx, const fcl_attention_desc *d,
                                const fcl_tensor *v, const fcl_tensor *o,
                                fcl_attention_problem *p);
 
+/* Scalar kernel arguments derived from a descriptor, shared by forward and
+ * backward. Windows are clamped to >= 0 with causal folded in. */
+typedef struct {
+  cl_int   seqlen_q, seqlen_k, heads_q, group, window_left, window_right;
+  cl_float scale;      /* softmax scale (natural units)                    */
+  cl_float qk_scale;   /* scale*log2(e), or scale/softcap with softcap      */
+  cl_float softcap_l2; /* softcap*log2(e), 0 without softcap                */
+  cl_long  stat_sb, stat_sh; /* lse layout: batch and head strides         */
+} fcl_attention_scalars;
+
+void fcl_attention_scalars_init(const fcl_attention_desc *d,
+                                const fcl_attention_problem *p,
+                                fcl_attention_scalars *sc);
+/* Appends (offset in elements, strides[0..2]) of a tensor. */
+void fcl_arg_tensor(fcl_args *a, const fcl_tensor *t);
+/* Appends seqlen_q .. window_right, then qk_scale and softcap_l2. */
+void fcl_arg_scalars(fcl_args *a, const fcl_attention_scalars *sc);
+
 /* Block sizes of the forward kernel (cl/attention_fwd.cl). */
 typedef struct {
   int block_m, block_n;  /* query rows and keys per tile         */
@@ -26,4 +44,10 @@ void fcl_attention_fwd_choose(const fcl_device_info *dev, int head_dim,
                               int head_dim_v, fcl_attention_fwd_config *cfg);
 size_t fcl_attention_fwd_local_bytes(const fcl_attention_fwd_config *cfg,
                                      int head_dim);
+/* Block sizes of the backward kernels (cl/attention_bwd.cl). */
+typedef struct {
+  int block_r, block_c, block_k, wg_rows, wg_cols;
+} fcl_attention_bwd_config;
+void fcl_attention_bwd_choose(const fcl_device_info *dev, int head_dim,
+                              int head_dim_v, fcl_attention_bwd_config *cfg);
 #endif

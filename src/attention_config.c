@@ -41,3 +41,30 @@ void fcl_attention_fwd_choose(const fcl_device_info *dev, int head_dim,
     else break; /* the smallest configuration; the build will say if not */
   }
 }
+
+static size_t bwd_local_bytes(const fcl_attention_bwd_config *c) {
+  return 4 * ((size_t)c->block_r * (c->block_k + 1) +
+              (size_t)c->block_c * (c->block_k + 1) +
+              (size_t)c->block_r * (c->block_c + 1));
+}
+
+void fcl_attention_bwd_choose(const fcl_device_info *dev, int head_dim,
+                              int head_dim_v, fcl_attention_bwd_config *c) {
+  c->wg_cols = 8;
+  c->wg_rows = 16;
+  while (c->wg_rows > 1 && (size_t)(c->wg_rows * c->wg_cols) > dev->max_wg)
+    c->wg_rows /= 2;
+  c->block_r = 4 * c->wg_rows;
+  c->block_c = 32;
+  /* One width for contraction chunks and gradient slices: up to 64. */
+  const int widest = head_dim > head_dim_v ? head_dim : head_dim_v;
+  const int nslice = ceil_div(widest, 64);
+  c->block_k = round_up(ceil_div(widest, nslice), c->wg_cols);
+  const size_t budget = dev->local_mem > 1024 ? dev->local_mem - 512 : 0;
+  while (bwd_local_bytes(c) > budget) {
+    if (c->block_c > c->wg_cols) c->block_c /= 2;
+    else if (c->block_k > c->wg_cols) c->block_k = round_up(c->block_k / 2, c->wg_cols);
+    else if (c->block_r > c->wg_rows) c->block_r /= 2;
+    else break;
+  }
+}

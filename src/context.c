@@ -102,6 +102,7 @@ void fcl_context_destroy(fcl_context *ctx) {
   if (!ctx) return;
   if (ctx->queue) clFinish(ctx->queue);
   fcl_release_programs(ctx);
+  if (ctx->scratch) clReleaseMemObject(ctx->scratch);
   if (ctx->queue) clReleaseCommandQueue(ctx->queue);
   if (ctx->cl_ctx) clReleaseContext(ctx->cl_ctx);
   free(ctx);

@@ -43,6 +43,8 @@ struct fcl_context {
   fcl_device_info  info;
   fcl_program_entry *programs;
   fcl_context_stats stats;
+  cl_mem           scratch;      /* grown on demand, see fcl_scratch() */
+  size_t           scratch_size;
   bool             log; /* FCL_LOG set */
   char             message[FCL_MSG_MAX];
 };
@@ -101,6 +103,18 @@ fcl_status fcl_get_kernel(fcl_context *ctx, const char *const *files,
                           int nfiles, const char *options, const char *name,
                           cl_kernel *out);
 void       fcl_release_programs(fcl_context *ctx);
+
+/* scratch.c: a device buffer of at least bytes, kept by the context. */
+fcl_status fcl_scratch(fcl_context *ctx, size_t bytes, cl_mem *out);
+
+/* Kernel arguments set in order, stopping at the first failure. */
+typedef struct {
+  cl_kernel k;
+  cl_uint   i;
+  cl_int    err;
+} fcl_args;
+void fcl_arg(fcl_args *a, size_t size, const void *value);
+#define FCL_ARG(a, x) fcl_arg((a), sizeof(x), &(x))
 
 /* tensor.c: validation of strided views. */
 typedef struct {

@@ -1,0 +1,330 @@
+/* FlashAttention-2 backward without float atomics (prepend dtype.cl).
+ *
+ * Three kernels, as in the Metal port's split: fcl_attention_bwd_delta
+ * (delta_i = rowsum(dO_i * O_i)), fcl_attention_bwd_dq (a work-group owns
+ * BLOCK_R query rows and walks key tiles) and fcl_attention_bwd_dkdv (a
+ * work-group owns BLOCK_R keys of one kv head and walks the query tiles of
+ * every query head of its group). Each gradient element is written by one
+ * work-item after a fixed-order loop, so runs are bit-identical.
+ *
+ * Both main kernels see the problem as rows x cols: dq has rows = queries,
+ * cols = keys; dkdv has rows = keys, cols = queries. Per tile pair they
+ * recompute S = A1 B1^T (over HEAD_DIM) and dP = A2 B2^T (over HEAD_DIM_V)
+ * in registers, with operands streamed through local memory in chunks of
+ * BLOCK_K, then P = exp2(S - lse) and dS = P (dP - delta). Gradients are
+ * accumulated for one slice of BLOCK_K output columns per work-group (grid
+ * dim 1), so head dims up to 512 need no more registers than 64.
+ */
+#ifndef HEAD_DIM
+#define HEAD_DIM 64
+#endif
+#ifndef HEAD_DIM_V
+#define HEAD_DIM_V 64
+#endif
+#ifndef BLOCK_R
+#define BLOCK_R 64
+#endif
+#ifndef BLOCK_C
+#define BLOCK_C 32
+#endif
+#ifndef BLOCK_K
+#define BLOCK_K 64
+#endif
+#ifndef WG_ROWS
+#define WG_ROWS 16
+#endif
+#ifndef WG_COLS
+#define WG_COLS 8
+#endif
+
+#define WG_SIZE (WG_ROWS * WG_COLS)
+#define RR (BLOCK_R / WG_ROWS)
+#define CC (BLOCK_C / WG_COLS)
+#define CK (BLOCK_K / WG_COLS)
+#define LDK (BLOCK_K + 1)
+#define LDC (BLOCK_C + 1)
+
+#if BLOCK_R % WG_ROWS || BLOCK_C % WG_COLS || BLOCK_K % WG_COLS
+#error "BLOCK_R, BLOCK_C, BLOCK_K must be multiples of the thread grid"
+#endif
+
+/* Strided matrix tile -> local f32 tile (zero outside the valid region). */
+inline void bwd_load(__local float *dst, int rows, int ld,
+                     const __global fcl_elem *src, long base, long row_stride,
+                     int row0, int nrow_valid, int col0, int ncol_valid, int lid) {
+  for (int e = lid; e < rows * BLOCK_K; e += WG_SIZE) {
+    const int r = e / BLOCK_K, c = e - r * BLOCK_K;
+    const int gr = row0 + r, gc = col0 + c;
+    float x = 0.0f;
+    if (gr < nrow_valid && gc < ncol_valid)
+      x = FCL_LOAD(src, base + (long)gr * row_stride + gc);
+    dst[r * ld + c] = x;
+  }
+}
+
+/* acc[r][c] += sum over dim of A[row r] . B[col c], in chunks of BLOCK_K. */
+inline void bwd_contract(float acc[RR][CC], __local float *a_s,
+                         __local float *b_s, int dim,
+                         const __global fcl_elem *A, long a_base, long a_stride,
+                         int r0, int nr,
+                         const __global fcl_elem *B, long b_base, long b_stride,
+                         int c0, int nc, int lid, int tx, int ty) {
+  for (int k0 = 0; k0 < dim; k0 += BLOCK_K) {
+    bwd_load(a_s, BLOCK_R, LDK, A, a_base, a_stride, r0, nr, k0, dim, lid);
+    bwd_load(b_s, BLOCK_C, LDK, B, b_base, b_stride, c0, nc, k0, dim, lid);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const int kmax = min(BLOCK_K, dim - k0);
+    for (int kk = 0; kk < kmax; ++kk) {
+      float a[RR], b[CC];
+      for (int r = 0; r < RR; ++r) a[r] = a_s[(ty * RR + r) * LDK + kk];
+      for (int c = 0; c < CC; ++c) b[c] = b_s[(tx + c * WG_COLS) * LDK + kk];
+      for (int r = 0; r < RR; ++r)
+        for (int c = 0; c < CC; ++c) acc[r][c] = fma(a[r], b[c], acc[r][c]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+}
+
+/* out[r][c] += sum over the tile's cols of t_s[row r][col] * B[col][slice c]:
+ * B rows c0.., columns col0.. of a dim-wide operand. */
+inline void bwd_accumulate(float out[RR][CK], __local const float *t_s,
+                           __local float *b_s, int dim,
+                           const __global fcl_elem *B, long b_base,
+                           long b_stride, int c0, int nc, int col0, int lid,
+                           int tx, int ty) {
+  bwd_load(b_s, BLOCK_C, LDK, B, b_base, b_stride, c0, nc, col0, dim, lid);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int j = 0; j < BLOCK_C; ++j) {
+    float b[CK];
+    for (int c = 0; c < CK; ++c) b[c] = b_s[j * LDK + tx + c * WG_COLS];
+    for (int r = 0; r < RR; ++r) {
+      const float t = t_s[(ty * RR + r) * LDC + j];
+      for (int c = 0; c < CK; ++c) out[r][c] = fma(t, b[c], out[r][c]);
+    }
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+/* The score pipeline of the forward pass for one element, returning P and
+ * overwriting *ds with dS w.r.t. the raw q.k product (scale included). */
+inline float bwd_element(float s_raw, float dp, int i, int j, int diag,
+                         int wl, int wr, int sk, float qk_scale,
+                         float softcap_l2, float slope_l2, float lse2,
+                         float delta, float scale, float *ds) {
+  float x = s_raw * qk_scale, t = 0.0f;
+  if (softcap_l2 > 0.0f) {
+    t = tanh(x);
+    x = softcap_l2 * t;
+  }
+  x -= slope_l2 * (float)abs(i + diag - j);
+  const bool visible = j < sk && j >= i + diag - wl && j <= i + diag + wr;
+  /* lse2 = +inf marks a row that saw no key: its P is 0. */
+  const float p = visible ? exp2(x - lse2) : 0.0f;
+  float g = p * (dp - delta);
+  if (softcap_l2 > 0.0f) g *= 1.0f - t * t;
+  *ds = g * scale;
+  return p;
+}
+
+/* Per-sequence geometry shared by the kernels. */
+typedef struct {
+  int  sq, sk;
+  long q_row0, k_row0, stat_row0; /* token offsets (varlen) or batch offsets */
+} bwd_seq;
+
+inline bwd_seq bwd_sequence(int b, int seqlen_q, int seqlen_k,
+                            const __global int *cu_q, const __global int *cu_k,
+                            int varlen, long stat_sb) {
+  bwd_seq s;
+  s.sq = seqlen_q;
+  s.sk = seqlen_k;
+  s.q_row0 = -1; /* batch-indexed */
+  s.k_row0 = -1;
+  s.stat_row0 = (long)b * stat_sb;
+  if (varlen) {
+    s.q_row0 = cu_q[b];
+    s.k_row0 = cu_k[b];
+    s.sq = cu_q[b + 1] - cu_q[b];
+    s.sk = cu_k[b + 1] - cu_k[b];
+    s.stat_row0 = s.q_row0;
+  }
+  return s;
+}
+
+/* Element offset of (sequence start, head) in a strided tensor. */
+inline long bwd_base(long off, long sb, long ss, long sh, int b, long row0, int h) {
+  return off + (row0 < 0 ? (long)b * sb : row0 * ss) + (long)h * sh;
+}
+
+/* delta_i = sum_d dO[i][d] * O[i][d], stored like lse. One work-item a row. */
+__kernel void fcl_attention_bwd_delta(
+    const __global fcl_elem *o, const __global fcl_elem *dout,
+    __global float *delta, const __global int *cu_q, const __global int *cu_k,
+    long o_off, long o_sb, long o_ss, long o_sh,
+    long do_off, long do_sb, long do_ss, long do_sh, long stat_sb,
+    long stat_sh, int seqlen_q, int seqlen_k, int heads_q, int varlen) {
+  const int i = get_global_id(0);
+  const int b = get_global_id(1) / heads_q, h = get_global_id(1) % heads_q;
+  const bwd_seq s = bwd_sequence(b, seqlen_q, seqlen_k, cu_q, cu_k, varlen, stat_sb);
+  if (i >= s.sq) return;
+  const long ob = bwd_base(o_off, o_sb, o_ss, o_sh, b, s.q_row0, h) + (long)i * o_ss;
+  const long db = bwd_base(do_off, do_sb, do_ss, do_sh, b, s.q_row0, h) + (long)i * do_ss;
+  float acc = 0.0f;
+  for (int d = 0; d < HEAD_DIM_V; ++d)
+    acc = fma(FCL_LOAD(o, ob + d), FCL_LOAD(dout, db + d), acc);
+  delta[s.stat_row0 + (long)h * stat_sh + i] = acc;
+}
+
+#define BWD_TENSOR_ARGS(n) long n##_off, long n##_sb, long n##_ss, long n##_sh
+#define BWD_COMMON_ARGS                                                       \
+  const __global fcl_elem *q, const __global fcl_elem *k,                     \
+      const __global fcl_elem *v, const __global fcl_elem *dout,              \
+      const __global float *lse, const __global float *delta,                 \
+      const __global float *alibi, const __global int *cu_q,                  \
+      const __global int *cu_k, BWD_TENSOR_ARGS(q), BWD_TENSOR_ARGS(k),       \
+      BWD_TENSOR_ARGS(v), BWD_TENSOR_ARGS(do), long stat_sb, long stat_sh,    \
+      int seqlen_q, int seqlen_k, int heads_q, int group, int wl, int wr,     \
+      float qk_scale, float softcap_l2, float scale, int flags
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void fcl_attention_bwd_dq(BWD_COMMON_ARGS, __global fcl_elem *dq,
+                          BWD_TENSOR_ARGS(dq)) {
+  __local float a_s[BLOCK_R * LDK];
+  __local float b_s[BLOCK_C * LDK];
+  __local float t_s[BLOCK_R * LDC];
+  const int lid = get_local_id(0), tx = lid % WG_COLS, ty = lid / WG_COLS;
+  const int rblk = get_num_groups(0) - 1 - get_group_id(0);
+  const int col0 = get_group_id(1) * BLOCK_K; /* dQ columns of this group */
+  const int b = get_group_id(2) / heads_q, h = get_group_id(2) % heads_q;
+  const int hk = h / group;
+  const bwd_seq s = bwd_sequence(b, seqlen_q, seqlen_k, cu_q, cu_k, flags & 4, stat_sb);
+  const int i0 = rblk * BLOCK_R;
+  if (i0 >= s.sq) return;
+  const long qb = bwd_base(q_off, q_sb, q_ss, q_sh, b, s.q_row0, h);
+  const long dob = bwd_base(do_off, do_sb, do_ss, do_sh, b, s.q_row0, h);
+  const long kb = bwd_base(k_off, k_sb, k_ss, k_sh, b, s.k_row0, hk);
+  const long vb = bwd_base(v_off, v_sb, v_ss, v_sh, b, s.k_row0, hk);
+  const long dqb = bwd_base(dq_off, dq_sb, dq_ss, dq_sh, b, s.q_row0, h);
+  const int diag = s.sk - s.sq;
+  const float slope_l2 = (flags & 2) ? alibi[h] * FCL_LOG2E : 0.0f;
+
+  float lse2[RR], dlt[RR], acc[RR][CK];
+  for (int r = 0; r < RR; ++r) {
+    const int i = min(i0 + ty * RR + r, s.sq - 1);
+    const long si = s.stat_row0 + (long)h * stat_sh + i;
+    const float l = lse[si];
+    lse2[r] = l == -INFINITY ? INFINITY : l * FCL_LOG2E;
+    dlt[r] = delta[si];
+    for (int c = 0; c < CK; ++c) acc[r][c] = 0.0f;
+  }
+  const int i_last = min(i0 + BLOCK_R, s.sq) - 1;
+  const int j_lo = max(0, i0 + diag - wl);
+  const int j_hi = min(s.sk - 1, i_last + diag + wr);
+  for (int j0 = (j_lo / BLOCK_C) * BLOCK_C; j0 <= j_hi; j0 += BLOCK_C) {
+    float sc[RR][CC], dp[RR][CC];
+    for (int r = 0; r < RR; ++r)
+      for (int c = 0; c < CC; ++c) sc[r][c] = dp[r][c] = 0.0f;
+    bwd_contract(sc, a_s, b_s, HEAD_DIM, q, qb, q_ss, i0, s.sq, k, kb, k_ss, j0,
+                 s.sk, lid, tx, ty);
+    bwd_contract(dp, a_s, b_s, HEAD_DIM_V, dout, dob, do_ss, i0, s.sq, v, vb,
+                 v_ss, j0, s.sk, lid, tx, ty);
+    for (int r = 0; r < RR; ++r)
+      for (int c = 0; c < CC; ++c) {
+        float ds;
+        bwd_element(sc[r][c], dp[r][c], i0 + ty * RR + r, j0 + tx + c * WG_COLS,
+                    diag, wl, wr, s.sk, qk_scale, softcap_l2, slope_l2, lse2[r],
+                    dlt[r], scale, &ds);
+        t_s[(ty * RR + r) * LDC + tx + c * WG_COLS] = ds;
+      }
+    bwd_accumulate(acc, t_s, b_s, HEAD_DIM, k, kb, k_ss, j0, s.sk, col0, lid, tx, ty);
+  }
+  for (int r = 0; r < RR; ++r) {
+    const int i = i0 + ty * RR + r;
+    if (i >= s.sq) continue;
+    for (int c = 0; c < CK; ++c) {
+      const int d = col0 + tx + c * WG_COLS;
+      if (d < HEAD_DIM) FCL_STORE(dq, dqb + (long)i * dq_ss + d, acc[r][c]);
+    }
+  }
+}
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void fcl_attention_bwd_dkdv(BWD_COMMON_ARGS, __global fcl_elem *dk,
+                            BWD_TENSOR_ARGS(dk), __global fcl_elem *dv,
+                            BWD_TENSOR_ARGS(dv)) {
+  __local float a_s[BLOCK_R * LDK];
+  __local float b_s[BLOCK_C * LDK];
+  __local float t_s[BLOCK_R * LDC];
+  const int lid = get_local_id(0), tx = lid % WG_COLS, ty = lid / WG_COLS;
+  const int rblk = get_group_id(0);
+  const int col0 = get_group_id(1) * BLOCK_K; /* dK/dV columns of this group */
+  const int heads_kv = heads_q / group;
+  const int b = get_group_id(2) / heads_kv, hk = get_group_id(2) % heads_kv;
+  const bwd_seq s = bwd_sequence(b, seqlen_q, seqlen_k, cu_q, cu_k, flags & 4, stat_sb);
+  const int j0 = rblk * BLOCK_R;
+  if (j0 >= s.sk) return;
+  const long kb = bwd_base(k_off, k_sb, k_ss, k_sh, b, s.k_row0, hk);
+  const long vb = bwd_base(v_off, v_sb, v_ss, v_sh, b, s.k_row0, hk);
+  const int diag = s.sk - s.sq;
+  const int j_last = min(j0 + BLOCK_R, s.sk) - 1;
+  /* Queries that see any key of this block. */
+  const int i_lo = max(0, j0 - diag - wr);
+  const int i_hi = min(s.sq - 1, j_last - diag + wl);
+
+  float gk[RR][CK], gv[RR][CK];
+  for (int r = 0; r < RR; ++r)
+    for (int c = 0; c < CK; ++c) gk[r][c] = gv[r][c] = 0.0f;
+
+  for (int h = hk * group; h < (hk + 1) * group; ++h) {
+    const long qb = bwd_base(q_off, q_sb, q_ss, q_sh, b, s.q_row0, h);
+    const long dob = bwd_base(do_off, do_sb, do_ss, do_sh, b, s.q_row0, h);
+    const float slope_l2 = (flags & 2) ? alibi[h] * FCL_LOG2E : 0.0f;
+    for (int i0 = (i_lo / BLOCK_C) * BLOCK_C; i0 <= i_hi; i0 += BLOCK_C) {
+      float sc[RR][CC], dp[RR][CC], lse2[CC], dlt[CC];
+      for (int c = 0; c < CC; ++c) {
+        const int i = min(i0 + tx + c * WG_COLS, s.sq - 1);
+        const long si = s.stat_row0 + (long)h * stat_sh + i;
+        const float l = lse[si];
+        lse2[c] = l == -INFINITY ? INFINITY : l * FCL_LOG2E;
+        dlt[c] = delta[si];
+      }
+      for (int r = 0; r < RR; ++r)
+        for (int c = 0; c < CC; ++c) sc[r][c] = dp[r][c] = 0.0f;
+      bwd_contract(sc, a_s, b_s, HEAD_DIM, k, kb, k_ss, j0, s.sk, q, qb, q_ss, i0,
+                   s.sq, lid, tx, ty);
+      bwd_contract(dp, a_s, b_s, HEAD_DIM_V, v, vb, v_ss, j0, s.sk, dout, dob,
+                   do_ss, i0, s.sq, lid, tx, ty);
+      float ds[RR][CC];
+      for (int r = 0; r < RR; ++r)
+        for (int c = 0; c < CC; ++c) {
+          const int i = i0 + tx + c * WG_COLS, j = j0 + ty * RR + r;
+          /* Columns past the sequence's queries contribute nothing. */
+          float p = bwd_element(sc[r][c], dp[r][c], i, j, diag, wl, wr, s.sk,
+                                qk_scale, softcap_l2, slope_l2, lse2[c], dlt[c],
+                                scale, &ds[r][c]);
+          if (i >= s.sq) p = ds[r][c] = 0.0f;
+          t_s[(ty * RR + r) * LDC + tx + c * WG_COLS] = p;
+        }
+      if (col0 < HEAD_DIM_V)
+        bwd_accumulate(gv, t_s, b_s, HEAD_DIM_V, dout, dob, do_ss, i0, s.sq, col0,
+                       lid, tx, ty);
+      for (int r = 0; r < RR; ++r)
+        for (int c = 0; c < CC; ++c)
+          t_s[(ty * RR + r) * LDC + tx + c * WG_COLS] = ds[r][c];
+      if (col0 < HEAD_DIM)
+        bwd_accumulate(gk, t_s, b_s, HEAD_DIM, q, qb, q_ss, i0, s.sq, col0, lid,
+                       tx, ty);
+    }
+  }
+  const long dkb = bwd_base(dk_off, dk_sb, dk_ss, dk_sh, b, s.k_row0, hk);
+  const long dvb = bwd_base(dv_off, dv_sb, dv_ss, dv_sh, b, s.k_row0, hk);
+  for (int r = 0; r < RR; ++r) {
+    const int j = j0 + ty * RR + r;
+    if (j >= s.sk) continue;
+    for (int c = 0; c < CK; ++c) {
+      const int d = col0 + tx + c * WG_COLS;
+      if (d < HEAD_DIM) FCL_STORE(dk, dkb + (long)j * dk_ss + d, gk[r][c]);
+      if (d < HEAD_DIM_V) FCL_STORE(dv, dvb + (long)j * dv_ss + d, gv[r][c]);
+    }
+  }
+}

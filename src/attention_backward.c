@@ -1,0 +1,133 @@
+/* fcl_attention_backward: validation and the three kernels of
+ * cl/attention_bwd.cl (delta, dQ, dK/dV), enqueued in order. */
+#include "attention.h"
+
+#include <stdio.h>
+
+static const char *const bwd_files[] = {"dtype.cl", "attention_bwd.cl"};
+
+/* The extra tensors must look like the ones they mirror. */
+static fcl_status check_like(fcl_context *ctx, const fcl_tensor *t,
+                             const char *name, const fcl_tensor_shape *like,
+                             fcl_dtype dtype, bool varlen) {
+  fcl_tensor_shape shape = *like;
+  shape.name = name;
+  fcl_tensor t0 = t ? *t : (fcl_tensor){0};
+  if (t && varlen) t0.strides[0] = 0;
+  fcl_status s = fcl_check_tensor(ctx, t ? &t0 : NULL, &shape);
+  if (s == FCL_OK && t->dtype != dtype)
+    s = fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
+                 "%s.dtype: is %d but q.dtype is %d; they must match", name,
+                 (int)t->dtype, (int)dtype);
+  return s;
+}
+
+static fcl_status enqueue(fcl_context *ctx, cl_kernel k, fcl_args *a,
+                          const size_t global[3], const size_t local[3],
+                          const char *what) {
+  if (a->err != CL_SUCCESS) return fcl_fail_cl(ctx, a->err, "clSetKernelArg");
+  cl_int err = clEnqueueNDRangeKernel(ctx->queue, k, 3, NULL, global, local, 0,
+                                      NULL, NULL);
+  return err == CL_SUCCESS ? FCL_OK : fcl_fail_cl(ctx, err, what);
+}
+
+fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *d,
+                                  const fcl_tensor *q, const fcl_tensor *k,
+                                  const fcl_tensor *v, const fcl_tensor *o,
+                                  cl_mem lse, const fcl_tensor *dout,
+                                  const fcl_tensor *dq, const fcl_tensor *dk,
+                                  const fcl_tensor *dv) {
+  if (!ctx) return fcl_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "ctx: is NULL");
+  fcl_clear_error(ctx);
+  fcl_attention_problem p;
+  fcl_status s = fcl_check_attention(ctx, d, q, k, v, o, &p);
+  if (s != FCL_OK) return s;
+  const size_t nstat = (size_t)(d->heads_q * p.total_q);
+  const int64_t nb = p.varlen ? 1 : d->batch;
+  const int64_t nq = p.varlen ? p.total_q : d->seqlen_q;
+  const int64_t nk = p.varlen ? p.total_k : d->seqlen_k;
+  const fcl_tensor_shape qs = {"q", {nb, nq, d->heads_q, d->head_dim}};
+  const fcl_tensor_shape ks = {"k", {nb, nk, d->heads_kv, d->head_dim}};
+  const fcl_tensor_shape vs = {"v", {nb, nk, d->heads_kv, d->head_dim_v}};
+  const fcl_tensor_shape os = {"o", {nb, nq, d->heads_q, d->head_dim_v}};
+  if ((s = fcl_check_buffer(ctx, lse, "lse", nstat * sizeof(float))) ||
+      (s = check_like(ctx, dout, "dout", &os, p.dtype, p.varlen)) ||
+      (s = check_like(ctx, dq, "dq", &qs, p.dtype, p.varlen)) ||
+      (s = check_like(ctx, dk, "dk", &ks, p.dtype, p.varlen)) ||
+      (s = check_like(ctx, dv, "dv", &vs, p.dtype, p.varlen)))
+    return s;
+  if ((s = fcl_device_probe(ctx))) return s;
+
+  fcl_attention_bwd_config c;
+  fcl_attention_bwd_choose(&ctx->info, (int)d->head_dim, (int)d->head_dim_v, &c);
+  char opts[512];
+  snprintf(opts, sizeof opts,
+           "-DFCL_DTYPE=%d -DHEAD_DIM=%d -DHEAD_DIM_V=%d -DBLOCK_R=%d -DBLOCK_C=%d "
+           "-DBLOCK_K=%d -DWG_ROWS=%d -DWG_COLS=%d",
+           (int)p.dtype, (int)d->head_dim, (int)d->head_dim_v, c.block_r,
+           c.block_c, c.block_k, c.wg_rows, c.wg_cols);
+  cl_kernel k_delta, k_dq, k_dkdv;
+  cl_mem    delta;
+  if ((s = fcl_get_kernel(ctx, bwd_files, 2, opts, "fcl_attention_bwd_delta", &k_delta)) ||
+      (s = fcl_get_kernel(ctx, bwd_files, 2, opts, "fcl_attention_bwd_dq", &k_dq)) ||
+      (s = fcl_get_kernel(ctx, bwd_files, 2, opts, "fcl_attention_bwd_dkdv", &k_dkdv)) ||
+      (s = fcl_scratch(ctx, nstat * sizeof(float), &delta)))
+    return s;
+
+  fcl_attention_scalars sc;
+  fcl_attention_scalars_init(d, &p, &sc);
+  cl_int flags = (d->alibi_slopes ? 2 : 0) | (p.varlen ? 4 : 0);
+  cl_int varlen = p.varlen;
+  cl_mem alibi_b = d->alibi_slopes ? d->alibi_slopes : q->buffer;
+  cl_mem cuq_b = p.varlen ? d->cu_seqlens_q : q->buffer;
+  cl_mem cuk_b = p.varlen ? d->cu_seqlens_k : q->buffer;
+  const size_t bh = (size_t)(d->batch * d->heads_q);
+  const size_t bhk = (size_t)(d->batch * d->heads_kv);
+
+  /* 1. delta = rowsum(dO * O) */
+  fcl_args a = {k_delta, 0, CL_SUCCESS};
+  FCL_ARG(&a, o->buffer); FCL_ARG(&a, dout->buffer); FCL_ARG(&a, delta);
+  FCL_ARG(&a, cuq_b); FCL_ARG(&a, cuk_b);
+  fcl_arg_tensor(&a, o); fcl_arg_tensor(&a, dout);
+  FCL_ARG(&a, sc.stat_sb); FCL_ARG(&a, sc.stat_sh); FCL_ARG(&a, sc.seqlen_q);
+  FCL_ARG(&a, sc.seqlen_k); FCL_ARG(&a, sc.heads_q); FCL_ARG(&a, varlen);
+  if (a.err != CL_SUCCESS) return fcl_fail_cl(ctx, a.err, "clSetKernelArg");
+
+  /* 2. dQ, 3. dK and dV: the same leading arguments. */
+  cl_kernel kernels[2] = {k_dq, k_dkdv};
+  cl_uint   ncommon = 0; /* where the kernel-specific arguments start */
+  for (int i = 0; i < 2; ++i) {
+    fcl_args ac = {kernels[i], 0, CL_SUCCESS};
+    FCL_ARG(&ac, q->buffer); FCL_ARG(&ac, k->buffer); FCL_ARG(&ac, v->buffer);
+    FCL_ARG(&ac, dout->buffer); FCL_ARG(&ac, lse); FCL_ARG(&ac, delta);
+    FCL_ARG(&ac, alibi_b); FCL_ARG(&ac, cuq_b); FCL_ARG(&ac, cuk_b);
+    fcl_arg_tensor(&ac, q); fcl_arg_tensor(&ac, k); fcl_arg_tensor(&ac, v);
+    fcl_arg_tensor(&ac, dout);
+    FCL_ARG(&ac, sc.stat_sb); FCL_ARG(&ac, sc.stat_sh);
+    fcl_arg_scalars(&ac, &sc);
+    FCL_ARG(&ac, sc.scale); FCL_ARG(&ac, flags);
+    ncommon = ac.i;
+    if (ac.err != CL_SUCCESS) return fcl_fail_cl(ctx, ac.err, "clSetKernelArg");
+  }
+  const size_t wg = (size_t)c.wg_rows * c.wg_cols;
+  size_t lw[3] = {wg, 1, 1};
+
+  fcl_args adq = {k_dq, ncommon, CL_SUCCESS};
+  FCL_ARG(&adq, dq->buffer); fcl_arg_tensor(&adq, dq);
+  fcl_args adkv = {k_dkdv, ncommon, CL_SUCCESS};
+  FCL_ARG(&adkv, dk->buffer); fcl_arg_tensor(&adkv, dk);
+  FCL_ARG(&adkv, dv->buffer); fcl_arg_tensor(&adkv, dv);
+
+  /* All arguments are set before the first enqueue. */
+  const size_t rows = (size_t)((d->seqlen_q + 63) / 64 * 64);
+  size_t g0[3] = {rows, bh, 1}, l0[3] = {64, 1, 1};
+  size_t gq[3] = {(size_t)((d->seqlen_q + c.block_r - 1) / c.block_r) * wg,
+                  (size_t)((d->head_dim + c.block_k - 1) / c.block_k), bh};
+  const int64_t widest = d->head_dim > d->head_dim_v ? d->head_dim : d->head_dim_v;
+  size_t gk[3] = {(size_t)((d->seqlen_k + c.block_r - 1) / c.block_r) * wg,
+                  (size_t)((widest + c.block_k - 1) / c.block_k), bhk};
+  if ((s = enqueue(ctx, k_delta, &a, g0, l0, "enqueueing backward delta")) ||
+      (s = enqueue(ctx, k_dq, &adq, gq, lw, "enqueueing backward dq")))
+    return s;
+  return enqueue(ctx, k_dkdv, &adkv, gk, lw, "enqueueing backward dk/dv");
+}
