@@ -154,6 +154,50 @@ FCL_API fcl_status fcl_attention_backward(fcl_context *ctx,
                                           const fcl_tensor *dk,
                                           const fcl_tensor *dv);
 
+/* ------------------------------------------------------------------ */
+/* RWKV6 linear attention                                              */
+
+typedef enum {
+  FCL_RWKV6_AUTO = 0,      /* chosen by shape (and tuning)             */
+  FCL_RWKV6_RECURRENT = 1, /* fused recurrent: one pass over time      */
+  FCL_RWKV6_CHUNKED = 2    /* chunked: matrix products within chunks   */
+} fcl_rwkv6_algorithm;
+
+typedef struct {
+  int64_t batch;      /* varlen: number of sequences                   */
+  int64_t seqlen;     /* varlen: the longest sequence                  */
+  int64_t heads;
+  int64_t head_dim_k; /* 1..256 */
+  int64_t head_dim_v; /* 1..256 */
+  float   scale;      /* 0: 1/sqrt(head_dim_k)                         */
+  int     reverse;    /* run from the last step to the first           */
+  cl_mem  cu_seqlens; /* NULL or int32 [batch + 1]                     */
+  fcl_rwkv6_algorithm algorithm; /* $FCL_RWKV6_ALGORITHM overrides AUTO */
+} fcl_rwkv6_desc;
+
+#define FCL_RWKV6_DESC_INIT { 0, 0, 0, 0, 0, 0.0f, 0, NULL, FCL_RWKV6_AUTO }
+
+/* Per (batch, head), from S = h0 (or 0), for each step t:
+ *   o_t[j] = sum_i scale * r_t[i] * (S[i][j] + u[i] * k_t[i] * v_t[j])
+ *   S[i][j] = S[i][j] * exp(w_t[i]) + k_t[i] * v_t[j]
+ * r, k, w: [batch, seqlen, heads, head_dim_k]; v, o: [..., head_dim_v]
+ * (strided; varlen indexes by token). u: [heads, head_dim_k] in the dtype of
+ * r. h0, ht: NULL or f32 [batch, heads, head_dim_k, head_dim_v]. */
+FCL_API fcl_status fcl_rwkv6_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
+                                     const fcl_tensor *r, const fcl_tensor *k,
+                                     const fcl_tensor *v, const fcl_tensor *w,
+                                     cl_mem u, cl_mem h0, const fcl_tensor *o,
+                                     cl_mem ht);
+
+/* Gradients: dht NULL means zero; dh0 may be NULL. du (like u) sums over
+ * batch and time. dr, dk, dv, dw are laid out like r, k, v, w. */
+FCL_API fcl_status fcl_rwkv6_backward(
+    fcl_context *ctx, const fcl_rwkv6_desc *d, const fcl_tensor *r,
+    const fcl_tensor *k, const fcl_tensor *v, const fcl_tensor *w, cl_mem u,
+    cl_mem h0, const fcl_tensor *dout, cl_mem dht, const fcl_tensor *dr,
+    const fcl_tensor *dk, const fcl_tensor *dv, const fcl_tensor *dw, cl_mem du,
+    cl_mem dh0);
+
 #ifdef __cplusplus
 }
 #endif

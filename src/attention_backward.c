@@ -6,20 +6,13 @@
 
 static const char *const bwd_files[] = {"dtype.cl", "attention_bwd.cl"};
 
-/* The extra tensors must look like the ones they mirror. */
+/* The gradient tensors must look like the ones they mirror. */
 static fcl_status check_like(fcl_context *ctx, const fcl_tensor *t,
                              const char *name, const fcl_tensor_shape *like,
-                             fcl_dtype dtype, bool varlen) {
+                             const fcl_tensor *q, bool varlen) {
   fcl_tensor_shape shape = *like;
   shape.name = name;
-  fcl_tensor t0 = t ? *t : (fcl_tensor){0};
-  if (t && varlen) t0.strides[0] = 0;
-  fcl_status s = fcl_check_tensor(ctx, t ? &t0 : NULL, &shape);
-  if (s == FCL_OK && t->dtype != dtype)
-    s = fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
-                 "%s.dtype: is %d but q.dtype is %d; they must match", name,
-                 (int)t->dtype, (int)dtype);
-  return s;
+  return fcl_check_view(ctx, t, &shape, varlen, q, "q");
 }
 
 static fcl_status enqueue(fcl_context *ctx, cl_kernel k, fcl_args *a,
@@ -51,10 +44,10 @@ fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *d,
   const fcl_tensor_shape vs = {"v", {nb, nk, d->heads_kv, d->head_dim_v}};
   const fcl_tensor_shape os = {"o", {nb, nq, d->heads_q, d->head_dim_v}};
   if ((s = fcl_check_buffer(ctx, lse, "lse", nstat * sizeof(float))) ||
-      (s = check_like(ctx, dout, "dout", &os, p.dtype, p.varlen)) ||
-      (s = check_like(ctx, dq, "dq", &qs, p.dtype, p.varlen)) ||
-      (s = check_like(ctx, dk, "dk", &ks, p.dtype, p.varlen)) ||
-      (s = check_like(ctx, dv, "dv", &vs, p.dtype, p.varlen)))
+      (s = check_like(ctx, dout, "dout", &os, q, p.varlen)) ||
+      (s = check_like(ctx, dq, "dq", &qs, q, p.varlen)) ||
+      (s = check_like(ctx, dk, "dk", &ks, q, p.varlen)) ||
+      (s = check_like(ctx, dv, "dv", &vs, q, p.varlen)))
     return s;
   if ((s = fcl_device_probe(ctx))) return s;
 
@@ -71,7 +64,7 @@ fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *d,
   if ((s = fcl_get_kernel(ctx, bwd_files, 2, opts, "fcl_attention_bwd_delta", &k_delta)) ||
       (s = fcl_get_kernel(ctx, bwd_files, 2, opts, "fcl_attention_bwd_dq", &k_dq)) ||
       (s = fcl_get_kernel(ctx, bwd_files, 2, opts, "fcl_attention_bwd_dkdv", &k_dkdv)) ||
-      (s = fcl_scratch(ctx, nstat * sizeof(float), &delta)))
+      (s = fcl_scratch(ctx, 0, nstat * sizeof(float), &delta)))
     return s;
 
   fcl_attention_scalars sc;

@@ -4,7 +4,6 @@
 
 #include <inttypes.h>
 #include <math.h>
-#include <stdlib.h>
 
 #define FCL_MAX_HEAD_DIM 512
 #define FCL_MAX_SEQLEN (1LL << 30)
@@ -15,37 +14,6 @@ static fcl_status check_positive(fcl_context *ctx, const char *name, int64_t v,
     return fcl_fail(ctx, v <= 0 ? FCL_ERROR_INVALID_ARGUMENT : FCL_ERROR_UNSUPPORTED,
                     "%s: is %" PRId64 ", must be in 1..%" PRId64, name, v, max);
   return FCL_OK;
-}
-
-/* Reads and checks cu_seqlens (int32 [batch + 1]: non-decreasing, from >= 0,
- * no sequence longer than max_len); *total = its last entry. */
-static fcl_status check_cu_seqlens(fcl_context *ctx, cl_mem buf, const char *name,
-                                   int64_t batch, int64_t max_len, int64_t *total) {
-  fcl_status s = fcl_check_buffer(ctx, buf, name, (size_t)(batch + 1) * 4);
-  if (s != FCL_OK) return s;
-  int32_t *cu = malloc((size_t)(batch + 1) * sizeof *cu);
-  if (!cu) return fcl_fail(ctx, FCL_ERROR_OUT_OF_MEMORY, "%s: host copy", name);
-  cl_int err = clEnqueueReadBuffer(ctx->queue, buf, CL_TRUE, 0,
-                                   (size_t)(batch + 1) * 4, cu, 0, NULL, NULL);
-  if (err != CL_SUCCESS) {
-    free(cu);
-    return fcl_fail_cl(ctx, err, "reading cu_seqlens");
-  }
-  s = FCL_OK;
-  if (cu[0] < 0)
-    s = fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT, "%s[0]: is %d, must be >= 0",
-                 name, (int)cu[0]);
-  for (int64_t b = 0; b < batch && s == FCL_OK; ++b) {
-    int64_t len = (int64_t)cu[b + 1] - cu[b];
-    if (len < 0 || len > max_len)
-      s = fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
-                   "%s: sequence %" PRId64 " has length %" PRId64
-                   " (entries %d, %d), must be in 0..%" PRId64,
-                   name, b, len, (int)cu[b], (int)cu[b + 1], max_len);
-  }
-  *total = cu[batch];
-  free(cu);
-  return s;
 }
 
 fcl_status fcl_check_attention(fcl_context *ctx, const fcl_attention_desc *d,
@@ -103,9 +71,9 @@ fcl_status fcl_check_attention(fcl_context *ctx, const fcl_attention_desc *d,
                       "%s: is NULL while %s is set; varlen needs both",
                       d->cu_seqlens_q ? "cu_seqlens_k" : "cu_seqlens_q",
                       d->cu_seqlens_q ? "cu_seqlens_q" : "cu_seqlens_k");
-    if ((s = check_cu_seqlens(ctx, d->cu_seqlens_q, "cu_seqlens_q", d->batch,
+    if ((s = fcl_check_cu_seqlens(ctx, d->cu_seqlens_q, "cu_seqlens_q", d->batch,
                               d->seqlen_q, &p->total_q)) ||
-        (s = check_cu_seqlens(ctx, d->cu_seqlens_k, "cu_seqlens_k", d->batch,
+        (s = fcl_check_cu_seqlens(ctx, d->cu_seqlens_k, "cu_seqlens_k", d->batch,
                               d->seqlen_k, &p->total_k)))
       return s;
   }
@@ -120,15 +88,9 @@ fcl_status fcl_check_attention(fcl_context *ctx, const fcl_attention_desc *d,
       {"v", {nb, nk, d->heads_kv, d->head_dim_v}},
       {"o", {nb, nq, d->heads_q, d->head_dim_v}}};
   const fcl_tensor *ts[4] = {q, k, v, o};
-  for (int i = 0; i < 4; ++i) {
-    fcl_tensor t0 = ts[i] ? *ts[i] : (fcl_tensor){0};
-    if (ts[i] && p->varlen) t0.strides[0] = 0; /* ignored for varlen */
-    if ((s = fcl_check_tensor(ctx, ts[i] ? &t0 : NULL, &shapes[i]))) return s;
-    if (ts[i]->dtype != q->dtype)
-      return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
-                      "%s.dtype: is %d but q.dtype is %d; they must match",
-                      shapes[i].name, (int)ts[i]->dtype, (int)q->dtype);
-  }
+  for (int i = 0; i < 4; ++i)
+    if ((s = fcl_check_view(ctx, ts[i], &shapes[i], p->varlen, i ? q : NULL, "q")))
+      return s;
   p->dtype = q->dtype;
   return FCL_OK;
 }

@@ -102,7 +102,8 @@ void fcl_context_destroy(fcl_context *ctx) {
   if (!ctx) return;
   if (ctx->queue) clFinish(ctx->queue);
   fcl_release_programs(ctx);
-  if (ctx->scratch) clReleaseMemObject(ctx->scratch);
+  for (int i = 0; i < (int)FCL_COUNT(ctx->scratch); ++i)
+    if (ctx->scratch[i]) clReleaseMemObject(ctx->scratch[i]);
   if (ctx->queue) clReleaseCommandQueue(ctx->queue);
   if (ctx->cl_ctx) clReleaseContext(ctx->cl_ctx);
   free(ctx);

@@ -43,8 +43,8 @@ struct fcl_context {
   fcl_device_info  info;
   fcl_program_entry *programs;
   fcl_context_stats stats;
-  cl_mem           scratch;      /* grown on demand, see fcl_scratch() */
-  size_t           scratch_size;
+  cl_mem           scratch[6];      /* grown on demand, see fcl_scratch() */
+  size_t           scratch_size[6];
   bool             log; /* FCL_LOG set */
   char             message[FCL_MSG_MAX];
 };
@@ -104,8 +104,9 @@ fcl_status fcl_get_kernel(fcl_context *ctx, const char *const *files,
                           cl_kernel *out);
 void       fcl_release_programs(fcl_context *ctx);
 
-/* scratch.c: a device buffer of at least bytes, kept by the context. */
-fcl_status fcl_scratch(fcl_context *ctx, size_t bytes, cl_mem *out);
+/* scratch.c: device buffer number slot (0..5) of at least bytes, kept by
+ * the context; an operation uses distinct slots for distinct buffers. */
+fcl_status fcl_scratch(fcl_context *ctx, int slot, size_t bytes, cl_mem *out);
 
 /* Kernel arguments set in order, stopping at the first failure. */
 typedef struct {
@@ -125,5 +126,14 @@ fcl_status fcl_check_tensor(fcl_context *ctx, const fcl_tensor *t,
                             const fcl_tensor_shape *shape);
 fcl_status fcl_check_buffer(fcl_context *ctx, cl_mem buf, const char *name,
                             size_t bytes_needed);
+/* fcl_check_tensor, ignoring strides[0] for varlen, and requiring the dtype
+ * of `like` (named like_name in messages) when like is not NULL. */
+fcl_status fcl_check_view(fcl_context *ctx, const fcl_tensor *t,
+                          const fcl_tensor_shape *shape, bool varlen,
+                          const fcl_tensor *like, const char *like_name);
 size_t     fcl_buffer_size(cl_mem buf);
+/* Reads and checks cu_seqlens (int32 [batch + 1], non-decreasing from >= 0,
+ * no sequence longer than max_len); *total = its last entry. Blocking. */
+fcl_status fcl_check_cu_seqlens(fcl_context *ctx, cl_mem buf, const char *name,
+                                int64_t batch, int64_t max_len, int64_t *total);
 #endif

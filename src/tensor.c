@@ -2,6 +2,7 @@
 #include "internal.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 
 size_t fcl_buffer_size(cl_mem buf) {
   size_t size = 0;
@@ -97,4 +98,49 @@ fcl_status fcl_check_tensor(fcl_context *ctx, const fcl_tensor *t,
                     shape->dims[2], shape->dims[3], t->strides[0], t->strides[1],
                     t->strides[2], fcl_buffer_size(t->buffer));
   return FCL_OK;
+}
+
+/* Reads and checks cu_seqlens (int32 [batch + 1]: non-decreasing, from >= 0,
+ * no sequence longer than max_len); *total = its last entry. */
+fcl_status fcl_check_cu_seqlens(fcl_context *ctx, cl_mem buf, const char *name,
+                                   int64_t batch, int64_t max_len, int64_t *total) {
+  fcl_status s = fcl_check_buffer(ctx, buf, name, (size_t)(batch + 1) * 4);
+  if (s != FCL_OK) return s;
+  int32_t *cu = malloc((size_t)(batch + 1) * sizeof *cu);
+  if (!cu) return fcl_fail(ctx, FCL_ERROR_OUT_OF_MEMORY, "%s: host copy", name);
+  cl_int err = clEnqueueReadBuffer(ctx->queue, buf, CL_TRUE, 0,
+                                   (size_t)(batch + 1) * 4, cu, 0, NULL, NULL);
+  if (err != CL_SUCCESS) {
+    free(cu);
+    return fcl_fail_cl(ctx, err, "reading cu_seqlens");
+  }
+  s = FCL_OK;
+  if (cu[0] < 0)
+    s = fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT, "%s[0]: is %d, must be >= 0",
+                 name, (int)cu[0]);
+  for (int64_t b = 0; b < batch && s == FCL_OK; ++b) {
+    int64_t len = (int64_t)cu[b + 1] - cu[b];
+    if (len < 0 || len > max_len)
+      s = fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
+                   "%s: sequence %" PRId64 " has length %" PRId64
+                   " (entries %d, %d), must be in 0..%" PRId64,
+                   name, b, len, (int)cu[b], (int)cu[b + 1], max_len);
+  }
+  *total = cu[batch];
+  free(cu);
+  return s;
+}
+
+fcl_status fcl_check_view(fcl_context *ctx, const fcl_tensor *t,
+                          const fcl_tensor_shape *shape, bool varlen,
+                          const fcl_tensor *like, const char *like_name) {
+  if (!t) return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT, "%s: is NULL", shape->name);
+  fcl_tensor view = *t;
+  if (varlen) view.strides[0] = 0; /* ignored: tokens are indexed by dim 1 */
+  fcl_status s = fcl_check_tensor(ctx, &view, shape);
+  if (s == FCL_OK && like && t->dtype != like->dtype)
+    s = fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
+                 "%s.dtype: is %d but %s.dtype is %d; they must match", shape->name,
+                 (int)t->dtype, like_name, (int)like->dtype);
+  return s;
 }

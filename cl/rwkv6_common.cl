@@ -1,0 +1,76 @@
+/* Shared pieces of the RWKV6 kernels (prepend dtype.cl, then this file).
+ *
+ * Time is walked in "positions" p = 0 .. n-1 in processing order; with
+ * reverse the position p is time step n-1-p. Chunks of TC positions pass
+ * through local memory; chunk c starts at position c*TC, and checkpoint c is
+ * the state before it. */
+#ifndef K_DIM
+#define K_DIM 64
+#endif
+#ifndef V_DIM
+#define V_DIM 64
+#endif
+#ifndef TC
+#define TC 16
+#endif
+
+#define RW_H0 1
+#define RW_HT 2
+#define RW_VARLEN 4
+#define RW_REVERSE 8
+#define RW_CHECKPOINT 16
+#define RW_NO_OUTPUT 32
+#define RW_DHT 64
+#define RW_DH0 128
+
+/* One sequence of one head: token range and strides. */
+typedef struct {
+  int  n;     /* steps in this sequence        */
+  long tok0;  /* first token (for varlen / scratch indexing) */
+  int  b, h;
+} rw_seq;
+
+inline rw_seq rw_sequence(int bh, int heads, int seqlen,
+                          const __global int *cu, int flags) {
+  rw_seq s;
+  s.b = bh / heads;
+  s.h = bh % heads;
+  s.n = seqlen;
+  s.tok0 = (long)s.b * seqlen;
+  if (flags & RW_VARLEN) {
+    s.tok0 = cu[s.b];
+    s.n = cu[s.b + 1] - cu[s.b];
+  }
+  return s;
+}
+
+/* Element offset of token t (time index) of head h in a strided tensor. */
+inline long rw_at(long off, long sb, long ss, long sh, rw_seq s, int t, int flags) {
+  if (flags & RW_VARLEN) return off + (s.tok0 + t) * ss + (long)s.h * sh;
+  return off + (long)s.b * sb + (long)t * ss + (long)s.h * sh;
+}
+
+inline int rw_time(int p, int n, int flags) {
+  return (flags & RW_REVERSE) ? n - 1 - p : p;
+}
+
+/* Loads positions [p0, p0 + TC) of a [*, dim] operand into dst[TC][ld]
+ * (zero past the sequence or the dimension); exp_of stores exp(x). */
+inline void rw_load_chunk(__local float *dst, int ld, int dim,
+                          const __global fcl_elem *src, long off, long sb,
+                          long ss, long sh, int col0, rw_seq s, int p0,
+                          int flags, bool exp_of, int lid, int nthreads) {
+  for (int e = lid; e < TC * ld; e += nthreads) {
+    const int tt = e / ld, c = e - tt * ld, p = p0 + tt;
+    float x = exp_of ? 1.0f : 0.0f;
+    if (p < s.n && col0 + c < dim) {
+      const float y = FCL_LOAD(src, rw_at(off, sb, ss, sh, s, rw_time(p, s.n, flags),
+                                          flags) + col0 + c);
+      x = exp_of ? exp(y) : y;
+    }
+    dst[e] = x;
+  }
+}
+
+#define RW_TENSOR(n) long n##_off, long n##_sb, long n##_ss, long n##_sh
+#define RW_T(n) n##_off, n##_sb, n##_ss, n##_sh

@@ -1,0 +1,87 @@
+/* fcl_rwkv6_forward: the fused recurrent kernel, or the chunked pair (state
+ * pass with checkpoints, then all chunks' outputs in parallel). */
+#include "rwkv6.h"
+
+#include <math.h>
+#include <stdio.h>
+
+static const char *const fwd_files[] = {"dtype.cl", "rwkv6_common.cl",
+                                        "rwkv6_recurrent.cl", "rwkv6_chunked.cl"};
+
+fcl_status fcl_rwkv6_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
+                             const fcl_tensor *r, const fcl_tensor *k,
+                             const fcl_tensor *v, const fcl_tensor *w, cl_mem u,
+                             cl_mem h0, const fcl_tensor *o, cl_mem ht) {
+  if (!ctx) return fcl_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "ctx: is NULL");
+  fcl_clear_error(ctx);
+  fcl_rwkv6_problem p;
+  fcl_status s = fcl_check_rwkv6(ctx, d, r, k, v, w, u, h0, &p);
+  if (s != FCL_OK) return s;
+  if ((s = fcl_check_rwkv6_view(ctx, d, &p, o, "o", true, r))) return s;
+  if (ht && (s = fcl_check_buffer(ctx, ht, "ht", p.state_bytes))) return s;
+
+  const bool chunked = fcl_rwkv6_use_chunked(ctx, d);
+  fcl_rwkv6_fwd_config c;
+  fcl_rwkv6_fwd_choose(&ctx->info, (int)d->head_dim_k, (int)d->head_dim_v, chunked, &c);
+  char opts[384];
+  snprintf(opts, sizeof opts,
+           "-DFCL_DTYPE=%d -DK_DIM=%d -DV_DIM=%d -DTC=%d -DBV=%d -DKS=%d -DBVC=%d",
+           (int)p.dtype, (int)d->head_dim_k, (int)d->head_dim_v, c.tc, c.bv, c.ks,
+           c.bvc);
+  fcl_log(ctx, "rwkv6 forward: %s, %s", chunked ? "chunked" : "recurrent", opts);
+  cl_kernel krec, kout = NULL;
+  if ((s = fcl_get_kernel(ctx, fwd_files, 4, opts, "fcl_rwkv6_fwd_recurrent", &krec)))
+    return s;
+  if (chunked &&
+      (s = fcl_get_kernel(ctx, fwd_files, 4, opts, "fcl_rwkv6_fwd_chunk_output", &kout)))
+    return s;
+  const cl_int nchunk = (cl_int)((d->seqlen + c.tc - 1) / c.tc);
+  cl_mem ck = o->buffer; /* never written unless chunked */
+  if (chunked &&
+      (s = fcl_scratch(ctx, 0, (size_t)d->batch * d->heads * nchunk * d->head_dim_k *
+                                   d->head_dim_v * sizeof(float), &ck)))
+    return s;
+
+  cl_int seqlen = (cl_int)d->seqlen, heads = (cl_int)d->heads;
+  cl_float scale = d->scale != 0.0f ? d->scale : (cl_float)(1.0 / sqrt((double)d->head_dim_k));
+  cl_int flags = (h0 ? 1 : 0) | (ht ? 2 : 0) | (p.varlen ? 4 : 0) | (d->reverse ? 8 : 0) |
+                 (chunked ? 16 | 32 : 0);
+  cl_mem h0_b = h0 ? h0 : r->buffer, ht_b = ht ? ht : r->buffer;
+  cl_mem cu_b = p.varlen ? d->cu_seqlens : r->buffer;
+
+  fcl_args a = {krec, 0, CL_SUCCESS};
+  FCL_ARG(&a, r->buffer); FCL_ARG(&a, k->buffer); FCL_ARG(&a, v->buffer);
+  FCL_ARG(&a, w->buffer); FCL_ARG(&a, u); FCL_ARG(&a, h0_b); FCL_ARG(&a, o->buffer);
+  FCL_ARG(&a, ht_b); FCL_ARG(&a, ck); FCL_ARG(&a, cu_b);
+  fcl_arg_tensor(&a, r); fcl_arg_tensor(&a, k); fcl_arg_tensor(&a, v);
+  fcl_arg_tensor(&a, w); fcl_arg_tensor(&a, o);
+  FCL_ARG(&a, seqlen); FCL_ARG(&a, heads); FCL_ARG(&a, nchunk); FCL_ARG(&a, scale);
+  FCL_ARG(&a, flags);
+  if (a.err != CL_SUCCESS) return fcl_fail_cl(ctx, a.err, "clSetKernelArg");
+  cl_int out_flags = flags & ~(16 | 32);
+  fcl_args b = {kout, 0, CL_SUCCESS};
+  if (chunked) {
+    FCL_ARG(&b, r->buffer); FCL_ARG(&b, k->buffer); FCL_ARG(&b, v->buffer);
+    FCL_ARG(&b, w->buffer); FCL_ARG(&b, u); FCL_ARG(&b, o->buffer); FCL_ARG(&b, ck);
+    FCL_ARG(&b, cu_b);
+    fcl_arg_tensor(&b, r); fcl_arg_tensor(&b, k); fcl_arg_tensor(&b, v);
+    fcl_arg_tensor(&b, w); fcl_arg_tensor(&b, o);
+    FCL_ARG(&b, seqlen); FCL_ARG(&b, heads); FCL_ARG(&b, nchunk); FCL_ARG(&b, scale);
+    FCL_ARG(&b, out_flags);
+    if (b.err != CL_SUCCESS) return fcl_fail_cl(ctx, b.err, "clSetKernelArg");
+  }
+
+  const size_t bh = (size_t)(d->batch * d->heads);
+  const size_t wg = (size_t)(c.bv * c.ks);
+  size_t g1[3] = {(size_t)((d->head_dim_v + c.bv - 1) / c.bv) * wg, bh, 1};
+  size_t l1[3] = {wg, 1, 1};
+  cl_int err = clEnqueueNDRangeKernel(ctx->queue, krec, 3, NULL, g1, l1, 0, NULL, NULL);
+  if (err != CL_SUCCESS) return fcl_fail_cl(ctx, err, "enqueueing rwkv6 forward");
+  if (!chunked) return FCL_OK;
+  const size_t wg2 = (size_t)(c.tc * c.bvc);
+  size_t g2[3] = {(size_t)nchunk * wg2, (size_t)((d->head_dim_v + c.bvc - 1) / c.bvc), bh};
+  size_t l2[3] = {wg2, 1, 1};
+  err = clEnqueueNDRangeKernel(ctx->queue, kout, 3, NULL, g2, l2, 0, NULL, NULL);
+  if (err != CL_SUCCESS) return fcl_fail_cl(ctx, err, "enqueueing rwkv6 chunk output");
+  return FCL_OK;
+}
