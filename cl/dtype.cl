@@ -31,5 +31,6 @@ inline ushort fcl_f32_to_bf16(float f) {
 #endif
 
 #define FCL_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define FCL_CEIL_DIV(a, b) (((a) + (b) - 1) / (b))
 #define FCL_LOG2E 1.4426950408889634f
 #define FCL_LN2 0.6931471805599453f

@@ -45,13 +45,11 @@ void fcl_clear_error(fcl_context *ctx) {
 
 fcl_status fcl_fail(fcl_context *ctx, fcl_status s, const char *fmt, ...) {
   char *buf = ctx ? ctx->message : create_message;
-  int   n = snprintf(buf, FCL_MSG_MAX, "%s: ", fcl_status_string(s));
-  if (n < 0 || n >= FCL_MSG_MAX) n = 0;
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(buf + n, FCL_MSG_MAX - (size_t)n, fmt, ap);
+  vsnprintf(buf, FCL_MSG_MAX, fmt, ap);
   va_end(ap);
-  if (ctx) fcl_log(ctx, "error: %s", buf);
+  if (ctx) fcl_log(ctx, "error (%s): %s", fcl_status_string(s), buf);
   return s;
 }
 
