@@ -84,7 +84,9 @@ void fcl_attention_fwd(
     int window_left, int window_right, /* >= 0, causal folded in */
     float qk_scale,    /* scale*log2(e), or scale/softcap with softcap */
     float softcap_l2,  /* softcap*log2(e); 0 = no softcap */
-    int flags)         /* 1: lse, 2: alibi, 4: varlen */
+    int flags,         /* 1: lse, 2: alibi, 4: varlen, 8: split partials */
+    int keys_per_split, int nslice, __global float *o_part,
+    __global float *lse_part, long nrows)
 {
   __local float q_s[FCL_MAX(Q_SIZE, Q_RESIDENT ? 1 : P_SIZE)];
 #if Q_RESIDENT
@@ -98,7 +100,8 @@ void fcl_attention_fwd(
   const int lid = get_local_id(0);
   const int tx = lid % WG_COLS, ty = lid / WG_COLS;
   const int qblk = get_num_groups(0) - 1 - get_group_id(0); /* long rows first */
-  const int slice = get_group_id(1);
+  const int slice = get_group_id(1) % nslice;
+  const int split = get_group_id(1) / nslice;
   const int b = get_group_id(2) / heads_q, h = get_group_id(2) % heads_q;
   const int hk = h / group;
 
@@ -127,8 +130,12 @@ void fcl_attention_fwd(
   const float slope_l2 = (flags & 2) ? alibi[h] * FCL_LOG2E : 0.0f;
 
   /* Keys any row of this block can see; blocks outside are never touched. */
-  const int j_lo = max(0, i0 + diag - window_left);
-  const int j_hi = min(sk - 1, i_last + diag + window_right);
+  int j_lo = max(0, i0 + diag - window_left);
+  int j_hi = min(sk - 1, i_last + diag + window_right);
+  if (flags & 8) { /* this work-group's share of the keys */
+    j_lo = max(j_lo, split * keys_per_split);
+    j_hi = min(j_hi, (split + 1) * keys_per_split - 1);
+  }
 
   float m[RM], l[RM], acc[RM][CV];
   for (int r = 0; r < RM; ++r) {
@@ -229,13 +236,52 @@ void fcl_attention_fwd(
     if (i >= sq) continue;
     /* sum == 0: the row saw no key -> 0. A NaN sum stays NaN. */
     const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
+    const long row_id = lse_row0 + (long)h * lse_sh + i;
     for (int c = 0; c < CV; ++c) {
       const int d = dv0 + tx + c * WG_COLS;
-      if (d < HEAD_DIM_V)
+      if (d >= HEAD_DIM_V) continue;
+      if (flags & 8)
+        o_part[((long)split * nrows + row_id) * HEAD_DIM_V + d] = acc[r][c] * inv;
+      else
         FCL_STORE(o, o_base + (long)i * o_ss + d, acc[r][c] * inv);
     }
-    if ((flags & 1) && slice == 0 && tx == 0)
-      lse[lse_row0 + (long)h * lse_sh + i] =
-          sum == 0.0f ? -INFINITY : m[r] * FCL_LN2 + log(sum);
+    if (slice != 0 || tx != 0) continue;
+    if (flags & 8) /* log2 domain */
+      lse_part[(long)split * nrows + row_id] = sum == 0.0f ? -INFINITY : m[r] + log2(sum);
+    else if (flags & 1)
+      lse[row_id] = sum == 0.0f ? -INFINITY : m[r] * FCL_LN2 + log(sum);
   }
+}
+
+/* Merges the per-split results of a split-key launch (flags & 8): each split
+ * s holds o_s normalised by its own denominator and lse_s (log2 domain), so
+ * o = sum_s 2^(lse_s - m) o_s / sum_s 2^(lse_s - m) with m = max_s lse_s.
+ * One work-item per (output column, row); rows are numbered like lse. */
+__kernel void fcl_attention_fwd_combine(
+    const __global float *o_part, const __global float *lse_part,
+    __global fcl_elem *o, __global float *lse, long o_off, long o_sb, long o_ss,
+    long o_sh, long lse_sb, long lse_sh, int heads_q, long nrows, int nsplit,
+    int flags) {
+  const int d = get_global_id(0);
+  const long row = get_global_id(1);
+  if (d >= HEAD_DIM_V || row >= nrows) return;
+  float mx = -INFINITY;
+  for (int s = 0; s < nsplit; ++s) mx = fmax(mx, lse_part[(long)s * nrows + row]);
+  const float m_use = mx == -INFINITY ? 0.0f : mx;
+  float sum = 0.0f, acc = 0.0f;
+  for (int s = 0; s < nsplit; ++s) {
+    const float wgt = exp2(lse_part[(long)s * nrows + row] - m_use);
+    sum += wgt;
+    acc = fma(wgt, o_part[((long)s * nrows + row) * HEAD_DIM_V + d], acc);
+  }
+  long at;
+  if (flags & 4) { /* varlen: row = h * total_q + token */
+    at = o_off + (row % lse_sh) * o_ss + (row / lse_sh) * o_sh;
+  } else {          /* row = (b * heads_q + h) * seqlen_q + i */
+    const long bh = row / lse_sh, i = row % lse_sh;
+    at = o_off + (bh / heads_q) * o_sb + i * o_ss + (bh % heads_q) * o_sh;
+  }
+  FCL_STORE(o, at + d, sum == 0.0f ? 0.0f : acc / sum);
+  if ((flags & 1) && d == 0)
+    lse[row] = sum == 0.0f ? -INFINITY : (m_use + log2(sum)) * FCL_LN2;
 }

@@ -44,6 +44,11 @@ void fcl_attention_fwd_choose(const fcl_device_info *dev, int head_dim,
                               int head_dim_v, fcl_attention_fwd_config *cfg);
 size_t fcl_attention_fwd_local_bytes(const fcl_attention_fwd_config *cfg,
                                      int head_dim);
+/* Keys one work-group may walk within the device's loop budget (a multiple
+ * of block_n), or 0 when unlimited. */
+int64_t fcl_attention_fwd_keys_per_group(const fcl_device_info *dev,
+                                         const fcl_attention_fwd_config *cfg,
+                                         int head_dim);
 /* Block sizes of the backward kernels (cl/attention_bwd.cl). */
 typedef struct {
   int block_r, block_c, block_k, wg_rows, wg_cols;

@@ -17,16 +17,49 @@ size_t fcl_attention_fwd_local_bytes(const fcl_attention_fwd_config *c,
   return 4 * (qp + (kd > kv ? kd : kv) + red);
 }
 
+/* Loop iterations per key tile of cl/attention_fwd.cl, counting nested loops
+ * the way llvmpipe does (each iteration of each loop). */
+static long fwd_iterations_per_tile(const fcl_attention_fwd_config *c, int head_dim) {
+  const long wg = (long)c->wg_rows * c->wg_cols;
+  const long rm = c->block_m / c->wg_rows, cn = c->block_n / c->wg_cols;
+  const long cv = c->block_dv / c->wg_cols;
+  const long nchunk = ceil_div(head_dim, c->block_d);
+  const long load_q = nchunk > 1 ? ceil_div(c->block_m * c->block_d, (int)wg) : 0;
+  long it = 1 + nchunk * (1 + load_q + ceil_div(c->block_n * c->block_d, (int)wg) +
+                          c->block_d * (1 + rm + cn + rm * (1 + cn)));
+  it += rm * (1 + cn) + ceil_div(c->block_n * c->block_dv, (int)wg);
+  it += rm * (1 + c->wg_cols + cv + cn);
+  it += c->block_n * (1 + cv + rm * (1 + cv));
+  return it;
+}
+
+int64_t fcl_attention_fwd_keys_per_group(const fcl_device_info *dev,
+                                         const fcl_attention_fwd_config *c,
+                                         int head_dim) {
+  if (dev->loop_budget <= 0) return 0;
+  /* A quarter of the budget for the prologue, epilogue and safety. */
+  long tiles = (dev->loop_budget * 3 / 4) / fwd_iterations_per_tile(c, head_dim);
+  return (int64_t)(tiles < 1 ? 1 : tiles) * c->block_n;
+}
+
 void fcl_attention_fwd_choose(const fcl_device_info *dev, int head_dim,
                               int head_dim_v, fcl_attention_fwd_config *c) {
   c->wg_cols = 8;
   c->wg_rows = 16;
+  c->block_n = 32;
+  int max_slice = 128;
+  if (dev->is_llvmpipe && dev->max_wg >= 1024) {
+    /* Many work-items, each with little to do, walk more keys per group
+     * within llvmpipe's loop budget. */
+    c->wg_cols = 32;
+    c->wg_rows = 32;
+    max_slice = 64;
+  }
   while (c->wg_rows > 1 && (size_t)(c->wg_rows * c->wg_cols) > dev->max_wg)
     c->wg_rows /= 2;
-  c->block_m = 4 * c->wg_rows;
-  c->block_n = 32;
-  /* Output columns per work-group: up to 128, split evenly. */
-  const int nslice = ceil_div(head_dim_v, 128);
+  c->block_m = (dev->is_llvmpipe ? 1 : 4) * c->wg_rows;
+  /* Output columns per work-group: up to max_slice, split evenly. */
+  const int nslice = ceil_div(head_dim_v, max_slice);
   c->block_dv = round_up(ceil_div(head_dim_v, nslice), c->wg_cols);
   /* Keep all of Q in local memory when it fits, else contract in chunks of
    * at most 64. */

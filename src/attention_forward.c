@@ -41,6 +41,24 @@ fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *d,
   cl_mem cuq_b = p.varlen ? d->cu_seqlens_q : q->buffer;
   cl_mem cuk_b = p.varlen ? d->cu_seqlens_k : q->buffer;
 
+  /* Split the keys across work-groups where one may not walk them all. */
+  const int64_t kpg = fcl_attention_fwd_keys_per_group(&ctx->info, &c, (int)d->head_dim);
+  const cl_int nsplit = kpg > 0 ? (cl_int)((d->seqlen_k + kpg - 1) / kpg) : 1;
+  cl_int keys_per_split = (cl_int)kpg;
+  cl_long nrows = d->heads_q * p.total_q;
+  const cl_int nslice = (cl_int)((d->head_dim_v + c.block_dv - 1) / c.block_dv);
+  cl_mem o_part = q->buffer, lse_part = q->buffer;
+  cl_kernel comb = NULL;
+  if (nsplit > 1) {
+    flags |= 8;
+    fcl_log(ctx, "attention forward: keys split %d ways (%d per work-group)", nsplit,
+            keys_per_split);
+    if ((s = fcl_get_kernel(ctx, fwd_files, 2, opts, "fcl_attention_fwd_combine", &comb)) ||
+        (s = fcl_scratch(ctx, 0, (size_t)(nsplit * nrows * d->head_dim_v) * 4, &o_part)) ||
+        (s = fcl_scratch(ctx, 1, (size_t)(nsplit * nrows) * 4, &lse_part)))
+      return s;
+  }
+
   fcl_args a = {kern, 0, CL_SUCCESS};
   FCL_ARG(&a, q->buffer); FCL_ARG(&a, k->buffer); FCL_ARG(&a, v->buffer);
   FCL_ARG(&a, o->buffer); FCL_ARG(&a, lse_b); FCL_ARG(&a, alibi_b);
@@ -50,15 +68,28 @@ fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *d,
   FCL_ARG(&a, sc.stat_sb); FCL_ARG(&a, sc.stat_sh);
   fcl_arg_scalars(&a, &sc);
   FCL_ARG(&a, flags);
+  FCL_ARG(&a, keys_per_split); FCL_ARG(&a, nslice); FCL_ARG(&a, o_part);
+  FCL_ARG(&a, lse_part); FCL_ARG(&a, nrows);
   if (a.err != CL_SUCCESS) return fcl_fail_cl(ctx, a.err, "clSetKernelArg");
+  fcl_args ac = {comb, 0, CL_SUCCESS};
+  if (comb) {
+    FCL_ARG(&ac, o_part); FCL_ARG(&ac, lse_part); FCL_ARG(&ac, o->buffer);
+    FCL_ARG(&ac, lse_b); fcl_arg_tensor(&ac, o); FCL_ARG(&ac, sc.stat_sb);
+    FCL_ARG(&ac, sc.stat_sh); FCL_ARG(&ac, sc.heads_q); FCL_ARG(&ac, nrows);
+    FCL_ARG(&ac, nsplit); FCL_ARG(&ac, flags);
+    if (ac.err != CL_SUCCESS) return fcl_fail_cl(ctx, ac.err, "clSetKernelArg");
+  }
 
   const size_t wg = (size_t)c.wg_rows * c.wg_cols;
   const size_t nqb = (size_t)((d->seqlen_q + c.block_m - 1) / c.block_m);
-  const size_t nslice = (size_t)((d->head_dim_v + c.block_dv - 1) / c.block_dv);
-  size_t global[3] = {nqb * wg, nslice, (size_t)(d->batch * d->heads_q)};
+  size_t global[3] = {nqb * wg, (size_t)(nslice * nsplit), (size_t)(d->batch * d->heads_q)};
   size_t local[3] = {wg, 1, 1};
   cl_int err = clEnqueueNDRangeKernel(ctx->queue, kern, 3, NULL, global, local, 0,
                                       NULL, NULL);
   if (err != CL_SUCCESS) return fcl_fail_cl(ctx, err, "enqueueing attention forward");
+  if (!comb) return FCL_OK;
+  size_t gc[2] = {(size_t)(d->head_dim_v + 31) / 32 * 32, (size_t)nrows}, lc[2] = {32, 1};
+  err = clEnqueueNDRangeKernel(ctx->queue, comb, 2, NULL, gc, lc, 0, NULL, NULL);
+  if (err != CL_SUCCESS) return fcl_fail_cl(ctx, err, "enqueueing attention combine");
   return FCL_OK;
 }

@@ -75,6 +75,10 @@ void fcl_read_device_info(cl_platform_id p, cl_device_id d,
                  fcl_str_icontains(info->vendor, "amd");
   info->is_intel = fcl_str_icontains(info->vendor, "intel");
   info->is_cpu = (info->type & CL_DEVICE_TYPE_CPU) != 0;
+  info->is_llvmpipe = fcl_str_icontains(info->device_name, "llvmpipe");
+  info->loop_budget = info->is_llvmpipe ? 65535 : 0;
+  const char *budget = getenv("FCL_LOOP_BUDGET"); /* testing the split paths */
+  if (budget && *budget) info->loop_budget = atol(budget);
 }
 
 typedef struct {

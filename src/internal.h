@@ -24,6 +24,13 @@ typedef struct {
   size_t   preferred_multiple; /* 0 until fcl_device_probe() has run */
   bool     has_subgroups;  /* cl_khr_subgroups or cl_intel_subgroups */
   bool     is_nvidia, is_amd, is_intel, is_cpu;
+  /* Loop iterations one work-item may run before the implementation ends
+   * the kernel early, 0 if unlimited. Mesa's llvmpipe (rusticl on CPU)
+   * stops every kernel after 65535 iterations summed over all its loops
+   * (LP_MAX_TGSI_LOOP_ITERATIONS); long walks are split across work-groups
+   * or launches to stay under it. */
+  long     loop_budget;
+  bool     is_llvmpipe; /* llvmpipe: wide work-groups stretch the budget */
 } fcl_device_info;
 
 /* One built program, kept for the context's lifetime. */
