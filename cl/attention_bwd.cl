@@ -184,7 +184,9 @@ __kernel void fcl_attention_bwd_delta(
       const __global int *cu_k, BWD_TENSOR_ARGS(q), BWD_TENSOR_ARGS(k),       \
       BWD_TENSOR_ARGS(v), BWD_TENSOR_ARGS(do), long stat_sb, long stat_sh,    \
       int seqlen_q, int seqlen_k, int heads_q, int group, int wl, int wr,     \
-      float qk_scale, float softcap_l2, float scale, int flags
+      float qk_scale, float softcap_l2, float scale, int flags,               \
+      int per_split, int nslice, __global float *part, __global float *part2, \
+      long nrows
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void fcl_attention_bwd_dq(BWD_COMMON_ARGS, __global fcl_elem *dq,
@@ -194,7 +196,8 @@ void fcl_attention_bwd_dq(BWD_COMMON_ARGS, __global fcl_elem *dq,
   __local float t_s[BLOCK_R * LDC];
   const int lid = get_local_id(0), tx = lid % WG_COLS, ty = lid / WG_COLS;
   const int rblk = get_num_groups(0) - 1 - get_group_id(0);
-  const int col0 = get_group_id(1) * BLOCK_K; /* dQ columns of this group */
+  const int col0 = (get_group_id(1) % nslice) * BLOCK_K; /* dQ columns */
+  const int split = get_group_id(1) / nslice;
   const int b = get_group_id(2) / heads_q, h = get_group_id(2) % heads_q;
   const int hk = h / group;
   const bwd_seq s = bwd_sequence(b, seqlen_q, seqlen_k, cu_q, cu_k, flags & 4, stat_sb);
@@ -218,8 +221,12 @@ void fcl_attention_bwd_dq(BWD_COMMON_ARGS, __global fcl_elem *dq,
     for (int c = 0; c < CK; ++c) acc[r][c] = 0.0f;
   }
   const int i_last = min(i0 + BLOCK_R, s.sq) - 1;
-  const int j_lo = max(0, i0 + diag - wl);
-  const int j_hi = min(s.sk - 1, i_last + diag + wr);
+  int j_lo = max(0, i0 + diag - wl);
+  int j_hi = min(s.sk - 1, i_last + diag + wr);
+  if (flags & 8) { /* this work-group's share of the keys */
+    j_lo = max(j_lo, split * per_split);
+    j_hi = min(j_hi, (split + 1) * per_split - 1);
+  }
   for (int j0 = (j_lo / BLOCK_C) * BLOCK_C; j0 <= j_hi; j0 += BLOCK_C) {
     float sc[RR][CC], dp[RR][CC];
     for (int r = 0; r < RR; ++r)
@@ -241,9 +248,12 @@ void fcl_attention_bwd_dq(BWD_COMMON_ARGS, __global fcl_elem *dq,
   for (int r = 0; r < RR; ++r) {
     const int i = i0 + ty * RR + r;
     if (i >= s.sq) continue;
+    const long row_id = s.stat_row0 + (long)h * stat_sh + i;
     for (int c = 0; c < CK; ++c) {
       const int d = col0 + tx + c * WG_COLS;
-      if (d < HEAD_DIM) FCL_STORE(dq, dqb + (long)i * dq_ss + d, acc[r][c]);
+      if (d >= HEAD_DIM) continue;
+      if (flags & 8) part[((long)split * nrows + row_id) * HEAD_DIM + d] = acc[r][c];
+      else FCL_STORE(dq, dqb + (long)i * dq_ss + d, acc[r][c]);
     }
   }
 }
@@ -251,13 +261,14 @@ void fcl_attention_bwd_dq(BWD_COMMON_ARGS, __global fcl_elem *dq,
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void fcl_attention_bwd_dkdv(BWD_COMMON_ARGS, __global fcl_elem *dk,
                             BWD_TENSOR_ARGS(dk), __global fcl_elem *dv,
-                            BWD_TENSOR_ARGS(dv)) {
+                            BWD_TENSOR_ARGS(dv), long kstat_sb, long kstat_sh) {
   __local float a_s[BLOCK_R * LDK];
   __local float b_s[BLOCK_C * LDK];
   __local float t_s[BLOCK_R * LDC];
   const int lid = get_local_id(0), tx = lid % WG_COLS, ty = lid / WG_COLS;
   const int rblk = get_group_id(0);
-  const int col0 = get_group_id(1) * BLOCK_K; /* dK/dV columns of this group */
+  const int col0 = (get_group_id(1) % nslice) * BLOCK_K; /* dK/dV columns */
+  const int split = get_group_id(1) / nslice;
   const int heads_kv = heads_q / group;
   const int b = get_group_id(2) / heads_kv, hk = get_group_id(2) % heads_kv;
   const bwd_seq s = bwd_sequence(b, seqlen_q, seqlen_k, cu_q, cu_k, flags & 4, stat_sb);
@@ -268,8 +279,12 @@ void fcl_attention_bwd_dkdv(BWD_COMMON_ARGS, __global fcl_elem *dk,
   const int diag = s.sk - s.sq;
   const int j_last = min(j0 + BLOCK_R, s.sk) - 1;
   /* Queries that see any key of this block. */
-  const int i_lo = max(0, j0 - diag - wr);
-  const int i_hi = min(s.sq - 1, j_last - diag + wl);
+  int i_lo = max(0, j0 - diag - wr);
+  int i_hi = min(s.sq - 1, j_last - diag + wl);
+  if (flags & 8) { /* this work-group's share of the queries */
+    i_lo = max(i_lo, split * per_split);
+    i_hi = min(i_hi, (split + 1) * per_split - 1);
+  }
 
   float gk[RR][CK], gv[RR][CK];
   for (int r = 0; r < RR; ++r)
@@ -318,13 +333,45 @@ void fcl_attention_bwd_dkdv(BWD_COMMON_ARGS, __global fcl_elem *dk,
   }
   const long dkb = bwd_base(dk_off, dk_sb, dk_ss, dk_sh, b, s.k_row0, hk);
   const long dvb = bwd_base(dv_off, dv_sb, dv_ss, dv_sh, b, s.k_row0, hk);
+  /* Key rows are numbered like lse rows, over kv heads and keys. */
+  const long krow0 = (flags & 4) ? (long)hk * kstat_sh + s.k_row0
+                                 : (long)b * kstat_sb + (long)hk * kstat_sh;
   for (int r = 0; r < RR; ++r) {
     const int j = j0 + ty * RR + r;
     if (j >= s.sk) continue;
     for (int c = 0; c < CK; ++c) {
       const int d = col0 + tx + c * WG_COLS;
+      if (flags & 8) {
+        if (d < HEAD_DIM) part[((long)split * nrows + krow0 + j) * HEAD_DIM + d] = gk[r][c];
+        if (d < HEAD_DIM_V)
+          part2[((long)split * nrows + krow0 + j) * HEAD_DIM_V + d] = gv[r][c];
+        continue;
+      }
       if (d < HEAD_DIM) FCL_STORE(dk, dkb + (long)j * dk_ss + d, gk[r][c]);
       if (d < HEAD_DIM_V) FCL_STORE(dv, dvb + (long)j * dv_ss + d, gv[r][c]);
     }
   }
+}
+
+/* Sums the per-split partial gradients of a split launch (flags & 8) in a
+ * fixed order: part is [nsplit][nrows][dim], rows numbered like lse rows
+ * (row_sh rows a head: seqlen, or total tokens with varlen). */
+__kernel void fcl_attention_bwd_sum(const __global float *part,
+                                    __global fcl_elem *out, long off, long sb,
+                                    long ss, long sh, long row_sh,
+                                    int heads, long nrows, int dim, int nsplit,
+                                    int flags) {
+  const int d = get_global_id(0);
+  const long row = get_global_id(1);
+  if (d >= dim || row >= nrows) return;
+  float acc = 0.0f;
+  for (int s = 0; s < nsplit; ++s) acc += part[((long)s * nrows + row) * dim + d];
+  long at;
+  if (flags & 4) {
+    at = off + (row % row_sh) * ss + (row / row_sh) * sh;
+  } else {
+    const long bh = row / row_sh, i = row % row_sh;
+    at = off + (bh / heads) * sb + i * ss + (bh % heads) * sh;
+  }
+  FCL_STORE(out, at + d, acc);
 }

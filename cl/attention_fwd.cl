@@ -260,7 +260,7 @@ void fcl_attention_fwd(
 __kernel void fcl_attention_fwd_combine(
     const __global float *o_part, const __global float *lse_part,
     __global fcl_elem *o, __global float *lse, long o_off, long o_sb, long o_ss,
-    long o_sh, long lse_sb, long lse_sh, int heads_q, long nrows, int nsplit,
+    long o_sh, long lse_sh, int heads_q, long nrows, int nsplit,
     int flags) {
   const int d = get_global_id(0);
   const long row = get_global_id(1);

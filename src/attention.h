@@ -55,4 +55,9 @@ typedef struct {
 } fcl_attention_bwd_config;
 void fcl_attention_bwd_choose(const fcl_device_info *dev, int head_dim,
                               int head_dim_v, fcl_attention_bwd_config *cfg);
+/* Columns (keys for dQ, queries for dK/dV over `group` heads) one
+ * work-group may walk within the loop budget, or 0 when unlimited. */
+int64_t fcl_attention_bwd_cols_per_group(const fcl_device_info *dev,
+                                         const fcl_attention_bwd_config *cfg,
+                                         int head_dim, int head_dim_v, int group);
 #endif

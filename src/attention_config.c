@@ -81,13 +81,40 @@ static size_t bwd_local_bytes(const fcl_attention_bwd_config *c) {
               (size_t)c->block_r * (c->block_c + 1));
 }
 
+/* Loop iterations of bwd_contract over dim, counted as llvmpipe does. */
+static long bwd_contract_iterations(const fcl_attention_bwd_config *c, int dim) {
+  const int wg = c->wg_rows * c->wg_cols;
+  const long rr = c->block_r / c->wg_rows, cc = c->block_c / c->wg_cols;
+  return ceil_div(dim, c->block_k) *
+         (1 + ceil_div(c->block_r * c->block_k, wg) + ceil_div(c->block_c * c->block_k, wg) +
+          c->block_k * (1 + rr + cc + rr * (1 + cc)));
+}
+
+int64_t fcl_attention_bwd_cols_per_group(const fcl_device_info *dev,
+                                         const fcl_attention_bwd_config *c,
+                                         int head_dim, int head_dim_v, int group) {
+  if (dev->loop_budget <= 0) return 0;
+  const int wg = c->wg_rows * c->wg_cols;
+  const long rr = c->block_r / c->wg_rows, cc = c->block_c / c->wg_cols;
+  const long ck = c->block_k / c->wg_cols;
+  const long accumulate = ceil_div(c->block_c * c->block_k, wg) +
+                          c->block_c * (1 + ck + rr * (1 + ck));
+  /* The dK/dV tile (two accumulations) bounds the dQ tile too. */
+  const long tile = 2 + cc + bwd_contract_iterations(c, head_dim) +
+                    bwd_contract_iterations(c, head_dim_v) + 2 * rr * (1 + cc) +
+                    2 * accumulate;
+  long tiles = (dev->loop_budget * 3 / 4) / (tile * group);
+  return (int64_t)(tiles < 1 ? 1 : tiles) * c->block_c;
+}
+
 void fcl_attention_bwd_choose(const fcl_device_info *dev, int head_dim,
                               int head_dim_v, fcl_attention_bwd_config *c) {
   c->wg_cols = 8;
   c->wg_rows = 16;
+  if (dev->is_llvmpipe && dev->max_wg >= 1024) c->wg_cols = c->wg_rows = 32;
   while (c->wg_rows > 1 && (size_t)(c->wg_rows * c->wg_cols) > dev->max_wg)
     c->wg_rows /= 2;
-  c->block_r = 4 * c->wg_rows;
+  c->block_r = (dev->is_llvmpipe ? 1 : 4) * c->wg_rows;
   c->block_c = 32;
   /* One width for contraction chunks and gradient slices: up to 64. */
   const int widest = head_dim > head_dim_v ? head_dim : head_dim_v;

@@ -74,8 +74,7 @@ fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *d,
   fcl_args ac = {comb, 0, CL_SUCCESS};
   if (comb) {
     FCL_ARG(&ac, o_part); FCL_ARG(&ac, lse_part); FCL_ARG(&ac, o->buffer);
-    FCL_ARG(&ac, lse_b); fcl_arg_tensor(&ac, o); FCL_ARG(&ac, sc.stat_sb);
-    FCL_ARG(&ac, sc.stat_sh); FCL_ARG(&ac, sc.heads_q); FCL_ARG(&ac, nrows);
+    FCL_ARG(&ac, lse_b); fcl_arg_tensor(&ac, o); FCL_ARG(&ac, sc.stat_sh); FCL_ARG(&ac, sc.heads_q); FCL_ARG(&ac, nrows);
     FCL_ARG(&ac, nsplit); FCL_ARG(&ac, flags);
     if (ac.err != CL_SUCCESS) return fcl_fail_cl(ctx, ac.err, "clSetKernelArg");
   }
