@@ -30,7 +30,7 @@ inline long rw_part(int vb, long ntok, long tok, int heads, int h, int i) {
       const __global fcl_elem *u, const __global fcl_elem *dout,              \
       const __global int *cu, RW_TENSOR(r), RW_TENSOR(k), RW_TENSOR(v),       \
       RW_TENSOR(w), RW_TENSOR(do), int seqlen, int heads, int nchunk,         \
-      long ntok, float scale, int flags
+      long ntok, float scale, int flags, int p_begin, int p_end
 
 /* Loads chunk c's r, k, exp(w) rows and v, dO columns into local memory. */
 #define BW_LOAD_CHUNK(p0)                                                     \
@@ -46,7 +46,8 @@ inline long rw_part(int vb, long ntok, long tok, int heads, int h, int i) {
 
 __kernel __attribute__((reqd_work_group_size(BW_WG, 1, 1)))
 void fcl_rwkv6_bwd_forward(BW_ARGS, const __global float *h0, __global float *ck,
-                           __global float *drp, __global float *dup) {
+                           __global float *drp, __global float *dup,
+                           __global float *state_out) {
   __local float r_s[TC * KP], k_s[TC * KP], e_s[TC * KP];
   __local float v_s[TC * BVB], d_s[TC * BVB];
   const int i = get_local_id(0), vb = get_group_id(0), bh = get_group_id(1);
@@ -58,9 +59,9 @@ void fcl_rwkv6_bwd_forward(BW_ARGS, const __global float *h0, __global float *ck
     S[jj] = (j < V_DIM && (flags & RW_H0)) ? h0[((long)bh * K_DIM + i) * V_DIM + j]
                                            : 0.0f;
   }
-  const int nch = (s.n + TC - 1) / TC;
-  for (int c = 0; c < nch; ++c) {
-    const int p0 = c * TC, nt = min(TC, s.n - p0);
+  const int p_stop = min(p_end, s.n);
+  for (int c = p_begin / TC; c * TC < p_stop; ++c) {
+    const int p0 = c * TC, nt = min(TC, p_stop - p0);
     for (int jj = 0; jj < BVB; ++jj)
       if (vb * BVB + jj < V_DIM)
         ck[(((long)bh * nchunk + c) * K_DIM + i) * V_DIM + vb * BVB + jj] = S[jj];
@@ -81,7 +82,13 @@ void fcl_rwkv6_bwd_forward(BW_ARGS, const __global float *h0, __global float *ck
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  dup[rw_part(vb, get_num_groups(1) / heads, s.b, heads, s.h, i)] = scale * du;
+  const long du_at = rw_part(vb, get_num_groups(1) / heads, s.b, heads, s.h, i);
+  dup[du_at] = scale * du + ((flags & RW_ACCUMULATE) ? dup[du_at] : 0.0f);
+  if (flags & RW_HT) /* the state after this segment, for the next one */
+    for (int jj = 0; jj < BVB; ++jj) {
+      const int j = vb * BVB + jj;
+      if (j < V_DIM) state_out[((long)bh * K_DIM + i) * V_DIM + j] = S[jj];
+    }
 }
 
 __kernel __attribute__((reqd_work_group_size(BW_WG, 1, 1)))
@@ -102,9 +109,9 @@ void fcl_rwkv6_bwd_reverse(BW_ARGS, const __global float *dht,
     dS[jj] = (j < V_DIM && (flags & RW_DHT)) ? dht[((long)bh * K_DIM + i) * V_DIM + j]
                                              : 0.0f;
   }
-  const int nch = (s.n + TC - 1) / TC;
-  for (int c = nch - 1; c >= 0; --c) {
-    const int p0 = c * TC, nt = min(TC, s.n - p0);
+  const int p_stop = min(p_end, s.n);
+  for (int c = (p_stop - 1) / TC; c >= p_begin / TC && p_stop > 0; --c) {
+    const int p0 = c * TC, nt = min(TC, p_stop - p0);
     BW_LOAD_CHUNK(p0);
     barrier(CLK_LOCAL_MEM_FENCE);
     float S[BVB];

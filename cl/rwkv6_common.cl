@@ -22,6 +22,12 @@
 #define RW_NO_OUTPUT 32
 #define RW_DHT 64
 #define RW_DH0 128
+#define RW_ACCUMULATE 256 /* add to the du partials of an earlier segment */
+
+/* A launch may cover only positions [p_begin, p_end) (a multiple of TC
+ * apart): long sequences are walked in segments on devices that bound the
+ * loop iterations of a work-item, with the state carried through the
+ * h0 / ht (or dht / dh0) buffers from one launch to the next. */
 
 /* One sequence of one head: token range and strides. */
 typedef struct {

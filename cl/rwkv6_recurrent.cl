@@ -25,7 +25,8 @@ void fcl_rwkv6_fwd_recurrent(
     const __global fcl_elem *u, const __global float *h0, __global fcl_elem *o,
     __global float *ht, __global float *ck, const __global int *cu,
     RW_TENSOR(r), RW_TENSOR(k), RW_TENSOR(v), RW_TENSOR(w), RW_TENSOR(o),
-    int seqlen, int heads, int nchunk, float scale, int flags) {
+    int seqlen, int heads, int nchunk, float scale, int flags, int p_begin,
+    int p_end) {
   __local float r_s[TC * K_PAD], k_s[TC * K_PAD], e_s[TC * K_PAD], v_s[TC * BV];
 #if KS > 1
   __local float o_s[TC * BV * KS];
@@ -43,9 +44,9 @@ void fcl_rwkv6_fwd_recurrent(
     uu[m] = i < K_DIM ? FCL_LOAD(u, (long)s.h * K_DIM + i) : 0.0f;
     S[m] = (ok && (flags & RW_H0)) ? h0[((long)bh * K_DIM + i) * V_DIM + j] : 0.0f;
   }
-  const int nch = (s.n + TC - 1) / TC;
-  for (int c = 0; c < nch; ++c) {
-    const int p0 = c * TC, nt = min(TC, s.n - p0);
+  const int p_stop = min(p_end, s.n);
+  for (int c = p_begin / TC; c * TC < p_stop; ++c) {
+    const int p0 = c * TC, nt = min(TC, p_stop - p0);
     if (flags & RW_CHECKPOINT)
       for (int m = 0; m < KR; ++m) {
         const int i = ks + KS * m;

@@ -38,6 +38,12 @@ void fcl_rwkv6_fwd_choose(const fcl_device_info *dev, int K, int V, bool chunked
                           fcl_rwkv6_fwd_config *c);
 void fcl_rwkv6_bwd_choose(const fcl_device_info *dev, int K, int V,
                           fcl_rwkv6_bwd_config *c);
+/* Positions one launch may walk within the device's loop budget (a
+ * multiple of the chunk), or 0 when unlimited. */
+int64_t fcl_rwkv6_fwd_positions_per_launch(const fcl_device_info *dev, int K,
+                                           const fcl_rwkv6_fwd_config *c);
+int64_t fcl_rwkv6_bwd_positions_per_launch(const fcl_device_info *dev, int K,
+                                           const fcl_rwkv6_bwd_config *c);
 
 /* Appends (offset in elements, strides[0..2]) of a tensor; from attention. */
 void fcl_arg_tensor(fcl_args *a, const fcl_tensor *t);

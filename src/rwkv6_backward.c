@@ -54,52 +54,72 @@ fcl_status fcl_rwkv6_backward(fcl_context *ctx, const fcl_rwkv6_desc *d,
       (s = fcl_scratch(ctx, 4, (size_t)nvb * d->batch * d->heads * K * 4, &dup)))
     return s;
 
+  /* Segments of positions, one launch each (one unless the device bounds
+   * loop iterations): the state, then its gradient, pass between them
+   * through `carry`. */
+  const int64_t per_launch = fcl_rwkv6_bwd_positions_per_launch(&ctx->info, K, &c);
+  const int64_t seg = per_launch > 0 ? per_launch : d->seqlen;
+  const int64_t nseg = (d->seqlen + seg - 1) / seg;
+  cl_mem carry = r->buffer;
+  if (nseg > 1 && (s = fcl_scratch(ctx, 5, p.state_bytes, &carry))) return s;
+
   cl_int seqlen = (cl_int)d->seqlen, heads = (cl_int)d->heads;
   cl_long ntok = p.ntok;
   cl_float scale = d->scale != 0.0f ? d->scale : (cl_float)(1.0 / sqrt((double)K));
-  cl_int flags = (h0 ? 1 : 0) | (p.varlen ? 4 : 0) | (d->reverse ? 8 : 0) |
-                 (dht ? 64 : 0) | (dh0 ? 128 : 0);
-  cl_mem h0_b = h0 ? h0 : r->buffer, dht_b = dht ? dht : r->buffer;
-  cl_mem dh0_b = dh0 ? dh0 : r->buffer, cu_b = p.varlen ? d->cu_seqlens : r->buffer;
+  const cl_int base_flags = (p.varlen ? 4 : 0) | (d->reverse ? 8 : 0);
+  cl_mem cu_b = p.varlen ? d->cu_seqlens : r->buffer;
+  const size_t bh = (size_t)(d->batch * d->heads);
+  size_t gp[3] = {(size_t)nvb * K, bh, 1}, lp[3] = {(size_t)K, 1, 1};
 
-  cl_kernel passes[2] = {kf, kr};
-  fcl_args a[2];
-  for (int i = 0; i < 2; ++i) {
-    a[i] = (fcl_args){passes[i], 0, CL_SUCCESS};
-    FCL_ARG(&a[i], r->buffer); FCL_ARG(&a[i], k->buffer); FCL_ARG(&a[i], v->buffer);
-    FCL_ARG(&a[i], w->buffer); FCL_ARG(&a[i], u); FCL_ARG(&a[i], dout->buffer);
-    FCL_ARG(&a[i], cu_b);
-    fcl_arg_tensor(&a[i], r); fcl_arg_tensor(&a[i], k); fcl_arg_tensor(&a[i], v);
-    fcl_arg_tensor(&a[i], w); fcl_arg_tensor(&a[i], dout);
-    FCL_ARG(&a[i], seqlen); FCL_ARG(&a[i], heads); FCL_ARG(&a[i], nchunk);
-    FCL_ARG(&a[i], ntok); FCL_ARG(&a[i], scale); FCL_ARG(&a[i], flags);
-  }
-  FCL_ARG(&a[0], h0_b); FCL_ARG(&a[0], ck); FCL_ARG(&a[0], drp); FCL_ARG(&a[0], dup);
-  FCL_ARG(&a[1], dht_b); FCL_ARG(&a[1], ck); FCL_ARG(&a[1], dkp); FCL_ARG(&a[1], dwp);
-  FCL_ARG(&a[1], dv->buffer); fcl_arg_tensor(&a[1], dv); FCL_ARG(&a[1], dh0_b);
+  /* Pass 1 walks the segments forward, pass 2 backward. */
+  for (int pass = 0; pass < 2; ++pass)
+    for (int64_t n = 0; n < nseg; ++n) {
+      const int64_t si = pass == 0 ? n : nseg - 1 - n;
+      const bool first = n == 0, last = n == nseg - 1;
+      cl_int p_begin = (cl_int)(si * seg);
+      cl_int p_end = (cl_int)(si == nseg - 1 ? d->seqlen : (si + 1) * seg);
+      cl_mem in = first ? (pass == 0 ? h0 : dht) : carry;
+      cl_mem out = last ? (pass == 0 ? NULL : dh0) : carry;
+      cl_int flags = base_flags;
+      if (pass == 0) flags |= (in ? 1 : 0) | (out ? 2 : 0) | (first ? 0 : 256);
+      else flags |= (in ? 64 : 0) | (out ? 128 : 0);
+      if (!in) in = r->buffer;
+      if (!out) out = r->buffer;
+      fcl_args a = {pass == 0 ? kf : kr, 0, CL_SUCCESS};
+      FCL_ARG(&a, r->buffer); FCL_ARG(&a, k->buffer); FCL_ARG(&a, v->buffer);
+      FCL_ARG(&a, w->buffer); FCL_ARG(&a, u); FCL_ARG(&a, dout->buffer); FCL_ARG(&a, cu_b);
+      fcl_arg_tensor(&a, r); fcl_arg_tensor(&a, k); fcl_arg_tensor(&a, v);
+      fcl_arg_tensor(&a, w); fcl_arg_tensor(&a, dout);
+      FCL_ARG(&a, seqlen); FCL_ARG(&a, heads); FCL_ARG(&a, nchunk); FCL_ARG(&a, ntok);
+      FCL_ARG(&a, scale); FCL_ARG(&a, flags); FCL_ARG(&a, p_begin); FCL_ARG(&a, p_end);
+      if (pass == 0) {
+        FCL_ARG(&a, in); FCL_ARG(&a, ck); FCL_ARG(&a, drp); FCL_ARG(&a, dup); FCL_ARG(&a, out);
+      } else {
+        FCL_ARG(&a, in); FCL_ARG(&a, ck); FCL_ARG(&a, dkp); FCL_ARG(&a, dwp);
+        FCL_ARG(&a, dv->buffer); fcl_arg_tensor(&a, dv); FCL_ARG(&a, out);
+      }
+      if (a.err != CL_SUCCESS) return fcl_fail_cl(ctx, a.err, "clSetKernelArg");
+      cl_int err = clEnqueueNDRangeKernel(ctx->queue, a.k, 3, NULL, gp, lp, 0, NULL, NULL);
+      if (err != CL_SUCCESS) return fcl_fail_cl(ctx, err, "enqueueing rwkv6 backward");
+    }
 
   fcl_args af = {kfin, 0, CL_SUCCESS};
   FCL_ARG(&af, drp); FCL_ARG(&af, dkp); FCL_ARG(&af, dwp);
   FCL_ARG(&af, dr->buffer); FCL_ARG(&af, dk->buffer); FCL_ARG(&af, dw->buffer);
   fcl_arg_tensor(&af, dr); fcl_arg_tensor(&af, dk); fcl_arg_tensor(&af, dw);
   FCL_ARG(&af, seqlen); FCL_ARG(&af, heads); FCL_ARG(&af, nvb); FCL_ARG(&af, ntok);
-  FCL_ARG(&af, flags);
+  FCL_ARG(&af, base_flags);
   cl_int nseq = (cl_int)d->batch;
   fcl_args ad = {kdu, 0, CL_SUCCESS};
   FCL_ARG(&ad, dup); FCL_ARG(&ad, du); FCL_ARG(&ad, heads); FCL_ARG(&ad, nvb);
   FCL_ARG(&ad, nseq);
-  const fcl_args *all[] = {&a[0], &a[1], &af, &ad};
-  for (int i = 0; i < 4; ++i)
-    if (all[i]->err != CL_SUCCESS) return fcl_fail_cl(ctx, all[i]->err, "clSetKernelArg");
-
-  const size_t bh = (size_t)(d->batch * d->heads);
-  size_t gp[3] = {(size_t)nvb * K, bh, 1}, lp[3] = {(size_t)K, 1, 1};
+  if (af.err != CL_SUCCESS || ad.err != CL_SUCCESS)
+    return fcl_fail_cl(ctx, af.err != CL_SUCCESS ? af.err : ad.err, "clSetKernelArg");
   const size_t kr16 = (size_t)(K + 15) / 16 * 16;
   size_t gf[3] = {kr16, (size_t)p.ntok, (size_t)d->heads}, lf[3] = {16, 1, 1};
   size_t gd[3] = {kr16, (size_t)d->heads, 1}, ld[3] = {16, 1, 1};
-  struct { cl_kernel k; size_t *g, *l; } steps[] = {
-      {kf, gp, lp}, {kr, gp, lp}, {kfin, gf, lf}, {kdu, gd, ld}};
-  for (int i = 0; i < 4; ++i) {
+  struct { cl_kernel k; size_t *g, *l; } steps[] = {{kfin, gf, lf}, {kdu, gd, ld}};
+  for (int i = 0; i < 2; ++i) {
     cl_int err = clEnqueueNDRangeKernel(ctx->queue, steps[i].k, 3, NULL, steps[i].g,
                                         steps[i].l, 0, NULL, NULL);
     if (err != CL_SUCCESS) return fcl_fail_cl(ctx, err, "enqueueing rwkv6 backward");

@@ -22,7 +22,8 @@ fcl_status fcl_rwkv6_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
 
   const bool chunked = fcl_rwkv6_use_chunked(ctx, d);
   fcl_rwkv6_fwd_config c;
-  fcl_rwkv6_fwd_choose(&ctx->info, (int)d->head_dim_k, (int)d->head_dim_v, chunked, &c);
+  const int K = (int)d->head_dim_k;
+  fcl_rwkv6_fwd_choose(&ctx->info, K, (int)d->head_dim_v, chunked, &c);
   char opts[384];
   snprintf(opts, sizeof opts,
            "-DFCL_DTYPE=%d -DK_DIM=%d -DV_DIM=%d -DTC=%d -DBV=%d -DKS=%d -DBVC=%d",
@@ -42,46 +43,59 @@ fcl_status fcl_rwkv6_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
                                    d->head_dim_v * sizeof(float), &ck)))
     return s;
 
+  /* Segments of positions, each one launch (one unless the device bounds
+   * loop iterations); the state passes between them through `carry`. */
+  const int64_t per_launch = fcl_rwkv6_fwd_positions_per_launch(&ctx->info, K, &c);
+  const int64_t seg = per_launch > 0 ? per_launch : d->seqlen;
+  const int64_t nseg = (d->seqlen + seg - 1) / seg;
+  cl_mem carry = r->buffer;
+  if (nseg > 1 &&
+      (s = fcl_scratch(ctx, 5, p.state_bytes, &carry)))
+    return s;
+
   cl_int seqlen = (cl_int)d->seqlen, heads = (cl_int)d->heads;
-  cl_float scale = d->scale != 0.0f ? d->scale : (cl_float)(1.0 / sqrt((double)d->head_dim_k));
-  cl_int flags = (h0 ? 1 : 0) | (ht ? 2 : 0) | (p.varlen ? 4 : 0) | (d->reverse ? 8 : 0) |
-                 (chunked ? 16 | 32 : 0);
-  cl_mem h0_b = h0 ? h0 : r->buffer, ht_b = ht ? ht : r->buffer;
+  cl_float scale = d->scale != 0.0f ? d->scale : (cl_float)(1.0 / sqrt((double)K));
+  const cl_int base_flags = (p.varlen ? 4 : 0) | (d->reverse ? 8 : 0);
   cl_mem cu_b = p.varlen ? d->cu_seqlens : r->buffer;
-
-  fcl_args a = {krec, 0, CL_SUCCESS};
-  FCL_ARG(&a, r->buffer); FCL_ARG(&a, k->buffer); FCL_ARG(&a, v->buffer);
-  FCL_ARG(&a, w->buffer); FCL_ARG(&a, u); FCL_ARG(&a, h0_b); FCL_ARG(&a, o->buffer);
-  FCL_ARG(&a, ht_b); FCL_ARG(&a, ck); FCL_ARG(&a, cu_b);
-  fcl_arg_tensor(&a, r); fcl_arg_tensor(&a, k); fcl_arg_tensor(&a, v);
-  fcl_arg_tensor(&a, w); fcl_arg_tensor(&a, o);
-  FCL_ARG(&a, seqlen); FCL_ARG(&a, heads); FCL_ARG(&a, nchunk); FCL_ARG(&a, scale);
-  FCL_ARG(&a, flags);
-  if (a.err != CL_SUCCESS) return fcl_fail_cl(ctx, a.err, "clSetKernelArg");
-  cl_int out_flags = flags & ~(16 | 32);
-  fcl_args b = {kout, 0, CL_SUCCESS};
-  if (chunked) {
-    FCL_ARG(&b, r->buffer); FCL_ARG(&b, k->buffer); FCL_ARG(&b, v->buffer);
-    FCL_ARG(&b, w->buffer); FCL_ARG(&b, u); FCL_ARG(&b, o->buffer); FCL_ARG(&b, ck);
-    FCL_ARG(&b, cu_b);
-    fcl_arg_tensor(&b, r); fcl_arg_tensor(&b, k); fcl_arg_tensor(&b, v);
-    fcl_arg_tensor(&b, w); fcl_arg_tensor(&b, o);
-    FCL_ARG(&b, seqlen); FCL_ARG(&b, heads); FCL_ARG(&b, nchunk); FCL_ARG(&b, scale);
-    FCL_ARG(&b, out_flags);
-    if (b.err != CL_SUCCESS) return fcl_fail_cl(ctx, b.err, "clSetKernelArg");
-  }
-
   const size_t bh = (size_t)(d->batch * d->heads);
   const size_t wg = (size_t)(c.bv * c.ks);
   size_t g1[3] = {(size_t)((d->head_dim_v + c.bv - 1) / c.bv) * wg, bh, 1};
   size_t l1[3] = {wg, 1, 1};
-  cl_int err = clEnqueueNDRangeKernel(ctx->queue, krec, 3, NULL, g1, l1, 0, NULL, NULL);
-  if (err != CL_SUCCESS) return fcl_fail_cl(ctx, err, "enqueueing rwkv6 forward");
+
+  for (int64_t si = 0; si < nseg; ++si) {
+    const bool first = si == 0, last = si == nseg - 1;
+    cl_mem in = first ? h0 : carry, out = last ? ht : carry;
+    cl_int flags = base_flags | (in ? 1 : 0) | (out ? 2 : 0) | (chunked ? 16 | 32 : 0);
+    cl_int p_begin = (cl_int)(si * seg), p_end = (cl_int)(last ? d->seqlen : (si + 1) * seg);
+    if (!in) in = r->buffer;
+    if (!out) out = r->buffer;
+    fcl_args a = {krec, 0, CL_SUCCESS};
+    FCL_ARG(&a, r->buffer); FCL_ARG(&a, k->buffer); FCL_ARG(&a, v->buffer);
+    FCL_ARG(&a, w->buffer); FCL_ARG(&a, u); FCL_ARG(&a, in); FCL_ARG(&a, o->buffer);
+    FCL_ARG(&a, out); FCL_ARG(&a, ck); FCL_ARG(&a, cu_b);
+    fcl_arg_tensor(&a, r); fcl_arg_tensor(&a, k); fcl_arg_tensor(&a, v);
+    fcl_arg_tensor(&a, w); fcl_arg_tensor(&a, o);
+    FCL_ARG(&a, seqlen); FCL_ARG(&a, heads); FCL_ARG(&a, nchunk); FCL_ARG(&a, scale);
+    FCL_ARG(&a, flags); FCL_ARG(&a, p_begin); FCL_ARG(&a, p_end);
+    if (a.err != CL_SUCCESS) return fcl_fail_cl(ctx, a.err, "clSetKernelArg");
+    cl_int err = clEnqueueNDRangeKernel(ctx->queue, krec, 3, NULL, g1, l1, 0, NULL, NULL);
+    if (err != CL_SUCCESS) return fcl_fail_cl(ctx, err, "enqueueing rwkv6 forward");
+  }
   if (!chunked) return FCL_OK;
+
+  fcl_args b = {kout, 0, CL_SUCCESS};
+  FCL_ARG(&b, r->buffer); FCL_ARG(&b, k->buffer); FCL_ARG(&b, v->buffer);
+  FCL_ARG(&b, w->buffer); FCL_ARG(&b, u); FCL_ARG(&b, o->buffer); FCL_ARG(&b, ck);
+  FCL_ARG(&b, cu_b);
+  fcl_arg_tensor(&b, r); fcl_arg_tensor(&b, k); fcl_arg_tensor(&b, v);
+  fcl_arg_tensor(&b, w); fcl_arg_tensor(&b, o);
+  FCL_ARG(&b, seqlen); FCL_ARG(&b, heads); FCL_ARG(&b, nchunk); FCL_ARG(&b, scale);
+  FCL_ARG(&b, base_flags);
+  if (b.err != CL_SUCCESS) return fcl_fail_cl(ctx, b.err, "clSetKernelArg");
   const size_t wg2 = (size_t)(c.tc * c.bvc);
   size_t g2[3] = {(size_t)nchunk * wg2, (size_t)((d->head_dim_v + c.bvc - 1) / c.bvc), bh};
   size_t l2[3] = {wg2, 1, 1};
-  err = clEnqueueNDRangeKernel(ctx->queue, kout, 3, NULL, g2, l2, 0, NULL, NULL);
+  cl_int err = clEnqueueNDRangeKernel(ctx->queue, kout, 3, NULL, g2, l2, 0, NULL, NULL);
   if (err != CL_SUCCESS) return fcl_fail_cl(ctx, err, "enqueueing rwkv6 chunk output");
   return FCL_OK;
 }
