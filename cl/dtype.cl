@@ -32,5 +32,14 @@ inline ushort fcl_f32_to_bf16(float f) {
 
 #define FCL_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define FCL_CEIL_DIV(a, b) (((a) + (b) - 1) / (b))
+
+/* Unroll hints for loops with compile-time trip counts, which keep register
+ * tiles in registers on GPUs; the host turns them on for GPUs only, as CPU
+ * compilers (PoCL) take far longer on fully unrolled kernels. */
+#if defined(FCL_UNROLL_HINTS) && FCL_UNROLL_HINTS
+#define FCL_UNROLL _Pragma("unroll")
+#else
+#define FCL_UNROLL
+#endif
 #define FCL_LOG2E 1.4426950408889634f
 #define FCL_LN2 0.6931471805599453f

@@ -1,22 +1,28 @@
 /* RWKV6 fused recurrent forward and the state pass of the chunked forward
  * (prepend dtype.cl, rwkv6_common.cl).
  *
- * A work-group owns one (sequence, head) and BV value columns; its
- * KS x BV work-items each keep KR rows of one state column in registers
- * (KS = 1: a whole column, no reduction at all). r, k, exp(w) and v pass
- * through local memory TC steps at a time; with KS > 1 the per-row partial
- * outputs are summed over the KS work-items of a column once per chunk.
+ * A work-group owns one (sequence, head) and BV = VS * VC value columns. Its
+ * KS x VS work-items each keep a KR x VC block of the state in registers:
+ * rows ks*KR .. ks*KR+KR-1, columns vs*VC .. vs*VC+VC-1. r, k, exp(w) and v
+ * pass through local memory TC steps at a time; each step costs a work-item
+ * (3 KR + VC) local reads for 3 KR VC multiply-adds, so wider blocks mean
+ * fewer local-memory instructions per flop. With KS > 1 the partial outputs
+ * of the KS row blocks of a column are summed once per chunk, in order.
  * RW_CHECKPOINT stores the state before every chunk (for the chunked output
- * pass and the backward), RW_NO_OUTPUT skips o. */
-#ifndef BV
-#define BV 32
-#endif
+ * pass), RW_NO_OUTPUT skips o. */
 #ifndef KS
 #define KS 1
 #endif
+#ifndef VS
+#define VS 32
+#endif
+#ifndef VC
+#define VC 1
+#endif
 #define KR ((K_DIM + KS - 1) / KS)
 #define K_PAD (KS * KR)
-#define RW_WG (BV * KS)
+#define BV (VS * VC)
+#define RW_WG (KS * VS)
 
 __kernel __attribute__((reqd_work_group_size(RW_WG, 1, 1)))
 void fcl_rwkv6_fwd_recurrent(
@@ -29,69 +35,91 @@ void fcl_rwkv6_fwd_recurrent(
     int p_end) {
   __local float r_s[TC * K_PAD], k_s[TC * K_PAD], e_s[TC * K_PAD], v_s[TC * BV];
 #if KS > 1
-  __local float o_s[TC * BV * KS];
+  __local float o_s[TC * KS * BV];
 #endif
-  const int lid = get_local_id(0), ks = lid % KS, jj = lid / KS;
+  const int lid = get_local_id(0), ks = lid % KS, vs = lid / KS;
   const int vb = get_group_id(0), bh = get_group_id(1);
   const rw_seq s = rw_sequence(bh, heads, seqlen, cu, flags);
-  const int j = vb * BV + jj;
-  const bool col_ok = j < V_DIM;
+  const int i0 = ks * KR, jl0 = vs * VC, j0 = vb * BV + jl0;
 
-  float S[KR], uu[KR];
+  float S[KR][VC], uu[KR];
+  FCL_UNROLL
   for (int m = 0; m < KR; ++m) {
-    const int i = ks + KS * m;
-    const bool ok = i < K_DIM && col_ok;
+    const int i = i0 + m;
     uu[m] = i < K_DIM ? FCL_LOAD(u, (long)s.h * K_DIM + i) : 0.0f;
-    S[m] = (ok && (flags & RW_H0)) ? h0[((long)bh * K_DIM + i) * V_DIM + j] : 0.0f;
+    FCL_UNROLL
+    for (int n = 0; n < VC; ++n) {
+      const bool ok = i < K_DIM && j0 + n < V_DIM && (flags & RW_H0);
+      S[m][n] = ok ? h0[((long)bh * K_DIM + i) * V_DIM + j0 + n] : 0.0f;
+    }
   }
   const int p_stop = min(p_end, s.n);
   for (int c = p_begin / TC; c * TC < p_stop; ++c) {
     const int p0 = c * TC, nt = min(TC, p_stop - p0);
-    if (flags & RW_CHECKPOINT)
-      for (int m = 0; m < KR; ++m) {
-        const int i = ks + KS * m;
-        if (i < K_DIM && col_ok)
-          ck[(((long)bh * nchunk + c) * K_DIM + i) * V_DIM + j] = S[m];
-      }
+    if (flags & RW_CHECKPOINT) {
+      FCL_UNROLL
+      for (int m = 0; m < KR; ++m)
+        FCL_UNROLL
+        for (int n = 0; n < VC; ++n)
+          if (i0 + m < K_DIM && j0 + n < V_DIM)
+            ck[(((long)bh * nchunk + c) * K_DIM + i0 + m) * V_DIM + j0 + n] = S[m][n];
+    }
     rw_load_chunk(r_s, K_PAD, K_DIM, r, RW_T(r), 0, s, p0, flags, false, lid, RW_WG);
     rw_load_chunk(k_s, K_PAD, K_DIM, k, RW_T(k), 0, s, p0, flags, false, lid, RW_WG);
     rw_load_chunk(e_s, K_PAD, K_DIM, w, RW_T(w), 0, s, p0, flags, true, lid, RW_WG);
     rw_load_chunk(v_s, BV, V_DIM, v, RW_T(v), vb * BV, s, p0, flags, false, lid, RW_WG);
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int tt = 0; tt < nt; ++tt) {
-      const float vj = v_s[tt * BV + jj];
-      float acc = 0.0f;
+      float vv[VC], acc[VC];
+      FCL_UNROLL
+      for (int n = 0; n < VC; ++n) {
+        vv[n] = v_s[tt * BV + jl0 + n];
+        acc[n] = 0.0f;
+      }
+      FCL_UNROLL
       for (int m = 0; m < KR; ++m) {
-        const int i = (tt * K_PAD) + ks + KS * m;
-        const float kv = k_s[i] * vj;
-        acc = fma(r_s[i], fma(uu[m], kv, S[m]), acc);
-        S[m] = fma(S[m], e_s[i], kv);
+        const int i = tt * K_PAD + i0 + m;
+        const float ri = r_s[i], ki = k_s[i], ei = e_s[i], rui = ri * uu[m];
+        FCL_UNROLL
+        for (int n = 0; n < VC; ++n) {
+          const float kv = ki * vv[n];
+          acc[n] = fma(ri, S[m][n], fma(rui, kv, acc[n]));
+          S[m][n] = fma(S[m][n], ei, kv);
+        }
       }
 #if KS == 1
-      if (col_ok && !(flags & RW_NO_OUTPUT))
-        FCL_STORE(o, rw_at(RW_T(o), s, rw_time(p0 + tt, s.n, flags), flags) + j,
-                  scale * acc);
+      if (!(flags & RW_NO_OUTPUT)) {
+        const long at = rw_at(RW_T(o), s, rw_time(p0 + tt, s.n, flags), flags);
+        FCL_UNROLL
+        for (int n = 0; n < VC; ++n)
+          if (j0 + n < V_DIM) FCL_STORE(o, at + j0 + n, scale * acc[n]);
+      }
 #else
-      o_s[(tt * BV + jj) * KS + ks] = acc;
+      FCL_UNROLL
+      for (int n = 0; n < VC; ++n) o_s[(tt * KS + ks) * BV + jl0 + n] = acc[n];
 #endif
     }
 #if KS > 1
     barrier(CLK_LOCAL_MEM_FENCE);
     if (!(flags & RW_NO_OUTPUT))
       for (int e = lid; e < nt * BV; e += RW_WG) {
-        const int tt = e / BV, c2 = e - tt * BV;
-        if (vb * BV + c2 >= V_DIM) continue;
+        const int tt = e / BV, jj = e - tt * BV;
+        if (vb * BV + jj >= V_DIM) continue;
         float acc = 0.0f;
-        for (int q = 0; q < KS; ++q) acc += o_s[e * KS + q];
-        FCL_STORE(o, rw_at(RW_T(o), s, rw_time(p0 + tt, s.n, flags), flags) + vb * BV + c2,
+        FCL_UNROLL
+        for (int q = 0; q < KS; ++q) acc += o_s[(tt * KS + q) * BV + jj];
+        FCL_STORE(o, rw_at(RW_T(o), s, rw_time(p0 + tt, s.n, flags), flags) + vb * BV + jj,
                   scale * acc);
       }
 #endif
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  if (flags & RW_HT)
-    for (int m = 0; m < KR; ++m) {
-      const int i = ks + KS * m;
-      if (i < K_DIM && col_ok) ht[((long)bh * K_DIM + i) * V_DIM + j] = S[m];
-    }
+  if (flags & RW_HT) {
+    FCL_UNROLL
+    for (int m = 0; m < KR; ++m)
+      FCL_UNROLL
+      for (int n = 0; n < VC; ++n)
+        if (i0 + m < K_DIM && j0 + n < V_DIM)
+          ht[((long)bh * K_DIM + i0 + m) * V_DIM + j0 + n] = S[m][n];
+  }
 }

@@ -26,10 +26,11 @@ bool fcl_rwkv6_use_chunked(const fcl_context *ctx, const fcl_rwkv6_desc *d);
 
 /* Block sizes (cl/rwkv6_*.cl). */
 typedef struct {
-  int tc;  /* steps per chunk                        */
-  int bv;  /* value columns per recurrent work-group */
-  int ks;  /* work-items along K per column          */
-  int bvc; /* value columns per chunk-output group   */
+  int tc;  /* steps per chunk                               */
+  int ks;  /* recurrent work-items along K                   */
+  int vs;  /* recurrent work-items along V                   */
+  int vc;  /* value columns per recurrent work-item          */
+  int bvc; /* value columns per chunk-output work-group      */
 } fcl_rwkv6_fwd_config;
 typedef struct {
   int tc, bvb;

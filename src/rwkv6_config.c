@@ -10,17 +10,26 @@ static size_t budget(const fcl_device_info *dev) {
 
 void fcl_rwkv6_fwd_choose(const fcl_device_info *dev, int K, int V, bool chunked,
                           fcl_rwkv6_fwd_config *c) {
-  /* At most 64 state rows per work-item; 8 on llvmpipe, where fewer loop
-   * iterations per work-item mean longer launches. */
-  c->ks = ceil_div(K, dev->is_llvmpipe ? 8 : 64);
-  c->bv = V < 32 ? V : 32;
-  while (c->bv > 1 && (size_t)(c->bv * c->ks) > dev->max_wg) c->bv /= 2;
-  const int kpad = c->ks * ceil_div(K, c->ks);
+  if (!dev->is_cpu) {
+    /* 16 x 4 state blocks: few local reads per multiply-add. */
+    c->ks = ceil_div(K, 16);
+    c->vc = V < 4 ? V : 4;
+    c->vs = 8;
+  } else {
+    /* Whole columns of up to 64 rows (8 on llvmpipe, where fewer loop
+     * iterations per work-item mean longer launches). */
+    c->ks = ceil_div(K, dev->is_llvmpipe ? 8 : 64);
+    c->vc = 1;
+    c->vs = 32;
+  }
+  while (c->vs > 1 && c->vs * c->vc >= 2 * V) c->vs /= 2;
+  while (c->vs > 1 && (size_t)(c->vs * c->ks) > dev->max_wg) c->vs /= 2;
+  const int kpad = c->ks * ceil_div(K, c->ks), bv = c->vs * c->vc;
   c->tc = 16;
   c->bvc = V < 16 ? V : 16;
   for (;;) {
-    size_t rec = 4 * (size_t)c->tc * (3 * kpad + c->bv + (c->ks > 1 ? c->bv * c->ks : 0));
-    size_t out = 4 * ((size_t)c->tc * (5 * K + c->bvc) + (size_t)K * c->bvc +
+    size_t rec = 4 * (size_t)c->tc * (3 * kpad + bv + (c->ks > 1 ? bv * c->ks : 0));
+    size_t out = 4 * ((size_t)c->tc * (4 * K + c->bvc) + (size_t)K * c->bvc +
                       (size_t)c->tc * (c->tc + 1));
     bool fits = rec <= budget(dev) && (!chunked || out <= budget(dev)) &&
                 (!chunked || (size_t)(c->tc * c->bvc) <= dev->max_wg);
@@ -54,10 +63,11 @@ static int64_t positions(const fcl_device_info *dev, long per_chunk, int tc) {
  * every loop, nested ones included). */
 int64_t fcl_rwkv6_fwd_positions_per_launch(const fcl_device_info *dev, int K,
                                            const fcl_rwkv6_fwd_config *c) {
-  const int kr = ceil_div(K, c->ks), kpad = kr * c->ks, wg = c->bv * c->ks;
-  long it = 1 + kr + 3 * ceil_div(c->tc * kpad, wg) + ceil_div(c->tc * c->bv, wg) +
-            c->tc * (1 + kr);
-  if (c->ks > 1) it += ceil_div(c->tc * c->bv, wg) * (1 + c->ks);
+  const int kr = ceil_div(K, c->ks), kpad = kr * c->ks, bv = c->vs * c->vc;
+  const int wg = c->vs * c->ks;
+  long it = 1 + kr * (1 + c->vc) + 3 * ceil_div(c->tc * kpad, wg) +
+            ceil_div(c->tc * bv, wg) + c->tc * (1 + c->vc + kr * (1 + c->vc));
+  if (c->ks > 1) it += c->tc * c->vc + ceil_div(c->tc * bv, wg) * (1 + c->ks);
   return positions(dev, it, c->tc);
 }
 

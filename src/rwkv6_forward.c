@@ -26,9 +26,10 @@ fcl_status fcl_rwkv6_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
   fcl_rwkv6_fwd_choose(&ctx->info, K, (int)d->head_dim_v, chunked, &c);
   char opts[384];
   snprintf(opts, sizeof opts,
-           "-DFCL_DTYPE=%d -DK_DIM=%d -DV_DIM=%d -DTC=%d -DBV=%d -DKS=%d -DBVC=%d",
-           (int)p.dtype, (int)d->head_dim_k, (int)d->head_dim_v, c.tc, c.bv, c.ks,
-           c.bvc);
+           "-DFCL_DTYPE=%d -DK_DIM=%d -DV_DIM=%d -DTC=%d -DKS=%d -DVS=%d -DVC=%d "
+           "-DBVC=%d -DFCL_UNROLL_HINTS=%d",
+           (int)p.dtype, (int)d->head_dim_k, (int)d->head_dim_v, c.tc, c.ks, c.vs,
+           c.vc, c.bvc, !ctx->info.is_cpu);
   fcl_log(ctx, "rwkv6 forward: %s, %s", chunked ? "chunked" : "recurrent", opts);
   cl_kernel krec, kout = NULL;
   if ((s = fcl_get_kernel(ctx, fwd_files, 4, opts, "fcl_rwkv6_fwd_recurrent", &krec)))
@@ -58,8 +59,8 @@ fcl_status fcl_rwkv6_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
   const cl_int base_flags = (p.varlen ? 4 : 0) | (d->reverse ? 8 : 0);
   cl_mem cu_b = p.varlen ? d->cu_seqlens : r->buffer;
   const size_t bh = (size_t)(d->batch * d->heads);
-  const size_t wg = (size_t)(c.bv * c.ks);
-  size_t g1[3] = {(size_t)((d->head_dim_v + c.bv - 1) / c.bv) * wg, bh, 1};
+  const size_t wg = (size_t)(c.vs * c.ks), bv = (size_t)(c.vs * c.vc);
+  size_t g1[3] = {((size_t)d->head_dim_v + bv - 1) / bv * wg, bh, 1};
   size_t l1[3] = {wg, 1, 1};
 
   for (int64_t si = 0; si < nseg; ++si) {

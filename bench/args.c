@@ -1,0 +1,220 @@
+/* fa-bench command-line parsing. */
+#define _POSIX_C_SOURCE 200809L /* strtok_r */
+#include "args.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage[] =
+    "usage: fa-bench [options]\n"
+    "Runs flashcl operations, checks them against a double-precision reference\n"
+    "and reports the median time with TFLOP/s (attention) or GB/s (RWKV6).\n"
+    "\n"
+    "  --op LIST         fwd, bwd (attention), rwkv6-fwd, rwkv6-bwd (fwd)\n"
+    "  --device SEL      device selector (default: $FCL_DEVICE, else first GPU, else CPU)\n"
+    "  --batch N         batch size (1)\n"
+    "  --heads N         query heads; RWKV6: heads (8)\n"
+    "  --heads-kv N      key/value heads, divides --heads (= --heads); attention only\n"
+    "  --seqlen LIST     sequence lengths for queries and keys; RWKV6: T (1024)\n"
+    "  --seqlen-q N      query length (overrides --seqlen); RWKV6: T\n"
+    "  --seqlen-k N      key length (overrides --seqlen); attention only\n"
+    "  --head-dim N      q/k head dimension; RWKV6: K (64)\n"
+    "  --head-dim-v N    v/o head dimension; RWKV6: V (= --head-dim)\n"
+    "  --dtype LIST      f32, f16, bf16 (f32,f16)\n"
+    "  --causal LIST     0 and/or 1 (0,1); attention only\n"
+    "  --algorithm LIST  recurrent, chunked, auto (auto); RWKV6 only\n"
+    "  --iters N         timed iterations (10)\n"
+    "  --warmup N        untimed iterations before them (2)\n"
+    "  --check 0|1       compare with the reference (1)\n"
+    "  --csv, --json     machine-readable output instead of the table\n"
+    "LIST is comma-separated; every combination of the lists is run.\n"
+    "\n"
+    "Checks (column check): fwd compares 64 sampled rows of o and lse. bwd\n"
+    "compares dq, dk, dv in full when B*H*Nq*Nk*D <= 2e8 (PASS), else those of\n"
+    "the last (batch, kv head) slice (PASS-slice) when that slice is small\n"
+    "enough, else only that every gradient is finite (UNCHECKED). rwkv6-fwd/bwd\n"
+    "compare o or dr, dk, dv, dw, du in full when B*T*H*K*V <= 5e7 (PASS), else\n"
+    "batch 0 of the timed call's outputs, du from a separate batch-1 call on the\n"
+    "same data, and every output finite (PASS-b0). err(grad) is the largest\n"
+    "|got - ref| / max|ref| over the gradient tensors.\n";
+
+static int parse_int(const char *opt, const char *s, int64_t min, int64_t max,
+                     int64_t *out) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || end == s || *end || v < min || v > max) {
+    fprintf(stderr, "fa-bench: %s: expected an integer from %lld to %lld, got '%s'\n", opt,
+            (long long)min, (long long)max, s);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+/* Splits a comma list and calls one() on each item; returns the item count or -1. */
+static int parse_list(const char *opt, const char *s,
+                      int (*one)(const char *opt, const char *item, int idx, void *dst),
+                      void *dst) {
+  char buf[256];
+  if (strlen(s) >= sizeof buf) {
+    fprintf(stderr, "fa-bench: %s: list too long\n", opt);
+    return -1;
+  }
+  strcpy(buf, s);
+  int n = 0;
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+       tok = strtok_r(NULL, ",", &save)) {
+    if (n == BENCH_MAX_LIST) {
+      fprintf(stderr, "fa-bench: %s: at most %d values\n", opt, BENCH_MAX_LIST);
+      return -1;
+    }
+    if (one(opt, tok, n++, dst)) return -1;
+  }
+  if (n == 0) fprintf(stderr, "fa-bench: %s: empty list\n", opt);
+  return n ? n : -1;
+}
+
+static int one_dtype(const char *opt, const char *s, int i, void *dst) {
+  fcl_dtype *t = (fcl_dtype *)dst + i;
+  if (!strcmp(s, "f32") || !strcmp(s, "fp32") || !strcmp(s, "float32")) *t = FCL_F32;
+  else if (!strcmp(s, "f16") || !strcmp(s, "fp16") || !strcmp(s, "float16")) *t = FCL_F16;
+  else if (!strcmp(s, "bf16") || !strcmp(s, "bfloat16")) *t = FCL_BF16;
+  else {
+    fprintf(stderr, "fa-bench: %s: unknown dtype '%s' (f32, f16, bf16)\n", opt, s);
+    return -1;
+  }
+  return 0;
+}
+
+static int one_causal(const char *opt, const char *s, int i, void *dst) {
+  int64_t v;
+  if (parse_int(opt, s, 0, 1, &v)) return -1;
+  ((int *)dst)[i] = (int)v;
+  return 0;
+}
+
+static int one_op(const char *opt, const char *s, int i, void *dst) {
+  static const bench_op ops[] = {OP_FWD, OP_BWD, OP_RWKV6_FWD, OP_RWKV6_BWD};
+  for (int k = 0; k < 4; k++)
+    if (!strcmp(s, bench_op_name(ops[k]))) {
+      ((bench_op *)dst)[i] = ops[k];
+      return 0;
+    }
+  fprintf(stderr, "fa-bench: %s: unknown op '%s' (fwd, bwd, rwkv6-fwd, rwkv6-bwd)\n", opt, s);
+  return -1;
+}
+
+static int one_algorithm(const char *opt, const char *s, int i, void *dst) {
+  static const fcl_rwkv6_algorithm algs[] = {FCL_RWKV6_AUTO, FCL_RWKV6_RECURRENT,
+                                             FCL_RWKV6_CHUNKED};
+  for (int k = 0; k < 3; k++)
+    if (!strcmp(s, bench_algorithm_name(algs[k]))) {
+      ((fcl_rwkv6_algorithm *)dst)[i] = algs[k];
+      return 0;
+    }
+  fprintf(stderr, "fa-bench: %s: unknown algorithm '%s' (recurrent, chunked, auto)\n", opt,
+          s);
+  return -1;
+}
+
+const char *bench_op_name(bench_op op) {
+  switch (op) {
+  case OP_FWD: return "fwd";
+  case OP_BWD: return "bwd";
+  case OP_RWKV6_FWD: return "rwkv6-fwd";
+  case OP_RWKV6_BWD: return "rwkv6-bwd";
+  }
+  return "?";
+}
+
+const char *bench_algorithm_name(fcl_rwkv6_algorithm a) {
+  switch (a) {
+  case FCL_RWKV6_AUTO: return "auto";
+  case FCL_RWKV6_RECURRENT: return "recurrent";
+  case FCL_RWKV6_CHUNKED: return "chunked";
+  }
+  return "?";
+}
+
+static int one_len(const char *opt, const char *s, int i, void *dst) {
+  return parse_int(opt, s, 1, INT_MAX, (int64_t *)dst + i);
+}
+
+int bench_parse_args(int argc, char **argv, bench_args *a) {
+  bench_args d = {NULL, 1, 8, 0, 64, 0, {1024}, {1024}, 1, {FCL_F32, FCL_F16}, 2,
+                  {0, 1}, 2, {OP_FWD}, 1, {FCL_RWKV6_AUTO}, 1, 0, 0, 0, OUT_TABLE};
+  int64_t sq = 0, sk = 0, iters = 10, warmup = 2, check = 1;
+  const struct { const char *name; int64_t *dst, min, max; } ints[] = {
+      {"--batch", &a->batch, 1, INT_MAX},       {"--heads", &a->heads, 1, INT_MAX},
+      {"--heads-kv", &a->heads_kv, 1, INT_MAX}, {"--head-dim", &a->head_dim, 1, INT_MAX},
+      {"--head-dim-v", &a->head_dim_v, 1, INT_MAX}, {"--seqlen-q", &sq, 1, INT_MAX},
+      {"--seqlen-k", &sk, 1, INT_MAX},          {"--iters", &iters, 1, INT_MAX},
+      {"--warmup", &warmup, 0, INT_MAX},        {"--check", &check, 0, 1}};
+  const char *const others[] = {"--device", "--seqlen", "--dtype", "--causal", "--op",
+                                "--algorithm"};
+  const int n_others = (int)(sizeof others / sizeof others[0]);
+  *a = d;
+  for (int i = 1; i < argc; i++) {
+    char name[32];
+    const char *arg = argv[i], *val, *eq = strchr(arg, '=');
+    if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
+      fputs(usage, stdout);
+      return 1;
+    }
+    if (!strcmp(arg, "--csv")) { a->output = OUT_CSV; continue; }
+    if (!strcmp(arg, "--json")) { a->output = OUT_JSON; continue; }
+    if (eq && (size_t)(eq - arg) < sizeof name) { /* --name=value */
+      memcpy(name, arg, (size_t)(eq - arg));
+      name[eq - arg] = '\0';
+      arg = name;
+    }
+    int known = -1, n_ints = (int)(sizeof ints / sizeof ints[0]);
+    for (int k = 0; k < n_ints + n_others && known < 0; k++)
+      if (!strcmp(arg, k < n_ints ? ints[k].name : others[k - n_ints])) known = k;
+    if (known < 0) {
+      fprintf(stderr, "fa-bench: unknown option '%s' (see --help)\n", argv[i]);
+      return -1;
+    }
+    if (arg == name) val = eq + 1;
+    else if (i + 1 < argc) val = argv[++i];
+    else {
+      fprintf(stderr, "fa-bench: %s needs a value\n", arg);
+      return -1;
+    }
+    int rc = 0;
+    if (known < n_ints) {
+      rc = parse_int(arg, val, ints[known].min, ints[known].max, ints[known].dst);
+    } else if (!strcmp(arg, "--device")) {
+      a->device = val;
+    } else if (!strcmp(arg, "--seqlen")) {
+      rc = (a->n_seqlen = parse_list(arg, val, one_len, a->seqlen_q)) < 0;
+      memcpy(a->seqlen_k, a->seqlen_q, sizeof a->seqlen_k);
+    } else if (!strcmp(arg, "--dtype")) {
+      rc = (a->n_dtypes = parse_list(arg, val, one_dtype, a->dtypes)) < 0;
+    } else if (!strcmp(arg, "--causal")) {
+      rc = (a->n_causal = parse_list(arg, val, one_causal, a->causal)) < 0;
+    } else if (!strcmp(arg, "--op")) {
+      rc = (a->n_ops = parse_list(arg, val, one_op, a->ops)) < 0;
+    } else {
+      rc = (a->n_algorithms = parse_list(arg, val, one_algorithm, a->algorithms)) < 0;
+    }
+    if (rc) return -1;
+  }
+  for (int i = 0; i < a->n_seqlen; i++) {
+    if (sq) a->seqlen_q[i] = sq;
+    if (sk) a->seqlen_k[i] = sk;
+  }
+  a->iters = (int)iters, a->warmup = (int)warmup, a->check = (int)check;
+  if (!a->heads_kv) a->heads_kv = a->heads;
+  if (!a->head_dim_v) a->head_dim_v = a->head_dim;
+  if (a->heads % a->heads_kv) {
+    fprintf(stderr, "fa-bench: --heads %lld is not a multiple of --heads-kv %lld\n",
+            (long long)a->heads, (long long)a->heads_kv);
+    return -1;
+  }
+  return 0;
+}

@@ -1,0 +1,42 @@
+/* fa-bench command line: the options and the list of runs they describe. */
+#ifndef FCL_BENCH_ARGS_H
+#define FCL_BENCH_ARGS_H
+
+#include <stdint.h>
+
+#include "flashcl.h"
+
+#define BENCH_MAX_LIST 8
+
+typedef enum { OUT_TABLE, OUT_CSV, OUT_JSON } bench_output;
+
+/* What is timed: attention forward and backward, RWKV6 forward and backward. */
+typedef enum { OP_FWD, OP_BWD, OP_RWKV6_FWD, OP_RWKV6_BWD } bench_op;
+
+typedef struct {
+  const char *device;  /* NULL: the library's default selection */
+  int64_t     batch, heads, heads_kv, head_dim, head_dim_v;
+  int64_t     seqlen_q[BENCH_MAX_LIST], seqlen_k[BENCH_MAX_LIST];
+  int         n_seqlen;
+  fcl_dtype   dtypes[BENCH_MAX_LIST];
+  int         n_dtypes;
+  int         causal[BENCH_MAX_LIST];
+  int         n_causal;
+  bench_op    ops[BENCH_MAX_LIST];
+  int         n_ops;
+  fcl_rwkv6_algorithm algorithms[BENCH_MAX_LIST]; /* RWKV6 ops only */
+  int         n_algorithms;
+  int         iters, warmup, check;
+  bench_output output;
+} bench_args;
+
+/* Fills *a from argv. Returns 0 to go on, 1 when --help was printed (exit 0),
+ * -1 on a bad option (message already printed to stderr, exit 2). */
+int bench_parse_args(int argc, char **argv, bench_args *a);
+
+/* "fwd", "bwd", "rwkv6-fwd", "rwkv6-bwd". */
+const char *bench_op_name(bench_op op);
+/* "auto", "recurrent", "chunked". */
+const char *bench_algorithm_name(fcl_rwkv6_algorithm a);
+
+#endif

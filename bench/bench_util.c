@@ -1,0 +1,92 @@
+/* fa-bench helpers: random inputs, buffers, the timing loop. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench.h"
+#include "test_util.h"
+
+bench_row bench_row_init(bench_op op) {
+  bench_row r;
+  memset(&r, 0, sizeof r);
+  r.op = op;
+  r.causal = -1, r.algorithm = -1;
+  r.ms = r.tflops = r.gbps = NAN;
+  r.err_o = r.err_lse = r.err_grad = -1;
+  r.check = "SKIP";
+  return r;
+}
+
+int bench_failed(const char *check) { return !strcmp(check, "FAIL") || !strcmp(check, "ERROR"); }
+
+void *bench_uniform(fcl_dtype t, size_t n, uint64_t seed, double lo, double hi) {
+  size_t es = tu_dtype_size(t);
+  unsigned char *p = malloc(n * es + 1);
+  tu_rng rng;
+  tu_rng_seed(&rng, seed);
+  for (size_t i = 0; p && i < n; i++) tu_encode(p + i * es, tu_rng_range(&rng, lo, hi), t);
+  return p;
+}
+
+double bench_elem(const void *p, fcl_dtype t, size_t i) {
+  return tu_decode((const unsigned char *)p + i * tu_dtype_size(t), t);
+}
+
+void bench_decode(const void *p, fcl_dtype t, size_t n, double *dst) {
+  const size_t es = tu_dtype_size(t);
+  for (size_t i = 0; i < n; i++) dst[i] = tu_decode((const unsigned char *)p + i * es, t);
+}
+
+cl_mem bench_upload(fcl_context *ctx, const void *host, size_t bytes, cl_int *err) {
+  cl_mem m = clCreateBuffer(fcl_context_cl(ctx), CL_MEM_READ_WRITE, bytes ? bytes : 1, NULL, err);
+  if (*err == CL_SUCCESS && host && bytes)
+    *err = clEnqueueWriteBuffer(fcl_context_queue(ctx), m, CL_TRUE, 0, bytes, host, 0, NULL,
+                                NULL);
+  return m;
+}
+
+int bench_read(fcl_context *ctx, cl_mem buf, size_t bytes, void *dst) {
+  cl_int err =
+      clEnqueueReadBuffer(fcl_context_queue(ctx), buf, CL_TRUE, 0, bytes, dst, 0, NULL, NULL);
+  if (err != CL_SUCCESS) fprintf(stderr, "fa-bench: reading an output failed (OpenCL error %d)\n", err);
+  return err != CL_SUCCESS;
+}
+
+size_t bench_count_nonfinite(const void *p, fcl_dtype t, size_t n) {
+  size_t bad = 0;
+  for (size_t i = 0; i < n; i++) bad += !isfinite(bench_elem(p, t, i));
+  return bad;
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static int cmp_double(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return (a > b) - (a < b);
+}
+
+double bench_time(fcl_context *ctx, fcl_status (*call)(fcl_context *, const void *),
+                  const void *arg, int warmup, int iters) {
+  cl_command_queue queue = fcl_context_queue(ctx);
+  double *t = malloc((size_t)iters * sizeof *t), med = -1;
+  if (!t || clFinish(queue)) goto done;
+  for (int i = 0; i < warmup; i++)
+    if (call(ctx, arg) != FCL_OK || clFinish(queue)) goto done;
+  for (int i = 0; i < iters; i++) {
+    double t0 = now_ms();
+    if (call(ctx, arg) != FCL_OK || clFinish(queue)) goto done;
+    t[i] = now_ms() - t0;
+  }
+  qsort(t, (size_t)iters, sizeof *t, cmp_double);
+  med = iters % 2 ? t[iters / 2] : 0.5 * (t[iters / 2 - 1] + t[iters / 2]);
+done:
+  free(t);
+  return med;
+}

@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""Times PyTorch's scaled_dot_product_attention on CUDA, for side-by-side
+runs with fa-bench on the same GPU. Prints the same table (or CSV / JSON).
+
+Each backend (flash, cudnn, efficient, math) is forced with
+torch.nn.attention.sdpa_kernel; a backend that cannot run a case is listed
+as "unsupported". Time: median of per-iteration CUDA-event timings after a
+warmup. TFLOP/s counts 2*B*H*N*N*(D+Dv) (= 4*B*H*N^2*D), halved when causal,
+as fa-bench does. err(o) is the largest error against a float64 computation
+of 64 sampled rows of the output (lse is not returned by SDPA).
+
+Only seqlen_q == seqlen_k is offered: for other lengths PyTorch's is_causal
+aligns the mask top-left, flashcl bottom-right.
+
+  python3 bench/torch_sdpa.py --batch 4 --heads 32 --seqlen 4096 --head-dim 64 \\
+      --dtype f16 --causal 0,1 --backend flash,cudnn
+"""
+import argparse
+import json
+import math
+import re
+import statistics
+import sys
+import warnings
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+BACKENDS = {
+    "flash": SDPBackend.FLASH_ATTENTION,
+    "cudnn": SDPBackend.CUDNN_ATTENTION,
+    "efficient": SDPBackend.EFFICIENT_ATTENTION,
+    "math": SDPBackend.MATH,
+}
+FIELDS = ["impl", "device", "batch", "heads", "heads_kv", "seqlen_q", "seqlen_k", "head_dim",
+          "head_dim_v", "dtype", "causal", "ms", "tflops", "err_o", "err_lse", "check"]
+CHECK_ROWS = 64
+
+
+def int_list(s):
+    return [int(x) for x in s.split(",") if x]
+
+
+def name_list(choices):
+    def parse(s):
+        names = [x for x in s.split(",") if x]
+        bad = [x for x in names if x not in choices]
+        if bad or not names:
+            raise argparse.ArgumentTypeError(f"expected a list of {', '.join(choices)}")
+        return names
+    return parse
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--heads", type=int, default=32)
+    p.add_argument("--heads-kv", type=int, default=None, help="GQA: kv heads (= --heads)")
+    p.add_argument("--seqlen", type=int_list, default=[4096], help="comma list")
+    p.add_argument("--head-dim", type=int, default=64)
+    p.add_argument("--head-dim-v", type=int, default=None, help="(= --head-dim)")
+    p.add_argument("--dtype", type=name_list(DTYPES), default=["f16"], help="f32,f16,bf16")
+    p.add_argument("--causal", type=int_list, default=[0, 1], help="0 and/or 1")
+    p.add_argument("--backend", type=name_list(BACKENDS), default=["flash", "cudnn", "efficient"],
+                   help="flash,cudnn,efficient,math")
+    p.add_argument("--iters", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=5)
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--csv", action="store_true")
+    out.add_argument("--json", action="store_true")
+    a = p.parse_args()
+    a.heads_kv = a.heads_kv or a.heads
+    a.head_dim_v = a.head_dim_v or a.head_dim
+    if a.heads % a.heads_kv:
+        p.error("--heads must be a multiple of --heads-kv")
+    if a.iters < 1 or a.warmup < 0 or any(c not in (0, 1) for c in a.causal):
+        p.error("--iters >= 1, --warmup >= 0, --causal 0 or 1")
+    return a
+
+
+def flops(r):
+    f = 2.0 * r["batch"] * r["heads"] * r["seqlen_q"] * r["seqlen_k"] * (
+        r["head_dim"] + r["head_dim_v"])
+    return f / 2 if r["causal"] else f
+
+
+def max_error(q, k, v, o, causal, gen):
+    """Largest |o - ref| over sampled rows; ref computed in float64."""
+    b_, h_, n, _ = q.shape
+    group = h_ // k.shape[1]
+    err = 0.0
+    for j in range(CHECK_ROWS):
+        b = int(torch.randint(b_, (1,), generator=gen))
+        h = int(torch.randint(h_, (1,), generator=gen))
+        i = j * (n - 1) // (CHECK_ROWS - 1)
+        keys = i + 1 if causal else n
+        qi = q[b, h, i].double()
+        kk, vv = k[b, h // group, :keys].double(), v[b, h // group, :keys].double()
+        p = torch.softmax((kk @ qi) / math.sqrt(q.shape[-1]), dim=0)
+        err = max(err, (o[b, h, i].double() - p @ vv).abs().max().item())
+    return err
+
+
+def run_case(a, backend, seqlen, dtype, causal, device):
+    r = dict(impl=f"sdpa-{backend}", device=device, batch=a.batch, heads=a.heads,
+             heads_kv=a.heads_kv, seqlen_q=seqlen, seqlen_k=seqlen, head_dim=a.head_dim,
+             head_dim_v=a.head_dim_v, dtype=dtype, causal=causal, ms=None, tflops=None,
+             err_o=None, err_lse=None, check="-")
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    t = DTYPES[dtype]
+    q = torch.randn(a.batch, a.heads, seqlen, a.head_dim, device="cuda", dtype=t, generator=gen)
+    k = torch.randn(a.batch, a.heads_kv, seqlen, a.head_dim, device="cuda", dtype=t,
+                    generator=gen)
+    v = torch.randn(a.batch, a.heads_kv, seqlen, a.head_dim_v, device="cuda", dtype=t,
+                    generator=gen)
+    extra = {"enable_gqa": True} if a.heads_kv != a.heads else {}
+
+    def call():
+        return F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal), **extra)
+
+    try:
+        with sdpa_kernel([BACKENDS[backend]]), warnings.catch_warnings(record=True) as why:
+            warnings.simplefilter("always")
+            o = call()
+            torch.cuda.synchronize()
+            r["err_o"] = max_error(q, k, v, o, causal, torch.Generator().manual_seed(4))
+            for _ in range(a.warmup):
+                call()
+            times = []
+            for _ in range(a.iters):
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                start.record()
+                call()
+                end.record()
+                end.synchronize()
+                times.append(start.elapsed_time(end))
+    except RuntimeError as e:
+        # PyTorch gives the reasons a backend refused as warnings, the error says only
+        # "No available kernel".
+        reasons = [re.sub(r"\s*\(Triggered internally.*", "", str(w.message)) for w in why]
+        reasons = [x for x in reasons if "not used because" not in x and "disabled" not in x]
+        print(f"torch_sdpa: {backend} {dtype} causal={causal}: unsupported: "
+              f"{'; '.join(reasons) or str(e).splitlines()[0]}", file=sys.stderr)
+        r["check"] = "unsupported"
+        return r
+    finally:
+        del q, k, v
+        torch.cuda.empty_cache()
+    r["ms"] = statistics.median(times)
+    r["tflops"] = flops(r) / (r["ms"] * 1e9)
+    for f in ("ms", "tflops", "err_o"):  # six significant digits, as fa-bench prints
+        r[f] = float(f"{r[f]:.6g}")
+    return r
+
+
+def fmt(x, spec, width):
+    return format(x, spec).rjust(width) if x is not None else "-".rjust(width)
+
+
+def print_row(a, r, first):
+    if a.csv:
+        vals = ["" if r[f] is None else f'"{r[f]}"' if f == "device" else r[f] for f in FIELDS]
+        print(",".join(str(x) for x in vals))
+    elif a.json:
+        print(("" if first else ",\n") + "  " + json.dumps(r), end="")
+    else:
+        print(f"{r['impl']:<14} {r['batch']:4d} {r['heads']:4d} {r['heads_kv']:4d} "
+              f"{r['seqlen_q']:6d} {r['seqlen_k']:6d} {r['head_dim']:4d} {r['head_dim_v']:4d} "
+              f"{r['dtype']:<5} {r['causal']:6d} {fmt(r['ms'], '.3f', 10)} "
+              f"{fmt(r['tflops'], '.4f', 9)} {fmt(r['err_o'], '.2e', 9)} "
+              f"{fmt(r['err_lse'], '.2e', 9)}  {r['check']}")
+    sys.stdout.flush()
+
+
+def main():
+    a = parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("torch_sdpa: CUDA is not available")
+    device = f"{torch.cuda.get_device_name()} / torch {torch.__version__}"
+    if a.csv:
+        print(",".join(FIELDS))
+    elif a.json:
+        print("[")
+    else:
+        print(f"device: {device}")
+        print(f"{'impl':<14} {'B':>4} {'H':>4} {'Hkv':>4} {'Nq':>6} {'Nk':>6} {'D':>4} {'Dv':>4} "
+              f"{'dtype':<5} {'causal':>6} {'ms':>10} {'TFLOP/s':>9} {'err(o)':>9} "
+              f"{'err(lse)':>9}  check")
+    first = True
+    for seqlen in a.seqlen:
+        for dtype in a.dtype:
+            for causal in a.causal:
+                for backend in a.backend:
+                    print_row(a, run_case(a, backend, seqlen, dtype, causal, device), first)
+                    first = False
+    if a.json:
+        print("\n]")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+/* Double-precision reference of flashcl's attention semantics (DESIGN.md).
+ * Used by the tests and by fa-bench's correctness check. Inputs are dense,
+ * host-side, already rounded to the dtype under test:
+ *   not varlen: q [batch][seqlen_q][heads_q][head_dim],  k [batch][seqlen_k][heads_kv][head_dim],
+ *               v [batch][seqlen_k][heads_kv][head_dim_v], o like q with head_dim_v
+ *   varlen:     the same with [batch][seqlen] replaced by [total tokens] and
+ *               sequence b spanning tokens cu_seqlens[b] .. cu_seqlens[b+1]-1.
+ *   lse: [batch][heads_q][seqlen_q] (varlen: [heads_q][total_q]). */
+#ifndef FCL_REF_ATTENTION_H
+#define FCL_REF_ATTENTION_H
+#include <stdint.h>
+
+typedef struct {
+  int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, head_dim_v;
+  double  softmax_scale; /* 0: 1/sqrt(head_dim) */
+  int     causal;
+  int64_t window_left, window_right; /* -1: unlimited */
+  double  softcap;                   /* > 0 enables */
+  const double  *alibi_slopes;       /* NULL or [heads_q] */
+  const int32_t *cu_seqlens_q;       /* NULL or host [batch+1] */
+  const int32_t *cu_seqlens_k;       /* NULL or host [batch+1] */
+} ref_attention_problem;
+
+/* One output row: query i of sequence b, head h. out has head_dim_v values.
+ * Returns the natural-log lse (-INFINITY when the row sees no key; out = 0). */
+double ref_attention_row(const ref_attention_problem *p, const double *q,
+                         const double *k, const double *v, int64_t b,
+                         int64_t h, int64_t i, double *out);
+
+/* A bound on the magnitude of the logits the kernel computes before the
+ * softcap: the maximum over visible (query, key) pairs of
+ * |scale| * sum_c |q_c k_c| + slope * |i + sk - sq - j|. Tests scale the f32
+ * part of their tolerance with it. */
+double ref_attention_logit_bound(const ref_attention_problem *p, const double *q,
+                                 const double *k);
+
+/* The whole forward pass; lse may be NULL. */
+void ref_attention_forward(const ref_attention_problem *p, const double *q,
+                           const double *k, const double *v, double *o,
+                           double *lse);
+#endif
