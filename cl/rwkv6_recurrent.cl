@@ -4,7 +4,9 @@
  * A work-group owns one (sequence, head) and BV = VS * VC value columns. Its
  * KS x VS work-items each keep a KR x VC block of the state in registers:
  * rows ks*KR .. ks*KR+KR-1, columns vs*VC .. vs*VC+VC-1. r, k, exp(w) and v
- * pass through local memory TC steps at a time; each step costs a work-item
+ * pass through local memory TC steps at a time, the next chunk's loads
+ * issued into registers before the current chunk is computed so that their
+ * latency overlaps the arithmetic; each step costs a work-item
  * (3 KR + VC) local reads for 3 KR VC multiply-adds, so wider blocks mean
  * fewer local-memory instructions per flop. With KS > 1 the partial outputs
  * of the KS row blocks of a column are summed once per chunk, in order.
@@ -23,6 +25,19 @@
 #define K_PAD (KS * KR)
 #define BV (VS * VC)
 #define RW_WG (KS * VS)
+#define NS_K FCL_CEIL_DIV(TC * K_PAD, RW_WG) /* prefetch slots per K operand */
+#define NS_V FCL_CEIL_DIV(TC * BV, RW_WG)
+
+/* Element e of a chunk's [TC][ld] tile, for the chunk starting at p0, as f32
+ * (fill where the position or column does not exist). */
+inline float rw_fetch(const __global fcl_elem *src, long off, long sb, long ss,
+                      long sh, rw_seq s, int flags, int e, int ld, int dim,
+                      int col0, int p0, int p_stop, float fill) {
+  const int tt = e / ld, c = e - tt * ld;
+  if (e >= TC * ld || p0 + tt >= p_stop || col0 + c >= dim) return fill;
+  return FCL_LOAD(src, rw_at(off, sb, ss, sh, s, rw_time(p0 + tt, s.n, flags), flags) +
+                           col0 + c);
+}
 
 __kernel __attribute__((reqd_work_group_size(RW_WG, 1, 1)))
 void fcl_rwkv6_fwd_recurrent(
@@ -54,7 +69,22 @@ void fcl_rwkv6_fwd_recurrent(
     }
   }
   const int p_stop = min(p_end, s.n);
-  for (int c = p_begin / TC; c * TC < p_stop; ++c) {
+  float pr[NS_K], pk[NS_K], pw[NS_K], pv[NS_V];
+#define RW_PREFETCH(p0)                                                         \
+  do {                                                                          \
+    FCL_UNROLL for (int n = 0; n < NS_K; ++n) {                                 \
+      const int e = lid + n * RW_WG;                                            \
+      pr[n] = rw_fetch(r, RW_T(r), s, flags, e, K_PAD, K_DIM, 0, p0, p_stop, 0.0f); \
+      pk[n] = rw_fetch(k, RW_T(k), s, flags, e, K_PAD, K_DIM, 0, p0, p_stop, 0.0f); \
+      pw[n] = rw_fetch(w, RW_T(w), s, flags, e, K_PAD, K_DIM, 0, p0, p_stop, 0.0f); \
+    }                                                                           \
+    FCL_UNROLL for (int n = 0; n < NS_V; ++n)                                   \
+      pv[n] = rw_fetch(v, RW_T(v), s, flags, lid + n * RW_WG, BV, V_DIM, vb * BV,  \
+                       p0, p_stop, 0.0f);                                       \
+  } while (0)
+  int c = p_begin / TC;
+  if (c * TC < p_stop) RW_PREFETCH(c * TC);
+  for (; c * TC < p_stop; ++c) {
     const int p0 = c * TC, nt = min(TC, p_stop - p0);
     if (flags & RW_CHECKPOINT) {
       FCL_UNROLL
@@ -64,11 +94,20 @@ void fcl_rwkv6_fwd_recurrent(
           if (i0 + m < K_DIM && j0 + n < V_DIM)
             ck[(((long)bh * nchunk + c) * K_DIM + i0 + m) * V_DIM + j0 + n] = S[m][n];
     }
-    rw_load_chunk(r_s, K_PAD, K_DIM, r, RW_T(r), 0, s, p0, flags, false, lid, RW_WG);
-    rw_load_chunk(k_s, K_PAD, K_DIM, k, RW_T(k), 0, s, p0, flags, false, lid, RW_WG);
-    rw_load_chunk(e_s, K_PAD, K_DIM, w, RW_T(w), 0, s, p0, flags, true, lid, RW_WG);
-    rw_load_chunk(v_s, BV, V_DIM, v, RW_T(v), vb * BV, s, p0, flags, false, lid, RW_WG);
+    FCL_UNROLL
+    for (int n = 0; n < NS_K; ++n) {
+      const int e = lid + n * RW_WG;
+      if (e < TC * K_PAD) {
+        r_s[e] = pr[n];
+        k_s[e] = pk[n];
+        e_s[e] = exp(pw[n]);
+      }
+    }
+    FCL_UNROLL
+    for (int n = 0; n < NS_V; ++n)
+      if (lid + n * RW_WG < TC * BV) v_s[lid + n * RW_WG] = pv[n];
     barrier(CLK_LOCAL_MEM_FENCE);
+    if (p0 + TC < p_stop) RW_PREFETCH(p0 + TC); /* in flight during the steps */
     for (int tt = 0; tt < nt; ++tt) {
       float vv[VC], acc[VC];
       FCL_UNROLL

@@ -11,8 +11,9 @@ static size_t budget(const fcl_device_info *dev) {
 void fcl_rwkv6_fwd_choose(const fcl_device_info *dev, int K, int V, bool chunked,
                           fcl_rwkv6_fwd_config *c) {
   if (!dev->is_cpu) {
-    /* 16 x 4 state blocks: few local reads per multiply-add. */
-    c->ks = ceil_div(K, 16);
+    /* 8 x 4 state blocks: few local reads per multiply-add, and enough
+     * work-items to hide the latency of the chunk loads. */
+    c->ks = ceil_div(K, 8);
     c->vc = V < 4 ? V : 4;
     c->vs = 8;
   } else {
