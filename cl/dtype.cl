@@ -30,6 +30,31 @@ inline ushort fcl_f32_to_bf16(float f) {
 #error "FCL_DTYPE must be 0 (f32), 1 (f16) or 2 (bf16)"
 #endif
 
+/* Raw loads: the stored bits, converted to f32 later. A prefetch keeps raw
+ * values in registers so that the conversion, which waits for the load,
+ * happens when the value is used rather than right after the load. */
+#if FCL_DTYPE == 0
+typedef float fcl_raw;
+#define FCL_LOAD_RAW(p, i) ((p)[i])
+#define FCL_RAW_F32(x) (x)
+#else
+typedef ushort fcl_raw;
+#define FCL_LOAD_RAW(p, i) (((const __global ushort *)(p))[i])
+#if FCL_DTYPE == 1
+/* IEEE half bits to float, exact for normals, subnormals, inf and NaN. */
+inline float fcl_f16_bits_to_f32(ushort h) {
+  const uint sign = ((uint)h & 0x8000u) << 16, e = ((uint)h >> 10) & 0x1fu;
+  const uint mant = (uint)h & 0x3ffu;
+  if (e == 0) return as_float(sign | as_uint((float)mant * 5.9604644775390625e-8f));
+  if (e == 31) return as_float(sign | 0x7f800000u | (mant << 13));
+  return as_float(sign | ((e + 112u) << 23) | (mant << 13));
+}
+#define FCL_RAW_F32(x) fcl_f16_bits_to_f32(x)
+#else
+#define FCL_RAW_F32(x) fcl_bf16_to_f32(x)
+#endif
+#endif
+
 #define FCL_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define FCL_CEIL_DIV(a, b) (((a) + (b) - 1) / (b))
 

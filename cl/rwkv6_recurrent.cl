@@ -28,15 +28,15 @@
 #define NS_K FCL_CEIL_DIV(TC * K_PAD, RW_WG) /* prefetch slots per K operand */
 #define NS_V FCL_CEIL_DIV(TC * BV, RW_WG)
 
-/* Element e of a chunk's [TC][ld] tile, for the chunk starting at p0, as f32
- * (fill where the position or column does not exist). */
-inline float rw_fetch(const __global fcl_elem *src, long off, long sb, long ss,
-                      long sh, rw_seq s, int flags, int e, int ld, int dim,
-                      int col0, int p0, int p_stop, float fill) {
+/* Element e of a chunk's [TC][ld] tile, for the chunk starting at p0, as
+ * raw bits (0 where the position or column does not exist). */
+inline fcl_raw rw_fetch(const __global fcl_elem *src, long off, long sb, long ss,
+                        long sh, rw_seq s, int flags, int e, int ld, int dim,
+                        int col0, int p0, int p_stop) {
   const int tt = e / ld, c = e - tt * ld;
-  if (e >= TC * ld || p0 + tt >= p_stop || col0 + c >= dim) return fill;
-  return FCL_LOAD(src, rw_at(off, sb, ss, sh, s, rw_time(p0 + tt, s.n, flags), flags) +
-                           col0 + c);
+  if (e >= TC * ld || p0 + tt >= p_stop || col0 + c >= dim) return 0;
+  return FCL_LOAD_RAW(src, rw_at(off, sb, ss, sh, s, rw_time(p0 + tt, s.n, flags), flags) +
+                               col0 + c);
 }
 
 __kernel __attribute__((reqd_work_group_size(RW_WG, 1, 1)))
@@ -69,18 +69,18 @@ void fcl_rwkv6_fwd_recurrent(
     }
   }
   const int p_stop = min(p_end, s.n);
-  float pr[NS_K], pk[NS_K], pw[NS_K], pv[NS_V];
+  fcl_raw pr[NS_K], pk[NS_K], pw[NS_K], pv[NS_V];
 #define RW_PREFETCH(p0)                                                         \
   do {                                                                          \
     FCL_UNROLL for (int n = 0; n < NS_K; ++n) {                                 \
       const int e = lid + n * RW_WG;                                            \
-      pr[n] = rw_fetch(r, RW_T(r), s, flags, e, K_PAD, K_DIM, 0, p0, p_stop, 0.0f); \
-      pk[n] = rw_fetch(k, RW_T(k), s, flags, e, K_PAD, K_DIM, 0, p0, p_stop, 0.0f); \
-      pw[n] = rw_fetch(w, RW_T(w), s, flags, e, K_PAD, K_DIM, 0, p0, p_stop, 0.0f); \
+      pr[n] = rw_fetch(r, RW_T(r), s, flags, e, K_PAD, K_DIM, 0, p0, p_stop); \
+      pk[n] = rw_fetch(k, RW_T(k), s, flags, e, K_PAD, K_DIM, 0, p0, p_stop); \
+      pw[n] = rw_fetch(w, RW_T(w), s, flags, e, K_PAD, K_DIM, 0, p0, p_stop); \
     }                                                                           \
     FCL_UNROLL for (int n = 0; n < NS_V; ++n)                                   \
       pv[n] = rw_fetch(v, RW_T(v), s, flags, lid + n * RW_WG, BV, V_DIM, vb * BV,  \
-                       p0, p_stop, 0.0f);                                       \
+                       p0, p_stop);                                             \
   } while (0)
   int c = p_begin / TC;
   if (c * TC < p_stop) RW_PREFETCH(c * TC);
@@ -98,14 +98,14 @@ void fcl_rwkv6_fwd_recurrent(
     for (int n = 0; n < NS_K; ++n) {
       const int e = lid + n * RW_WG;
       if (e < TC * K_PAD) {
-        r_s[e] = pr[n];
-        k_s[e] = pk[n];
-        e_s[e] = exp(pw[n]);
+        r_s[e] = FCL_RAW_F32(pr[n]);
+        k_s[e] = FCL_RAW_F32(pk[n]);
+        e_s[e] = exp(FCL_RAW_F32(pw[n]));
       }
     }
     FCL_UNROLL
     for (int n = 0; n < NS_V; ++n)
-      if (lid + n * RW_WG < TC * BV) v_s[lid + n * RW_WG] = pv[n];
+      if (lid + n * RW_WG < TC * BV) v_s[lid + n * RW_WG] = FCL_RAW_F32(pv[n]);
     barrier(CLK_LOCAL_MEM_FENCE);
     if (p0 + TC < p_stop) RW_PREFETCH(p0 + TC); /* in flight during the steps */
     for (int tt = 0; tt < nt; ++tt) {
