@@ -15,15 +15,6 @@ static fcl_status check_like(fcl_context *ctx, const fcl_tensor *t,
   return fcl_check_view(ctx, t, &shape, varlen, q, "q");
 }
 
-static fcl_status enqueue(fcl_context *ctx, cl_kernel k, fcl_args *a,
-                          const size_t global[3], const size_t local[3],
-                          const char *what) {
-  if (a->err != CL_SUCCESS) return fcl_fail_cl(ctx, a->err, "clSetKernelArg");
-  cl_int err = clEnqueueNDRangeKernel(ctx->queue, k, 3, NULL, global, local, 0,
-                                      NULL, NULL);
-  return err == CL_SUCCESS ? FCL_OK : fcl_fail_cl(ctx, err, what);
-}
-
 fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *d,
                                   const fcl_tensor *q, const fcl_tensor *k,
                                   const fcl_tensor *v, const fcl_tensor *o,
@@ -162,9 +153,9 @@ fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *d,
                   (size_t)(nslice_dq * split_dq), bh};
   size_t gk[3] = {(size_t)((d->seqlen_k + c.block_r - 1) / c.block_r) * wg,
                   (size_t)(nslice_dkv * split_dkv), bhk};
-  if ((s = enqueue(ctx, k_delta, &a, g0, l0, "enqueueing backward delta")) ||
-      (s = enqueue(ctx, k_dq, &adq, gq, lw, "enqueueing backward dq")) ||
-      (s = enqueue(ctx, k_dkdv, &adkv, gk, lw, "enqueueing backward dk/dv")))
+  if ((s = fcl_launch(ctx, k_delta, &a, g0, l0, "enqueueing backward delta")) ||
+      (s = fcl_launch(ctx, k_dq, &adq, gq, lw, "enqueueing backward dq")) ||
+      (s = fcl_launch(ctx, k_dkdv, &adkv, gk, lw, "enqueueing backward dk/dv")))
     return s;
   /* One kernel object serves the three sums: arguments are captured at
    * enqueue, so each sum sets them just before its enqueue. */
@@ -179,7 +170,7 @@ fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *d,
     FCL_ARG(&as, sums[i].n); FCL_ARG(&as, flags);
     size_t gs[3] = {(size_t)(sums[i].dim + 31) / 32 * 32, (size_t)sums[i].nrows, 1};
     size_t ls[3] = {32, 1, 1};
-    if ((s = enqueue(ctx, k_sum, &as, gs, ls, "enqueueing backward sums"))) return s;
+    if ((s = fcl_launch(ctx, k_sum, &as, gs, ls, "enqueueing backward sums"))) return s;
   }
   return FCL_OK;
 }

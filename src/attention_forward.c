@@ -70,7 +70,6 @@ fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *d,
   FCL_ARG(&a, flags);
   FCL_ARG(&a, keys_per_split); FCL_ARG(&a, nslice); FCL_ARG(&a, o_part);
   FCL_ARG(&a, lse_part); FCL_ARG(&a, nrows);
-  if (a.err != CL_SUCCESS) return fcl_fail_cl(ctx, a.err, "clSetKernelArg");
   fcl_args ac = {comb, 0, CL_SUCCESS};
   if (comb) {
     FCL_ARG(&ac, o_part); FCL_ARG(&ac, lse_part); FCL_ARG(&ac, o->buffer);
@@ -83,12 +82,10 @@ fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *d,
   const size_t nqb = (size_t)((d->seqlen_q + c.block_m - 1) / c.block_m);
   size_t global[3] = {nqb * wg, (size_t)(nslice * nsplit), (size_t)(d->batch * d->heads_q)};
   size_t local[3] = {wg, 1, 1};
-  cl_int err = clEnqueueNDRangeKernel(ctx->queue, kern, 3, NULL, global, local, 0,
-                                      NULL, NULL);
-  if (err != CL_SUCCESS) return fcl_fail_cl(ctx, err, "enqueueing attention forward");
-  if (!comb) return FCL_OK;
-  size_t gc[2] = {(size_t)(d->head_dim_v + 31) / 32 * 32, (size_t)nrows}, lc[2] = {32, 1};
-  err = clEnqueueNDRangeKernel(ctx->queue, comb, 2, NULL, gc, lc, 0, NULL, NULL);
-  if (err != CL_SUCCESS) return fcl_fail_cl(ctx, err, "enqueueing attention combine");
-  return FCL_OK;
+  if ((s = fcl_launch(ctx, kern, &a, global, local, "enqueueing attention forward")) ||
+      !comb)
+    return s;
+  size_t gc[3] = {(size_t)(d->head_dim_v + 31) / 32 * 32, (size_t)nrows, 1};
+  size_t lc[3] = {32, 1, 1};
+  return fcl_launch(ctx, comb, &ac, gc, lc, "enqueueing attention combine");
 }

@@ -111,7 +111,7 @@ fcl_status fcl_get_kernel(fcl_context *ctx, const char *const *files,
                           cl_kernel *out);
 void       fcl_release_programs(fcl_context *ctx);
 
-/* scratch.c: device buffer number slot (0..5) of at least bytes, kept by
+/* launch.c: device buffer number slot (0..5) of at least bytes, kept by
  * the context; an operation uses distinct slots for distinct buffers. */
 fcl_status fcl_scratch(fcl_context *ctx, int slot, size_t bytes, cl_mem *out);
 
@@ -123,6 +123,11 @@ typedef struct {
 } fcl_args;
 void fcl_arg(fcl_args *a, size_t size, const void *value);
 #define FCL_ARG(a, x) fcl_arg((a), sizeof(x), &(x))
+/* Enqueues k over a 3-D range (skipping an empty one) after checking that
+ * its arguments (a, may be NULL) were all set; what names it in errors. */
+fcl_status fcl_launch(fcl_context *ctx, cl_kernel k, const fcl_args *a,
+                      const size_t global[3], const size_t local[3],
+                      const char *what);
 
 /* tensor.c: validation of strided views. */
 typedef struct {

@@ -98,9 +98,7 @@ fcl_status fcl_rwkv6_backward(fcl_context *ctx, const fcl_rwkv6_desc *d,
         FCL_ARG(&a, in); FCL_ARG(&a, ck); FCL_ARG(&a, dkp); FCL_ARG(&a, dwp);
         FCL_ARG(&a, dv->buffer); fcl_arg_tensor(&a, dv); FCL_ARG(&a, out);
       }
-      if (a.err != CL_SUCCESS) return fcl_fail_cl(ctx, a.err, "clSetKernelArg");
-      cl_int err = clEnqueueNDRangeKernel(ctx->queue, a.k, 3, NULL, gp, lp, 0, NULL, NULL);
-      if (err != CL_SUCCESS) return fcl_fail_cl(ctx, err, "enqueueing rwkv6 backward");
+      if ((s = fcl_launch(ctx, a.k, &a, gp, lp, "enqueueing rwkv6 backward"))) return s;
     }
 
   fcl_args af = {kfin, 0, CL_SUCCESS};
@@ -113,16 +111,10 @@ fcl_status fcl_rwkv6_backward(fcl_context *ctx, const fcl_rwkv6_desc *d,
   fcl_args ad = {kdu, 0, CL_SUCCESS};
   FCL_ARG(&ad, dup); FCL_ARG(&ad, du); FCL_ARG(&ad, heads); FCL_ARG(&ad, nvb);
   FCL_ARG(&ad, nseq);
-  if (af.err != CL_SUCCESS || ad.err != CL_SUCCESS)
-    return fcl_fail_cl(ctx, af.err != CL_SUCCESS ? af.err : ad.err, "clSetKernelArg");
   const size_t kr16 = (size_t)(K + 15) / 16 * 16;
   size_t gf[3] = {kr16, (size_t)p.ntok, (size_t)d->heads}, lf[3] = {16, 1, 1};
   size_t gd[3] = {kr16, (size_t)d->heads, 1}, ld[3] = {16, 1, 1};
-  struct { cl_kernel k; size_t *g, *l; } steps[] = {{kfin, gf, lf}, {kdu, gd, ld}};
-  for (int i = 0; i < 2; ++i) {
-    cl_int err = clEnqueueNDRangeKernel(ctx->queue, steps[i].k, 3, NULL, steps[i].g,
-                                        steps[i].l, 0, NULL, NULL);
-    if (err != CL_SUCCESS) return fcl_fail_cl(ctx, err, "enqueueing rwkv6 backward");
-  }
-  return FCL_OK;
+  if ((s = fcl_launch(ctx, kfin, &af, gf, lf, "enqueueing rwkv6 backward sums")))
+    return s;
+  return fcl_launch(ctx, kdu, &ad, gd, ld, "enqueueing rwkv6 du");
 }

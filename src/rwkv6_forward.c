@@ -78,9 +78,7 @@ fcl_status fcl_rwkv6_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
     fcl_arg_tensor(&a, w); fcl_arg_tensor(&a, o);
     FCL_ARG(&a, seqlen); FCL_ARG(&a, heads); FCL_ARG(&a, nchunk); FCL_ARG(&a, scale);
     FCL_ARG(&a, flags); FCL_ARG(&a, p_begin); FCL_ARG(&a, p_end);
-    if (a.err != CL_SUCCESS) return fcl_fail_cl(ctx, a.err, "clSetKernelArg");
-    cl_int err = clEnqueueNDRangeKernel(ctx->queue, krec, 3, NULL, g1, l1, 0, NULL, NULL);
-    if (err != CL_SUCCESS) return fcl_fail_cl(ctx, err, "enqueueing rwkv6 forward");
+    if ((s = fcl_launch(ctx, krec, &a, g1, l1, "enqueueing rwkv6 forward"))) return s;
   }
   if (!chunked) return FCL_OK;
 
@@ -92,11 +90,8 @@ fcl_status fcl_rwkv6_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
   fcl_arg_tensor(&b, w); fcl_arg_tensor(&b, o);
   FCL_ARG(&b, seqlen); FCL_ARG(&b, heads); FCL_ARG(&b, nchunk); FCL_ARG(&b, scale);
   FCL_ARG(&b, base_flags);
-  if (b.err != CL_SUCCESS) return fcl_fail_cl(ctx, b.err, "clSetKernelArg");
   const size_t wg2 = (size_t)(c.tc * c.bvc);
   size_t g2[3] = {(size_t)nchunk * wg2, (size_t)((d->head_dim_v + c.bvc - 1) / c.bvc), bh};
   size_t l2[3] = {wg2, 1, 1};
-  cl_int err = clEnqueueNDRangeKernel(ctx->queue, kout, 3, NULL, g2, l2, 0, NULL, NULL);
-  if (err != CL_SUCCESS) return fcl_fail_cl(ctx, err, "enqueueing rwkv6 chunk output");
-  return FCL_OK;
+  return fcl_launch(ctx, kout, &b, g2, l2, "enqueueing rwkv6 chunk output");
 }

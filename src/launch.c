@@ -1,4 +1,4 @@
-/* Per-context scratch memory and kernel-argument helpers. */
+/* Kernel launches: per-context scratch memory, arguments and enqueueing. */
 #include "internal.h"
 
 fcl_status fcl_scratch(fcl_context *ctx, int slot, size_t bytes, cl_mem *out) {
@@ -21,4 +21,15 @@ fcl_status fcl_scratch(fcl_context *ctx, int slot, size_t bytes, cl_mem *out) {
 void fcl_arg(fcl_args *a, size_t size, const void *value) {
   if (a->err == CL_SUCCESS) a->err = clSetKernelArg(a->k, a->i, size, value);
   a->i++;
+}
+
+fcl_status fcl_launch(fcl_context *ctx, cl_kernel k, const fcl_args *a,
+                      const size_t global[3], const size_t local[3],
+                      const char *what) {
+  if (a && a->err != CL_SUCCESS) return fcl_fail_cl(ctx, a->err, "clSetKernelArg");
+  /* An empty range (all varlen sequences empty) has nothing to do, and
+   * OpenCL 1.2 rejects a zero global size. */
+  if (global[0] == 0 || global[1] == 0 || global[2] == 0) return FCL_OK;
+  cl_int err = clEnqueueNDRangeKernel(ctx->queue, k, 3, NULL, global, local, 0, NULL, NULL);
+  return err == CL_SUCCESS ? FCL_OK : fcl_fail_cl(ctx, err, what);
 }
