@@ -9,11 +9,19 @@ warmup. TFLOP/s counts 2*B*H*N*N*(D+Dv) (= 4*B*H*N^2*D), halved when causal,
 as fa-bench does. err(o) is the largest error against a float64 computation
 of 64 sampled rows of the output (lse is not returned by SDPA).
 
+--bwd (op bwd) times the backward instead: one forward with the backend,
+then torch.autograd.grad of o with a random dout for q, k, v (graph kept),
+timed alone; TFLOP/s counts 2.5 times the forward's FLOPs, as fa-bench does.
+err(grad) is max over dq, dk, dv of max|got - ref| / max|ref| on the last
+(batch, kv head) slice, ref from float64 autograd of the same inputs.
+
 Only seqlen_q == seqlen_k is offered: for other lengths PyTorch's is_causal
 aligns the mask top-left, flashcl bottom-right.
 
   python3 bench/torch_sdpa.py --batch 4 --heads 32 --seqlen 4096 --head-dim 64 \\
       --dtype f16 --causal 0,1 --backend flash,cudnn
+  python3 bench/torch_sdpa.py --bwd --batch 4 --heads 32 --seqlen 4096 --head-dim 128 \\
+      --dtype f16 --causal 1 --backend flash
 """
 import argparse
 import json
@@ -34,8 +42,9 @@ BACKENDS = {
     "efficient": SDPBackend.EFFICIENT_ATTENTION,
     "math": SDPBackend.MATH,
 }
-FIELDS = ["impl", "device", "batch", "heads", "heads_kv", "seqlen_q", "seqlen_k", "head_dim",
-          "head_dim_v", "dtype", "causal", "ms", "tflops", "err_o", "err_lse", "check"]
+FIELDS = ["op", "impl", "device", "batch", "heads", "heads_kv", "seqlen_q", "seqlen_k",
+          "head_dim", "head_dim_v", "dtype", "causal", "algorithm", "ms", "tflops", "gbps",
+          "err_o", "err_lse", "err_grad", "check"]
 CHECK_ROWS = 64
 
 
@@ -67,6 +76,8 @@ def parse_args():
                    help="flash,cudnn,efficient,math")
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--bwd", action="store_true",
+                   help="time the backward (dq, dk, dv) instead of the forward")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--csv", action="store_true")
     out.add_argument("--json", action="store_true")
@@ -103,11 +114,32 @@ def max_error(q, k, v, o, causal, gen):
     return err
 
 
+def grad_error(q, k, v, dout, grads, causal):
+    """Max over dq, dk, dv of max|got - ref| / max|ref| on the last (batch, kv head)
+    slice: its query heads and its key/value head, ref from float64 autograd."""
+    b, hk = q.shape[0] - 1, k.shape[1] - 1
+    group = q.shape[1] // k.shape[1]
+    heads = slice(hk * group, (hk + 1) * group)
+    qs = q[b, heads].detach().double().requires_grad_(True)  # [group, N, D]
+    ks = k[b, hk].detach().double().requires_grad_(True)     # [N, D]
+    vs = v[b, hk].detach().double().requires_grad_(True)     # [N, Dv]
+    s = (qs @ ks.T) / math.sqrt(q.shape[-1])
+    if causal:  # seqlen_q == seqlen_k: top-left and bottom-right alignment agree
+        n = s.shape[-1]
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=s.device).triu(1),
+                          float("-inf"))
+    o = torch.softmax(s, dim=-1) @ vs
+    ref = torch.autograd.grad(o, (qs, ks, vs), dout[b, heads].double())
+    got = (grads[0][b, heads], grads[1][b, hk], grads[2][b, hk])
+    return max(((g.double() - r).abs().max() / r.abs().max()).item() for g, r in zip(got, ref))
+
+
 def run_case(a, backend, seqlen, dtype, causal, device):
-    r = dict(impl=f"sdpa-{backend}", device=device, batch=a.batch, heads=a.heads,
-             heads_kv=a.heads_kv, seqlen_q=seqlen, seqlen_k=seqlen, head_dim=a.head_dim,
-             head_dim_v=a.head_dim_v, dtype=dtype, causal=causal, ms=None, tflops=None,
-             err_o=None, err_lse=None, check="-")
+    r = dict(op="bwd" if a.bwd else "fwd", impl=f"sdpa-{backend}", device=device,
+             batch=a.batch, heads=a.heads, heads_kv=a.heads_kv, seqlen_q=seqlen,
+             seqlen_k=seqlen, head_dim=a.head_dim, head_dim_v=a.head_dim_v, dtype=dtype,
+             causal=causal, algorithm=None, ms=None, tflops=None, gbps=None, err_o=None,
+             err_lse=None, err_grad=None, check="-")
     gen = torch.Generator(device="cuda").manual_seed(1)
     t = DTYPES[dtype]
     q = torch.randn(a.batch, a.heads, seqlen, a.head_dim, device="cuda", dtype=t, generator=gen)
@@ -116,6 +148,9 @@ def run_case(a, backend, seqlen, dtype, causal, device):
     v = torch.randn(a.batch, a.heads_kv, seqlen, a.head_dim_v, device="cuda", dtype=t,
                     generator=gen)
     extra = {"enable_gqa": True} if a.heads_kv != a.heads else {}
+    if a.bwd:
+        for x in (q, k, v):
+            x.requires_grad_(True)
 
     def call():
         return F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal), **extra)
@@ -125,15 +160,26 @@ def run_case(a, backend, seqlen, dtype, causal, device):
             warnings.simplefilter("always")
             o = call()
             torch.cuda.synchronize()
-            r["err_o"] = max_error(q, k, v, o, causal, torch.Generator().manual_seed(4))
+            if a.bwd:
+                dout = torch.randn(o.shape, device="cuda", dtype=t, generator=gen)
+                grads = torch.autograd.grad(o, (q, k, v), dout, retain_graph=True)
+                torch.cuda.synchronize()
+                r["err_grad"] = grad_error(q, k, v, dout, grads, causal)
+                del grads
+
+                def timed():
+                    torch.autograd.grad(o, (q, k, v), dout, retain_graph=True)
+            else:
+                r["err_o"] = max_error(q, k, v, o, causal, torch.Generator().manual_seed(4))
+                timed = call
             for _ in range(a.warmup):
-                call()
+                timed()
             times = []
             for _ in range(a.iters):
                 start = torch.cuda.Event(enable_timing=True)
                 end = torch.cuda.Event(enable_timing=True)
                 start.record()
-                call()
+                timed()
                 end.record()
                 end.synchronize()
                 times.append(start.elapsed_time(end))
@@ -148,11 +194,13 @@ def run_case(a, backend, seqlen, dtype, causal, device):
         return r
     finally:
         del q, k, v
+        o = dout = timed = None
         torch.cuda.empty_cache()
     r["ms"] = statistics.median(times)
-    r["tflops"] = flops(r) / (r["ms"] * 1e9)
-    for f in ("ms", "tflops", "err_o"):  # six significant digits, as fa-bench prints
-        r[f] = float(f"{r[f]:.6g}")
+    r["tflops"] = (2.5 if a.bwd else 1.0) * flops(r) / (r["ms"] * 1e9)
+    for f in ("ms", "tflops", "err_o", "err_grad"):  # six significant digits, as fa-bench
+        if r[f] is not None:
+            r[f] = float(f"{r[f]:.6g}")
     return r
 
 
@@ -167,11 +215,13 @@ def print_row(a, r, first):
     elif a.json:
         print(("" if first else ",\n") + "  " + json.dumps(r), end="")
     else:
-        print(f"{r['impl']:<14} {r['batch']:4d} {r['heads']:4d} {r['heads_kv']:4d} "
-              f"{r['seqlen_q']:6d} {r['seqlen_k']:6d} {r['head_dim']:4d} {r['head_dim_v']:4d} "
-              f"{r['dtype']:<5} {r['causal']:6d} {fmt(r['ms'], '.3f', 10)} "
-              f"{fmt(r['tflops'], '.4f', 9)} {fmt(r['err_o'], '.2e', 9)} "
-              f"{fmt(r['err_lse'], '.2e', 9)}  {r['check']}")
+        print(f"{r['op']:<9} {r['impl']:<14} {r['batch']:4d} {r['heads']:4d} "
+              f"{r['heads_kv']:4d} {r['seqlen_q']:6d} {r['seqlen_k']:6d} {r['head_dim']:4d} "
+              f"{r['head_dim_v']:4d} {r['dtype']:<5} {r['causal']:6d} "
+              f"{r['algorithm'] or '-':<9} {fmt(r['ms'], '.3f', 10)} "
+              f"{fmt(r['tflops'], '.4f', 9)} {fmt(r['gbps'], '.2f', 9)} "
+              f"{fmt(r['err_o'], '.2e', 9)} {fmt(r['err_lse'], '.2e', 9)} "
+              f"{fmt(r['err_grad'], '.2e', 9)}  {r['check']}")
     sys.stdout.flush()
 
 
@@ -186,9 +236,10 @@ def main():
         print("[")
     else:
         print(f"device: {device}")
-        print(f"{'impl':<14} {'B':>4} {'H':>4} {'Hkv':>4} {'Nq':>6} {'Nk':>6} {'D':>4} {'Dv':>4} "
-              f"{'dtype':<5} {'causal':>6} {'ms':>10} {'TFLOP/s':>9} {'err(o)':>9} "
-              f"{'err(lse)':>9}  check")
+        print(f"{'op':<9} {'impl':<14} {'B':>4} {'H':>4} {'Hkv':>4} {'Nq':>6} {'Nk':>6} "
+              f"{'D':>4} {'Dv':>4} {'dtype':<5} {'causal':>6} {'algo':<9} {'ms':>10} "
+              f"{'TFLOP/s':>9} {'GB/s':>9} {'err(o)':>9} {'err(lse)':>9} {'err(grad)':>9}  "
+              f"check")
     first = True
     for seqlen in a.seqlen:
         for dtype in a.dtype:

@@ -1,0 +1,466 @@
+/* fa-bench, attention: fcl_attention_forward (op fwd) and
+ * fcl_attention_backward (op bwd) on dense [batch, seq, heads, dim] tensors
+ * of random values, uniform with mean 0 and variance 1, from fixed seeds,
+ * rounded to the dtype.
+ *
+ * fwd checks 64 sampled rows of o and lse against ref_attention_row.
+ * bwd runs one forward (o, lse), then the backward with a random dout, and
+ * compares dq, dk, dv with exact double-precision gradients computed here
+ * (P = softmax(scale q k^T), dP = dout v^T, dS = P * (dP - delta) with
+ * delta_i = sum_j P_ij dP_ij, dq = scale dS k, dk = scale dS^T q, dv = P^T
+ * dout; summed over each GQA group for dk, dv): over the whole problem when
+ * B*H*Nq*Nk*D <= 2e8, else over the last (batch, kv head) slice -- every
+ * query head of its group, all positions -- when group*Nq*Nk*max(D,Dv) <=
+ * 2^32, else not at all (UNCHECKED). Every gradient is also checked to be
+ * finite. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "ref_attention.h"
+#include "test_util.h"
+
+#define CHECK_ROWS 64
+#ifndef BWD_FULL_CHECK_MAX
+#define BWD_FULL_CHECK_MAX 2e8     /* B*H*Nq*Nk*D */
+#endif
+#ifndef BWD_SLICE_CHECK_MAX
+#define BWD_SLICE_CHECK_MAX 0x1p32 /* group*Nq*Nk*max(D, Dv) */
+#endif
+
+typedef struct {
+  int64_t   b, h, hkv, sq, sk, d, dv;
+  fcl_dtype t;
+  int       causal;
+} shape;
+
+typedef struct {       /* host copies and device buffers */
+  void  *q, *k, *v, *g;   /* g: dout (bwd only) */
+  cl_mem bq, bk, bv, bo, blse;
+  cl_mem bdo, bgq, bgk, bgv; /* bwd only: dout and the gradients */
+} inputs;
+
+static size_t n_q(const shape *s) { return (size_t)(s->b * s->sq * s->h * s->d); }
+static size_t n_k(const shape *s) { return (size_t)(s->b * s->sk * s->hkv * s->d); }
+static size_t n_v(const shape *s) { return (size_t)(s->b * s->sk * s->hkv * s->dv); }
+static size_t n_o(const shape *s) { return (size_t)(s->b * s->sq * s->h * s->dv); }
+static size_t n_lse(const shape *s) { return (size_t)(s->b * s->h * s->sq); }
+
+static void inputs_free(inputs *in) {
+  free(in->q), free(in->k), free(in->v), free(in->g);
+  cl_mem m[] = {in->bq, in->bk, in->bv, in->bo, in->blse, in->bdo, in->bgq, in->bgk, in->bgv};
+  for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
+    if (m[i]) clReleaseMemObject(m[i]);
+  memset(in, 0, sizeof *in);
+}
+
+static int inputs_make(fcl_context *ctx, const shape *s, int bwd, inputs *in) {
+  const size_t es = tu_dtype_size(s->t);
+  const double a = sqrt(3.0); /* uniform on [-a, a): variance 1 */
+  memset(in, 0, sizeof *in);
+  in->q = bench_uniform(s->t, n_q(s), 1, -a, a);
+  in->k = bench_uniform(s->t, n_k(s), 2, -a, a);
+  in->v = bench_uniform(s->t, n_v(s), 3, -a, a);
+  if (bwd) in->g = bench_uniform(s->t, n_o(s), 5, -a, a);
+  const void *host[9] = {in->q, in->k, in->v, NULL, NULL, in->g, NULL, NULL, NULL};
+  cl_mem *dev[9] = {&in->bq, &in->bk, &in->bv, &in->bo, &in->blse,
+                    &in->bdo, &in->bgq, &in->bgk, &in->bgv};
+  size_t bytes[9] = {n_q(s) * es, n_k(s) * es, n_v(s) * es, n_o(s) * es,
+                     n_lse(s) * sizeof(float), n_o(s) * es, n_q(s) * es, n_k(s) * es,
+                     n_v(s) * es};
+  cl_int err = in->q && in->k && in->v && (!bwd || in->g) ? CL_SUCCESS : CL_OUT_OF_HOST_MEMORY;
+  for (int i = 0; i < (bwd ? 9 : 5) && err == CL_SUCCESS; i++)
+    *dev[i] = bench_upload(ctx, host[i], bytes[i], &err);
+  if (err != CL_SUCCESS) {
+    fprintf(stderr, "fa-bench: could not allocate or upload the inputs (OpenCL error %d)\n",
+            err);
+    inputs_free(in);
+    return -1;
+  }
+  return 0;
+}
+
+typedef struct {
+  const shape  *s;
+  const inputs *in;
+} call_args;
+
+static fcl_attention_desc make_desc(const shape *s) {
+  fcl_attention_desc d = FCL_ATTENTION_DESC_INIT;
+  d.batch = s->b, d.seqlen_q = s->sq, d.seqlen_k = s->sk, d.heads_q = s->h;
+  d.heads_kv = s->hkv, d.head_dim = s->d, d.head_dim_v = s->dv, d.causal = s->causal;
+  return d;
+}
+
+/* Dense views [b, seq, heads, dim] of a buffer. */
+static fcl_tensor view(cl_mem m, fcl_dtype t, int64_t seq, int64_t heads, int64_t dim) {
+  fcl_tensor x = {m, 0, t, {seq * heads * dim, heads * dim, dim, 1}};
+  return x;
+}
+
+static fcl_status forward(fcl_context *ctx, const void *arg) {
+  const call_args *c = arg;
+  const shape *s = c->s;
+  const inputs *in = c->in;
+  fcl_attention_desc d = make_desc(s);
+  fcl_tensor q = view(in->bq, s->t, s->sq, s->h, s->d);
+  fcl_tensor k = view(in->bk, s->t, s->sk, s->hkv, s->d);
+  fcl_tensor v = view(in->bv, s->t, s->sk, s->hkv, s->dv);
+  fcl_tensor o = view(in->bo, s->t, s->sq, s->h, s->dv);
+  fcl_status st = fcl_attention_forward(ctx, &d, &q, &k, &v, &o, in->blse);
+  if (st != FCL_OK)
+    fprintf(stderr, "fa-bench: fcl_attention_forward: %s\n", fcl_context_last_error(ctx));
+  return st;
+}
+
+static fcl_status backward(fcl_context *ctx, const void *arg) {
+  const call_args *c = arg;
+  const shape *s = c->s;
+  const inputs *in = c->in;
+  fcl_attention_desc d = make_desc(s);
+  fcl_tensor q = view(in->bq, s->t, s->sq, s->h, s->d);
+  fcl_tensor k = view(in->bk, s->t, s->sk, s->hkv, s->d);
+  fcl_tensor v = view(in->bv, s->t, s->sk, s->hkv, s->dv);
+  fcl_tensor o = view(in->bo, s->t, s->sq, s->h, s->dv);
+  fcl_tensor dout = view(in->bdo, s->t, s->sq, s->h, s->dv);
+  fcl_tensor dq = view(in->bgq, s->t, s->sq, s->h, s->d);
+  fcl_tensor dk = view(in->bgk, s->t, s->sk, s->hkv, s->d);
+  fcl_tensor dv = view(in->bgv, s->t, s->sk, s->hkv, s->dv);
+  fcl_status st =
+      fcl_attention_backward(ctx, &d, &q, &k, &v, &o, in->blse, &dout, &dq, &dk, &dv);
+  if (st != FCL_OK)
+    fprintf(stderr, "fa-bench: fcl_attention_backward: %s\n", fcl_context_last_error(ctx));
+  return st;
+}
+
+/* ---- forward check ------------------------------------------------------ */
+
+typedef struct { int64_t b, h, i; } row;
+
+static int row_cmp(const void *x, const void *y) { /* by (batch, head, query) */
+  const row *a = x, *b = y;
+  return a->b != b->b ? (a->b > b->b) - (a->b < b->b)
+       : a->h != b->h ? (a->h > b->h) - (a->h < b->h)
+                      : (a->i > b->i) - (a->i < b->i);
+}
+
+/* Which rows to check: all of them when there are few, else the first, the
+ * last, and query positions spread evenly over random (batch, head) pairs. */
+static int pick_rows(const shape *s, row *r) {
+  int64_t total = s->b * s->h * s->sq;
+  int n = total < CHECK_ROWS ? (int)total : CHECK_ROWS;
+  tu_rng rng;
+  tu_rng_seed(&rng, 4);
+  for (int j = 0; j < n; j++) {
+    if (n == total) {
+      r[j] = (row){j / (s->h * s->sq), j / s->sq % s->h, j % s->sq};
+    } else {
+      r[j].b = tu_rng_int(&rng, 0, s->b - 1);
+      r[j].h = tu_rng_int(&rng, 0, s->h - 1);
+      r[j].i = j * (s->sq - 1) / (n - 1);
+    }
+  }
+  if (n < total) {
+    r[0] = (row){0, 0, 0};
+    r[n - 1] = (row){s->b - 1, s->h - 1, s->sq - 1};
+  }
+  qsort(r, (size_t)n, sizeof *r, row_cmp);
+  return n;
+}
+
+/* Runs the forward pass once and compares sampled rows of o and lse with
+ * ref_attention_row on a one-head slice of the same (rounded) inputs. */
+static const char *check_fwd(fcl_context *ctx, const shape *s, const inputs *in,
+                             bench_row *res) {
+  size_t es = tu_dtype_size(s->t), dv = (size_t)s->dv;
+  cl_command_queue queue = fcl_context_queue(ctx);
+  call_args ca = {s, in};
+  row rows[CHECK_ROWS];
+  int n = pick_rows(s, rows);
+  const char *verdict = "ERROR";
+
+  /* Outputs start as NaN, so a row the kernel never writes fails. */
+  if (tu_buffer_repoison(queue, in->bo, n_o(s) * es) ||
+      tu_buffer_repoison(queue, in->blse, n_lse(s) * sizeof(float)) ||
+      forward(ctx, &ca) != FCL_OK)
+    return verdict;
+
+  ref_attention_problem p = {1, s->sq, s->sk, 1, 1, s->d, s->dv, 0.0, s->causal,
+                             -1, -1, 0.0, NULL, NULL, NULL};
+  double *q = calloc((size_t)(s->sq * s->d), sizeof *q);
+  double *k = malloc((size_t)(s->sk * s->d) * sizeof *k);
+  double *v = malloc((size_t)s->sk * dv * sizeof *v);
+  double *ref = malloc((size_t)n * (dv + 1) * sizeof *ref), *ref_lse = ref + n * dv;
+  double *got = malloc((size_t)n * (dv + 1) * sizeof *got), *got_lse = got + n * dv;
+  unsigned char *raw = malloc(dv * es);
+  if (!q || !k || !v || !ref || !got || !raw) goto done;
+
+  int64_t group = s->h / s->hkv, kb = -1, kh = -1;
+  for (int j = 0; j < n; j++) {
+    const row *r = &rows[j];
+    if (r->b != kb || r->h / group != kh) { /* rows are sorted: load each kv slice once */
+      kb = r->b, kh = r->h / group;
+      for (int64_t t = 0; t < s->sk; t++) {
+        size_t at = (size_t)((kb * s->sk + t) * s->hkv + kh);
+        for (int64_t x = 0; x < s->d; x++) k[t * s->d + x] = bench_elem(in->k, s->t, at * s->d + x);
+        for (size_t x = 0; x < dv; x++) v[t * s->dv + x] = bench_elem(in->v, s->t, at * dv + x);
+      }
+    }
+    size_t at = (size_t)((r->b * s->sq + r->i) * s->h + r->h);
+    for (int64_t x = 0; x < s->d; x++) q[r->i * s->d + x] = bench_elem(in->q, s->t, at * s->d + x);
+    ref_lse[j] = ref_attention_row(&p, q, k, v, 0, 0, r->i, ref + j * dv);
+
+    float lse;
+    size_t lse_at = (size_t)((r->b * s->h + r->h) * s->sq + r->i) * sizeof lse;
+    if (clEnqueueReadBuffer(queue, in->bo, CL_TRUE, at * dv * es, dv * es, raw, 0, NULL,
+                            NULL) ||
+        clEnqueueReadBuffer(queue, in->blse, CL_TRUE, lse_at, sizeof lse, &lse, 0, NULL,
+                            NULL)) {
+      fprintf(stderr, "fa-bench: reading the outputs failed\n");
+      goto done;
+    }
+    for (size_t x = 0; x < dv; x++) got[j * dv + x] = bench_elem(raw, s->t, x);
+    got_lse[j] = lse;
+  }
+  tu_cmp co = tu_compare(got, ref, (size_t)n * dv, tu_tol_output(s->t), 0);
+  tu_cmp cl = tu_compare(got_lse, ref_lse, (size_t)n, tu_tol_lse(), 1);
+  /* max_err covers finite pairs only: a NaN or a wrong infinity shows as inf. */
+  res->err_o = co.n_bad && !isfinite(co.worst_err) ? INFINITY : co.max_err;
+  res->err_lse = cl.n_bad && !isfinite(cl.worst_err) ? INFINITY : cl.max_err;
+  verdict = co.ok && cl.ok ? "PASS" : "FAIL";
+  if (!co.ok || !cl.ok) { /* the worst element, on stderr: stdout may be CSV or JSON */
+    const tu_cmp *c = co.ok ? &cl : &co;
+    const row *r = &rows[co.ok ? cl.worst : co.worst / dv];
+    fprintf(stderr,
+            "fa-bench: fwd Nq=%lld Nk=%lld %s causal=%d: %s of row b=%lld h=%lld i=%lld: "
+            "got %.9g, ref %.9g, err %.3g, allowed %.3g; %zu bad\n",
+            (long long)s->sq, (long long)s->sk, tu_dtype_name(s->t), s->causal,
+            co.ok ? "lse" : "o", (long long)r->b,
+            (long long)r->h, (long long)r->i, c->worst_got, c->worst_ref, c->worst_err,
+            c->worst_allowed, c->n_bad);
+  }
+done:
+  free(q), free(k), free(v), free(ref), free(got), free(raw);
+  return verdict;
+}
+
+/* ---- backward check ----------------------------------------------------- */
+
+/* Per-tensor tolerance of the gradients: |got - ref| <= atol * max|ref|.
+ * The kernels accumulate in f32; in f16 and bf16 the inputs o (which feeds
+ * delta) and the stored gradients are rounded to the dtype. */
+static tu_tol tol_grad(fcl_dtype t) {
+  switch (t) {
+  case FCL_F32: return (tu_tol){1e-4, 0.0, 0.0};
+  case FCL_F16: return (tu_tol){4e-3, 0.0, 0.0};
+  case FCL_BF16: return (tu_tol){3e-2, 0.0, 0.0};
+  }
+  return (tu_tol){0, 0, 0};
+}
+
+/* Exact gradients of the slice (batch b, kv head hk): dq [group][sq][d] for
+ * the query heads hk*group .. hk*group+group-1, dk [sk][d] and dv [sk][dv]
+ * summed over them. 0, or -1 when out of memory. */
+static int ref_grad_slice(const shape *s, const inputs *in, int64_t b, int64_t hk,
+                          double *dq, double *dk, double *dv) {
+  const int64_t group = s->h / s->hkv, D = s->d, DV = s->dv, SQ = s->sq, SK = s->sk;
+  const double scale = 1.0 / sqrt((double)D);
+  double *K = malloc((size_t)(SK * D) * sizeof *K), *V = malloc((size_t)(SK * DV) * sizeof *V);
+  double *p = malloc((size_t)SK * sizeof *p), *dp = malloc((size_t)SK * sizeof *dp);
+  double *qi = malloc((size_t)D * sizeof *qi), *gi = malloc((size_t)DV * sizeof *gi);
+  int rc = -1;
+  if (!K || !V || !p || !dp || !qi || !gi) goto done;
+  for (int64_t j = 0; j < SK; j++) {
+    const size_t at = (size_t)((b * SK + j) * s->hkv + hk);
+    bench_decode((const unsigned char *)in->k + at * D * tu_dtype_size(s->t), s->t, (size_t)D,
+                 K + j * D);
+    bench_decode((const unsigned char *)in->v + at * DV * tu_dtype_size(s->t), s->t,
+                 (size_t)DV, V + j * DV);
+  }
+  memset(dk, 0, (size_t)(SK * D) * sizeof *dk);
+  memset(dv, 0, (size_t)(SK * DV) * sizeof *dv);
+  for (int64_t g = 0; g < group; g++) {
+    const int64_t h = hk * group + g;
+    for (int64_t i = 0; i < SQ; i++) {
+      double *dqi = dq + (g * SQ + i) * D;
+      memset(dqi, 0, (size_t)D * sizeof *dqi);
+      /* Causal masking is aligned bottom-right: query i sees keys j <= i + sk - sq. */
+      const int64_t hi = s->causal ? (i + SK - SQ < SK - 1 ? i + SK - SQ : SK - 1) : SK - 1;
+      if (hi < 0) continue; /* sees no key: o = 0, no gradient */
+      const size_t at = (size_t)((b * SQ + i) * s->h + h);
+      bench_decode((const unsigned char *)in->q + at * D * tu_dtype_size(s->t), s->t,
+                   (size_t)D, qi);
+      bench_decode((const unsigned char *)in->g + at * DV * tu_dtype_size(s->t), s->t,
+                   (size_t)DV, gi);
+      double m = -INFINITY, sum = 0.0, delta = 0.0;
+      for (int64_t j = 0; j <= hi; j++) {
+        double x = 0.0;
+        for (int64_t c = 0; c < D; c++) x += qi[c] * K[j * D + c];
+        p[j] = x * scale;
+        if (p[j] > m) m = p[j];
+      }
+      for (int64_t j = 0; j <= hi; j++) sum += (p[j] = exp(p[j] - m));
+      for (int64_t j = 0; j <= hi; j++) {
+        double x = 0.0;
+        for (int64_t c = 0; c < DV; c++) x += gi[c] * V[j * DV + c];
+        p[j] /= sum;
+        dp[j] = x;
+        delta += p[j] * x; /* = dout_i . o_i */
+      }
+      for (int64_t j = 0; j <= hi; j++) {
+        const double ds = p[j] * (dp[j] - delta);
+        for (int64_t c = 0; c < D; c++) {
+          dqi[c] += scale * ds * K[j * D + c];
+          dk[j * D + c] += scale * ds * qi[c];
+        }
+        for (int64_t c = 0; c < DV; c++) dv[j * DV + c] += p[j] * gi[c];
+      }
+    }
+  }
+  rc = 0;
+done:
+  free(K), free(V), free(p), free(dp), free(qi), free(gi);
+  return rc;
+}
+
+/* Runs forward and backward once, then compares the gradients as the file
+ * comment says. */
+static const char *check_bwd(fcl_context *ctx, const shape *s, const inputs *in,
+                             bench_row *res) {
+  const size_t es = tu_dtype_size(s->t);
+  const size_t nt[3] = {n_q(s), n_k(s), n_v(s)};
+  const cl_mem bufs[3] = {in->bgq, in->bgk, in->bgv};
+  static const char *const names[3] = {"dq", "dk", "dv"};
+  cl_command_queue queue = fcl_context_queue(ctx);
+  call_args ca = {s, in};
+  const char *verdict = "ERROR";
+  unsigned char *raw[3] = {NULL, NULL, NULL};
+  double *got[3] = {NULL, NULL, NULL}, *ref[3] = {NULL, NULL, NULL};
+
+  for (int i = 0; i < 3; i++)
+    if (tu_buffer_repoison(queue, bufs[i], nt[i] * es)) return verdict;
+  if (forward(ctx, &ca) != FCL_OK || backward(ctx, &ca) != FCL_OK || clFinish(queue))
+    return verdict;
+  size_t nonfinite = 0;
+  for (int i = 0; i < 3; i++) {
+    if (!(raw[i] = malloc(nt[i] * es + 1))) goto oom;
+    if (bench_read(ctx, bufs[i], nt[i] * es, raw[i])) goto done;
+    size_t bad = bench_count_nonfinite(raw[i], s->t, nt[i]);
+    if (bad)
+      fprintf(stderr, "fa-bench: bwd Nq=%lld Nk=%lld %s causal=%d: %zu of %zu %s values are "
+              "not finite\n", (long long)s->sq, (long long)s->sk, tu_dtype_name(s->t),
+              s->causal, bad, nt[i], names[i]);
+    nonfinite += bad;
+  }
+
+  const int64_t group = s->h / s->hkv;
+  const double work = (double)s->b * (double)s->h * (double)s->sq * (double)s->sk * (double)s->d;
+  const double slice_work = (double)group * (double)s->sq * (double)s->sk *
+                            (double)(s->d > s->dv ? s->d : s->dv);
+  const int full = work <= BWD_FULL_CHECK_MAX;
+  if (!full && slice_work > BWD_SLICE_CHECK_MAX) {
+    verdict = nonfinite ? "FAIL" : "UNCHECKED";
+    goto done;
+  }
+  /* Slices (b, hk), in order; the arrays hold them one after another. */
+  const int64_t n_slices = full ? s->b * s->hkv : 1;
+  const size_t per[3] = {(size_t)(group * s->sq * s->d), (size_t)(s->sk * s->d),
+                         (size_t)(s->sk * s->dv)};
+  for (int i = 0; i < 3; i++)
+    if (!(got[i] = malloc(per[i] * (size_t)n_slices * sizeof(double))) ||
+        !(ref[i] = malloc(per[i] * (size_t)n_slices * sizeof(double))))
+      goto oom;
+  for (int64_t sl = 0; sl < n_slices; sl++) {
+    const int64_t b = full ? sl / s->hkv : s->b - 1, hk = full ? sl % s->hkv : s->hkv - 1;
+    if (ref_grad_slice(s, in, b, hk, ref[0] + sl * per[0], ref[1] + sl * per[1],
+                       ref[2] + sl * per[2]))
+      goto oom;
+    for (int64_t g = 0; g < group; g++)
+      for (int64_t i = 0; i < s->sq; i++)
+        bench_decode(raw[0] + (size_t)((b * s->sq + i) * s->h + hk * group + g) * s->d * es,
+                     s->t, (size_t)s->d, got[0] + sl * per[0] + (g * s->sq + i) * s->d);
+    for (int64_t j = 0; j < s->sk; j++) {
+      const size_t at = (size_t)((b * s->sk + j) * s->hkv + hk);
+      bench_decode(raw[1] + at * s->d * es, s->t, (size_t)s->d, got[1] + sl * per[1] + j * s->d);
+      bench_decode(raw[2] + at * s->dv * es, s->t, (size_t)s->dv,
+                   got[2] + sl * per[2] + j * s->dv);
+    }
+  }
+  int ok = !nonfinite;
+  res->err_grad = 0;
+  for (int i = 0; i < 3; i++) {
+    tu_cmp c = tu_compare(got[i], ref[i], per[i] * (size_t)n_slices, tol_grad(s->t), 0);
+    double rel = c.n_bad && !isfinite(c.worst_err) ? INFINITY
+               : c.ref_max > 0 ? c.max_err / c.ref_max : c.max_err;
+    if (rel > res->err_grad) res->err_grad = rel;
+    if (c.ok) continue;
+    ok = 0;
+    /* The worst element's coordinates in the tensor [b, seq, head, dim]. */
+    const size_t sl = c.worst / per[i], rem = c.worst % per[i];
+    const int64_t dim = i == 2 ? s->dv : s->d, x = (int64_t)(rem % (size_t)dim);
+    const int64_t b = full ? (int64_t)sl / s->hkv : s->b - 1;
+    const int64_t hk = full ? (int64_t)sl % s->hkv : s->hkv - 1;
+    const int64_t pos = i == 0 ? (int64_t)(rem / (size_t)dim) % s->sq : (int64_t)(rem / (size_t)dim);
+    const int64_t head = i == 0 ? hk * group + (int64_t)(rem / (size_t)(dim * s->sq)) : hk;
+    fprintf(stderr,
+            "fa-bench: bwd Nq=%lld Nk=%lld %s causal=%d: %s[b=%lld, pos=%lld, h=%lld, "
+            "x=%lld]: got %.9g, ref %.9g, err %.3g, allowed %.3g (max|ref| %.3g); %zu bad\n",
+            (long long)s->sq, (long long)s->sk, tu_dtype_name(s->t), s->causal, names[i],
+            (long long)b, (long long)pos, (long long)head, (long long)x, c.worst_got,
+            c.worst_ref, c.worst_err, c.worst_allowed, c.ref_max, c.n_bad);
+  }
+  verdict = !ok ? "FAIL" : full ? "PASS" : "PASS-slice";
+  goto done;
+oom:
+  fprintf(stderr, "fa-bench: out of host memory for the bwd check\n");
+done:
+  for (int i = 0; i < 3; i++) free(raw[i]), free(got[i]), free(ref[i]);
+  return verdict;
+}
+
+/* ---- driver ------------------------------------------------------------- */
+
+/* FLOPs of the two forward matrix products, halved when causal. */
+static double flops(const shape *s) {
+  double f = 2.0 * (double)s->b * (double)s->h * (double)s->sq * (double)s->sk *
+             (double)(s->d + s->dv);
+  return s->causal ? f / 2 : f;
+}
+
+int bench_attention(fcl_context *ctx, const bench_args *a, bench_op op, bench_emit emit) {
+  const int bwd = op == OP_BWD;
+  int setup_failed = 0;
+  for (int si = 0; si < a->n_seqlen; si++) {
+    for (int ti = 0; ti < a->n_dtypes; ti++) {
+      shape s = {a->batch, a->heads, a->heads_kv, a->seqlen_q[si], a->seqlen_k[si],
+                 a->head_dim, a->head_dim_v, a->dtypes[ti], 0};
+      inputs in;
+      if (inputs_make(ctx, &s, bwd, &in)) {
+        setup_failed = 1;
+        continue;
+      }
+      call_args ca = {&s, &in};
+      for (int ci = 0; ci < a->n_causal; ci++) {
+        s.causal = a->causal[ci];
+        bench_row r = bench_row_init(op);
+        r.b = s.b, r.h = s.h, r.hkv = s.hkv, r.sq = s.sq, r.sk = s.sk, r.d = s.d, r.dv = s.dv;
+        r.t = s.t, r.causal = s.causal;
+        if (a->check) r.check = bwd ? check_bwd(ctx, &s, &in, &r) : check_fwd(ctx, &s, &in, &r);
+        if (strcmp(r.check, "ERROR")) {
+          /* bwd: the forward once for o and lse, then time the backward alone. */
+          if (bwd && (forward(ctx, &ca) != FCL_OK || clFinish(fcl_context_queue(ctx))))
+            r.ms = -1;
+          else
+            r.ms = bench_time(ctx, bwd ? backward : forward, &ca, a->warmup, a->iters);
+          if (r.ms < 0) r.ms = NAN, r.check = "ERROR";
+          else r.tflops = (bwd ? 2.5 : 1.0) * flops(&s) / (r.ms * 1e9);
+        }
+        emit(&r);
+      }
+      inputs_free(&in);
+    }
+  }
+  return setup_failed;
+}
