@@ -13,7 +13,7 @@ static const char usage[] =
     "Runs flashcl operations, checks them against a double-precision reference\n"
     "and reports the median time with TFLOP/s (attention) or GB/s (RWKV6).\n"
     "\n"
-    "  --op LIST         fwd, bwd (attention), rwkv6-fwd, rwkv6-bwd (fwd)\n"
+    "  --op LIST         fwd, bwd (attention), rwkv6-fwd, rwkv6-bwd (fwd,rwkv6-fwd)\n"
     "  --device SEL      device selector (default: $FCL_DEVICE, else first GPU, else CPU)\n"
     "  --batch N         batch size (1)\n"
     "  --heads N         query heads; RWKV6: heads (8)\n"
@@ -146,7 +146,8 @@ static int one_len(const char *opt, const char *s, int i, void *dst) {
 
 int bench_parse_args(int argc, char **argv, bench_args *a) {
   bench_args d = {NULL, 1, 8, 0, 64, 0, {1024}, {1024}, 1, {FCL_F32, FCL_F16}, 2,
-                  {0, 1}, 2, {OP_FWD}, 1, {FCL_RWKV6_AUTO}, 1, 0, 0, 0, OUT_TABLE};
+                  {0, 1}, 2, {OP_FWD, OP_RWKV6_FWD}, 2, {FCL_RWKV6_AUTO}, 1, 0, 0, 0,
+                  OUT_TABLE};
   int64_t sq = 0, sk = 0, iters = 10, warmup = 2, check = 1;
   const struct { const char *name; int64_t *dst, min, max; } ints[] = {
       {"--batch", &a->batch, 1, INT_MAX},       {"--heads", &a->heads, 1, INT_MAX},
