@@ -29,14 +29,15 @@
 #define NS_V FCL_CEIL_DIV(TC * BV, RW_WG)
 
 /* Element e of a chunk's [TC][ld] tile, for the chunk starting at p0, as
- * raw bits (0 where the position or column does not exist). */
-inline fcl_raw rw_fetch(const __global fcl_elem *src, long off, long sb, long ss,
-                        long sh, rw_seq s, int flags, int e, int ld, int dim,
-                        int col0, int p0, int p_stop) {
-  const int tt = e / ld, c = e - tt * ld;
-  if (e >= TC * ld || p0 + tt >= p_stop || col0 + c >= dim) return 0;
-  return FCL_LOAD_RAW(src, rw_at(off, sb, ss, sh, s, rw_time(p0 + tt, s.n, flags), flags) +
-                               col0 + c);
+ * raw bits (0 where the position or column does not exist). base is the
+ * offset of time step 0 of the sequence's head (rw_at(..., 0, ...)), so
+ * step t is at base + t * ss; ld is a compile-time constant. */
+inline fcl_raw rw_fetch(const __global fcl_elem *src, long base, long ss, int n,
+                        bool rev, int e, int ld, int dim, int col0, int p0,
+                        int p_stop) {
+  const int tt = e / ld, c = e - tt * ld, p = p0 + tt;
+  if (e >= TC * ld || p >= p_stop || col0 + c >= dim) return 0;
+  return FCL_LOAD_RAW(src, base + (long)(rev ? n - 1 - p : p) * ss + col0 + c);
 }
 
 __kernel __attribute__((reqd_work_group_size(RW_WG, 1, 1)))
@@ -70,17 +71,20 @@ void fcl_rwkv6_fwd_recurrent(
   }
   const int p_stop = min(p_end, s.n);
   fcl_raw pr[NS_K], pk[NS_K], pw[NS_K], pv[NS_V];
+  const bool rev = (flags & RW_REVERSE) != 0;
+  const long rb = rw_at(RW_T(r), s, 0, flags), kb = rw_at(RW_T(k), s, 0, flags);
+  const long wb = rw_at(RW_T(w), s, 0, flags), vbase = rw_at(RW_T(v), s, 0, flags);
 #define RW_PREFETCH(p0)                                                         \
   do {                                                                          \
     FCL_UNROLL for (int n = 0; n < NS_K; ++n) {                                 \
       const int e = lid + n * RW_WG;                                            \
-      pr[n] = rw_fetch(r, RW_T(r), s, flags, e, K_PAD, K_DIM, 0, p0, p_stop); \
-      pk[n] = rw_fetch(k, RW_T(k), s, flags, e, K_PAD, K_DIM, 0, p0, p_stop); \
-      pw[n] = rw_fetch(w, RW_T(w), s, flags, e, K_PAD, K_DIM, 0, p0, p_stop); \
+      pr[n] = rw_fetch(r, rb, r_ss, s.n, rev, e, K_PAD, K_DIM, 0, p0, p_stop);   \
+      pk[n] = rw_fetch(k, kb, k_ss, s.n, rev, e, K_PAD, K_DIM, 0, p0, p_stop);   \
+      pw[n] = rw_fetch(w, wb, w_ss, s.n, rev, e, K_PAD, K_DIM, 0, p0, p_stop);   \
     }                                                                           \
     FCL_UNROLL for (int n = 0; n < NS_V; ++n)                                   \
-      pv[n] = rw_fetch(v, RW_T(v), s, flags, lid + n * RW_WG, BV, V_DIM, vb * BV,  \
-                       p0, p_stop);                                             \
+      pv[n] = rw_fetch(v, vbase, v_ss, s.n, rev, lid + n * RW_WG, BV, V_DIM,     \
+                       vb * BV, p0, p_stop);                                    \
   } while (0)
   int c = p_begin / TC;
   if (c * TC < p_stop) RW_PREFETCH(c * TC);

@@ -11,10 +11,10 @@ static size_t budget(const fcl_device_info *dev) {
 void fcl_rwkv6_fwd_choose(const fcl_device_info *dev, int K, int V, bool chunked,
                           fcl_rwkv6_fwd_config *c) {
   if (!dev->is_cpu) {
-    /* 8 x 4 state blocks: few local reads per multiply-add, and enough
+    /* 8 x 8 state blocks: few local reads per multiply-add, and enough
      * work-items to hide the latency of the chunk loads. */
     c->ks = ceil_div(K, 8);
-    c->vc = V < 4 ? V : 4;
+    c->vc = V < 8 ? V : 8;
     c->vs = 8;
   } else {
     /* Whole columns of up to 64 rows (8 on llvmpipe, where fewer loop
