@@ -39,3 +39,23 @@ void ref_attention_forward(const ref_attention_problem *p, const double *q,
                            const double *k, const double *v, double *o,
                            double *lse);
 #endif
+
+/* ---- Gradients (ref_attention_grad.c) -------------------------------------
+ * Appended block: the double-precision backward pass of the same semantics. */
+#ifndef FCL_REF_ATTENTION_GRAD_H
+#define FCL_REF_ATTENTION_GRAD_H
+/* dq, dk, dv of L = sum(dout * o) where o = ref_attention_forward(q, k, v):
+ * dout is laid out like o, dq like q, dk like k, dv like v (dense, as
+ * above). Every element of dq, dk, dv is written: a query row that sees no
+ * key gets 0, a key that no query sees gets 0. dk/dv of a kv head sum over
+ * the query heads of its group. ALiBi is a constant bias (no gradient);
+ * with softcap the chain rule includes 1 - tanh^2(x / softcap). */
+void ref_attention_backward(const ref_attention_problem *p, const double *q,
+                            const double *k, const double *v,
+                            const double *dout, double *dq, double *dk,
+                            double *dv);
+
+/* Whether key j of sequence b is visible to at least one query of that
+ * sequence (for any head: the mask does not depend on the head). */
+int ref_attention_key_seen(const ref_attention_problem *p, int64_t b, int64_t j);
+#endif

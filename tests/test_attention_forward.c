@@ -274,7 +274,7 @@ static int run_case(fcl_context *ctx, const fwd_case *c, uint64_t seed) {
                  cl_.max_err, 100.0 * cl_.worst_ratio);
       if (empty_rows)
         snprintf(errs + strlen(errs), sizeof errs - strlen(errs), " empty rows %zu", empty_rows);
-      wp += snprintf(why + wp, sizeof why - (size_t)wp, " %s", errs);
+      if (wp < (int)sizeof why - 1) snprintf(why + wp, sizeof why - (size_t)wp, " %s", errs);
     }
   }
   printf("%s %s |%s | %.2f s\n", ok ? "PASS" : "FAIL", desc_text, why, tu_now() - t0);

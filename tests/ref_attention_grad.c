@@ -1,0 +1,165 @@
+/* Double-precision reference of the attention backward pass (DESIGN.md,
+ * "Attention semantics"): the gradients of L = sum(dout * o). Written for
+ * clarity, not speed; it recomputes each row's softmax from q, k, v.
+ *
+ * Per (sequence, query head h, query i) with visible keys j in [lo, hi]:
+ *   x_j  = scale * <q_i, k_j>
+ *   s_j  = softcap > 0 ? softcap * tanh(x_j / softcap) : x_j;  s_j -= alibi
+ *   P_j  = exp(s_j - lse_i),   o_i = sum_j P_j v_j
+ *   dP_j = <dout_i, v_j>,      delta_i = <dout_i, o_i>
+ *   dS_j = P_j (dP_j - delta_i)
+ *   dX_j = dS_j * (softcap > 0 ? 1 - tanh^2(x_j / softcap) : 1)
+ *   dq_i += scale * dX_j * k_j;  dk_j += scale * dX_j * q_i;  dv_j += P_j dout_i
+ * with k_j, v_j, dk_j, dv_j those of kv head h / (heads_q / heads_kv). */
+#include "ref_attention.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int64_t gmax64(int64_t a, int64_t b) { return a > b ? a : b; }
+static int64_t gmin64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* The same conventions as ref_attention.c (whose helpers are static). */
+static void grad_seq_info(const ref_attention_problem *p, int64_t b, int64_t *sq,
+                          int64_t *sk, int64_t *q_tok0, int64_t *k_tok0) {
+  if (p->cu_seqlens_q) {
+    *q_tok0 = p->cu_seqlens_q[b];
+    *k_tok0 = p->cu_seqlens_k[b];
+    *sq = p->cu_seqlens_q[b + 1] - p->cu_seqlens_q[b];
+    *sk = p->cu_seqlens_k[b + 1] - p->cu_seqlens_k[b];
+  } else {
+    *q_tok0 = b * p->seqlen_q;
+    *k_tok0 = b * p->seqlen_k;
+    *sq = p->seqlen_q;
+    *sk = p->seqlen_k;
+  }
+}
+
+/* Visible keys [lo, hi] of query i (empty when lo > hi); causal is a right
+ * window of 0 intersected with any other window. */
+static void grad_visible_keys(const ref_attention_problem *p, int64_t sq, int64_t sk,
+                              int64_t i, int64_t *lo, int64_t *hi) {
+  const int64_t diag = i + sk - sq;
+  int64_t wr = p->window_right;
+  if (p->causal) wr = 0;
+  *lo = 0;
+  *hi = sk - 1;
+  if (p->window_left >= 0) *lo = gmax64(*lo, diag - p->window_left);
+  if (wr >= 0) *hi = gmin64(*hi, diag + wr);
+}
+
+int ref_attention_key_seen(const ref_attention_problem *p, int64_t b, int64_t j) {
+  int64_t sq, sk, q0, k0;
+  grad_seq_info(p, b, &sq, &sk, &q0, &k0);
+  if (j < 0 || j >= sk) return 0;
+  for (int64_t i = 0; i < sq; ++i) {
+    int64_t lo, hi;
+    grad_visible_keys(p, sq, sk, i, &lo, &hi);
+    if (lo <= j && j <= hi) return 1;
+  }
+  return 0;
+}
+
+static int64_t grad_max_seqlen_k(const ref_attention_problem *p) {
+  if (!p->cu_seqlens_k) return p->seqlen_k;
+  int64_t m = 0;
+  for (int64_t b = 0; b < p->batch; ++b)
+    m = gmax64(m, p->cu_seqlens_k[b + 1] - p->cu_seqlens_k[b]);
+  return m;
+}
+
+void ref_attention_backward(const ref_attention_problem *p, const double *q,
+                            const double *k, const double *v, const double *dout,
+                            double *dq, double *dk, double *dv) {
+  const int64_t hq = p->heads_q, hkv = p->heads_kv, d = p->head_dim,
+                dvd = p->head_dim_v, group = hq / hkv;
+  int64_t tq, tk; /* token rows of q and of k */
+  if (p->cu_seqlens_q) {
+    tq = p->cu_seqlens_q[p->batch];
+    tk = p->cu_seqlens_k[p->batch];
+  } else {
+    tq = p->batch * p->seqlen_q;
+    tk = p->batch * p->seqlen_k;
+  }
+  memset(dq, 0, sizeof(double) * (size_t)(tq * hq * d));
+  memset(dk, 0, sizeof(double) * (size_t)(tk * hkv * d));
+  memset(dv, 0, sizeof(double) * (size_t)(tk * hkv * dvd));
+
+  const size_t nk = (size_t)gmax64(1, grad_max_seqlen_k(p));
+  double *x = malloc(sizeof(double) * nk);  /* scale * q.k            */
+  double *s = malloc(sizeof(double) * nk);  /* the logit after cap/bias */
+  double *pr = malloc(sizeof(double) * nk); /* P                      */
+  double *o = malloc(sizeof(double) * (size_t)gmax64(1, dvd));
+  if (!x || !s || !pr || !o) abort();
+  const double scale =
+      p->softmax_scale != 0.0 ? p->softmax_scale : 1.0 / sqrt((double)d);
+
+  for (int64_t b = 0; b < p->batch; ++b) {
+    int64_t sq, sk, q0, k0;
+    grad_seq_info(p, b, &sq, &sk, &q0, &k0);
+    for (int64_t h = 0; h < hq; ++h) {
+      const int64_t hk = h / group;
+      const double slope = p->alibi_slopes ? p->alibi_slopes[h] : 0.0;
+      for (int64_t i = 0; i < sq; ++i) {
+        int64_t lo, hi;
+        grad_visible_keys(p, sq, sk, i, &lo, &hi);
+        if (lo > hi) continue; /* sees no key: o = 0, no gradient anywhere */
+        const double *qr = q + ((q0 + i) * hq + h) * d;
+        const double *dor = dout + ((q0 + i) * hq + h) * dvd;
+        double *dqr = dq + ((q0 + i) * hq + h) * d;
+        /* Forward: logits, max, P, o. */
+        double m = -INFINITY;
+        for (int64_t j = lo; j <= hi; ++j) {
+          const double *kr = k + ((k0 + j) * hkv + hk) * d;
+          double dot = 0.0;
+          for (int64_t c = 0; c < d; ++c) dot += qr[c] * kr[c];
+          x[j - lo] = scale * dot;
+          double sj = x[j - lo];
+          if (p->softcap > 0.0) sj = p->softcap * tanh(sj / p->softcap);
+          sj -= slope * (double)llabs(i + sk - sq - j);
+          s[j - lo] = sj;
+          if (sj > m) m = sj;
+        }
+        double sum = 0.0;
+        for (int64_t j = lo; j <= hi; ++j) {
+          pr[j - lo] = exp(s[j - lo] - m);
+          sum += pr[j - lo];
+        }
+        for (int64_t c = 0; c < dvd; ++c) o[c] = 0.0;
+        for (int64_t j = lo; j <= hi; ++j) {
+          pr[j - lo] /= sum;
+          const double *vr = v + ((k0 + j) * hkv + hk) * dvd;
+          for (int64_t c = 0; c < dvd; ++c) o[c] += pr[j - lo] * vr[c];
+        }
+        double delta = 0.0;
+        for (int64_t c = 0; c < dvd; ++c) delta += dor[c] * o[c];
+        /* Backward through softmax, softcap and the scaled dot product. */
+        for (int64_t j = lo; j <= hi; ++j) {
+          const double *kr = k + ((k0 + j) * hkv + hk) * d;
+          const double *vr = v + ((k0 + j) * hkv + hk) * dvd;
+          double *dkr = dk + ((k0 + j) * hkv + hk) * d;
+          double *dvr = dv + ((k0 + j) * hkv + hk) * dvd;
+          const double pj = pr[j - lo];
+          double dp = 0.0;
+          for (int64_t c = 0; c < dvd; ++c) dp += dor[c] * vr[c];
+          double dx = pj * (dp - delta);
+          if (p->softcap > 0.0) {
+            const double t = tanh(x[j - lo] / p->softcap);
+            dx *= 1.0 - t * t;
+          }
+          const double g = dx * scale; /* d L / d <q_i, k_j> */
+          for (int64_t c = 0; c < d; ++c) {
+            dqr[c] += g * kr[c];
+            dkr[c] += g * qr[c];
+          }
+          for (int64_t c = 0; c < dvd; ++c) dvr[c] += pj * dor[c];
+        }
+      }
+    }
+  }
+  free(x);
+  free(s);
+  free(pr);
+  free(o);
+}
