@@ -1,4 +1,5 @@
-/* FlashAttention-2 backward without float atomics (prepend dtype.cl).
+/* FlashAttention-2 backward without float atomics (prepend dtype.cl and
+ * attention_common.cl).
  *
  * Three kernels, as in the Metal port's split: fcl_attention_bwd_delta
  * (delta_i = rowsum(dO_i * O_i)), fcl_attention_bwd_dq (a work-group owns
@@ -111,15 +112,10 @@ inline float bwd_element(float s_raw, float dp, int i, int j, int diag,
                          int wl, int wr, int sk, float qk_scale,
                          float softcap_l2, float slope_l2, float lse2,
                          float delta, float scale, float *ds) {
-  float x = s_raw * qk_scale, t = 0.0f;
-  if (softcap_l2 > 0.0f) {
-    t = tanh(x);
-    x = softcap_l2 * t;
-  }
-  x -= slope_l2 * (float)abs(i + diag - j);
-  const bool visible = j < sk && j >= i + diag - wl && j <= i + diag + wr;
+  float t;
+  const float x = attn_score(s_raw, i, j, diag, qk_scale, softcap_l2, slope_l2, &t);
   /* lse2 = +inf marks a row that saw no key: its P is 0. */
-  const float p = visible ? exp2(x - lse2) : 0.0f;
+  const float p = attn_visible(i, j, diag, sk, wl, wr) ? exp2(x - lse2) : 0.0f;
   float g = p * (dp - delta);
   if (softcap_l2 > 0.0f) g *= 1.0f - t * t;
   *ds = g * scale;

@@ -1,4 +1,5 @@
-/* FlashAttention-2 forward, portable OpenCL C (prepend dtype.cl).
+/* FlashAttention-2 forward, portable OpenCL C (prepend dtype.cl and
+ * attention_common.cl).
  *
  * A work-group owns BLOCK_M query rows of one (batch, head) and one slice of
  * BLOCK_DV output columns; it walks the visible key tiles of BLOCK_N keys with
@@ -181,11 +182,8 @@ void fcl_attention_fwd(
       float mx = -INFINITY;
       for (int c = 0; c < CN; ++c) {
         const int j = j0 + tx + c * WG_COLS;
-        float x = s[r][c] * qk_scale;
-        if (softcap_l2 > 0.0f) x = softcap_l2 * tanh(x);
-        if (flags & 2) x -= slope_l2 * (float)abs(i + diag - j);
-        if (!full && (j >= sk || j < i + diag - window_left ||
-                      j > i + diag + window_right))
+        float t, x = attn_score(s[r][c], i, j, diag, qk_scale, softcap_l2, slope_l2, &t);
+        if (!full && !attn_visible(i, j, diag, sk, window_left, window_right))
           x = -INFINITY;
         s[r][c] = x;
         mx = fmax(mx, x);

@@ -4,7 +4,8 @@
 
 #include <stdio.h>
 
-static const char *const bwd_files[] = {"dtype.cl", "attention_bwd.cl"};
+static const char *const bwd_files[] = {"dtype.cl", "attention_common.cl",
+                                        "attention_bwd.cl"};
 
 /* The gradient tensors must look like the ones they mirror. */
 static fcl_status check_like(fcl_context *ctx, const fcl_tensor *t,
@@ -52,9 +53,9 @@ fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *d,
            c.block_c, c.block_k, c.wg_rows, c.wg_cols);
   cl_kernel k_delta, k_dq, k_dkdv, k_sum = NULL;
   cl_mem    delta;
-  if ((s = fcl_get_kernel(ctx, bwd_files, 2, opts, "fcl_attention_bwd_delta", &k_delta)) ||
-      (s = fcl_get_kernel(ctx, bwd_files, 2, opts, "fcl_attention_bwd_dq", &k_dq)) ||
-      (s = fcl_get_kernel(ctx, bwd_files, 2, opts, "fcl_attention_bwd_dkdv", &k_dkdv)) ||
+  if ((s = fcl_get_kernel(ctx, bwd_files, (int)FCL_COUNT(bwd_files), opts, "fcl_attention_bwd_delta", &k_delta)) ||
+      (s = fcl_get_kernel(ctx, bwd_files, (int)FCL_COUNT(bwd_files), opts, "fcl_attention_bwd_dq", &k_dq)) ||
+      (s = fcl_get_kernel(ctx, bwd_files, (int)FCL_COUNT(bwd_files), opts, "fcl_attention_bwd_dkdv", &k_dkdv)) ||
       (s = fcl_scratch(ctx, 0, nstat * sizeof(float), &delta)))
     return s;
 
@@ -72,7 +73,7 @@ fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *d,
   cl_mem dq_part = q->buffer, dk_part = q->buffer, dv_part = q->buffer;
   if (split_dq > 1 || split_dkv > 1) {
     fcl_log(ctx, "attention backward: dQ split %d ways, dK/dV %d ways", split_dq, split_dkv);
-    if ((s = fcl_get_kernel(ctx, bwd_files, 2, opts, "fcl_attention_bwd_sum", &k_sum)))
+    if ((s = fcl_get_kernel(ctx, bwd_files, (int)FCL_COUNT(bwd_files), opts, "fcl_attention_bwd_sum", &k_sum)))
       return s;
   }
   if (split_dq > 1 &&

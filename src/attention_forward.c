@@ -4,7 +4,8 @@
 
 #include <stdio.h>
 
-static const char *const fwd_files[] = {"dtype.cl", "attention_fwd.cl"};
+static const char *const fwd_files[] = {"dtype.cl", "attention_common.cl",
+                                        "attention_fwd.cl"};
 
 fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *d,
                                  const fcl_tensor *q, const fcl_tensor *k,
@@ -29,7 +30,7 @@ fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *d,
            (int)p.dtype, (int)d->head_dim, (int)d->head_dim_v, c.block_m,
            c.block_n, c.block_d, c.block_dv, c.wg_rows, c.wg_cols);
   cl_kernel kern;
-  if ((s = fcl_get_kernel(ctx, fwd_files, 2, opts, "fcl_attention_fwd", &kern)))
+  if ((s = fcl_get_kernel(ctx, fwd_files, (int)FCL_COUNT(fwd_files), opts, "fcl_attention_fwd", &kern)))
     return s;
 
   fcl_attention_scalars sc;
@@ -53,7 +54,7 @@ fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *d,
     flags |= 8;
     fcl_log(ctx, "attention forward: keys split %d ways (%d per work-group)", nsplit,
             keys_per_split);
-    if ((s = fcl_get_kernel(ctx, fwd_files, 2, opts, "fcl_attention_fwd_combine", &comb)) ||
+    if ((s = fcl_get_kernel(ctx, fwd_files, (int)FCL_COUNT(fwd_files), opts, "fcl_attention_fwd_combine", &comb)) ||
         (s = fcl_scratch(ctx, 0, (size_t)(nsplit * nrows * d->head_dim_v) * 4, &o_part)) ||
         (s = fcl_scratch(ctx, 1, (size_t)(nsplit * nrows) * 4, &lse_part)))
       return s;

@@ -38,10 +38,10 @@ fcl_status fcl_rwkv6_backward(fcl_context *ctx, const fcl_rwkv6_desc *d,
            (int)p.dtype, K, V, c.tc, c.bvb);
   fcl_log(ctx, "rwkv6 backward: %s", opts);
   cl_kernel kf, kr, kfin, kdu;
-  if ((s = fcl_get_kernel(ctx, bwd_files, 3, opts, "fcl_rwkv6_bwd_forward", &kf)) ||
-      (s = fcl_get_kernel(ctx, bwd_files, 3, opts, "fcl_rwkv6_bwd_reverse", &kr)) ||
-      (s = fcl_get_kernel(ctx, bwd_files, 3, opts, "fcl_rwkv6_bwd_finish", &kfin)) ||
-      (s = fcl_get_kernel(ctx, bwd_files, 3, opts, "fcl_rwkv6_bwd_du", &kdu)))
+  if ((s = fcl_get_kernel(ctx, bwd_files, (int)FCL_COUNT(bwd_files), opts, "fcl_rwkv6_bwd_forward", &kf)) ||
+      (s = fcl_get_kernel(ctx, bwd_files, (int)FCL_COUNT(bwd_files), opts, "fcl_rwkv6_bwd_reverse", &kr)) ||
+      (s = fcl_get_kernel(ctx, bwd_files, (int)FCL_COUNT(bwd_files), opts, "fcl_rwkv6_bwd_finish", &kfin)) ||
+      (s = fcl_get_kernel(ctx, bwd_files, (int)FCL_COUNT(bwd_files), opts, "fcl_rwkv6_bwd_du", &kdu)))
     return s;
 
   const cl_int nchunk = (cl_int)((d->seqlen + c.tc - 1) / c.tc);

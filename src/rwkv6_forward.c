@@ -32,10 +32,10 @@ fcl_status fcl_rwkv6_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
            c.vc, c.bvc, !ctx->info.is_cpu);
   fcl_log(ctx, "rwkv6 forward: %s, %s", chunked ? "chunked" : "recurrent", opts);
   cl_kernel krec, kout = NULL;
-  if ((s = fcl_get_kernel(ctx, fwd_files, 4, opts, "fcl_rwkv6_fwd_recurrent", &krec)))
+  if ((s = fcl_get_kernel(ctx, fwd_files, (int)FCL_COUNT(fwd_files), opts, "fcl_rwkv6_fwd_recurrent", &krec)))
     return s;
   if (chunked &&
-      (s = fcl_get_kernel(ctx, fwd_files, 4, opts, "fcl_rwkv6_fwd_chunk_output", &kout)))
+      (s = fcl_get_kernel(ctx, fwd_files, (int)FCL_COUNT(fwd_files), opts, "fcl_rwkv6_fwd_chunk_output", &kout)))
     return s;
   const cl_int nchunk = (cl_int)((d->seqlen + c.tc - 1) / c.tc);
   cl_mem ck = o->buffer; /* never written unless chunked */
