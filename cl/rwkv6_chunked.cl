@@ -15,7 +15,7 @@
 #ifndef BVC
 #define BVC 16
 #endif
-#define CK_PAD K_DIM
+#define CK_PAD (K_DIM + 1) /* odd pitch: rows in distinct local-memory banks */
 #define CW_WG (TC * BVC)
 
 __kernel __attribute__((reqd_work_group_size(CW_WG, 1, 1)))
@@ -28,7 +28,7 @@ void fcl_rwkv6_fwd_chunk_output(
     int flags) {
   __local float r_s[TC * CK_PAD], k_s[TC * CK_PAD], w_s[TC * CK_PAD];
   __local float rq_s[TC * CK_PAD];
-  __local float v_s[TC * BVC], st_s[CK_PAD * BVC], a_s[TC * (TC + 1)];
+  __local float v_s[TC * BVC], st_s[K_DIM * BVC], a_s[TC * (TC + 1)];
   const int lid = get_local_id(0);
   const int c = get_group_id(0), vb = get_group_id(1), bh = get_group_id(2);
   const rw_seq s = rw_sequence(bh, heads, seqlen, cu, flags);
@@ -40,7 +40,7 @@ void fcl_rwkv6_fwd_chunk_output(
   rw_load_chunk(k_s, CK_PAD, K_DIM, k, RW_T(k), 0, s, p0, flags, false, lid, CW_WG);
   rw_load_chunk(w_s, CK_PAD, K_DIM, w, RW_T(w), 0, s, p0, flags, false, lid, CW_WG);
   rw_load_chunk(v_s, BVC, V_DIM, v, RW_T(v), vb * BVC, s, p0, flags, false, lid, CW_WG);
-  for (int e = lid; e < CK_PAD * BVC; e += CW_WG) {
+  for (int e = lid; e < K_DIM * BVC; e += CW_WG) {
     const int i = e / BVC, jj = e - i * BVC, j = vb * BVC + jj;
     st_s[e] = j < V_DIM ? ck[(((long)bh * nchunk + c) * K_DIM + i) * V_DIM + j] : 0.0f;
   }

@@ -30,7 +30,7 @@ void fcl_rwkv6_fwd_choose(const fcl_device_info *dev, int K, int V, bool chunked
   c->bvc = V < 16 ? V : 16;
   for (;;) {
     size_t rec = 4 * (size_t)c->tc * (3 * kpad + bv + (c->ks > 1 ? bv * c->ks : 0));
-    size_t out = 4 * ((size_t)c->tc * (4 * K + c->bvc) + (size_t)K * c->bvc +
+    size_t out = 4 * ((size_t)c->tc * (4 * (K + 1) + c->bvc) + (size_t)K * c->bvc +
                       (size_t)c->tc * (c->tc + 1));
     bool fits = rec <= budget(dev) && (!chunked || out <= budget(dev)) &&
                 (!chunked || (size_t)(c->tc * c->bvc) <= dev->max_wg);
