@@ -262,66 +262,42 @@ static tu_tol tol_grad(fcl_dtype t) {
 
 /* Exact gradients of the slice (batch b, kv head hk): dq [group][sq][d] for
  * the query heads hk*group .. hk*group+group-1, dk [sk][d] and dv [sk][dv]
- * summed over them. 0, or -1 when out of memory. */
+ * summed over them, from the tests' reference (tests/ref_attention_grad.c)
+ * run on that slice alone. 0, or -1 when out of memory. */
 static int ref_grad_slice(const shape *s, const inputs *in, int64_t b, int64_t hk,
                           double *dq, double *dk, double *dv) {
   const int64_t group = s->h / s->hkv, D = s->d, DV = s->dv, SQ = s->sq, SK = s->sk;
-  const double scale = 1.0 / sqrt((double)D);
+  const size_t es = tu_dtype_size(s->t);
+  double *q = malloc((size_t)(SQ * group * D) * sizeof *q);
+  double *g = malloc((size_t)(SQ * group * DV) * sizeof *g);
+  double *dqt = malloc((size_t)(SQ * group * D) * sizeof *dqt);
   double *K = malloc((size_t)(SK * D) * sizeof *K), *V = malloc((size_t)(SK * DV) * sizeof *V);
-  double *p = malloc((size_t)SK * sizeof *p), *dp = malloc((size_t)SK * sizeof *dp);
-  double *qi = malloc((size_t)D * sizeof *qi), *gi = malloc((size_t)DV * sizeof *gi);
   int rc = -1;
-  if (!K || !V || !p || !dp || !qi || !gi) goto done;
+  if (!q || !g || !dqt || !K || !V) goto done;
+  for (int64_t i = 0; i < SQ; i++)
+    for (int64_t h = 0; h < group; h++) {
+      const size_t at = (size_t)((b * SQ + i) * s->h + hk * group + h);
+      bench_decode((const unsigned char *)in->q + at * D * es, s->t, (size_t)D,
+                   q + (i * group + h) * D);
+      bench_decode((const unsigned char *)in->g + at * DV * es, s->t, (size_t)DV,
+                   g + (i * group + h) * DV);
+    }
   for (int64_t j = 0; j < SK; j++) {
     const size_t at = (size_t)((b * SK + j) * s->hkv + hk);
-    bench_decode((const unsigned char *)in->k + at * D * tu_dtype_size(s->t), s->t, (size_t)D,
-                 K + j * D);
-    bench_decode((const unsigned char *)in->v + at * DV * tu_dtype_size(s->t), s->t,
-                 (size_t)DV, V + j * DV);
+    bench_decode((const unsigned char *)in->k + at * D * es, s->t, (size_t)D, K + j * D);
+    bench_decode((const unsigned char *)in->v + at * DV * es, s->t, (size_t)DV, V + j * DV);
   }
-  memset(dk, 0, (size_t)(SK * D) * sizeof *dk);
-  memset(dv, 0, (size_t)(SK * DV) * sizeof *dv);
-  for (int64_t g = 0; g < group; g++) {
-    const int64_t h = hk * group + g;
-    for (int64_t i = 0; i < SQ; i++) {
-      double *dqi = dq + (g * SQ + i) * D;
-      memset(dqi, 0, (size_t)D * sizeof *dqi);
-      /* Causal masking is aligned bottom-right: query i sees keys j <= i + sk - sq. */
-      const int64_t hi = s->causal ? (i + SK - SQ < SK - 1 ? i + SK - SQ : SK - 1) : SK - 1;
-      if (hi < 0) continue; /* sees no key: o = 0, no gradient */
-      const size_t at = (size_t)((b * SQ + i) * s->h + h);
-      bench_decode((const unsigned char *)in->q + at * D * tu_dtype_size(s->t), s->t,
-                   (size_t)D, qi);
-      bench_decode((const unsigned char *)in->g + at * DV * tu_dtype_size(s->t), s->t,
-                   (size_t)DV, gi);
-      double m = -INFINITY, sum = 0.0, delta = 0.0;
-      for (int64_t j = 0; j <= hi; j++) {
-        double x = 0.0;
-        for (int64_t c = 0; c < D; c++) x += qi[c] * K[j * D + c];
-        p[j] = x * scale;
-        if (p[j] > m) m = p[j];
-      }
-      for (int64_t j = 0; j <= hi; j++) sum += (p[j] = exp(p[j] - m));
-      for (int64_t j = 0; j <= hi; j++) {
-        double x = 0.0;
-        for (int64_t c = 0; c < DV; c++) x += gi[c] * V[j * DV + c];
-        p[j] /= sum;
-        dp[j] = x;
-        delta += p[j] * x; /* = dout_i . o_i */
-      }
-      for (int64_t j = 0; j <= hi; j++) {
-        const double ds = p[j] * (dp[j] - delta);
-        for (int64_t c = 0; c < D; c++) {
-          dqi[c] += scale * ds * K[j * D + c];
-          dk[j * D + c] += scale * ds * qi[c];
-        }
-        for (int64_t c = 0; c < DV; c++) dv[j * DV + c] += p[j] * gi[c];
-      }
-    }
-  }
+  const ref_attention_problem p = {.batch = 1, .seqlen_q = SQ, .seqlen_k = SK,
+                                   .heads_q = group, .heads_kv = 1, .head_dim = D,
+                                   .head_dim_v = DV, .causal = s->causal,
+                                   .window_left = -1, .window_right = -1};
+  ref_attention_backward(&p, q, K, V, g, dqt, dk, dv);
+  for (int64_t h = 0; h < group; h++) /* [sq][group][d] -> [group][sq][d] */
+    for (int64_t i = 0; i < SQ; i++)
+      memcpy(dq + (h * SQ + i) * D, dqt + (i * group + h) * D, (size_t)D * sizeof *dq);
   rc = 0;
 done:
-  free(K), free(V), free(p), free(dp), free(qi), free(gi);
+  free(q), free(g), free(dqt), free(K), free(V);
   return rc;
 }
 
