@@ -10,8 +10,8 @@ static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* Sequence b's lengths and first token (varlen) or row (dense). */
-static void seq_info(const ref_attention_problem *p, int64_t b, int64_t *sq,
-                     int64_t *sk, int64_t *q_tok0, int64_t *k_tok0) {
+void ref_attention_seq(const ref_attention_problem *p, int64_t b, int64_t *sq,
+                       int64_t *sk, int64_t *q_tok0, int64_t *k_tok0) {
   if (p->cu_seqlens_q) {
     *q_tok0 = p->cu_seqlens_q[b];
     *k_tok0 = p->cu_seqlens_k[b];
@@ -27,8 +27,8 @@ static void seq_info(const ref_attention_problem *p, int64_t b, int64_t *sq,
 
 /* The visible key range [*lo, *hi] of query i (empty when lo > hi). Causal
  * is window_right = 0 combined with any window_left. */
-static void visible_keys(const ref_attention_problem *p, int64_t sq, int64_t sk,
-                         int64_t i, int64_t *lo, int64_t *hi) {
+void ref_attention_visible_keys(const ref_attention_problem *p, int64_t sq,
+                                int64_t sk, int64_t i, int64_t *lo, int64_t *hi) {
   const int64_t diag = i + sk - sq;
   int64_t wr = p->window_right;
   if (p->causal) wr = 0; /* any right window >= 0 intersected with causal is 0 */
@@ -42,14 +42,14 @@ static double row_impl(const ref_attention_problem *p, const double *q,
                        const double *k, const double *v, int64_t b, int64_t h,
                        int64_t i, double *out, double *scores) {
   int64_t sq, sk, q0, k0;
-  seq_info(p, b, &sq, &sk, &q0, &k0);
+  ref_attention_seq(p, b, &sq, &sk, &q0, &k0);
   const int64_t hq = p->heads_q, hkv = p->heads_kv, d = p->head_dim,
                 dv = p->head_dim_v;
   const int64_t hk = h / (hq / hkv);
   for (int64_t c = 0; c < dv; ++c) out[c] = 0.0;
 
   int64_t lo, hi;
-  visible_keys(p, sq, sk, i, &lo, &hi);
+  ref_attention_visible_keys(p, sq, sk, i, &lo, &hi);
   if (lo > hi) return -INFINITY;
 
   const double scale = p->softmax_scale != 0.0 ? p->softmax_scale : 1.0 / sqrt((double)d);
@@ -77,7 +77,7 @@ static double row_impl(const ref_attention_problem *p, const double *q,
   return m + log(sum);
 }
 
-static int64_t max_seqlen_k(const ref_attention_problem *p) {
+int64_t ref_attention_max_seqlen_k(const ref_attention_problem *p) {
   if (!p->cu_seqlens_k) return p->seqlen_k;
   int64_t m = 0;
   for (int64_t b = 0; b < p->batch; ++b)
@@ -88,7 +88,7 @@ static int64_t max_seqlen_k(const ref_attention_problem *p) {
 double ref_attention_row(const ref_attention_problem *p, const double *q,
                          const double *k, const double *v, int64_t b, int64_t h,
                          int64_t i, double *out) {
-  double *scores = malloc(sizeof(double) * (size_t)max64(1, max_seqlen_k(p)));
+  double *scores = malloc(sizeof(double) * (size_t)max64(1, ref_attention_max_seqlen_k(p)));
   if (!scores) abort();
   const double lse = row_impl(p, q, k, v, b, h, i, out, scores);
   free(scores);
@@ -98,13 +98,13 @@ double ref_attention_row(const ref_attention_problem *p, const double *q,
 void ref_attention_forward(const ref_attention_problem *p, const double *q,
                            const double *k, const double *v, double *o,
                            double *lse) {
-  double *scores = malloc(sizeof(double) * (size_t)max64(1, max_seqlen_k(p)));
+  double *scores = malloc(sizeof(double) * (size_t)max64(1, ref_attention_max_seqlen_k(p)));
   if (!scores) abort();
   const int64_t hq = p->heads_q, dv = p->head_dim_v;
   const int64_t total_q = p->cu_seqlens_q ? p->cu_seqlens_q[p->batch] : 0;
   for (int64_t b = 0; b < p->batch; ++b) {
     int64_t sq, sk, q0, k0;
-    seq_info(p, b, &sq, &sk, &q0, &k0);
+    ref_attention_seq(p, b, &sq, &sk, &q0, &k0);
     for (int64_t i = 0; i < sq; ++i)
       for (int64_t h = 0; h < hq; ++h) {
         const double l = row_impl(p, q, k, v, b, h, i, o + ((q0 + i) * hq + h) * dv, scores);
@@ -124,10 +124,10 @@ double ref_attention_logit_bound(const ref_attention_problem *p, const double *q
   double bound = 0.0;
   for (int64_t b = 0; b < p->batch; ++b) {
     int64_t sq, sk, q0, k0;
-    seq_info(p, b, &sq, &sk, &q0, &k0);
+    ref_attention_seq(p, b, &sq, &sk, &q0, &k0);
     for (int64_t i = 0; i < sq; ++i) {
       int64_t lo, hi;
-      visible_keys(p, sq, sk, i, &lo, &hi);
+      ref_attention_visible_keys(p, sq, sk, i, &lo, &hi);
       for (int64_t h = 0; h < hq; ++h) {
         const int64_t hk = h / (hq / hkv);
         const double *qr = q + ((q0 + i) * hq + h) * d;

@@ -34,6 +34,16 @@ double ref_attention_row(const ref_attention_problem *p, const double *q,
 double ref_attention_logit_bound(const ref_attention_problem *p, const double *q,
                                  const double *k);
 
+/* Sequence b's lengths and first token (varlen) or first row (dense). */
+void ref_attention_seq(const ref_attention_problem *p, int64_t b, int64_t *sq,
+                       int64_t *sk, int64_t *q_tok0, int64_t *k_tok0);
+/* The visible key range [*lo, *hi] of query i of a sequence of sq queries
+ * and sk keys (empty when lo > hi): windows, and causal as window_right 0. */
+void ref_attention_visible_keys(const ref_attention_problem *p, int64_t sq,
+                                int64_t sk, int64_t i, int64_t *lo, int64_t *hi);
+/* The longest key sequence (varlen: over cu_seqlens_k). */
+int64_t ref_attention_max_seqlen_k(const ref_attention_problem *p);
+
 /* The whole forward pass; lse may be NULL. */
 void ref_attention_forward(const ref_attention_problem *p, const double *q,
                            const double *k, const double *v, double *o,

@@ -18,55 +18,17 @@
 #include <string.h>
 
 static int64_t gmax64(int64_t a, int64_t b) { return a > b ? a : b; }
-static int64_t gmin64(int64_t a, int64_t b) { return a < b ? a : b; }
-
-/* The same conventions as ref_attention.c (whose helpers are static). */
-static void grad_seq_info(const ref_attention_problem *p, int64_t b, int64_t *sq,
-                          int64_t *sk, int64_t *q_tok0, int64_t *k_tok0) {
-  if (p->cu_seqlens_q) {
-    *q_tok0 = p->cu_seqlens_q[b];
-    *k_tok0 = p->cu_seqlens_k[b];
-    *sq = p->cu_seqlens_q[b + 1] - p->cu_seqlens_q[b];
-    *sk = p->cu_seqlens_k[b + 1] - p->cu_seqlens_k[b];
-  } else {
-    *q_tok0 = b * p->seqlen_q;
-    *k_tok0 = b * p->seqlen_k;
-    *sq = p->seqlen_q;
-    *sk = p->seqlen_k;
-  }
-}
-
-/* Visible keys [lo, hi] of query i (empty when lo > hi); causal is a right
- * window of 0 intersected with any other window. */
-static void grad_visible_keys(const ref_attention_problem *p, int64_t sq, int64_t sk,
-                              int64_t i, int64_t *lo, int64_t *hi) {
-  const int64_t diag = i + sk - sq;
-  int64_t wr = p->window_right;
-  if (p->causal) wr = 0;
-  *lo = 0;
-  *hi = sk - 1;
-  if (p->window_left >= 0) *lo = gmax64(*lo, diag - p->window_left);
-  if (wr >= 0) *hi = gmin64(*hi, diag + wr);
-}
 
 int ref_attention_key_seen(const ref_attention_problem *p, int64_t b, int64_t j) {
   int64_t sq, sk, q0, k0;
-  grad_seq_info(p, b, &sq, &sk, &q0, &k0);
+  ref_attention_seq(p, b, &sq, &sk, &q0, &k0);
   if (j < 0 || j >= sk) return 0;
   for (int64_t i = 0; i < sq; ++i) {
     int64_t lo, hi;
-    grad_visible_keys(p, sq, sk, i, &lo, &hi);
+    ref_attention_visible_keys(p, sq, sk, i, &lo, &hi);
     if (lo <= j && j <= hi) return 1;
   }
   return 0;
-}
-
-static int64_t grad_max_seqlen_k(const ref_attention_problem *p) {
-  if (!p->cu_seqlens_k) return p->seqlen_k;
-  int64_t m = 0;
-  for (int64_t b = 0; b < p->batch; ++b)
-    m = gmax64(m, p->cu_seqlens_k[b + 1] - p->cu_seqlens_k[b]);
-  return m;
 }
 
 void ref_attention_backward(const ref_attention_problem *p, const double *q,
@@ -86,7 +48,7 @@ void ref_attention_backward(const ref_attention_problem *p, const double *q,
   memset(dk, 0, sizeof(double) * (size_t)(tk * hkv * d));
   memset(dv, 0, sizeof(double) * (size_t)(tk * hkv * dvd));
 
-  const size_t nk = (size_t)gmax64(1, grad_max_seqlen_k(p));
+  const size_t nk = (size_t)gmax64(1, ref_attention_max_seqlen_k(p));
   double *x = malloc(sizeof(double) * nk);  /* scale * q.k            */
   double *s = malloc(sizeof(double) * nk);  /* the logit after cap/bias */
   double *pr = malloc(sizeof(double) * nk); /* P                      */
@@ -97,13 +59,13 @@ void ref_attention_backward(const ref_attention_problem *p, const double *q,
 
   for (int64_t b = 0; b < p->batch; ++b) {
     int64_t sq, sk, q0, k0;
-    grad_seq_info(p, b, &sq, &sk, &q0, &k0);
+    ref_attention_seq(p, b, &sq, &sk, &q0, &k0);
     for (int64_t h = 0; h < hq; ++h) {
       const int64_t hk = h / group;
       const double slope = p->alibi_slopes ? p->alibi_slopes[h] : 0.0;
       for (int64_t i = 0; i < sq; ++i) {
         int64_t lo, hi;
-        grad_visible_keys(p, sq, sk, i, &lo, &hi);
+        ref_attention_visible_keys(p, sq, sk, i, &lo, &hi);
         if (lo > hi) continue; /* sees no key: o = 0, no gradient anywhere */
         const double *qr = q + ((q0 + i) * hq + h) * d;
         const double *dor = dout + ((q0 + i) * hq + h) * dvd;
