@@ -116,9 +116,10 @@ void fcl_attention_bwd_choose(const fcl_device_info *dev, int head_dim,
     c->wg_rows /= 2;
   c->block_r = (dev->is_llvmpipe ? 1 : 4) * c->wg_rows;
   c->block_c = 32;
-  /* One width for contraction chunks and gradient slices: up to 64. */
+  /* One width for contraction chunks and gradient slices: up to 64 (128
+   * on GPUs, where a narrower slice recomputes S and dP once more). */
   const int widest = head_dim > head_dim_v ? head_dim : head_dim_v;
-  const int nslice = ceil_div(widest, 64);
+  const int nslice = ceil_div(widest, dev->is_cpu ? 64 : 128);
   c->block_k = round_up(ceil_div(widest, nslice), c->wg_cols);
   const size_t budget = dev->local_mem > 1024 ? dev->local_mem - 512 : 0;
   while (bwd_local_bytes(c) > budget) {
