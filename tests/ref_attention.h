@@ -65,6 +65,16 @@ void ref_attention_backward(const ref_attention_problem *p, const double *q,
                             const double *dout, double *dq, double *dk,
                             double *dv);
 
+/* The same with delta_i = <dout_i, o_given_i> computed from a given o (like
+ * o; NULL: the reference's own), the way a FlashAttention backward uses the
+ * forward's stored o. The difference from ref_attention_backward is exactly
+ * the effect of o_given's deviation on the gradients (dv does not depend on
+ * it). */
+void ref_attention_backward_given_o(const ref_attention_problem *p, const double *q,
+                                    const double *k, const double *v,
+                                    const double *dout, const double *o_given,
+                                    double *dq, double *dk, double *dv);
+
 /* Whether key j of sequence b is visible to at least one query of that
  * sequence (for any head: the mask does not depend on the head). */
 int ref_attention_key_seen(const ref_attention_problem *p, int64_t b, int64_t j);

@@ -6,7 +6,7 @@
  *   x_j  = scale * <q_i, k_j>
  *   s_j  = softcap > 0 ? softcap * tanh(x_j / softcap) : x_j;  s_j -= alibi
  *   P_j  = exp(s_j - lse_i),   o_i = sum_j P_j v_j
- *   dP_j = <dout_i, v_j>,      delta_i = <dout_i, o_i>
+ *   dP_j = <dout_i, v_j>,      delta_i = <dout_i, o_i>  (o_i: this P's, or given)
  *   dS_j = P_j (dP_j - delta_i)
  *   dX_j = dS_j * (softcap > 0 ? 1 - tanh^2(x_j / softcap) : 1)
  *   dq_i += scale * dX_j * k_j;  dk_j += scale * dX_j * q_i;  dv_j += P_j dout_i
@@ -34,6 +34,13 @@ int ref_attention_key_seen(const ref_attention_problem *p, int64_t b, int64_t j)
 void ref_attention_backward(const ref_attention_problem *p, const double *q,
                             const double *k, const double *v, const double *dout,
                             double *dq, double *dk, double *dv) {
+  ref_attention_backward_given_o(p, q, k, v, dout, NULL, dq, dk, dv);
+}
+
+void ref_attention_backward_given_o(const ref_attention_problem *p, const double *q,
+                                    const double *k, const double *v,
+                                    const double *dout, const double *o_given,
+                                    double *dq, double *dk, double *dv) {
   const int64_t hq = p->heads_q, hkv = p->heads_kv, d = p->head_dim,
                 dvd = p->head_dim_v, group = hq / hkv;
   int64_t tq, tk; /* token rows of q and of k */
@@ -94,8 +101,9 @@ void ref_attention_backward(const ref_attention_problem *p, const double *q,
           const double *vr = v + ((k0 + j) * hkv + hk) * dvd;
           for (int64_t c = 0; c < dvd; ++c) o[c] += pr[j - lo] * vr[c];
         }
+        const double *od = o_given ? o_given + ((q0 + i) * hq + h) * dvd : o;
         double delta = 0.0;
-        for (int64_t c = 0; c < dvd; ++c) delta += dor[c] * o[c];
+        for (int64_t c = 0; c < dvd; ++c) delta += dor[c] * od[c];
         /* Backward through softmax, softcap and the scaled dot product. */
         for (int64_t j = lo; j <= hi; ++j) {
           const double *kr = k + ((k0 + j) * hkv + hk) * d;

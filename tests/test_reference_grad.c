@@ -9,7 +9,9 @@
  *  - exact zeros: dq of a row that sees no key, dk/dv of a key no query sees;
  *  - GQA: dk/dv equal the sum over the group of the gradients of the same
  *    problem with every kv head repeated per query head (MHA);
- *  - varlen: equal to one dense call per sequence. */
+ *  - varlen: equal to one dense call per sequence;
+ *  - ref_attention_backward_given_o: equal with the reference's own o, and
+ *    with another o only dq/dk move, linearly (through delta). */
 #include "ref_attention.h"
 #include "test_util.h"
 
@@ -327,6 +329,58 @@ static const grad_case cases[] = {
   C(.name = "everything dense", .b = 2, .sq = 5, .sk = 8, .hq = 3, .hkv = 1, .d = 4, .dv = 2, .win = 1, .wl = 3, .wr = 1, .softcap = 1.0, .alibi = 1),
 };
 
+/* ref_attention_backward_given_o: with the reference's own o it agrees
+ * (to rounding); with a perturbed o, dv is unchanged and dq, dk move by
+ * exactly the linear effect of delta_i = <dout_i, o_i>:
+ *   ddq_i = -scale * d(delta_i) * sum_j P_ij f'_ij k_j,
+ * checked here through finite differences in the size of the perturbation. */
+static void check_given_o(const grad_case *c0) {
+  const int before = g_failures;
+  grad_case c = *c0;
+  prob P;
+  prob_init(&P, &c, 4711);
+  double *dq = alloc_d(P.nq), *dk = alloc_d(P.nk), *dv = alloc_d(P.nv);
+  double *gq = alloc_d(P.nq), *gk = alloc_d(P.nk), *gv = alloc_d(P.nv);
+  double *hq = alloc_d(P.nq), *hk = alloc_d(P.nk), *hv = alloc_d(P.nv);
+  double *o = alloc_d(P.no), *o2 = alloc_d(P.no);
+  ref_attention_backward(&P.p, P.q, P.k, P.v, P.dout, dq, dk, dv);
+  ref_attention_forward(&P.p, P.q, P.k, P.v, o, NULL);
+  ref_attention_backward_given_o(&P.p, P.q, P.k, P.v, P.dout, o, gq, gk, gv);
+  double e = 0.0;
+  for (size_t i = 0; i < P.nq; ++i) e = fmax(e, fabs(gq[i] - dq[i]));
+  for (size_t i = 0; i < P.nk; ++i) e = fmax(e, fabs(gk[i] - dk[i]));
+  for (size_t i = 0; i < P.nv; ++i) e = fmax(e, fabs(gv[i] - dv[i]));
+  CHECK(e <= 1e-12, "%s: given its own o, the gradients differ by %.3g", c.name, e);
+  /* Perturb o by t * w and by 2t * w: the change must be linear in t. */
+  tu_rng r;
+  tu_rng_seed(&r, 99);
+  double *w = alloc_d(P.no);
+  tu_fill_uniform(&r, w, P.no, -1.0, 1.0);
+  for (size_t i = 0; i < P.no; ++i) o2[i] = o[i] + 1e-3 * w[i];
+  ref_attention_backward_given_o(&P.p, P.q, P.k, P.v, P.dout, o2, gq, gk, gv);
+  for (size_t i = 0; i < P.no; ++i) o2[i] = o[i] + 2e-3 * w[i];
+  ref_attention_backward_given_o(&P.p, P.q, P.k, P.v, P.dout, o2, hq, hk, hv);
+  CHECK(!memcmp(gv, dv, 8 * P.nv) && !memcmp(hv, dv, 8 * P.nv),
+        "%s: dv depends on the given o", c.name);
+  double moved = 0.0, nonlin = 0.0;
+  for (size_t i = 0; i < P.nq; ++i) {
+    moved = fmax(moved, fabs(gq[i] - dq[i]));
+    nonlin = fmax(nonlin, fabs((hq[i] - dq[i]) - 2.0 * (gq[i] - dq[i])));
+  }
+  for (size_t i = 0; i < P.nk; ++i) {
+    moved = fmax(moved, fabs(gk[i] - dk[i]));
+    nonlin = fmax(nonlin, fabs((hk[i] - dk[i]) - 2.0 * (gk[i] - dk[i])));
+  }
+  CHECK(moved > 1e-6, "%s: dq/dk do not depend on the given o", c.name);
+  CHECK(nonlin <= 1e-9 * moved,
+        "%s: the effect of o on dq/dk is not linear (%.3g of %.3g)", c.name, nonlin, moved);
+  printf("%s %-34s | given own o: diff %.1e; o + 1e-3 w moves dq/dk by %.2e, non-linear part %.1e\n",
+         g_failures == before ? "PASS" : "FAIL", "given o", e, moved, nonlin);
+  free(dq); free(dk); free(dv); free(gq); free(gk); free(gv); free(hq); free(hk); free(hv);
+  free(o); free(o2); free(w);
+  prob_free(&P);
+}
+
 /* softmax_scale 0 means 1/sqrt(head_dim): bit-identical gradients. */
 static void check_default_scale(void) {
   grad_case c = cases[0];
@@ -348,6 +402,8 @@ int main(void) {
   const double t0 = tu_now();
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) run_case(&cases[i], 1000 + i);
   check_default_scale();
+  check_given_o(&cases[sizeof cases / sizeof cases[0] - 2]); /* everything varlen */
+  check_given_o(&cases[sizeof cases / sizeof cases[0] - 1]); /* everything dense */
   printf("test_reference_grad: %d cases, %d failures, %.1f s\n", g_cases, g_failures,
          tu_now() - t0);
   return g_failures ? 1 : 0;
