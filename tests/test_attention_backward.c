@@ -3,9 +3,9 @@
  * fcl_attention_forward (with lse) and then fcl_attention_backward on the
  * kernel's own o and lse, and checks:
  *  - dq, dk, dv against the reference computed in double from the rounded
- *    inputs, with a tolerance relative to max|ref| of each tensor plus the
- *    exactly computed effect of the forward's stored o on delta (see
- *    grad_compare; NaN never passes); o and lse of the forward against the
+ *    inputs, o being the forward's stored output that the backward is given,
+ *    with a tolerance relative to max|ref| of each tensor (NaN never
+ *    passes); o and lse of the forward against the
  *    reference too (so the stored o is itself within the forward's bounds);
  *  - dq of a row that sees no key and dk/dv of a key no query sees are
  *    exactly 0;
@@ -66,53 +66,6 @@ static double grad_tol(fcl_dtype t) {
   case FCL_BF16: return 3e-2;
   }
   return 0.0;
-}
-
-/* The backward is handed the forward's o as stored in the dtype, and uses
- * it in delta = rowsum(dout * o), as FlashAttention does. Its gradients
- * may therefore differ from the reference's (which uses its own exact o) by
- * the effect of that o's deviation, which ref_o measures exactly: the
- * reference recomputed with delta from the kernel's o (already checked
- * against the forward's tolerance). Each element may err by
- *   tol * max|ref| + |ref_o - ref|,
- * the second term being 0 for dv and tiny in f32. NaN never passes;
- * infinities must match. */
-static tu_cmp grad_compare(const double *got, const double *ref, const double *ref_o,
-                           size_t n, double tol) {
-  tu_cmp c;
-  memset(&c, 0, sizeof c);
-  c.ok = 1;
-  for (size_t i = 0; i < n; ++i)
-    if (isfinite(ref[i]) && fabs(ref[i]) > c.ref_max) c.ref_max = fabs(ref[i]);
-  double worst_ratio = -1.0;
-  for (size_t i = 0; i < n; ++i) {
-    const double g = got[i], r = ref[i];
-    double err, allowed, ratio;
-    int bad;
-    if (isnan(g) || isnan(r) || isnan(ref_o[i])) {
-      err = NAN; allowed = 0; bad = 1; ratio = INFINITY;
-    } else if (isinf(g) || isinf(r)) {
-      bad = g != r;
-      err = bad ? INFINITY : 0.0; allowed = 0; ratio = bad ? INFINITY : 0.0;
-    } else {
-      err = fabs(g - r);
-      allowed = tol * c.ref_max + fabs(ref_o[i] - r);
-      bad = !(err <= allowed);
-      ratio = allowed > 0 ? err / allowed : (err > 0 ? INFINITY : 0.0);
-      if (err > c.max_err) c.max_err = err;
-    }
-    if (bad) {
-      c.ok = 0;
-      ++c.n_bad;
-    }
-    if (ratio > worst_ratio) {
-      worst_ratio = ratio;
-      c.worst = i; c.worst_got = g; c.worst_ref = r;
-      c.worst_err = err; c.worst_allowed = allowed;
-    }
-  }
-  c.worst_ratio = worst_ratio < 0 ? 0.0 : worst_ratio;
-  return c;
 }
 
 /* max |ref_o - ref| / (tol * max|ref|): how much of the allowance the
@@ -423,7 +376,7 @@ static int run_case(fcl_context *ctx, const bwd_case *c, uint64_t seed) {
            bad, first_bad);
     /* The backward's inputs include o: compare with the reference fed the
      * o it was given (the forward's, rounded to the dtype), no extra margin. */
-    cg[g] = grad_compare(gots[g], refs_o[g], refs_o[g], ns[g], tol_g);
+    cg[g] = tu_compare(gots[g], refs_o[g], ns[g], (tu_tol){tol_g, 0.0, 0.0}, 0);
     const double ot = o_term(refs[g], refs_o[g], ns[g], tol_g);
     if (ot > oterm_max) oterm_max = ot;
     const double ratio = cg[g].worst_ratio;
