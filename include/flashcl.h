@@ -103,6 +103,13 @@ typedef struct {
 FCL_API fcl_status fcl_context_get_stats(const fcl_context *ctx,
                                          fcl_context_stats *out);
 
+/* Device time of the last successful operation on ctx, in milliseconds:
+ * from the start of its first kernel to the end of its last, read from
+ * OpenCL profiling events (waits for them). FCL_ERROR_UNSUPPORTED when the
+ * queue does not profile (an application queue created without
+ * CL_QUEUE_PROFILING_ENABLE); 0 for an operation with nothing to do. */
+FCL_API fcl_status fcl_context_last_op_time(fcl_context *ctx, double *ms);
+
 /* ------------------------------------------------------------------ */
 /* Attention                                                           */
 
@@ -197,6 +204,35 @@ FCL_API fcl_status fcl_rwkv6_backward(
     cl_mem h0, const fcl_tensor *dout, cl_mem dht, const fcl_tensor *dr,
     const fcl_tensor *dk, const fcl_tensor *dv, const fcl_tensor *dw, cl_mem du,
     cl_mem dh0);
+
+/* ------------------------------------------------------------------ */
+/* Tuning                                                              */
+
+/* The kernel configuration an operation uses for a problem, and where it
+ * came from. fa-tune stores measured configurations per device in a SQLite
+ * database ($FCL_TUNING_DB, else $XDG_CACHE_HOME/flashcl/tuning.db, else
+ * ~/.cache/flashcl/tuning.db; FCL_TUNING_DB=off ignores it), read once per
+ * context: rows for this device and driver, then for this device with
+ * another driver, else built-in defaults. Rows of a changed kernel source
+ * are never used. */
+typedef struct {
+  char kernel[32];  /* "attention_fwd", "attention_bwd", "rwkv6_recurrent",
+                       "rwkv6_chunked" or "rwkv6_bwd"                      */
+  char params[160]; /* "BLOCK_M=64,BLOCK_N=32,..."                          */
+  char source[512]; /* "tuning database PATH (this driver, ...)",
+                       "built-in defaults (reason)" or "override"           */
+} fcl_config_info;
+
+/* The configuration fcl_attention_forward (backward != 0: _backward) would
+ * use for d (shapes and flags; no buffers are read) with tensors of dtype. */
+FCL_API fcl_status fcl_attention_config(fcl_context *ctx,
+                                        const fcl_attention_desc *d,
+                                        fcl_dtype dtype, int backward,
+                                        fcl_config_info *out);
+/* Likewise for RWKV6; for the forward pass this includes the algorithm. */
+FCL_API fcl_status fcl_rwkv6_config(fcl_context *ctx, const fcl_rwkv6_desc *d,
+                                    fcl_dtype dtype, int backward,
+                                    fcl_config_info *out);
 
 #ifdef __cplusplus
 }

@@ -2,6 +2,7 @@
 #ifndef FCL_ATTENTION_H
 #define FCL_ATTENTION_H
 #include "internal.h"
+#include "tuning.h"
 
 /* Facts derived while validating a problem. */
 typedef struct {
@@ -10,6 +11,8 @@ typedef struct {
   fcl_dtype dtype;
 } fcl_attention_problem;
 
+/* The descriptor alone (shapes, flags, alibi_slopes' size). */
+fcl_status fcl_check_attention_desc(fcl_context *ctx, const fcl_attention_desc *d);
 fcl_status fcl_check_attention(fcl_context *ctx, const fcl_attention_desc *d,
                                const fcl_tensor *q, const fcl_tensor *k,
                                const fcl_tensor *v, const fcl_tensor *o,
@@ -33,6 +36,10 @@ void fcl_arg_tensor(fcl_args *a, const fcl_tensor *t);
 /* Appends seqlen_q .. window_right, then qk_scale and softcap_l2. */
 void fcl_arg_scalars(fcl_args *a, const fcl_attention_scalars *sc);
 
+/* The tuning class of a problem (forward or backward kernel). */
+void fcl_attention_class(const fcl_attention_desc *d, fcl_dtype dtype, bool backward,
+                         fcl_tuning_class *cls);
+
 /* Block sizes of the forward kernel (cl/attention_fwd.cl). */
 typedef struct {
   int block_m, block_n;  /* query rows and keys per tile         */
@@ -44,6 +51,10 @@ void fcl_attention_fwd_choose(const fcl_device_info *dev, int head_dim,
                               int head_dim_v, fcl_attention_fwd_config *cfg);
 size_t fcl_attention_fwd_local_bytes(const fcl_attention_fwd_config *cfg,
                                      int head_dim);
+/* Whether cfg (tuned) builds and fits on dev; the reason in why if not. */
+bool fcl_attention_fwd_valid(const fcl_device_info *dev, int head_dim,
+                             int head_dim_v, const fcl_attention_fwd_config *cfg,
+                             char *why, size_t why_size);
 /* Keys one work-group may walk within the device's loop budget (a multiple
  * of block_n), or 0 when unlimited. */
 int64_t fcl_attention_fwd_keys_per_group(const fcl_device_info *dev,
@@ -55,6 +66,9 @@ typedef struct {
 } fcl_attention_bwd_config;
 void fcl_attention_bwd_choose(const fcl_device_info *dev, int head_dim,
                               int head_dim_v, fcl_attention_bwd_config *cfg);
+bool fcl_attention_bwd_valid(const fcl_device_info *dev, int head_dim,
+                             int head_dim_v, const fcl_attention_bwd_config *cfg,
+                             char *why, size_t why_size);
 /* Columns (keys for dQ, queries for dK/dV over `group` heads) one
  * work-group may walk within the loop budget, or 0 when unlimited. */
 int64_t fcl_attention_bwd_cols_per_group(const fcl_device_info *dev,

@@ -4,8 +4,6 @@
 
 #include <stdio.h>
 
-static const char *const bwd_files[] = {"dtype.cl", "attention_common.cl",
-                                        "attention_bwd.cl"};
 
 /* The gradient tensors must look like the ones they mirror. */
 static fcl_status check_like(fcl_context *ctx, const fcl_tensor *t,
@@ -24,6 +22,7 @@ fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *d,
                                   const fcl_tensor *dv) {
   if (!ctx) return fcl_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "ctx: is NULL");
   fcl_clear_error(ctx);
+  fcl_op_begin(ctx);
   fcl_attention_problem p;
   fcl_status s = fcl_check_attention(ctx, d, q, k, v, o, &p);
   if (s != FCL_OK) return s;
@@ -43,8 +42,11 @@ fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *d,
     return s;
   if ((s = fcl_device_probe(ctx))) return s;
 
+  fcl_tuning_class cls;
+  fcl_attention_class(d, p.dtype, true, &cls);
   fcl_attention_bwd_config c;
-  fcl_attention_bwd_choose(&ctx->info, (int)d->head_dim, (int)d->head_dim_v, &c);
+  if ((s = fcl_tuning_choose(ctx, &cls, &c, NULL, 0))) return s;
+  const fcl_kernel_desc *kd = fcl_kernel_get(cls.kernel);
   char opts[512];
   snprintf(opts, sizeof opts,
            "-DFCL_DTYPE=%d -DHEAD_DIM=%d -DHEAD_DIM_V=%d -DBLOCK_R=%d -DBLOCK_C=%d "
@@ -53,9 +55,9 @@ fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *d,
            c.block_c, c.block_k, c.wg_rows, c.wg_cols);
   cl_kernel k_delta, k_dq, k_dkdv, k_sum = NULL;
   cl_mem    delta;
-  if ((s = fcl_get_kernel(ctx, bwd_files, (int)FCL_COUNT(bwd_files), opts, "fcl_attention_bwd_delta", &k_delta)) ||
-      (s = fcl_get_kernel(ctx, bwd_files, (int)FCL_COUNT(bwd_files), opts, "fcl_attention_bwd_dq", &k_dq)) ||
-      (s = fcl_get_kernel(ctx, bwd_files, (int)FCL_COUNT(bwd_files), opts, "fcl_attention_bwd_dkdv", &k_dkdv)) ||
+  if ((s = fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, "fcl_attention_bwd_delta", &k_delta)) ||
+      (s = fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, "fcl_attention_bwd_dq", &k_dq)) ||
+      (s = fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, "fcl_attention_bwd_dkdv", &k_dkdv)) ||
       (s = fcl_scratch(ctx, 0, nstat * sizeof(float), &delta)))
     return s;
 
@@ -73,7 +75,7 @@ fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *d,
   cl_mem dq_part = q->buffer, dk_part = q->buffer, dv_part = q->buffer;
   if (split_dq > 1 || split_dkv > 1) {
     fcl_log(ctx, "attention backward: dQ split %d ways, dK/dV %d ways", split_dq, split_dkv);
-    if ((s = fcl_get_kernel(ctx, bwd_files, (int)FCL_COUNT(bwd_files), opts, "fcl_attention_bwd_sum", &k_sum)))
+    if ((s = fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, "fcl_attention_bwd_sum", &k_sum)))
       return s;
   }
   if (split_dq > 1 &&

@@ -16,10 +16,7 @@ static fcl_status check_positive(fcl_context *ctx, const char *name, int64_t v,
   return FCL_OK;
 }
 
-fcl_status fcl_check_attention(fcl_context *ctx, const fcl_attention_desc *d,
-                               const fcl_tensor *q, const fcl_tensor *k,
-                               const fcl_tensor *v, const fcl_tensor *o,
-                               fcl_attention_problem *p) {
+fcl_status fcl_check_attention_desc(fcl_context *ctx, const fcl_attention_desc *d) {
   fcl_status s;
   if (!d) return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT, "desc: is NULL");
   if ((s = check_positive(ctx, "batch", d->batch, INT32_MAX)) ||
@@ -61,7 +58,15 @@ fcl_status fcl_check_attention(fcl_context *ctx, const fcl_attention_desc *d,
       (s = fcl_check_buffer(ctx, d->alibi_slopes, "alibi_slopes",
                             (size_t)d->heads_q * sizeof(float))))
     return s;
+  return FCL_OK;
+}
 
+fcl_status fcl_check_attention(fcl_context *ctx, const fcl_attention_desc *d,
+                               const fcl_tensor *q, const fcl_tensor *k,
+                               const fcl_tensor *v, const fcl_tensor *o,
+                               fcl_attention_problem *p) {
+  fcl_status s = fcl_check_attention_desc(ctx, d);
+  if (s != FCL_OK) return s;
   p->varlen = d->cu_seqlens_q || d->cu_seqlens_k;
   p->total_q = d->batch * d->seqlen_q;
   p->total_k = d->batch * d->seqlen_k;

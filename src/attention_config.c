@@ -2,6 +2,8 @@
  * device's local memory and work-group limits. fa-tune will override them. */
 #include "attention.h"
 
+#include <stdio.h>
+
 static int ceil_div(int a, int b) { return (a + b - 1) / b; }
 static int round_up(int a, int b) { return ceil_div(a, b) * b; }
 
@@ -128,4 +130,59 @@ void fcl_attention_bwd_choose(const fcl_device_info *dev, int head_dim,
     else if (c->block_r > c->wg_rows) c->block_r /= 2;
     else break;
   }
+}
+
+/* Checks of tuned parameters (fa-tune candidates and database rows): the
+ * kernels' #error conditions, work-group and local-memory limits, and a
+ * cap on the per-work-item register tile, beyond which every device
+ * spills. */
+#define FCL_MAX_TILE_FLOATS 192
+
+bool fcl_attention_fwd_valid(const fcl_device_info *dev, int head_dim,
+                             int head_dim_v, const fcl_attention_fwd_config *c,
+                             char *why, size_t why_size) {
+  const char *bad = NULL;
+  if (c->block_m < 1 || c->block_n < 1 || c->block_d < 1 || c->block_dv < 1 ||
+      c->wg_rows < 1 || c->wg_cols < 1 || c->block_m > 512 || c->block_n > 512)
+    bad = "a size out of range";
+  else if (c->block_m % c->wg_rows || c->block_n % c->wg_cols ||
+           c->block_dv % c->wg_cols)
+    bad = "BLOCK_M, BLOCK_N, BLOCK_DV not multiples of the work-item grid";
+  else if ((size_t)c->wg_rows * c->wg_cols > dev->max_wg)
+    bad = "work-group larger than the device allows";
+  else if (c->block_d > head_dim || c->block_dv > round_up(head_dim_v, c->wg_cols))
+    bad = "BLOCK_D or BLOCK_DV wider than the head";
+  else if (fcl_attention_fwd_local_bytes(c, head_dim) + 512 > dev->local_mem)
+    bad = "local memory exceeded";
+  else if ((c->block_m / c->wg_rows) * (c->block_n / c->wg_cols + c->block_dv / c->wg_cols) >
+           FCL_MAX_TILE_FLOATS)
+    bad = "register tile too large";
+  if (bad && why) snprintf(why, why_size, "%s", bad);
+  return bad == NULL;
+}
+
+bool fcl_attention_bwd_valid(const fcl_device_info *dev, int head_dim,
+                             int head_dim_v, const fcl_attention_bwd_config *c,
+                             char *why, size_t why_size) {
+  const int widest = head_dim > head_dim_v ? head_dim : head_dim_v;
+  const char *bad = NULL;
+  if (c->block_r < 1 || c->block_c < 1 || c->block_k < 1 || c->wg_rows < 1 ||
+      c->wg_cols < 1 || c->block_r > 512 || c->block_c > 512)
+    bad = "a size out of range";
+  else if (c->block_r % c->wg_rows || c->block_c % c->wg_cols || c->block_k % c->wg_cols)
+    bad = "BLOCK_R, BLOCK_C, BLOCK_K not multiples of the work-item grid";
+  else if ((size_t)c->wg_rows * c->wg_cols > dev->max_wg)
+    bad = "work-group larger than the device allows";
+  else if (c->block_k > round_up(widest, c->wg_cols))
+    bad = "BLOCK_K wider than the head";
+  else if (bwd_local_bytes(c) + 512 > dev->local_mem)
+    bad = "local memory exceeded";
+  else {
+    const int rr = c->block_r / c->wg_rows, cc = c->block_c / c->wg_cols;
+    const int ck = c->block_k / c->wg_cols;
+    if (2 * rr * cc + 2 * (rr > cc ? rr : cc) * ck > FCL_MAX_TILE_FLOATS)
+      bad = "register tile too large";
+  }
+  if (bad && why) snprintf(why, why_size, "%s", bad);
+  return bad == NULL;
 }

@@ -4,8 +4,6 @@
 
 #include <stdio.h>
 
-static const char *const fwd_files[] = {"dtype.cl", "attention_common.cl",
-                                        "attention_fwd.cl"};
 
 fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *d,
                                  const fcl_tensor *q, const fcl_tensor *k,
@@ -13,6 +11,7 @@ fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *d,
                                  cl_mem lse) {
   if (!ctx) return fcl_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "ctx: is NULL");
   fcl_clear_error(ctx);
+  fcl_op_begin(ctx);
   fcl_attention_problem p;
   fcl_status s = fcl_check_attention(ctx, d, q, k, v, o, &p);
   if (s != FCL_OK) return s;
@@ -21,8 +20,11 @@ fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *d,
     return s;
   if ((s = fcl_device_probe(ctx))) return s;
 
+  fcl_tuning_class cls;
+  fcl_attention_class(d, p.dtype, false, &cls);
   fcl_attention_fwd_config c;
-  fcl_attention_fwd_choose(&ctx->info, (int)d->head_dim, (int)d->head_dim_v, &c);
+  if ((s = fcl_tuning_choose(ctx, &cls, &c, NULL, 0))) return s;
+  const fcl_kernel_desc *kd = fcl_kernel_get(cls.kernel);
   char opts[512];
   snprintf(opts, sizeof opts,
            "-DFCL_DTYPE=%d -DHEAD_DIM=%d -DHEAD_DIM_V=%d -DBLOCK_M=%d -DBLOCK_N=%d "
@@ -30,7 +32,7 @@ fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *d,
            (int)p.dtype, (int)d->head_dim, (int)d->head_dim_v, c.block_m,
            c.block_n, c.block_d, c.block_dv, c.wg_rows, c.wg_cols);
   cl_kernel kern;
-  if ((s = fcl_get_kernel(ctx, fwd_files, (int)FCL_COUNT(fwd_files), opts, "fcl_attention_fwd", &kern)))
+  if ((s = fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, "fcl_attention_fwd", &kern)))
     return s;
 
   fcl_attention_scalars sc;
@@ -54,7 +56,7 @@ fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *d,
     flags |= 8;
     fcl_log(ctx, "attention forward: keys split %d ways (%d per work-group)", nsplit,
             keys_per_split);
-    if ((s = fcl_get_kernel(ctx, fwd_files, (int)FCL_COUNT(fwd_files), opts, "fcl_attention_fwd_combine", &comb)) ||
+    if ((s = fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, "fcl_attention_fwd_combine", &comb)) ||
         (s = fcl_scratch(ctx, 0, (size_t)(nsplit * nrows * d->head_dim_v) * 4, &o_part)) ||
         (s = fcl_scratch(ctx, 1, (size_t)(nsplit * nrows) * 4, &lse_part)))
       return s;

@@ -1,6 +1,7 @@
 /* Contexts: device, OpenCL context and in-order queue, and the programs
  * built for them. */
 #include "internal.h"
+#include "tuning.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -51,8 +52,9 @@ fcl_status fcl_context_create(const char *device, fcl_context **out) {
     fcl_context_destroy(ctx);
     return s;
   }
-  /* Profiling on: fa-bench and fa-tune time kernels with events. */
+  /* Profiling on: fcl_context_last_op_time(), fa-bench and fa-tune. */
   ctx->queue = clCreateCommandQueue(ctx->cl_ctx, d, CL_QUEUE_PROFILING_ENABLE, &err);
+  ctx->profiling = true;
   if (err != CL_SUCCESS) {
     s = fcl_fail_cl(NULL, err, "clCreateCommandQueue");
     fcl_context_destroy(ctx);
@@ -93,6 +95,7 @@ fcl_status fcl_context_create_from_queue(cl_command_queue queue,
   clRetainCommandQueue(queue);
   ctx->cl_ctx = c;
   ctx->queue = queue;
+  ctx->profiling = (qp & CL_QUEUE_PROFILING_ENABLE) != 0;
   log_device(ctx);
   *out = ctx;
   return FCL_OK;
@@ -101,6 +104,8 @@ fcl_status fcl_context_create_from_queue(cl_command_queue queue,
 void fcl_context_destroy(fcl_context *ctx) {
   if (!ctx) return;
   if (ctx->queue) clFinish(ctx->queue);
+  fcl_op_release(ctx);
+  fcl_tuning_release(ctx);
   fcl_release_programs(ctx);
   for (int i = 0; i < (int)FCL_COUNT(ctx->scratch); ++i)
     if (ctx->scratch[i]) clReleaseMemObject(ctx->scratch[i]);

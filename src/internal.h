@@ -53,6 +53,9 @@ struct fcl_context {
   cl_mem           scratch[6];      /* grown on demand, see fcl_scratch() */
   size_t           scratch_size[6];
   bool             log; /* FCL_LOG set */
+  bool             profiling; /* the queue has CL_QUEUE_PROFILING_ENABLE */
+  cl_event         op_first, op_last; /* kernels of the last operation */
+  struct fcl_tuning_state *tuning; /* tuning.c: rows and overrides, lazily */
   char             message[FCL_MSG_MAX];
 };
 
@@ -128,6 +131,12 @@ void fcl_arg(fcl_args *a, size_t size, const void *value);
 fcl_status fcl_launch(fcl_context *ctx, cl_kernel k, const fcl_args *a,
                       const size_t global[3], const size_t local[3],
                       const char *what);
+
+/* timing.c: an operation's first and last kernel events, kept when the
+ * queue profiles, for fcl_context_last_op_time(). */
+void fcl_op_begin(fcl_context *ctx);
+void fcl_op_record(fcl_context *ctx, cl_event ev); /* takes ev */
+void fcl_op_release(fcl_context *ctx);
 
 /* tensor.c: validation of strided views. */
 typedef struct {

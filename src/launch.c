@@ -30,6 +30,10 @@ fcl_status fcl_launch(fcl_context *ctx, cl_kernel k, const fcl_args *a,
   /* An empty range (all varlen sequences empty) has nothing to do, and
    * OpenCL 1.2 rejects a zero global size. */
   if (global[0] == 0 || global[1] == 0 || global[2] == 0) return FCL_OK;
-  cl_int err = clEnqueueNDRangeKernel(ctx->queue, k, 3, NULL, global, local, 0, NULL, NULL);
-  return err == CL_SUCCESS ? FCL_OK : fcl_fail_cl(ctx, err, what);
+  cl_event ev = NULL;
+  cl_int err = clEnqueueNDRangeKernel(ctx->queue, k, 3, NULL, global, local, 0, NULL,
+                                      ctx->profiling ? &ev : NULL);
+  if (err != CL_SUCCESS) return fcl_fail_cl(ctx, err, what);
+  if (ev) fcl_op_record(ctx, ev);
+  return FCL_OK;
 }

@@ -2,6 +2,7 @@
 #ifndef FCL_RWKV6_H
 #define FCL_RWKV6_H
 #include "internal.h"
+#include "tuning.h"
 
 typedef struct {
   bool      varlen;
@@ -22,7 +23,12 @@ fcl_status fcl_check_rwkv6_view(fcl_context *ctx, const fcl_rwkv6_desc *d,
                                 const fcl_rwkv6_problem *p, const fcl_tensor *t,
                                 const char *name, bool value_dim,
                                 const fcl_tensor *r);
-bool fcl_rwkv6_use_chunked(const fcl_context *ctx, const fcl_rwkv6_desc *d);
+fcl_status fcl_check_rwkv6_desc(fcl_context *ctx, const fcl_rwkv6_desc *d);
+/* The tuning class of a problem for one of the RWKV6 kernels. */
+void fcl_rwkv6_class(const fcl_rwkv6_desc *d, fcl_dtype dtype, fcl_kernel_id kernel,
+                     fcl_tuning_class *cls);
+/* Chunked or recurrent: the descriptor, $FCL_RWKV6_ALGORITHM, then tuning. */
+bool fcl_rwkv6_use_chunked(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dtype);
 
 /* Block sizes (cl/rwkv6_*.cl). */
 typedef struct {
@@ -39,6 +45,10 @@ void fcl_rwkv6_fwd_choose(const fcl_device_info *dev, int K, int V, bool chunked
                           fcl_rwkv6_fwd_config *c);
 void fcl_rwkv6_bwd_choose(const fcl_device_info *dev, int K, int V,
                           fcl_rwkv6_bwd_config *c);
+bool fcl_rwkv6_fwd_valid(const fcl_device_info *dev, int K, int V, bool chunked,
+                         const fcl_rwkv6_fwd_config *c, char *why, size_t why_size);
+bool fcl_rwkv6_bwd_valid(const fcl_device_info *dev, int K, int V,
+                         const fcl_rwkv6_bwd_config *c, char *why, size_t why_size);
 /* Positions one launch may walk within the device's loop budget (a
  * multiple of the chunk), or 0 when unlimited. */
 int64_t fcl_rwkv6_fwd_positions_per_launch(const fcl_device_info *dev, int K,

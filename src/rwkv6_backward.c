@@ -5,8 +5,6 @@
 #include <math.h>
 #include <stdio.h>
 
-static const char *const bwd_files[] = {"dtype.cl", "rwkv6_common.cl",
-                                        "rwkv6_backward.cl"};
 
 fcl_status fcl_rwkv6_backward(fcl_context *ctx, const fcl_rwkv6_desc *d,
                               const fcl_tensor *r, const fcl_tensor *k,
@@ -17,6 +15,7 @@ fcl_status fcl_rwkv6_backward(fcl_context *ctx, const fcl_rwkv6_desc *d,
                               cl_mem du, cl_mem dh0) {
   if (!ctx) return fcl_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "ctx: is NULL");
   fcl_clear_error(ctx);
+  fcl_op_begin(ctx);
   fcl_rwkv6_problem p;
   fcl_status s = fcl_check_rwkv6(ctx, d, r, k, v, w, u, h0, &p);
   if (s != FCL_OK) return s;
@@ -31,17 +30,20 @@ fcl_status fcl_rwkv6_backward(fcl_context *ctx, const fcl_rwkv6_desc *d,
     return s;
 
   const int K = (int)d->head_dim_k, V = (int)d->head_dim_v;
+  fcl_tuning_class cls;
+  fcl_rwkv6_class(d, p.dtype, FCL_KERNEL_RWKV6_BWD, &cls);
   fcl_rwkv6_bwd_config c;
-  fcl_rwkv6_bwd_choose(&ctx->info, K, V, &c);
+  if ((s = fcl_tuning_choose(ctx, &cls, &c, NULL, 0))) return s;
+  const fcl_kernel_desc *kd = fcl_kernel_get(cls.kernel);
   char opts[256];
   snprintf(opts, sizeof opts, "-DFCL_DTYPE=%d -DK_DIM=%d -DV_DIM=%d -DTC=%d -DBVB=%d",
            (int)p.dtype, K, V, c.tc, c.bvb);
   fcl_log(ctx, "rwkv6 backward: %s", opts);
   cl_kernel kf, kr, kfin, kdu;
-  if ((s = fcl_get_kernel(ctx, bwd_files, (int)FCL_COUNT(bwd_files), opts, "fcl_rwkv6_bwd_forward", &kf)) ||
-      (s = fcl_get_kernel(ctx, bwd_files, (int)FCL_COUNT(bwd_files), opts, "fcl_rwkv6_bwd_reverse", &kr)) ||
-      (s = fcl_get_kernel(ctx, bwd_files, (int)FCL_COUNT(bwd_files), opts, "fcl_rwkv6_bwd_finish", &kfin)) ||
-      (s = fcl_get_kernel(ctx, bwd_files, (int)FCL_COUNT(bwd_files), opts, "fcl_rwkv6_bwd_du", &kdu)))
+  if ((s = fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, "fcl_rwkv6_bwd_forward", &kf)) ||
+      (s = fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, "fcl_rwkv6_bwd_reverse", &kr)) ||
+      (s = fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, "fcl_rwkv6_bwd_finish", &kfin)) ||
+      (s = fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, "fcl_rwkv6_bwd_du", &kdu)))
     return s;
 
   const cl_int nchunk = (cl_int)((d->seqlen + c.tc - 1) / c.tc);

@@ -18,10 +18,7 @@ fcl_status fcl_check_rwkv6_view(fcl_context *ctx, const fcl_rwkv6_desc *d,
   return fcl_check_view(ctx, t, &shape, p->varlen, r, "r");
 }
 
-fcl_status fcl_check_rwkv6(fcl_context *ctx, const fcl_rwkv6_desc *d,
-                           const fcl_tensor *r, const fcl_tensor *k,
-                           const fcl_tensor *v, const fcl_tensor *w, cl_mem u,
-                           cl_mem h0, fcl_rwkv6_problem *p) {
+fcl_status fcl_check_rwkv6_desc(fcl_context *ctx, const fcl_rwkv6_desc *d) {
   if (!d) return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT, "desc: is NULL");
   const struct { const char *name; int64_t v, max; } sizes[] = {
       {"batch", d->batch, INT32_MAX}, {"seqlen", d->seqlen, 1LL << 30},
@@ -41,7 +38,15 @@ fcl_status fcl_check_rwkv6(fcl_context *ctx, const fcl_rwkv6_desc *d,
     return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
                     "algorithm: is %d, must be 0 (auto), 1 (recurrent) or 2 (chunked)",
                     (int)d->algorithm);
-  fcl_status s;
+  return FCL_OK;
+}
+
+fcl_status fcl_check_rwkv6(fcl_context *ctx, const fcl_rwkv6_desc *d,
+                           const fcl_tensor *r, const fcl_tensor *k,
+                           const fcl_tensor *v, const fcl_tensor *w, cl_mem u,
+                           cl_mem h0, fcl_rwkv6_problem *p) {
+  fcl_status s = fcl_check_rwkv6_desc(ctx, d);
+  if (s != FCL_OK) return s;
   p->varlen = d->cu_seqlens != NULL;
   p->ntok = d->batch * d->seqlen;
   if (p->varlen && (s = fcl_check_cu_seqlens(ctx, d->cu_seqlens, "cu_seqlens",
@@ -60,14 +65,19 @@ fcl_status fcl_check_rwkv6(fcl_context *ctx, const fcl_rwkv6_desc *d,
   return FCL_OK;
 }
 
-bool fcl_rwkv6_use_chunked(const fcl_context *ctx, const fcl_rwkv6_desc *d) {
+bool fcl_rwkv6_use_chunked(fcl_context *ctx, const fcl_rwkv6_desc *d,
+                           fcl_dtype dtype) {
   if (d->algorithm != FCL_RWKV6_AUTO) return d->algorithm == FCL_RWKV6_CHUNKED;
   const char *env = getenv("FCL_RWKV6_ALGORITHM");
   if (env && strcmp(env, "recurrent") == 0) return false;
   if (env && strcmp(env, "chunked") == 0) return true;
-  /* The recurrent kernel is the faster one today on every device measured
-   * (H100: 2.2 ms against 50 ms for the chunked pair on B8 T4096 H32 K64);
-   * fa-tune will choose per device and shape. */
-  (void)ctx;
-  return false;
+  /* The faster of the two where fa-tune measured both for this class;
+   * otherwise the recurrent kernel, the faster one on every device measured
+   * so far (H100: 2.2 ms against 41 ms on B8 T4096 H32 K64). */
+  fcl_tuning_class rc, cc;
+  fcl_rwkv6_class(d, dtype, FCL_KERNEL_RWKV6_RECURRENT, &rc);
+  fcl_rwkv6_class(d, dtype, FCL_KERNEL_RWKV6_CHUNKED, &cc);
+  const double tr = fcl_tuning_stored_time(ctx, &rc);
+  const double tch = fcl_tuning_stored_time(ctx, &cc);
+  return tr > 0 && tch > 0 && tch < tr;
 }

@@ -5,8 +5,6 @@
 #include <math.h>
 #include <stdio.h>
 
-static const char *const fwd_files[] = {"dtype.cl", "rwkv6_common.cl",
-                                        "rwkv6_recurrent.cl", "rwkv6_chunked.cl"};
 
 fcl_status fcl_rwkv6_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
                              const fcl_tensor *r, const fcl_tensor *k,
@@ -14,16 +12,21 @@ fcl_status fcl_rwkv6_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
                              cl_mem h0, const fcl_tensor *o, cl_mem ht) {
   if (!ctx) return fcl_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "ctx: is NULL");
   fcl_clear_error(ctx);
+  fcl_op_begin(ctx);
   fcl_rwkv6_problem p;
   fcl_status s = fcl_check_rwkv6(ctx, d, r, k, v, w, u, h0, &p);
   if (s != FCL_OK) return s;
   if ((s = fcl_check_rwkv6_view(ctx, d, &p, o, "o", true, r))) return s;
   if (ht && (s = fcl_check_buffer(ctx, ht, "ht", p.state_bytes))) return s;
 
-  const bool chunked = fcl_rwkv6_use_chunked(ctx, d);
+  const bool chunked = fcl_rwkv6_use_chunked(ctx, d, p.dtype);
+  fcl_tuning_class cls;
+  fcl_rwkv6_class(d, p.dtype, chunked ? FCL_KERNEL_RWKV6_CHUNKED : FCL_KERNEL_RWKV6_RECURRENT,
+                  &cls);
   fcl_rwkv6_fwd_config c;
+  if ((s = fcl_tuning_choose(ctx, &cls, &c, NULL, 0))) return s;
+  const fcl_kernel_desc *kd = fcl_kernel_get(cls.kernel);
   const int K = (int)d->head_dim_k;
-  fcl_rwkv6_fwd_choose(&ctx->info, K, (int)d->head_dim_v, chunked, &c);
   char opts[384];
   snprintf(opts, sizeof opts,
            "-DFCL_DTYPE=%d -DK_DIM=%d -DV_DIM=%d -DTC=%d -DKS=%d -DVS=%d -DVC=%d "
@@ -32,10 +35,10 @@ fcl_status fcl_rwkv6_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
            c.vc, c.bvc, !ctx->info.is_cpu);
   fcl_log(ctx, "rwkv6 forward: %s, %s", chunked ? "chunked" : "recurrent", opts);
   cl_kernel krec, kout = NULL;
-  if ((s = fcl_get_kernel(ctx, fwd_files, (int)FCL_COUNT(fwd_files), opts, "fcl_rwkv6_fwd_recurrent", &krec)))
+  if ((s = fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, "fcl_rwkv6_fwd_recurrent", &krec)))
     return s;
   if (chunked &&
-      (s = fcl_get_kernel(ctx, fwd_files, (int)FCL_COUNT(fwd_files), opts, "fcl_rwkv6_fwd_chunk_output", &kout)))
+      (s = fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, "fcl_rwkv6_fwd_chunk_output", &kout)))
     return s;
   const cl_int nchunk = (cl_int)((d->seqlen + c.tc - 1) / c.tc);
   cl_mem ck = o->buffer; /* never written unless chunked */

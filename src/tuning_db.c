@@ -1,0 +1,147 @@
+/* The library's read-only view of the tuning database: the rows of one
+ * device, read once. Every failure is a reason to fall back, never an
+ * error of an operation. */
+#include "tuning.h"
+#include "tuning_db.h"
+
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Readers wait this long for a writer's lock before falling back. */
+#define FCL_DB_BUSY_MS 250
+#define FCL_DB_MAX_ROWS 100000
+
+bool fcl_tuning_db_path(char *out, size_t size) {
+  const char *env = getenv("FCL_TUNING_DB");
+  int n;
+  if (env && *env) {
+    if (strcmp(env, "off") == 0) return false;
+    n = snprintf(out, size, "%s", env);
+  } else if ((env = getenv("XDG_CACHE_HOME")) && *env) {
+    n = snprintf(out, size, "%s/flashcl/tuning.db", env);
+  } else if ((env = getenv("HOME")) && *env) {
+    n = snprintf(out, size, "%s/.cache/flashcl/tuning.db", env);
+  } else {
+    return false;
+  }
+  return n > 0 && (size_t)n < size;
+}
+
+static void copy_text(char *dst, size_t size, sqlite3_stmt *st, int col) {
+  const unsigned char *t = sqlite3_column_text(st, col);
+  snprintf(dst, size, "%s", t ? (const char *)t : "");
+}
+
+/* A read-only connection. A database in a directory we cannot write (no
+ * -shm file can be made for WAL) is opened immutable as a last resort. */
+static sqlite3 *open_read_only(const char *path, char *why, size_t why_size) {
+  sqlite3 *db = NULL;
+  int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_busy_timeout(db, FCL_DB_BUSY_MS);
+    return db;
+  }
+  snprintf(why, why_size, "cannot open: %s", db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+  sqlite3_close(db);
+  return NULL;
+}
+
+static bool schema_ok(sqlite3 *db, char *why, size_t why_size) {
+  sqlite3_stmt *st = NULL;
+  int rc = sqlite3_prepare_v2(db, "SELECT value FROM flashcl_meta WHERE key='schema_version'",
+                              -1, &st, NULL);
+  bool ok = false;
+  if (rc == SQLITE_OK) rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    const unsigned char *v = sqlite3_column_text(st, 0);
+    ok = v && atoi((const char *)v) == FCL_TUNING_SCHEMA_VERSION;
+    if (!ok)
+      snprintf(why, why_size, "schema version %s, this library reads %d",
+               v ? (const char *)v : "NULL", FCL_TUNING_SCHEMA_VERSION);
+  } else {
+    snprintf(why, why_size, "not a flashcl tuning database (%s)", sqlite3_errmsg(db));
+  }
+  sqlite3_finalize(st);
+  return ok;
+}
+
+static bool read_rows(sqlite3 *db, const fcl_device_info *dev, fcl_tuning_row **rows,
+                      int *nrows, char *why, size_t why_size) {
+  static const char sql[] =
+      "SELECT kernel, kernel_hash, dtype, head_dim, head_dim_v, causal, seqlen_bucket,"
+      " driver, params, time_ms, created FROM tuning"
+      " WHERE platform=?1 AND vendor=?2 AND device=?3 AND compute_units=?4";
+  sqlite3_stmt *st = NULL;
+  int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_text(st, 1, dev->platform_name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, dev->vendor, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, dev->device_name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 4, (sqlite3_int64)dev->compute_units);
+  }
+  fcl_tuning_row *out = NULL;
+  int n = 0, cap = 0;
+  while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (n == FCL_DB_MAX_ROWS) break;
+    fcl_tuning_row r;
+    memset(&r, 0, sizeof r);
+    char kernel[64], dtype[16];
+    copy_text(kernel, sizeof kernel, st, 0);
+    copy_text(r.kernel_hash, sizeof r.kernel_hash, st, 1);
+    copy_text(dtype, sizeof dtype, st, 2);
+    r.cls.head_dim = sqlite3_column_int(st, 3);
+    r.cls.head_dim_v = sqlite3_column_int(st, 4);
+    r.cls.causal = sqlite3_column_int(st, 5);
+    r.cls.bucket = sqlite3_column_int(st, 6);
+    copy_text(r.driver, sizeof r.driver, st, 7);
+    copy_text(r.params, sizeof r.params, st, 8);
+    r.time_ms = sqlite3_column_double(st, 9);
+    copy_text(r.created, sizeof r.created, st, 10);
+    /* Rows of kernels or dtypes this library does not know are skipped. */
+    if (!fcl_kernel_from_name(kernel, &r.cls.kernel) ||
+        !fcl_dtype_from_name(dtype, &r.cls.dtype))
+      continue;
+    if (n == cap) {
+      cap = cap ? 2 * cap : 64;
+      fcl_tuning_row *nr = realloc(out, (size_t)cap * sizeof *nr);
+      if (!nr) {
+        snprintf(why, why_size, "out of memory reading rows");
+        rc = SQLITE_NOMEM;
+        break;
+      }
+      out = nr;
+    }
+    out[n++] = r;
+  }
+  if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+    if (rc != SQLITE_NOMEM)
+      snprintf(why, why_size, "cannot read rows: %s", sqlite3_errmsg(db));
+    sqlite3_finalize(st);
+    free(out);
+    return false;
+  }
+  sqlite3_finalize(st);
+  *rows = out;
+  *nrows = n;
+  return true;
+}
+
+bool fcl_tuning_db_read(const char *path, const fcl_device_info *dev,
+                        fcl_tuning_row **rows, int *nrows, char *why,
+                        size_t why_size) {
+  *rows = NULL;
+  *nrows = 0;
+  struct stat sb;
+  if (stat(path, &sb) != 0) {
+    snprintf(why, why_size, "no file (run fa-tune to create it)");
+    return false;
+  }
+  sqlite3 *db = open_read_only(path, why, why_size);
+  if (!db) return false;
+  bool ok = schema_ok(db, why, why_size) && read_rows(db, dev, rows, nrows, why, why_size);
+  sqlite3_close(db);
+  return ok;
+}
