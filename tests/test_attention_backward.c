@@ -55,18 +55,7 @@ typedef struct {
 
 static int g_run = 0, g_failed = 0;
 
-/* Tolerances relative to max|ref| of each gradient tensor. The stores to
- * f16/bf16 alone err by up to half an ulp (2^-11, 2^-8 relative); on top
- * come the forward's o stored in the dtype (it enters delta = rowsum(dO*O))
- * and f32 accumulation over up to a few hundred keys. */
-static double grad_tol(fcl_dtype t) {
-  switch (t) {
-  case FCL_F32: return 2e-4;
-  case FCL_F16: return 5e-3;
-  case FCL_BF16: return 3e-2;
-  }
-  return 0.0;
-}
+static double grad_tol(fcl_dtype t) { return tu_tol_grad(t).atol; }
 
 /* max |ref_o - ref| / (tol * max|ref|): how much of the allowance the
  * forward's o accounts for (printed when it matters). */

@@ -58,15 +58,8 @@ static int g_verbose = 0;
 
 static int64_t i64max(int64_t a, int64_t b) { return a > b ? a : b; }
 
-static tu_tol tol_for(fcl_dtype t) {
-  switch (t) {
-  case FCL_F32: return (tu_tol){.atol = 1e-4, .rtol = 0.0};
-  case FCL_F16: return (tu_tol){.atol = 3e-3, .rtol = 0.0};
-  case FCL_BF16: return (tu_tol){.atol = 2e-2, .rtol = 0.0};
-  }
-  return (tu_tol){.atol = 0.0};
-}
-static tu_tol tol_state(void) { return (tu_tol){.atol = 1e-4, .rtol = 0.0}; } /* f32 ht, dh0 */
+static tu_tol tol_for(fcl_dtype t) { return tu_tol_rwkv6(t); }
+static tu_tol tol_state(void) { return tu_tol_rwkv6_state(); }
 
 static const char *algo_name(int a) {
   return a == A_REC ? "recurrent" : a == A_CHUNK ? "chunked" : "auto";

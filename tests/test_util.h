@@ -106,6 +106,12 @@ tu_tol tu_tol_lse(void);           /* lse is f32 for every dtype       */
  * kernel measures at most 1.5 for o and 3.5 for lse over 1,600 random
  * cases). That error moves o by up to twice it times max|v|, and lse by it.
  * These add the term to a tolerance; they never loosen the dtype terms. */
+/* Attention gradients, relative to max|ref| of each gradient tensor. */
+tu_tol tu_tol_grad(fcl_dtype t);
+/* RWKV6 outputs and gradients in dtype t, relative to max|ref|; and the
+ * f32 states (ht, dh0). */
+tu_tol tu_tol_rwkv6(fcl_dtype t);
+tu_tol tu_tol_rwkv6_state(void);
 double tu_logit_error(double logit_bound, int64_t head_dim);
 tu_tol tu_tol_with_logits(tu_tol t, double logit_bound, int64_t head_dim, double vmax);
 

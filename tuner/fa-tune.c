@@ -1,0 +1,352 @@
+/* fa-tune: measures the kernels of flashcl on a device and keeps the best
+ * configuration per problem class in the tuning database that the library
+ * reads. See --help. */
+#include "tune.h"
+
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_util.h"
+
+typedef struct {
+  const char *device, *db, *export_file, *import_file;
+  bool        list, show, all_devices;
+  int         kernels[FCL_KERNEL_COUNT], nkernels;
+  fcl_dtype   dtypes[3];
+  int         ndtypes;
+  int         dims[8], ndims;
+  int         causal[2], ncausal;
+  int         buckets[FCL_SEQLEN_BUCKETS], nbuckets;
+  double      budget_s;
+  tune_settings st;
+} options;
+
+static void usage(FILE *f) {
+  fprintf(f,
+    "usage: fa-tune [options]\n"
+    "  --device SEL       device: as FCL_DEVICE (\"nvidia\", \"pocl\", \"P:D\"), or all\n"
+    "  --list-devices     list the OpenCL devices and exit\n"
+    "  --db PATH          tuning database (default: $FCL_TUNING_DB, else\n"
+    "                     $XDG_CACHE_HOME/flashcl/tuning.db or ~/.cache/flashcl/tuning.db)\n"
+    "  --ops LIST         attention_fwd,attention_bwd,rwkv6_recurrent,rwkv6_chunked,\n"
+    "                     rwkv6_bwd (aliases fwd, bwd, rwkv6-fwd = both algorithms,\n"
+    "                     rwkv6-bwd, all; default all)\n"
+    "  --dtypes LIST      f32,f16,bf16 (default all three)\n"
+    "  --head-dims LIST   head dims tuned, D = Dv (RWKV6: K = V) (default 64,128)\n"
+    "  --causal LIST      attention: 0,1 (default both)\n"
+    "  --buckets LIST     sequence-length buckets 0..3 (<=256, <=1024, <=4096, longer;\n"
+    "                     timed at 256, 1024, 4096, 16384) (default all)\n"
+    "  --budget SECONDS   time per device (default 480)\n"
+    "  --exhaustive       time every valid configuration, ignoring the budget\n"
+    "  --iters N          timed runs per candidate, at least (default 5)\n"
+    "  --warmup N         untimed runs first (default 1)\n"
+    "  --show             print what the database holds for the device\n"
+    "  --export FILE      write the device's rows as JSON (- for stdout)\n"
+    "  --import FILE      add rows from such a JSON file\n"
+    "  --verbose          every candidate and why it was rejected\n");
+}
+
+static int split(const char *s, char items[][32], int max) {
+  int n = 0;
+  while (*s && n < max) {
+    const char *e = strchr(s, ',');
+    size_t len = e ? (size_t)(e - s) : strlen(s);
+    snprintf(items[n++], 32, "%.*s", (int)(len < 31 ? len : 31), s);
+    s += len + (e != NULL);
+  }
+  return n;
+}
+
+static bool add_kernel(options *o, fcl_kernel_id k) {
+  for (int i = 0; i < o->nkernels; ++i)
+    if (o->kernels[i] == (int)k) return true;
+  o->kernels[o->nkernels++] = (int)k;
+  return true;
+}
+
+static bool parse_ops(options *o, const char *s) {
+  char items[16][32];
+  int n = split(s, items, 16);
+  for (int i = 0; i < n; ++i) {
+    fcl_kernel_id k;
+    if (strcmp(items[i], "all") == 0) {
+      for (int j = 0; j < FCL_KERNEL_COUNT; ++j) add_kernel(o, (fcl_kernel_id)j);
+    } else if (strcmp(items[i], "fwd") == 0) {
+      add_kernel(o, FCL_KERNEL_ATTN_FWD);
+    } else if (strcmp(items[i], "bwd") == 0) {
+      add_kernel(o, FCL_KERNEL_ATTN_BWD);
+    } else if (strcmp(items[i], "rwkv6-fwd") == 0) {
+      add_kernel(o, FCL_KERNEL_RWKV6_RECURRENT);
+      add_kernel(o, FCL_KERNEL_RWKV6_CHUNKED);
+    } else if (strcmp(items[i], "rwkv6-bwd") == 0) {
+      add_kernel(o, FCL_KERNEL_RWKV6_BWD);
+    } else if (fcl_kernel_from_name(items[i], &k)) {
+      add_kernel(o, k);
+    } else {
+      fprintf(stderr, "fa-tune: --ops: unknown op '%s'\n", items[i]);
+      return false;
+    }
+  }
+  return true;
+}
+
+static bool parse_ints(const char *flag, const char *s, int *out, int *n, int max, int lo,
+                       int hi) {
+  char items[16][32];
+  *n = split(s, items, max);
+  for (int i = 0; i < *n; ++i) {
+    char *end;
+    long v = strtol(items[i], &end, 10);
+    if (*end || end == items[i] || v < lo || v > hi) {
+      fprintf(stderr, "fa-tune: %s: '%s' is not in %d..%d\n", flag, items[i], lo, hi);
+      return false;
+    }
+    out[i] = (int)v;
+  }
+  return *n > 0;
+}
+
+static int parse(int argc, char **argv, options *o) {
+  memset(o, 0, sizeof *o);
+  o->budget_s = 480;
+  o->st.iters = 5;
+  o->st.warmup = 1;
+  for (int i = 1; i < argc; ++i) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    bool needs = strcmp(a, "--device") == 0 || strcmp(a, "--db") == 0 ||
+                 strcmp(a, "--ops") == 0 || strcmp(a, "--dtypes") == 0 ||
+                 strcmp(a, "--head-dims") == 0 || strcmp(a, "--causal") == 0 ||
+                 strcmp(a, "--buckets") == 0 || strcmp(a, "--budget") == 0 ||
+                 strcmp(a, "--export") == 0 || strcmp(a, "--import") == 0 ||
+                 strcmp(a, "--iters") == 0 || strcmp(a, "--warmup") == 0;
+    if (needs && !v) {
+      fprintf(stderr, "fa-tune: %s needs a value\n", a);
+      return 2;
+    }
+    if (needs) ++i;
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      usage(stdout);
+      exit(0);
+    } else if (strcmp(a, "--device") == 0) {
+      o->device = v;
+      o->all_devices = strcmp(v, "all") == 0;
+    } else if (strcmp(a, "--db") == 0) {
+      o->db = v;
+    } else if (strcmp(a, "--ops") == 0) {
+      if (!parse_ops(o, v)) return 2;
+    } else if (strcmp(a, "--dtypes") == 0) {
+      char items[8][32];
+      o->ndtypes = split(v, items, 3);
+      for (int j = 0; j < o->ndtypes; ++j)
+        if (!fcl_dtype_from_name(items[j], &o->dtypes[j])) {
+          fprintf(stderr, "fa-tune: --dtypes: unknown dtype '%s'\n", items[j]);
+          return 2;
+        }
+    } else if (strcmp(a, "--head-dims") == 0) {
+      if (!parse_ints(a, v, o->dims, &o->ndims, 8, 1, 512)) return 2;
+    } else if (strcmp(a, "--causal") == 0) {
+      if (!parse_ints(a, v, o->causal, &o->ncausal, 2, 0, 1)) return 2;
+    } else if (strcmp(a, "--buckets") == 0) {
+      if (!parse_ints(a, v, o->buckets, &o->nbuckets, FCL_SEQLEN_BUCKETS, 0,
+                      FCL_SEQLEN_BUCKETS - 1))
+        return 2;
+    } else if (strcmp(a, "--budget") == 0) {
+      o->budget_s = atof(v);
+      if (!(o->budget_s > 0)) {
+        fprintf(stderr, "fa-tune: --budget: '%s' is not a positive number of seconds\n", v);
+        return 2;
+      }
+    } else if (strcmp(a, "--iters") == 0 || strcmp(a, "--warmup") == 0) {
+      int x, n;
+      if (!parse_ints(a, v, &x, &n, 1, a[2] == 'w' ? 0 : 1, 64)) return 2;
+      *(a[2] == 'w' ? &o->st.warmup : &o->st.iters) = x;
+    } else if (strcmp(a, "--export") == 0) {
+      o->export_file = v;
+    } else if (strcmp(a, "--import") == 0) {
+      o->import_file = v;
+    } else if (strcmp(a, "--list-devices") == 0) {
+      o->list = true;
+    } else if (strcmp(a, "--show") == 0) {
+      o->show = true;
+    } else if (strcmp(a, "--exhaustive") == 0) {
+      o->st.exhaustive = true;
+    } else if (strcmp(a, "--verbose") == 0) {
+      o->st.verbose = true;
+    } else {
+      fprintf(stderr, "fa-tune: unknown option '%s'\n", a);
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (!o->nkernels) parse_ops(o, "all");
+  if (!o->ndtypes) {
+    o->dtypes[0] = FCL_F32, o->dtypes[1] = FCL_F16, o->dtypes[2] = FCL_BF16;
+    o->ndtypes = 3;
+  }
+  if (!o->ndims) o->dims[0] = 64, o->dims[1] = 128, o->ndims = 2;
+  if (!o->ncausal) o->causal[0] = 0, o->causal[1] = 1, o->ncausal = 2;
+  if (!o->nbuckets)
+    for (int b = 0; b < FCL_SEQLEN_BUCKETS; ++b) o->buckets[o->nbuckets++] = b;
+  return 0;
+}
+
+/* Every (platform, device) as "P:D" selectors. */
+static int list_devices(char sel[][16], int max, bool print) {
+  cl_platform_id plats[16];
+  cl_uint np = 0;
+  if (clGetPlatformIDs(16, plats, &np) != CL_SUCCESS) np = 0;
+  int n = 0;
+  for (cl_uint p = 0; p < np; ++p) {
+    cl_device_id devs[16];
+    cl_uint nd = 0;
+    if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 16, devs, &nd) != CL_SUCCESS) continue;
+    char pname[256] = "";
+    clGetPlatformInfo(plats[p], CL_PLATFORM_NAME, sizeof pname, pname, NULL);
+    for (cl_uint d = 0; d < nd; ++d) {
+      char dname[256] = "", drv[128] = "";
+      clGetDeviceInfo(devs[d], CL_DEVICE_NAME, sizeof dname, dname, NULL);
+      clGetDeviceInfo(devs[d], CL_DRIVER_VERSION, sizeof drv, drv, NULL);
+      if (print) printf("%u:%u  %s / %s (driver %s)\n", p, d, pname, dname, drv);
+      if (n < max) snprintf(sel[n++], 16, "%u:%u", p, d);
+    }
+  }
+  return n;
+}
+
+typedef struct {
+  fcl_tuning_class cls;
+  tune_result      res;
+} tuned;
+
+static void describe(const fcl_tuning_class *c, char *out, size_t n) {
+  const bool attn = c->kernel == FCL_KERNEL_ATTN_FWD || c->kernel == FCL_KERNEL_ATTN_BWD;
+  snprintf(out, n, "%s %s d=%d%s len %lld", fcl_kernel_get(c->kernel)->name,
+           fcl_dtype_name(c->dtype), c->head_dim, attn ? (c->causal ? " causal" : " full") : "",
+           (long long)fcl_seqlen_bucket_length(c->bucket));
+}
+
+static int classes_of(const options *o, fcl_tuning_class *out, int max) {
+  int n = 0;
+  for (int k = 0; k < o->nkernels; ++k)
+    for (int t = 0; t < o->ndtypes; ++t)
+      for (int d = 0; d < o->ndims; ++d) {
+        const bool attn = o->kernels[k] <= FCL_KERNEL_ATTN_BWD;
+        for (int c = 0; c < (attn ? o->ncausal : 1); ++c)
+          for (int b = 0; b < o->nbuckets && n < max; ++b)
+            out[n++] = (fcl_tuning_class){(fcl_kernel_id)o->kernels[k], o->dtypes[t],
+                                          o->dims[d], o->dims[d], attn ? o->causal[c] : 0,
+                                          o->buckets[b]};
+      }
+  return n;
+}
+
+static int store(const char *path, fcl_context *ctx, const tuned *rows, int n) {
+  char why[1024];
+  sqlite3 *db = tune_db_open(path, why, sizeof why);
+  if (!db) {
+    fprintf(stderr, "fa-tune: %s; %d results not stored\n", why, n);
+    return 1;
+  }
+  bool ok = tune_db_begin(db, why, sizeof why);
+  for (int i = 0; i < n && ok; ++i) ok = tune_db_put(db, ctx, &rows[i].cls, &rows[i].res, why, sizeof why);
+  ok = ok && tune_db_commit(db, why, sizeof why);
+  if (!ok) {
+    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    fprintf(stderr, "fa-tune: %s: %s; nothing stored\n", path, why);
+  } else {
+    fprintf(stderr, "fa-tune: stored %d rows in %s\n", n, path);
+  }
+  tune_db_close(db);
+  return ok ? 0 : 1;
+}
+
+static int tune_device(const options *o, const char *sel, const char *path) {
+  fcl_context *ctx = NULL;
+  if (fcl_context_create(sel, &ctx) != FCL_OK) {
+    fprintf(stderr, "fa-tune: device '%s': %s\n", sel ? sel : "(default)",
+            fcl_context_last_error(NULL));
+    return 1;
+  }
+  int status = 0;
+  if (o->show || o->export_file || o->import_file) {
+    char why[1024];
+    sqlite3 *db = tune_db_open(path, why, sizeof why);
+    if (!db) {
+      fprintf(stderr, "fa-tune: %s\n", why);
+      fcl_context_destroy(ctx);
+      return 1;
+    }
+    if (o->import_file) status |= tune_db_import(db, o->import_file);
+    if (o->show) status |= tune_db_show(db, ctx);
+    if (o->export_file) status |= tune_db_export(db, ctx, o->export_file);
+    tune_db_close(db);
+    fcl_context_destroy(ctx);
+    return status;
+  }
+  enum { MAXC = 512 };
+  static fcl_tuning_class cls[MAXC];
+  static tuned done[MAXC];
+  const int n = classes_of(o, cls, MAXC);
+  int ndone = 0;
+  const double t0 = tu_now();
+  fprintf(stderr, "fa-tune: %s: %d problem classes, budget %.0f s\n",
+          fcl_context_device_name(ctx), n, o->budget_s);
+  tune_progress_start(n, o->budget_s);
+  for (int i = 0; i < n && !tune_interrupted; ++i) {
+    char what[160], why[512];
+    describe(&cls[i], what, sizeof what);
+    tune_progress_update(i, what);
+    tune_settings st = o->st;
+    st.budget_s = (o->budget_s - (tu_now() - t0)) / (n - i);
+    if (st.budget_s < 0.5) st.budget_s = 0.5;
+    tune_result r;
+    if (!tune_class(ctx, &cls[i], &st, &r, why, sizeof why)) {
+      tune_log("fa-tune: %s: not tuned: %s", what, why);
+      continue;
+    }
+    done[ndone].cls = cls[i];
+    done[ndone++].res = r;
+    tune_log("fa-tune: %-44s %s  %.4f ms, %.2fx the defaults (%.3g %s; %d tried, %d rejected)",
+             what, r.params, r.ms, r.default_ms / r.ms,
+             tune_throughput(cls[i].kernel, r.work, r.ms), tune_unit(cls[i].kernel), r.tried,
+             r.rejected);
+  }
+  tune_progress_end();
+  if (tune_interrupted) fprintf(stderr, "fa-tune: interrupted; keeping %d results\n", ndone);
+  fprintf(stderr, "fa-tune: %s: %d of %d classes tuned in %.0f s\n",
+          fcl_context_device_name(ctx), ndone, n, tu_now() - t0);
+  if (ndone) status = store(path, ctx, done, ndone);
+  fcl_context_destroy(ctx);
+  return status || ndone < n;
+}
+
+static void on_sigint(int sig) {
+  (void)sig;
+  tune_interrupted = 1;
+  signal(SIGINT, SIG_DFL); /* a second Ctrl-C ends at once */
+}
+
+int main(int argc, char **argv) {
+  options o;
+  int rc = parse(argc, argv, &o);
+  if (rc) return rc;
+  char sel[64][16];
+  if (o.list) {
+    list_devices(sel, 64, true);
+    return 0;
+  }
+  char path[4096];
+  if (o.db) snprintf(path, sizeof path, "%s", o.db);
+  else if (!fcl_tuning_db_path(path, sizeof path)) {
+    fprintf(stderr, "fa-tune: no database path: give --db (FCL_TUNING_DB is off or HOME unset)\n");
+    return 2;
+  }
+  signal(SIGINT, on_sigint);
+  if (!o.all_devices) return tune_device(&o, o.device, path);
+  const int n = list_devices(sel, 64, false);
+  for (int i = 0; i < n && !tune_interrupted; ++i) rc |= tune_device(&o, sel[i], path);
+  return rc;
+}

@@ -1,0 +1,285 @@
+/* fa-tune's search for one problem class: every candidate is checked
+ * against the double-precision reference on a small problem, then timed
+ * with profiling events (warm-up, median of several runs) on a problem of
+ * the class's representative length. Exhaustive when the space is small
+ * or asked for; otherwise coordinate descent from the built-in defaults
+ * followed by random restarts, within the class's time budget. */
+#include "tune.h"
+
+#include "attention.h"
+#include "test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXHAUSTIVE_LIMIT 40  /* valid points below which every one is timed */
+#define MAX_POINTS 4096      /* valid points kept                         */
+#define TARGET_RUN_MS_GPU 20.0
+#define TARGET_RUN_MS_CPU 150.0
+#define MAX_RUN_MS 2000.0    /* a bucket whose defaults take longer is skipped */
+
+typedef struct {
+  int    idx[TUNE_MAX_AXES];
+  char   params[160];
+  double ms; /* < 0: not yet timed; INFINITY: rejected */
+} point;
+
+typedef struct {
+  fcl_context         *ctx;
+  const tune_settings *st;
+  tune_space           sp;
+  tune_workload       *check, *timing;
+  point               *pts;
+  int                  npts;
+  int                  iters;
+  double               deadline;
+  tune_result         *res;
+} search;
+
+static double now(void) { return tu_now(); }
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Median device time of the timing problem; negative on failure. */
+static double time_runs(search *s, int warmup, int iters, char *why, size_t n) {
+  double ms[64];
+  if (iters > 64) iters = 64;
+  for (int i = 0; i < warmup + iters; ++i) {
+    fcl_status st = tune_workload_run(s->timing);
+    double t = 0;
+    if (st == FCL_OK) st = fcl_context_last_op_time(s->ctx, &t);
+    if (st != FCL_OK) {
+      snprintf(why, n, "%s: %s", fcl_status_string(st), fcl_context_last_error(s->ctx));
+      return -1;
+    }
+    if (i >= warmup) ms[i - warmup] = t;
+  }
+  qsort(ms, (size_t)iters, sizeof ms[0], cmp_double);
+  return ms[iters / 2];
+}
+
+/* Checks and times one parameter set. */
+static double evaluate(search *s, const char *params, char *why, size_t n) {
+  fcl_kernel_id k = s->sp.kernel;
+  fcl_status st = fcl_tuning_override(s->ctx, k, params);
+  double ms = -1;
+  if (st == FCL_OK) st = tune_workload_poison(s->check);
+  if (st == FCL_OK) st = tune_workload_run(s->check);
+  if (st != FCL_OK) {
+    /* The first line of a build log is enough to say why. */
+    snprintf(why, n, "%s: %.200s", fcl_status_string(st), fcl_context_last_error(s->ctx));
+    char *nl = strchr(why, '\n');
+    if (nl) *nl = '\0';
+  } else if (tune_workload_check(s->check, why, n)) {
+    ms = time_runs(s, s->st->warmup, s->iters, why, n);
+  }
+  fcl_tuning_override(s->ctx, k, NULL);
+  s->res->tried++;
+  if (ms < 0) s->res->rejected++;
+  else s->res->timed++;
+  return ms;
+}
+
+static bool wg_ok(const fcl_device_info *dev, fcl_kernel_id k, const void *cfg) {
+  size_t wg = 0, pm = dev->preferred_multiple;
+  if (k == FCL_KERNEL_ATTN_FWD) {
+    const fcl_attention_fwd_config *c = cfg;
+    wg = (size_t)c->wg_rows * c->wg_cols;
+  } else if (k == FCL_KERNEL_ATTN_BWD) {
+    const fcl_attention_bwd_config *c = cfg;
+    wg = (size_t)c->wg_rows * c->wg_cols;
+  }
+  /* Whole warps or SIMD groups: a work-group of whole preferred multiples. */
+  return wg == 0 || pm <= 1 || pm > 64 || wg % pm == 0;
+}
+
+/* Enumerates the valid points of the space (in axis order). */
+static void enumerate(search *s) {
+  const fcl_kernel_desc *kd = fcl_kernel_get(s->sp.kernel);
+  int idx[TUNE_MAX_AXES] = {0};
+  s->pts = calloc(MAX_POINTS, sizeof *s->pts);
+  if (!s->pts) return;
+  for (;;) {
+    _Alignas(16) unsigned char cfg[256];
+    kd->defaults(&s->ctx->info, &s->sp.cls, cfg);
+    tune_space_config(&s->sp, idx, cfg);
+    if (s->npts < MAX_POINTS && kd->valid(&s->ctx->info, &s->sp.cls, cfg, NULL, 0) &&
+        wg_ok(&s->ctx->info, s->sp.kernel, cfg)) {
+      point *p = &s->pts[s->npts];
+      memcpy(p->idx, idx, sizeof idx);
+      fcl_params_format(s->sp.kernel, cfg, p->params, sizeof p->params);
+      p->ms = -1;
+      bool dup = false;
+      for (int i = 0; i < s->npts && !dup; ++i) dup = strcmp(s->pts[i].params, p->params) == 0;
+      if (!dup) s->npts++;
+    }
+    int a = 0;
+    while (a < s->sp.naxes && ++idx[a] == s->sp.axes[a].n) idx[a++] = 0;
+    if (a == s->sp.naxes) break;
+  }
+}
+
+static point *find(search *s, const int *idx) {
+  for (int i = 0; i < s->npts; ++i)
+    if (memcmp(s->pts[i].idx, idx, sizeof(int) * (size_t)s->sp.naxes) == 0) return &s->pts[i];
+  return NULL;
+}
+
+static bool out_of_time(const search *s) {
+  return tune_interrupted || (!s->st->exhaustive && now() > s->deadline);
+}
+
+static double time_point(search *s, point *p) {
+  if (p->ms >= 0) return p->ms;
+  char why[320];
+  double ms = evaluate(s, p->params, why, sizeof why);
+  p->ms = ms < 0 ? INFINITY : ms;
+  if (s->st->verbose && ms < 0) tune_log("  %-66s rejected: %s", p->params, why);
+  if (s->st->verbose && ms >= 0) tune_log("  %-66s %.4f ms", p->params, ms);
+  if (ms >= 0 && ms < s->res->ms) {
+    s->res->ms = ms;
+    snprintf(s->res->params, sizeof s->res->params, "%s", p->params);
+  }
+  return p->ms;
+}
+
+/* Coordinate descent: move along one axis at a time while it helps. */
+static void descend(search *s, point *start) {
+  point *cur = start;
+  double best = time_point(s, cur);
+  bool improved = true;
+  while (improved && !out_of_time(s)) {
+    improved = false;
+    for (int a = 0; a < s->sp.naxes && !out_of_time(s); ++a) {
+      for (int dir = -1; dir <= 1; dir += 2) {
+        int idx[TUNE_MAX_AXES];
+        memcpy(idx, cur->idx, sizeof idx);
+        for (;;) {
+          idx[a] += dir;
+          if (idx[a] < 0 || idx[a] >= s->sp.axes[a].n || out_of_time(s)) break;
+          point *p = find(s, idx);
+          if (!p) continue; /* invalid here; the next value may be valid */
+          double ms = time_point(s, p);
+          if (!(ms < best)) break;
+          best = ms, cur = p, improved = true;
+        }
+      }
+    }
+  }
+}
+
+/* The grid point nearest to the built-in defaults (by parameter text
+ * distance: the number of differing parameters, then the first found). */
+static point *nearest_to(search *s, const char *params) {
+  point *best = NULL;
+  int best_d = 1 << 30;
+  for (int i = 0; i < s->npts; ++i) {
+    int d = 0;
+    const char *a = s->pts[i].params, *b = params;
+    while (*a && *b) {
+      const char *ea = strchr(a, ','), *eb = strchr(b, ',');
+      size_t la = ea ? (size_t)(ea - a) : strlen(a), lb = eb ? (size_t)(eb - b) : strlen(b);
+      d += la != lb || strncmp(a, b, la) != 0;
+      a += la + (ea != NULL), b += lb + (eb != NULL);
+    }
+    if (d < best_d) best_d = d, best = &s->pts[i];
+  }
+  return best;
+}
+
+static int64_t pow2_floor(double x) {
+  int64_t p = 1;
+  while ((double)(p * 2) <= x) p *= 2;
+  return p;
+}
+
+/* The timing problem: the bucket's length, as many sequences as keep one
+ * run of the defaults near the target time. */
+static bool make_timing(search *s, int64_t T, char *why, size_t n) {
+  const bool attn = s->sp.kernel == FCL_KERNEL_ATTN_FWD || s->sp.kernel == FCL_KERNEL_ATTN_BWD;
+  int64_t bh = pow2_floor((double)(attn ? (1 << 19) : (1 << 20)) / (double)T);
+  if (bh > (attn ? 128 : 256)) bh = attn ? 128 : 256;
+  const double target = s->ctx->info.is_cpu ? TARGET_RUN_MS_CPU : TARGET_RUN_MS_GPU;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    s->timing = tune_workload_create(s->ctx, &s->sp.cls, T, bh, false, why, n);
+    if (!s->timing) return false;
+    double ms = time_runs(s, 1, 1, why, n);
+    if (ms < 0) return false;
+    if (ms <= 1.5 * target || bh == 1) {
+      if (ms > MAX_RUN_MS) {
+        snprintf(why, n, "one run of the defaults takes %.0f ms at length %lld", ms,
+                 (long long)T);
+        return false;
+      }
+      s->res->seqlen = T, s->res->bh = bh;
+      s->res->work = tune_workload_work(s->timing);
+      /* Enough runs per candidate for a stable median, bounded in time. */
+      s->iters = (int)fmin(fmax((double)s->st->iters, 60.0 / fmax(ms, 1e-3)), 25.0);
+      return true;
+    }
+    tune_workload_free(s->timing);
+    s->timing = NULL;
+    bh = pow2_floor(fmax(1.0, (double)bh * target / ms));
+  }
+  snprintf(why, n, "could not size the timing problem");
+  return false;
+}
+
+bool tune_class(fcl_context *ctx, const fcl_tuning_class *cls, const tune_settings *st,
+                tune_result *res, char *why, size_t why_size) {
+  memset(res, 0, sizeof *res);
+  res->ms = INFINITY;
+  search s = {.ctx = ctx, .st = st, .res = res};
+  s.deadline = now() + st->budget_s;
+  tune_space_init(&s.sp, &ctx->info, cls);
+  bool ok = false;
+  const bool attn = cls->kernel == FCL_KERNEL_ATTN_FWD || cls->kernel == FCL_KERNEL_ATTN_BWD;
+  /* The check problem: several tiles and chunks, odd length. */
+  s.check = tune_workload_create(ctx, cls, attn ? 203 : 151, 2, true, why, why_size);
+  if (!s.check || !make_timing(&s, fcl_seqlen_bucket_length(cls->bucket), why, why_size))
+    goto done;
+  /* The built-in defaults first: the baseline, and the result if nothing
+   * beats them. */
+  {
+    _Alignas(16) unsigned char cfg[256];
+    fcl_kernel_get(cls->kernel)->defaults(&ctx->info, cls, cfg);
+    fcl_params_format(cls->kernel, cfg, res->default_params, sizeof res->default_params);
+  }
+  double dms = evaluate(&s, res->default_params, why, why_size);
+  if (dms < 0) goto done;
+  res->default_ms = res->ms = dms;
+  snprintf(res->params, sizeof res->params, "%s", res->default_params);
+  enumerate(&s);
+  if (!s.pts) {
+    snprintf(why, why_size, "out of memory");
+    goto done;
+  }
+  if (st->exhaustive || s.npts <= EXHAUSTIVE_LIMIT) {
+    for (int i = 0; i < s.npts && !out_of_time(&s); ++i) time_point(&s, &s.pts[i]);
+  } else if (s.npts > 0) {
+    descend(&s, nearest_to(&s, res->default_params));
+    tu_rng g;
+    tu_rng_seed(&g, 12345);
+    while (!out_of_time(&s)) { /* random restarts with what time is left */
+      point *p = &s.pts[tu_rng_int(&g, 0, s.npts - 1)];
+      if (p->ms >= 0) {
+        bool all = true;
+        for (int i = 0; i < s.npts && all; ++i) all = s.pts[i].ms >= 0;
+        if (all) break;
+        continue;
+      }
+      descend(&s, p);
+    }
+  }
+  ok = true;
+done:
+  free(s.pts);
+  tune_workload_free(s.check);
+  tune_workload_free(s.timing);
+  return ok;
+}

@@ -1,0 +1,108 @@
+/* fa-tune internals shared by its files. fa-tune links the static library
+ * and reads its internal headers (src/): the kernel parameter table, the
+ * tuning classes and the override hook through which it times candidates
+ * on the library's own code path. */
+#ifndef FCL_TUNE_H
+#define FCL_TUNE_H
+
+#include "flashcl.h"
+#include "internal.h"
+#include "tuning.h"
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* ---- workloads: one problem of a class, with device buffers ---------- */
+typedef struct tune_workload tune_workload;
+/* A problem of class cls: seqlen tokens (attention: queries and keys), bh
+ * (batch * heads) sequences. with_reference computes the double-precision
+ * answer for tune_workload_check. NULL with the reason in why. */
+tune_workload *tune_workload_create(fcl_context *ctx, const fcl_tuning_class *cls,
+                                    int64_t seqlen, int64_t bh, bool with_reference,
+                                    char *why, size_t why_size);
+fcl_status     tune_workload_run(tune_workload *w);
+/* Fills the outputs checked against the reference with NaN. */
+fcl_status     tune_workload_poison(tune_workload *w);
+/* Whether the outputs of the last run match the reference; why if not. */
+bool           tune_workload_check(tune_workload *w, char *why, size_t why_size);
+/* Work of one run: FLOPs (attention) or bytes moved (RWKV6). */
+double         tune_workload_work(const tune_workload *w);
+void           tune_workload_free(tune_workload *w);
+/* "TFLOP/s" or "GB/s", for tune_workload_work per second / 1e12 or 1e9. */
+const char    *tune_unit(fcl_kernel_id k);
+double         tune_throughput(fcl_kernel_id k, double work, double ms);
+
+/* ---- search spaces --------------------------------------------------- */
+#define TUNE_MAX_AXES 8
+#define TUNE_MAX_VALUES 12
+typedef struct {
+  const char *name;
+  int         n;
+  int         values[TUNE_MAX_VALUES];
+} tune_axis;
+typedef struct {
+  fcl_kernel_id    kernel;
+  fcl_tuning_class cls;
+  int              naxes;
+  tune_axis        axes[TUNE_MAX_AXES];
+} tune_space;
+void   tune_space_init(tune_space *sp, const fcl_device_info *dev,
+                       const fcl_tuning_class *cls);
+/* The configuration at coordinates idx (one value index per axis). */
+void   tune_space_config(const tune_space *sp, const int *idx, void *cfg);
+/* Points of the full product (before validity pruning). */
+long   tune_space_size(const tune_space *sp);
+
+/* ---- measurement and search ------------------------------------------ */
+typedef struct {
+  double budget_s;    /* wall time allowed for this class       */
+  int    warmup, iters;
+  bool   exhaustive;  /* every valid point, ignoring the budget */
+  bool   verbose;
+} tune_settings;
+
+typedef struct {
+  char   params[160];
+  double ms;          /* median device time                      */
+  char   default_params[160];
+  double default_ms;
+  double work;        /* per run of the timing problem           */
+  int64_t seqlen, bh; /* the timing problem                      */
+  int    tried, rejected, timed;
+} tune_result;
+
+/* Finds the fastest valid configuration of cls within settings; false
+ * (why) when not even the defaults run correctly. */
+bool tune_class(fcl_context *ctx, const fcl_tuning_class *cls, const tune_settings *st,
+                tune_result *res, char *why, size_t why_size);
+
+/* ---- database -------------------------------------------------------- */
+typedef struct sqlite3 sqlite3;
+/* Opens (creating the file and schema) for writing: WAL, busy timeout. A
+ * file that is not a healthy flashcl database is left alone: renamed to
+ * PATH.corrupt-<time> and reported, then a new one is made. */
+sqlite3 *tune_db_open(const char *path, char *why, size_t why_size);
+void     tune_db_close(sqlite3 *db);
+/* One transaction per device. */
+bool     tune_db_begin(sqlite3 *db, char *why, size_t why_size);
+bool     tune_db_commit(sqlite3 *db, char *why, size_t why_size);
+bool     tune_db_put(sqlite3 *db, fcl_context *ctx, const fcl_tuning_class *cls,
+                     const tune_result *r, char *why, size_t why_size);
+/* --show: the rows of ctx's device, readable. */
+int      tune_db_show(sqlite3 *db, fcl_context *ctx);
+/* --export/--import as JSON (an array of row objects). */
+int      tune_db_export(sqlite3 *db, fcl_context *ctx, const char *file);
+int      tune_db_import(sqlite3 *db, const char *file);
+
+/* ---- progress -------------------------------------------------------- */
+extern volatile sig_atomic_t tune_interrupted; /* Ctrl-C: stop, keep results */
+void tune_progress_start(int total_classes, double budget_s);
+void tune_progress_update(int done, const char *what);
+void tune_progress_end(void);
+void tune_log(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+#endif

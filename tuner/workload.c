@@ -1,0 +1,381 @@
+/* fa-tune workloads: the problem of a class on the device, run through the
+ * public API, and for the small check problem the double-precision
+ * reference of tests/ (the same tolerances as the test suites). */
+#include "tune.h"
+
+#include "ref_attention.h"
+#include "ref_rwkv6.h"
+#include "test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_BUFS 16
+#define MAX_OUTS 6
+
+typedef struct {
+  const char *name;
+  cl_mem      buf;
+  fcl_dtype   dtype;
+  size_t      n;
+  double     *ref;
+  tu_tol      tol;
+  int         lse_style;
+} output;
+
+struct tune_workload {
+  fcl_context       *ctx;
+  fcl_tuning_class   cls;
+  bool               check;
+  fcl_attention_desc ad;
+  fcl_rwkv6_desc     rd;
+  cl_mem             bufs[MAX_BUFS];
+  int                nbufs;
+  fcl_tensor         q, k, v, o, dout, dq, dk, dv, w, dw; /* RWKV6: q = r, dq = dr */
+  cl_mem             lse, u, h0, ht, dht, du, dh0;
+  output             outs[MAX_OUTS];
+  int                nouts;
+  double            *host[10];
+  double             work;
+};
+
+static bool is_attention(fcl_kernel_id k) {
+  return k == FCL_KERNEL_ATTN_FWD || k == FCL_KERNEL_ATTN_BWD;
+}
+
+const char *tune_unit(fcl_kernel_id k) { return is_attention(k) ? "TFLOP/s" : "GB/s"; }
+
+double tune_throughput(fcl_kernel_id k, double work, double ms) {
+  return ms > 0 ? work / (ms * 1e-3) / (is_attention(k) ? 1e12 : 1e9) : 0.0;
+}
+
+double tune_workload_work(const tune_workload *w) { return w->work; }
+
+/* A device buffer of n elements of dtype t. With host, its values (rounded
+ * to t); else a random pattern repeated over the buffer (timing only). */
+static cl_mem make_buffer(tune_workload *w, size_t n, fcl_dtype t, const double *host,
+                          uint64_t seed, char *why, size_t why_size) {
+  const size_t es = fcl_dtype_size(t), bytes = (n ? n : 1) * es;
+  cl_int err;
+  cl_mem m = clCreateBuffer(fcl_context_cl(w->ctx), CL_MEM_READ_WRITE, bytes, NULL, &err);
+  if (err != CL_SUCCESS) {
+    snprintf(why, why_size, "allocating %zu bytes: OpenCL error %d", bytes, err);
+    return NULL;
+  }
+  w->bufs[w->nbufs++] = m;
+  const size_t chunk = n < (1u << 20) ? (n ? n : 1) : (1u << 20);
+  unsigned char *pat = malloc(chunk * es);
+  if (!pat) {
+    snprintf(why, why_size, "out of host memory");
+    return NULL;
+  }
+  tu_rng g;
+  tu_rng_seed(&g, seed);
+  for (size_t i = 0; i < chunk; ++i)
+    tu_encode(pat + i * es, host ? (i < n ? host[i] : 0.0) : tu_rng_range(&g, -1, 1), t);
+  for (size_t at = 0; at < n && err == CL_SUCCESS; at += chunk) {
+    size_t len = n - at < chunk ? n - at : chunk;
+    if (host && at)
+      for (size_t i = 0; i < len; ++i) tu_encode(pat + i * es, host[at + i], t);
+    err = clEnqueueWriteBuffer(fcl_context_queue(w->ctx), m, CL_TRUE, at * es, len * es,
+                               pat, 0, NULL, NULL);
+  }
+  free(pat);
+  if (err != CL_SUCCESS) {
+    snprintf(why, why_size, "uploading: OpenCL error %d", err);
+    return NULL;
+  }
+  return m;
+}
+
+static fcl_tensor view(cl_mem m, fcl_dtype t, int64_t s, int64_t h, int64_t d) {
+  fcl_tensor v = {m, 0, t, {s * h * d, h * d, d, 1}};
+  return v;
+}
+
+/* Dense random doubles rounded to t (check problems only). */
+static double *randoms(tune_workload *w, int slot, size_t n, fcl_dtype t, uint64_t seed,
+                       int kind) {
+  double *x = malloc((n ? n : 1) * sizeof *x);
+  if (!x) return NULL;
+  w->host[slot] = x;
+  tu_rng g;
+  tu_rng_seed(&g, seed);
+  for (size_t i = 0; i < n; ++i)
+    x[i] = kind == 0 ? tu_rng_range(&g, -sqrt(3.0), sqrt(3.0))
+           : kind == 1 ? tu_rng_range(&g, -1, 1)
+                       : -exp(-3.0 + tu_rng_normal(&g)); /* RWKV6 log decay */
+  tu_round_array(x, n, t);
+  return x;
+}
+
+static void add_output(tune_workload *w, const char *name, cl_mem buf, fcl_dtype t,
+                       size_t n, double *ref, tu_tol tol, int lse_style) {
+  w->outs[w->nouts++] = (output){name, buf, t, n, ref, tol, lse_style};
+}
+
+#define NEED(x)                                                                    \
+  do {                                                                             \
+    if (!(x)) goto fail;                                                           \
+  } while (0)
+
+static bool attention_create(tune_workload *w, int64_t T, int64_t H, char *why, size_t n) {
+  const fcl_tuning_class *c = &w->cls;
+  const fcl_dtype t = c->dtype;
+  const int64_t D = c->head_dim, Dv = c->head_dim_v;
+  const size_t nq = (size_t)(T * H * D), nv = (size_t)(T * H * Dv), nl = (size_t)(H * T);
+  fcl_attention_desc *d = &w->ad;
+  *d = (fcl_attention_desc)FCL_ATTENTION_DESC_INIT;
+  d->batch = 1, d->seqlen_q = d->seqlen_k = T, d->heads_q = d->heads_kv = H;
+  d->head_dim = D, d->head_dim_v = Dv, d->causal = c->causal;
+  const bool bwd = c->kernel == FCL_KERNEL_ATTN_BWD;
+  double *q = NULL, *k = NULL, *v = NULL, *g = NULL;
+  if (w->check) {
+    NEED(q = randoms(w, 0, nq, t, 1, 0));
+    NEED(k = randoms(w, 1, nq, t, 2, 0));
+    NEED(v = randoms(w, 2, nv, t, 3, 0));
+    if (bwd) NEED(g = randoms(w, 3, nv, t, 4, 0));
+  }
+  cl_mem m;
+  NEED(m = make_buffer(w, nq, t, q, 1, why, n)); w->q = view(m, t, T, H, D);
+  NEED(m = make_buffer(w, nq, t, k, 2, why, n)); w->k = view(m, t, T, H, D);
+  NEED(m = make_buffer(w, nv, t, v, 3, why, n)); w->v = view(m, t, T, H, Dv);
+  NEED(m = make_buffer(w, nv, t, NULL, 5, why, n)); w->o = view(m, t, T, H, Dv);
+  NEED(w->lse = make_buffer(w, nl, FCL_F32, NULL, 6, why, n));
+  const double flops = 2.0 * H * (double)T * (double)T * (double)(D + Dv) * (c->causal ? 0.5 : 1.0);
+  w->work = bwd ? 2.5 * flops : flops;
+  ref_attention_problem p = {1, T, T, H, H, D, Dv, 0.0, c->causal, -1, -1, 0.0, NULL, NULL, NULL};
+  if (!bwd) {
+    if (w->check) {
+      double *o_ref = malloc(nv * sizeof *o_ref), *l_ref = malloc(nl * sizeof *l_ref);
+      w->host[4] = o_ref, w->host[5] = l_ref;
+      NEED(o_ref && l_ref);
+      ref_attention_forward(&p, q, k, v, o_ref, l_ref);
+      double vmax = 0;
+      for (size_t i = 0; i < nv; ++i) vmax = fmax(vmax, fabs(v[i]));
+      const double bound = ref_attention_logit_bound(&p, q, k);
+      add_output(w, "o", w->o.buffer, t, nv, o_ref,
+                 tu_tol_with_logits(tu_tol_output(t), bound, D, vmax), 0);
+      add_output(w, "lse", w->lse, FCL_F32, nl, l_ref,
+                 tu_tol_with_logits(tu_tol_lse(), bound, D, 0.0), 1);
+    }
+    return true;
+  }
+  NEED(m = make_buffer(w, nv, t, g, 4, why, n)); w->dout = view(m, t, T, H, Dv);
+  NEED(m = make_buffer(w, nq, t, NULL, 7, why, n)); w->dq = view(m, t, T, H, D);
+  NEED(m = make_buffer(w, nq, t, NULL, 8, why, n)); w->dk = view(m, t, T, H, D);
+  NEED(m = make_buffer(w, nv, t, NULL, 9, why, n)); w->dv = view(m, t, T, H, Dv);
+  /* The backward's o and lse come from the library's forward. */
+  fcl_status s = fcl_attention_forward(w->ctx, d, &w->q, &w->k, &w->v, &w->o, w->lse);
+  if (s != FCL_OK) {
+    snprintf(why, n, "forward for the backward: %s", fcl_context_last_error(w->ctx));
+    return false;
+  }
+  if (w->check) {
+    double *o_got = malloc(nv * sizeof *o_got);
+    w->host[4] = o_got;
+    NEED(o_got);
+    unsigned char *raw = malloc(nv * fcl_dtype_size(t));
+    NEED(raw);
+    cl_int err = clEnqueueReadBuffer(fcl_context_queue(w->ctx), w->o.buffer, CL_TRUE, 0,
+                                     nv * fcl_dtype_size(t), raw, 0, NULL, NULL);
+    for (size_t i = 0; i < nv; ++i) o_got[i] = tu_decode(raw + i * fcl_dtype_size(t), t);
+    free(raw);
+    if (err != CL_SUCCESS) {
+      snprintf(why, n, "reading o: OpenCL error %d", err);
+      return false;
+    }
+    double *rq = malloc(nq * sizeof *rq), *rk = malloc(nq * sizeof *rk),
+           *rv = malloc(nv * sizeof *rv);
+    w->host[5] = rq, w->host[6] = rk, w->host[7] = rv;
+    NEED(rq && rk && rv);
+    ref_attention_backward_given_o(&p, q, k, v, g, o_got, rq, rk, rv);
+    add_output(w, "dq", w->dq.buffer, t, nq, rq, tu_tol_grad(t), 0);
+    add_output(w, "dk", w->dk.buffer, t, nq, rk, tu_tol_grad(t), 0);
+    add_output(w, "dv", w->dv.buffer, t, nv, rv, tu_tol_grad(t), 0);
+  }
+  return true;
+fail:
+  if (!*why) snprintf(why, n, "out of memory");
+  return false;
+}
+
+static bool rwkv6_create(tune_workload *w, int64_t T, int64_t H, char *why, size_t n) {
+  const fcl_tuning_class *c = &w->cls;
+  const fcl_dtype t = c->dtype;
+  const int64_t K = c->head_dim, V = c->head_dim_v;
+  const size_t nk = (size_t)(T * H * K), nv = (size_t)(T * H * V), nu = (size_t)(H * K),
+               ns = (size_t)(H * K * V);
+  fcl_rwkv6_desc *d = &w->rd;
+  *d = (fcl_rwkv6_desc)FCL_RWKV6_DESC_INIT;
+  d->batch = 1, d->seqlen = T, d->heads = H, d->head_dim_k = K, d->head_dim_v = V;
+  d->algorithm = c->kernel == FCL_KERNEL_RWKV6_CHUNKED ? FCL_RWKV6_CHUNKED
+                 : c->kernel == FCL_KERNEL_RWKV6_RECURRENT ? FCL_RWKV6_RECURRENT
+                                                           : FCL_RWKV6_AUTO;
+  const bool bwd = c->kernel == FCL_KERNEL_RWKV6_BWD;
+  double *r = NULL, *k = NULL, *v = NULL, *wd = NULL, *u = NULL, *h0 = NULL, *g = NULL,
+         *gh = NULL;
+  if (w->check) {
+    NEED(r = randoms(w, 0, nk, t, 1, 1));
+    NEED(k = randoms(w, 1, nk, t, 2, 1));
+    NEED(v = randoms(w, 2, nv, t, 3, 1));
+    NEED(wd = randoms(w, 3, nk, t, 4, 2));
+    NEED(u = randoms(w, 4, nu, t, 5, 1));
+    NEED(h0 = randoms(w, 5, ns, FCL_F32, 6, 1));
+    if (bwd) {
+      NEED(g = randoms(w, 6, nv, t, 7, 1));
+      NEED(gh = randoms(w, 7, ns, FCL_F32, 8, 1));
+    }
+  }
+  cl_mem m;
+  NEED(m = make_buffer(w, nk, t, r, 1, why, n)); w->q = view(m, t, T, H, K);
+  NEED(m = make_buffer(w, nk, t, k, 2, why, n)); w->k = view(m, t, T, H, K);
+  NEED(m = make_buffer(w, nv, t, v, 3, why, n)); w->v = view(m, t, T, H, V);
+  /* Timing problems get decays in the usual range, not random signs. */
+  double wfill = -exp(-3.0);
+  NEED(m = make_buffer(w, nk, t, wd ? wd : NULL, 4, why, n)); w->w = view(m, t, T, H, K);
+  if (!wd) {
+    unsigned char bits[4];
+    tu_encode(bits, wfill, t);
+    clEnqueueFillBuffer(fcl_context_queue(w->ctx), m, bits, fcl_dtype_size(t), 0,
+                        nk * fcl_dtype_size(t), 0, NULL, NULL);
+  }
+  NEED(w->u = make_buffer(w, nu, t, u, 5, why, n));
+  NEED(w->h0 = make_buffer(w, ns, FCL_F32, h0, 6, why, n));
+  const double es = (double)fcl_dtype_size(t);
+  if (!bwd) {
+    NEED(m = make_buffer(w, nv, t, NULL, 7, why, n)); w->o = view(m, t, T, H, V);
+    NEED(w->ht = make_buffer(w, ns, FCL_F32, NULL, 8, why, n));
+    w->work = es * (3.0 * nk + 2.0 * nv + nu) + 8.0 * ns;
+    if (w->check) {
+      double *o_ref = malloc(nv * sizeof *o_ref), *ht_ref = malloc(ns * sizeof *ht_ref);
+      w->host[8] = o_ref, w->host[9] = ht_ref;
+      NEED(o_ref && ht_ref);
+      ref_rwkv6_problem p = {1, T, H, K, V, 0.0, 0, NULL};
+      ref_rwkv6_forward(&p, r, k, v, wd, u, h0, o_ref, ht_ref);
+      add_output(w, "o", w->o.buffer, t, nv, o_ref, tu_tol_rwkv6(t), 0);
+      add_output(w, "ht", w->ht, FCL_F32, ns, ht_ref, tu_tol_rwkv6_state(), 0);
+    }
+    return true;
+  }
+  NEED(m = make_buffer(w, nv, t, g, 7, why, n)); w->dout = view(m, t, T, H, V);
+  NEED(w->dht = make_buffer(w, ns, FCL_F32, gh, 8, why, n));
+  NEED(m = make_buffer(w, nk, t, NULL, 9, why, n)); w->dq = view(m, t, T, H, K);
+  NEED(m = make_buffer(w, nk, t, NULL, 10, why, n)); w->dk = view(m, t, T, H, K);
+  NEED(m = make_buffer(w, nv, t, NULL, 11, why, n)); w->dv = view(m, t, T, H, V);
+  NEED(m = make_buffer(w, nk, t, NULL, 12, why, n)); w->dw = view(m, t, T, H, K);
+  NEED(w->du = make_buffer(w, nu, t, NULL, 13, why, n));
+  NEED(w->dh0 = make_buffer(w, ns, FCL_F32, NULL, 14, why, n));
+  w->work = es * (7.0 * nk + 3.0 * nv + 2.0 * nu) + 12.0 * ns;
+  if (w->check) {
+    ref_rwkv6_problem p = {1, T, H, K, V, 0.0, 0, NULL};
+    double *ref = malloc((3 * nk + nv + nu + ns) * sizeof *ref);
+    w->host[8] = ref;
+    NEED(ref);
+    double *rr = ref, *rk = rr + nk, *rw = rk + nk, *rv = rw + nk, *ru = rv + nv, *rh = ru + nu;
+    if (ref_rwkv6_backward(&p, r, k, v, wd, u, h0, g, gh, rr, rk, rv, rw, ru, rh) != 0) goto fail;
+    const tu_tol tol = tu_tol_rwkv6(t);
+    add_output(w, "dr", w->dq.buffer, t, nk, rr, tol, 0);
+    add_output(w, "dk", w->dk.buffer, t, nk, rk, tol, 0);
+    add_output(w, "dv", w->dv.buffer, t, nv, rv, tol, 0);
+    add_output(w, "dw", w->dw.buffer, t, nk, rw, tol, 0);
+    add_output(w, "du", w->du, t, nu, ru, tol, 0);
+    add_output(w, "dh0", w->dh0, FCL_F32, ns, rh, tu_tol_rwkv6_state(), 0);
+  }
+  return true;
+fail:
+  if (!*why) snprintf(why, n, "out of memory");
+  return false;
+}
+
+tune_workload *tune_workload_create(fcl_context *ctx, const fcl_tuning_class *cls,
+                                    int64_t seqlen, int64_t bh, bool with_reference,
+                                    char *why, size_t why_size) {
+  tune_workload *w = calloc(1, sizeof *w);
+  if (!w) {
+    snprintf(why, why_size, "out of memory");
+    return NULL;
+  }
+  w->ctx = ctx;
+  w->cls = *cls;
+  w->check = with_reference;
+  why[0] = '\0';
+  bool ok = is_attention(cls->kernel) ? attention_create(w, seqlen, bh, why, why_size)
+                                      : rwkv6_create(w, seqlen, bh, why, why_size);
+  if (ok && clFinish(fcl_context_queue(ctx)) != CL_SUCCESS) {
+    snprintf(why, why_size, "clFinish failed after setting up the inputs");
+    ok = false;
+  }
+  if (!ok) {
+    tune_workload_free(w);
+    return NULL;
+  }
+  return w;
+}
+
+fcl_status tune_workload_run(tune_workload *w) {
+  switch (w->cls.kernel) {
+  case FCL_KERNEL_ATTN_FWD:
+    return fcl_attention_forward(w->ctx, &w->ad, &w->q, &w->k, &w->v, &w->o, w->lse);
+  case FCL_KERNEL_ATTN_BWD:
+    return fcl_attention_backward(w->ctx, &w->ad, &w->q, &w->k, &w->v, &w->o, w->lse,
+                                  &w->dout, &w->dq, &w->dk, &w->dv);
+  case FCL_KERNEL_RWKV6_RECURRENT:
+  case FCL_KERNEL_RWKV6_CHUNKED:
+    return fcl_rwkv6_forward(w->ctx, &w->rd, &w->q, &w->k, &w->v, &w->w, w->u, w->h0,
+                             &w->o, w->ht);
+  case FCL_KERNEL_RWKV6_BWD:
+    return fcl_rwkv6_backward(w->ctx, &w->rd, &w->q, &w->k, &w->v, &w->w, w->u, w->h0,
+                              &w->dout, w->dht, &w->dq, &w->dk, &w->dv, &w->dw, w->du,
+                              w->dh0);
+  default:
+    return FCL_ERROR_INVALID_ARGUMENT;
+  }
+}
+
+fcl_status tune_workload_poison(tune_workload *w) {
+  const unsigned char nan_bytes[4] = {0xFF, 0xFF, 0xFF, 0xFF}; /* NaN in every dtype */
+  for (int i = 0; i < w->nouts; ++i) {
+    const size_t es = fcl_dtype_size(w->outs[i].dtype);
+    if (clEnqueueFillBuffer(fcl_context_queue(w->ctx), w->outs[i].buf, nan_bytes, es, 0,
+                            w->outs[i].n * es, 0, NULL, NULL) != CL_SUCCESS)
+      return FCL_ERROR_OPENCL;
+  }
+  return FCL_OK;
+}
+
+bool tune_workload_check(tune_workload *w, char *why, size_t why_size) {
+  for (int i = 0; i < w->nouts; ++i) {
+    const output *o = &w->outs[i];
+    const size_t es = fcl_dtype_size(o->dtype);
+    unsigned char *raw = malloc(o->n * es);
+    double *got = malloc(o->n * sizeof *got);
+    cl_int err = raw && got ? clEnqueueReadBuffer(fcl_context_queue(w->ctx), o->buf, CL_TRUE,
+                                                  0, o->n * es, raw, 0, NULL, NULL)
+                            : CL_OUT_OF_HOST_MEMORY;
+    bool ok = err == CL_SUCCESS;
+    if (ok) {
+      for (size_t j = 0; j < o->n; ++j) got[j] = tu_decode(raw + j * es, o->dtype);
+      tu_cmp c = tu_compare(got, o->ref, o->n, o->tol, o->lse_style);
+      ok = c.ok;
+      if (!ok)
+        snprintf(why, why_size, "%s differs from the reference: %zu bad, worst got %g ref %g",
+                 o->name, c.n_bad, c.worst_got, c.worst_ref);
+    } else {
+      snprintf(why, why_size, "reading %s: OpenCL error %d", o->name, err);
+    }
+    free(raw);
+    free(got);
+    if (!ok) return false;
+  }
+  return true;
+}
+
+void tune_workload_free(tune_workload *w) {
+  if (!w) return;
+  for (int i = 0; i < w->nbufs; ++i) clReleaseMemObject(w->bufs[i]);
+  for (size_t i = 0; i < FCL_COUNT(w->host); ++i) free(w->host[i]);
+  free(w);
+}
