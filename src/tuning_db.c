@@ -35,11 +35,10 @@ static void copy_text(char *dst, size_t size, sqlite3_stmt *st, int col) {
   snprintf(dst, size, "%s", t ? (const char *)t : "");
 }
 
-/* A read-only connection. A database in a directory we cannot write (no
- * -shm file can be made for WAL) is opened immutable as a last resort. */
-static sqlite3 *open_read_only(const char *path, char *why, size_t why_size) {
+/* A read-only connection (uri: a file: URI). */
+static sqlite3 *open_read_only(const char *uri, char *why, size_t why_size) {
   sqlite3 *db = NULL;
-  int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL);
+  int rc = sqlite3_open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
   if (rc == SQLITE_OK) {
     sqlite3_busy_timeout(db, FCL_DB_BUSY_MS);
     return db;
@@ -47,6 +46,20 @@ static sqlite3 *open_read_only(const char *path, char *why, size_t why_size) {
   snprintf(why, why_size, "cannot open: %s", db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
   sqlite3_close(db);
   return NULL;
+}
+
+/* file:PATH with the characters URIs reserve escaped, and a query. */
+static bool file_uri(const char *path, const char *query, char *out, size_t size) {
+  size_t n = (size_t)snprintf(out, size, "file:");
+  for (const unsigned char *p = (const unsigned char *)path; *p && n + 4 < size; ++p) {
+    if (*p == '%' || *p == '?' || *p == '#' || *p < 0x20)
+      n += (size_t)snprintf(out + n, size - n, "%%%02X", *p);
+    else
+      out[n++] = (char)*p;
+  }
+  if (n + strlen(query) + 1 >= size) return false;
+  snprintf(out + n, size - n, "%s", query);
+  return true;
 }
 
 static bool schema_ok(sqlite3 *db, char *why, size_t why_size) {
@@ -61,6 +74,8 @@ static bool schema_ok(sqlite3 *db, char *why, size_t why_size) {
     if (!ok)
       snprintf(why, why_size, "schema version %s, this library reads %d",
                v ? (const char *)v : "NULL", FCL_TUNING_SCHEMA_VERSION);
+  } else if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) {
+    snprintf(why, why_size, "locked by another process (%s)", sqlite3_errmsg(db));
   } else {
     snprintf(why, why_size, "not a flashcl tuning database (%s)", sqlite3_errmsg(db));
   }
@@ -84,7 +99,7 @@ static bool read_rows(sqlite3 *db, const fcl_device_info *dev, fcl_tuning_row **
   }
   fcl_tuning_row *out = NULL;
   int n = 0, cap = 0;
-  while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+  while (st && (rc = sqlite3_step(st)) == SQLITE_ROW) {
     if (n == FCL_DB_MAX_ROWS) break;
     fcl_tuning_row r;
     memset(&r, 0, sizeof r);
@@ -129,6 +144,19 @@ static bool read_rows(sqlite3 *db, const fcl_device_info *dev, fcl_tuning_row **
   return true;
 }
 
+static bool read_uri(const char *uri, const fcl_device_info *dev, fcl_tuning_row **rows,
+                     int *nrows, int *rc_out, char *why, size_t why_size) {
+  sqlite3 *db = open_read_only(uri, why, why_size);
+  if (!db) {
+    *rc_out = SQLITE_CANTOPEN;
+    return false;
+  }
+  bool ok = schema_ok(db, why, why_size) && read_rows(db, dev, rows, nrows, why, why_size);
+  *rc_out = sqlite3_errcode(db);
+  sqlite3_close(db);
+  return ok;
+}
+
 bool fcl_tuning_db_read(const char *path, const fcl_device_info *dev,
                         fcl_tuning_row **rows, int *nrows, char *why,
                         size_t why_size) {
@@ -139,9 +167,16 @@ bool fcl_tuning_db_read(const char *path, const fcl_device_info *dev,
     snprintf(why, why_size, "no file (run fa-tune to create it)");
     return false;
   }
-  sqlite3 *db = open_read_only(path, why, why_size);
-  if (!db) return false;
-  bool ok = schema_ok(db, why, why_size) && read_rows(db, dev, rows, nrows, why, why_size);
-  sqlite3_close(db);
-  return ok;
+  char uri[8300];
+  int rc = SQLITE_OK;
+  if (!file_uri(path, "?mode=ro", uri, sizeof uri)) {
+    snprintf(why, why_size, "path too long");
+    return false;
+  }
+  if (read_uri(uri, dev, rows, nrows, &rc, why, why_size)) return true;
+  /* A WAL database in a directory this process cannot write has no -shm
+   * file to share: read it as immutable (no concurrent writer there). */
+  if ((rc & 0xff) != SQLITE_CANTOPEN || !file_uri(path, "?immutable=1", uri, sizeof uri))
+    return false;
+  return read_uri(uri, dev, rows, nrows, &rc, why, why_size);
 }

@@ -309,10 +309,11 @@ static int tune_device(const options *o, const char *sel, const char *path) {
     }
     done[ndone].cls = cls[i];
     done[ndone++].res = r;
-    tune_log("fa-tune: %-44s %s  %.4f ms, %.2fx the defaults (%.3g %s; %d tried, %d rejected)",
+    tune_log("fa-tune: %-44s %s  %.4f ms, %.2fx the defaults (%.3g %s; %d of %d points "
+             "tried, %d rejected)",
              what, r.params, r.ms, r.default_ms / r.ms,
              tune_throughput(cls[i].kernel, r.work, r.ms), tune_unit(cls[i].kernel), r.tried,
-             r.rejected);
+             r.points, r.rejected);
   }
   tune_progress_end();
   if (tune_interrupted) fprintf(stderr, "fa-tune: interrupted; keeping %d results\n", ndone);

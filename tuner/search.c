@@ -17,7 +17,7 @@
 #define EXHAUSTIVE_LIMIT 40  /* valid points below which every one is timed */
 #define MAX_POINTS 4096      /* valid points kept                         */
 #define TARGET_RUN_MS_GPU 20.0
-#define TARGET_RUN_MS_CPU 150.0
+#define TARGET_RUN_MS_CPU 60.0
 #define MAX_RUN_MS 2000.0    /* a bucket whose defaults take longer is skipped */
 
 typedef struct {
@@ -259,6 +259,7 @@ bool tune_class(fcl_context *ctx, const fcl_tuning_class *cls, const tune_settin
     snprintf(why, why_size, "out of memory");
     goto done;
   }
+  res->points = s.npts;
   if (st->exhaustive || s.npts <= EXHAUSTIVE_LIMIT) {
     for (int i = 0; i < s.npts && !out_of_time(&s); ++i) time_point(&s, &s.pts[i]);
   } else if (s.npts > 0) {

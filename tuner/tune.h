@@ -69,6 +69,7 @@ typedef struct {
   double default_ms;
   double work;        /* per run of the timing problem           */
   int64_t seqlen, bh; /* the timing problem                      */
+  int    points;      /* valid points of the search space        */
   int    tried, rejected, timed;
 } tune_result;
 

@@ -1,0 +1,359 @@
+/* The tuning database end to end on the test device: a tiny-budget fa-tune
+ * of every kernel writes rows; a second context picks them up (seen through
+ * fcl_attention_config / fcl_rwkv6_config) and its answers match the
+ * reference as the defaults' do; missing, corrupt, truncated, locked and
+ * read-only databases fall back or read without failing an operation; a
+ * changed kernel source or driver string is not served stale rows;
+ * fa-tune keeps a damaged file aside; two concurrent fa-tune processes
+ * leave a valid database; export and import round-trip.
+ * usage: test_tuning FA_TUNE_PATH CL_SOURCE_DIR WORK_DIR */
+#define _POSIX_C_SOURCE 200809L
+#include "tune.h"
+
+#include <dirent.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static const char *g_tune, *g_cl, *g_dir;
+static int g_failed, g_checks;
+
+static void check(bool ok, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  printf("%s ", ok ? "PASS" : "FAIL");
+  vprintf(fmt, ap);
+  printf("\n");
+  va_end(ap);
+  fflush(stdout);
+  g_checks++;
+  g_failed += !ok;
+}
+
+static const char *path(const char *name) {
+  static char buf[8][4096];
+  static int i;
+  char *p = buf[i++ % 8];
+  snprintf(p, 4096, "%s/%s", g_dir, name);
+  return p;
+}
+
+static int sh(const char *fmt, ...) {
+  char cmd[8192];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof cmd, fmt, ap);
+  va_end(ap);
+  printf("$ %s\n", cmd);
+  fflush(stdout);
+  int rc = system(cmd);
+  return rc == -1 ? -1 : (rc >> 8) & 0xff;
+}
+
+static long long db_scalar(const char *db_path, const char *sql) {
+  sqlite3 *db = NULL;
+  long long v = -1;
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+      sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+    v = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return v;
+}
+
+static bool db_text(const char *db_path, const char *sql, char *out, size_t n) {
+  sqlite3 *db = NULL;
+  sqlite3_stmt *st = NULL;
+  bool ok = sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+            sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
+            sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0);
+  if (ok) snprintf(out, n, "%s", (const char *)sqlite3_column_text(st, 0));
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return ok;
+}
+
+static bool db_exec(const char *db_path, const char *sql) {
+  sqlite3 *db = NULL;
+  bool ok = sqlite3_open(db_path, &db) == SQLITE_OK &&
+            sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK;
+  sqlite3_close(db);
+  return ok;
+}
+
+/* The class fa-tune was asked for below: f32, head dim 16, causal,
+ * bucket 0 (a length of at most 256). */
+static const fcl_tuning_class classes[FCL_KERNEL_COUNT] = {
+    {FCL_KERNEL_ATTN_FWD, FCL_F32, 16, 16, 1, 0},
+    {FCL_KERNEL_ATTN_BWD, FCL_F32, 16, 16, 1, 0},
+    {FCL_KERNEL_RWKV6_RECURRENT, FCL_F32, 16, 16, 0, 0},
+    {FCL_KERNEL_RWKV6_CHUNKED, FCL_F32, 16, 16, 0, 0},
+    {FCL_KERNEL_RWKV6_BWD, FCL_F32, 16, 16, 0, 0}};
+
+/* The configuration a fresh context with FCL_TUNING_DB=db chooses for a
+ * kernel's class, through the public API. */
+static bool config_of(const char *db, fcl_kernel_id k, fcl_config_info *info) {
+  setenv("FCL_TUNING_DB", db, 1);
+  fcl_context *ctx = NULL;
+  if (fcl_context_create(NULL, &ctx) != FCL_OK) return false;
+  fcl_status s;
+  if (k <= FCL_KERNEL_ATTN_BWD) {
+    fcl_attention_desc d = FCL_ATTENTION_DESC_INIT;
+    d.batch = 1, d.seqlen_q = d.seqlen_k = 200, d.heads_q = d.heads_kv = 2;
+    d.head_dim = d.head_dim_v = 16, d.causal = 1;
+    s = fcl_attention_config(ctx, &d, FCL_F32, k == FCL_KERNEL_ATTN_BWD, info);
+  } else {
+    fcl_rwkv6_desc d = FCL_RWKV6_DESC_INIT;
+    d.batch = 1, d.seqlen = 200, d.heads = 2, d.head_dim_k = d.head_dim_v = 16;
+    d.algorithm = k == FCL_KERNEL_RWKV6_CHUNKED ? FCL_RWKV6_CHUNKED : FCL_RWKV6_RECURRENT;
+    s = fcl_rwkv6_config(ctx, &d, FCL_F32, k == FCL_KERNEL_RWKV6_BWD, info);
+  }
+  fcl_context_destroy(ctx);
+  return s == FCL_OK;
+}
+
+/* Runs a kernel's check problem in a fresh context with FCL_TUNING_DB=db
+ * and compares with the double-precision reference. */
+static bool answers_ok(const char *db, fcl_kernel_id k, char *why, size_t n) {
+  setenv("FCL_TUNING_DB", db, 1);
+  fcl_context *ctx = NULL;
+  if (fcl_context_create(NULL, &ctx) != FCL_OK) {
+    snprintf(why, n, "context: %s", fcl_context_last_error(NULL));
+    return false;
+  }
+  tune_workload *w = tune_workload_create(ctx, &classes[k], k <= FCL_KERNEL_ATTN_BWD ? 203 : 151,
+                                          2, true, why, n);
+  bool ok = w && tune_workload_poison(w) == FCL_OK && tune_workload_run(w) == FCL_OK &&
+            tune_workload_check(w, why, n);
+  if (w && !ok && !*why) snprintf(why, n, "%s", fcl_context_last_error(ctx));
+  tune_workload_free(w);
+  fcl_context_destroy(ctx);
+  return ok;
+}
+
+static bool contains(const char *s, const char *sub) { return strstr(s, sub) != NULL; }
+
+static void copy_file(const char *from, const char *to) {
+  sh("cp '%s' '%s'", from, to);
+}
+
+static void test_missing(void) {
+  fcl_config_info info;
+  bool ok = config_of(path("missing.db"), FCL_KERNEL_ATTN_FWD, &info);
+  check(ok && contains(info.source, "built-in defaults") && contains(info.source, "no file"),
+        "missing database: defaults (%s)", info.source);
+  char why[512] = "";
+  check(answers_ok(path("missing.db"), FCL_KERNEL_ATTN_FWD, why, sizeof why),
+        "missing database: attention forward matches the reference %s", why);
+}
+
+static void test_tuned(const char *db) {
+  int rc = sh("'%s' --db '%s' --ops all --dtypes f32 --head-dims 16 --causal 1 --buckets 0 "
+              "--budget 12 --iters 2",
+              g_tune, db);
+  check(rc == 0, "tiny fa-tune of every kernel exits 0 (got %d)", rc);
+  for (int k = 0; k < FCL_KERNEL_COUNT; ++k) {
+    const char *name = fcl_kernel_get((fcl_kernel_id)k)->name;
+    char sql[256], stored[160] = "";
+    snprintf(sql, sizeof sql, "SELECT params FROM tuning WHERE kernel='%s'", name);
+    bool have = db_text(db, sql, stored, sizeof stored);
+    check(have, "%s: a row was written (%s)", name, stored);
+    fcl_config_info info;
+    bool ok = config_of(db, (fcl_kernel_id)k, &info);
+    check(ok && contains(info.source, "tuning database") && contains(info.source, "this driver") &&
+              strcmp(info.params, stored) == 0,
+          "%s: a second context uses the stored row (%s from %s)", name, info.params, info.source);
+    char why1[512] = "", why2[512] = "";
+    bool tuned_ok = answers_ok(db, (fcl_kernel_id)k, why1, sizeof why1);
+    bool def_ok = answers_ok("off", (fcl_kernel_id)k, why2, sizeof why2);
+    check(tuned_ok && def_ok, "%s: tuned and default configurations both match the reference %s%s",
+          name, why1, why2);
+  }
+  check(sh("'%s' --db '%s' --show >/dev/null", g_tune, db) == 0, "fa-tune --show");
+}
+
+static void test_stale_kernel(const char *db) {
+  /* A copy of the kernel sources with attention_fwd.cl changed. */
+  const char *dir = path("changed-cl");
+  sh("rm -rf '%s' && cp -r '%s' '%s' && echo '/* changed */' >> '%s/attention_fwd.cl'", dir,
+     g_cl, dir, dir);
+  setenv("FCL_KERNEL_DIR", dir, 1);
+  fcl_config_info info;
+  bool ok = config_of(db, FCL_KERNEL_ATTN_FWD, &info);
+  check(ok && contains(info.source, "built-in defaults") && contains(info.source, "changed kernel"),
+        "changed kernel source: its rows are not used (%s)", info.source);
+  ok = config_of(db, FCL_KERNEL_RWKV6_BWD, &info);
+  check(ok && contains(info.source, "tuning database"),
+        "changed kernel source: other kernels' rows still are (%s)", info.source);
+  char why[512] = "";
+  check(answers_ok(db, FCL_KERNEL_ATTN_FWD, why, sizeof why),
+        "changed kernel source: attention forward matches the reference %s", why);
+  unsetenv("FCL_KERNEL_DIR");
+}
+
+static void test_driver(const char *db) {
+  const char *other = path("other-driver.db");
+  copy_file(db, other);
+  db_exec(other, "UPDATE tuning SET driver='0.0-another-driver'");
+  fcl_config_info tuned, info, def;
+  config_of(db, FCL_KERNEL_ATTN_FWD, &tuned);
+  bool ok = config_of(other, FCL_KERNEL_ATTN_FWD, &info);
+  check(ok && contains(info.source, "another driver") && strcmp(info.params, tuned.params) == 0,
+        "rows of another driver serve as a fallback (%s)", info.source);
+  /* With a row for this driver too, that one wins. */
+  config_of("off", FCL_KERNEL_ATTN_FWD, &def);
+  char sql[1024];
+  snprintf(sql, sizeof sql,
+           "INSERT INTO tuning SELECT platform, vendor, device, compute_units, '%s', kernel,"
+           " kernel_hash, dtype, head_dim, head_dim_v, causal, seqlen_bucket, '%s', time_ms,"
+           " throughput, unit, default_params, default_time_ms, lengths, tool_version, created"
+           " FROM tuning WHERE kernel='attention_fwd'",
+           "__DRIVER__", def.params);
+  /* The driver string of this device, as the library reports it. */
+  fcl_context *ctx = NULL;
+  fcl_context_create(NULL, &ctx);
+  const char *label = fcl_context_device_name(ctx);
+  const char *drv = strrchr(label, '/');
+  char driver[256];
+  snprintf(driver, sizeof driver, "%s", drv ? drv + 2 : "");
+  fcl_context_destroy(ctx);
+  char *at = strstr(sql, "__DRIVER__");
+  char final_sql[1400];
+  snprintf(final_sql, sizeof final_sql, "%.*s%s%s", (int)(at - sql), sql, driver,
+           at + strlen("__DRIVER__"));
+  db_exec(other, final_sql);
+  ok = config_of(other, FCL_KERNEL_ATTN_FWD, &info);
+  check(ok && contains(info.source, "this driver") && strcmp(info.params, def.params) == 0,
+        "a row of this driver is preferred to another driver's (%s from %s)", info.params,
+        info.source);
+}
+
+static void test_damaged(const char *db) {
+  const char *bad = path("garbage.db");
+  FILE *f = fopen(bad, "wb");
+  for (int i = 0; f && i < 512; ++i) fputs("this is not a database ", f);
+  if (f) fclose(f);
+  fcl_config_info info;
+  bool ok = config_of(bad, FCL_KERNEL_ATTN_FWD, &info);
+  check(ok && contains(info.source, "built-in defaults"), "garbage file: defaults (%s)",
+        info.source);
+  char why[512] = "";
+  check(answers_ok(bad, FCL_KERNEL_ATTN_FWD, why, sizeof why),
+        "garbage file: attention forward still runs and matches %s", why);
+  /* A truncated copy of a real database. */
+  const char *cut = path("truncated.db");
+  copy_file(db, cut);
+  sh("truncate -s 3000 '%s'", cut);
+  ok = config_of(cut, FCL_KERNEL_ATTN_BWD, &info);
+  check(ok, "truncated database: the choice does not fail (%s)", info.source);
+  check(answers_ok(cut, FCL_KERNEL_ATTN_BWD, why, sizeof why),
+        "truncated database: attention backward runs and matches %s", why);
+  /* fa-tune keeps the damaged file aside and starts anew. */
+  int rc = sh("'%s' --db '%s' --ops rwkv6_bwd --dtypes f32 --head-dims 16 --buckets 0 "
+              "--budget 2 --iters 1",
+              g_tune, bad);
+  int kept = 0;
+  DIR *d = opendir(g_dir);
+  for (struct dirent *e; d && (e = readdir(d));)
+    kept += strncmp(e->d_name, "garbage.db.corrupt-", 19) == 0;
+  if (d) closedir(d);
+  check(rc == 0 && kept == 1 &&
+            db_scalar(bad, "SELECT count(*) FROM tuning WHERE kernel='rwkv6_bwd'") == 1,
+        "fa-tune on a damaged file: kept aside (%d copies), new database written (rc %d)", kept,
+        rc);
+}
+
+static void test_locked(const char *db) {
+  const char *locked = path("locked.db");
+  copy_file(db, locked);
+  sh("rm -f '%s-wal' '%s-shm'", locked, locked);
+  /* A rollback-journal database with a writer holding its exclusive lock. */
+  sqlite3 *holder = NULL;
+  sqlite3_open(locked, &holder);
+  sqlite3_exec(holder, "PRAGMA journal_mode=DELETE; BEGIN EXCLUSIVE; "
+                       "UPDATE tuning SET time_ms = time_ms;", NULL, NULL, NULL);
+  fcl_config_info info;
+  bool ok = config_of(locked, FCL_KERNEL_ATTN_FWD, &info);
+  check(ok && contains(info.source, "locked"), "locked database: defaults (%s)",
+        info.source);
+  char why[512] = "";
+  check(answers_ok(locked, FCL_KERNEL_ATTN_FWD, why, sizeof why),
+        "locked database: attention forward runs and matches %s", why);
+  sqlite3_exec(holder, "ROLLBACK", NULL, NULL, NULL);
+  sqlite3_close(holder);
+  ok = config_of(locked, FCL_KERNEL_ATTN_FWD, &info);
+  check(ok && contains(info.source, "tuning database"), "unlocked again: rows used (%s)",
+        info.source);
+}
+
+static void test_read_only(const char *db) {
+  const char *dir = path("ro");
+  sh("rm -rf '%s' && mkdir -p '%s' && cp '%s' '%s/tuning.db' && chmod 0444 '%s/tuning.db' && "
+     "chmod 0555 '%s'",
+     dir, dir, db, dir, dir, dir);
+  char ro[4200];
+  snprintf(ro, sizeof ro, "%s/tuning.db", dir);
+  fcl_config_info info;
+  bool ok = config_of(ro, FCL_KERNEL_RWKV6_BWD, &info);
+  check(ok && contains(info.source, "tuning database"),
+        "read-only database in a read-only directory: rows used (%s)", info.source);
+  sh("chmod 0755 '%s'", dir);
+}
+
+static void test_concurrent(void) {
+  const char *db = path("concurrent.db");
+  int rc = sh("('%s' --db '%s' --ops rwkv6_bwd --dtypes f32 --head-dims 16 --buckets 0 "
+              "--budget 3 --iters 1 & "
+              "'%s' --db '%s' --ops rwkv6_recurrent --dtypes f32 --head-dims 16 --buckets 0 "
+              "--budget 3 --iters 1 & wait %%1; a=$?; wait %%2; b=$?; exit $((a | b)))",
+              g_tune, db, g_tune, db);
+  char integrity[64] = "";
+  db_text(db, "PRAGMA integrity_check", integrity, sizeof integrity);
+  check(rc == 0 && strcmp(integrity, "ok") == 0 &&
+            db_scalar(db, "SELECT count(*) FROM tuning") == 2,
+        "two concurrent fa-tune runs: both stored, integrity %s (rc %d)", integrity, rc);
+}
+
+static void test_export_import(const char *db) {
+  const char *json = path("rows.json"), *copy = path("imported.db");
+  int rc = sh("'%s' --db '%s' --export '%s' && '%s' --db '%s' --import '%s'", g_tune, db, json,
+              g_tune, copy, json);
+  const long long a = db_scalar(db, "SELECT count(*) FROM tuning");
+  const long long b = db_scalar(copy, "SELECT count(*) FROM tuning");
+  check(rc == 0 && a > 0 && a == b, "export then import: %lld rows, %lld imported", a, b);
+  fcl_config_info x, y;
+  check(config_of(db, FCL_KERNEL_ATTN_BWD, &x) && config_of(copy, FCL_KERNEL_ATTN_BWD, &y) &&
+            strcmp(x.params, y.params) == 0,
+        "imported rows give the same choice (%s)", y.params);
+  FILE *f = fopen(path("bad.json"), "w");
+  if (f) fputs("[{\"platform\": \"x\"}]", f), fclose(f);
+  rc = sh("'%s' --db '%s' --import '%s' 2>/dev/null", g_tune, copy, path("bad.json"));
+  check(rc != 0 && db_scalar(copy, "SELECT count(*) FROM tuning") == b,
+        "an incomplete JSON row is refused and nothing is imported (rc %d)", rc);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 4) {
+    fprintf(stderr, "usage: test_tuning FA_TUNE CL_SOURCE_DIR WORK_DIR\n");
+    return 2;
+  }
+  g_tune = argv[1], g_cl = argv[2], g_dir = argv[3];
+  sh("rm -rf '%s' && mkdir -p '%s'", g_dir, g_dir);
+  char db[4096];
+  snprintf(db, sizeof db, "%s", path("tuned.db"));
+  test_missing();
+  test_tuned(db);
+  test_stale_kernel(db);
+  test_driver(db);
+  test_damaged(db);
+  test_locked(db);
+  test_read_only(db);
+  test_concurrent();
+  test_export_import(db);
+  printf("%d of %d checks failed\n", g_failed, g_checks);
+  return g_failed ? 1 : 0;
+}
