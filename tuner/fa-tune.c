@@ -297,11 +297,21 @@ static int tune_device(const options *o, const char *sel, const char *path) {
   tune_progress_start(n, o->budget_s);
   for (int i = 0; i < n && !tune_interrupted; ++i) {
     char what[160], why[512];
+    if (tu_now() - t0 > o->budget_s) {
+      tune_log("fa-tune: the budget of %.0f s is spent; %d classes not tuned (give a larger "
+               "--budget, or fewer --ops/--dtypes/--head-dims/--buckets)",
+               o->budget_s, n - i);
+      break;
+    }
     describe(&cls[i], what, sizeof what);
     tune_progress_update(i, what);
     tune_settings st = o->st;
     st.budget_s = (o->budget_s - (tu_now() - t0)) / (n - i);
     if (st.budget_s < 0.5) st.budget_s = 0.5;
+    for (int j = ndone - 1; j >= 0 && !st.seed; --j)
+      if (done[j].cls.kernel == cls[i].kernel && done[j].cls.dtype == cls[i].dtype &&
+          done[j].cls.head_dim == cls[i].head_dim)
+        st.seed = done[j].res.params;
     tune_result r;
     if (!tune_class(ctx, &cls[i], &st, &r, why, sizeof why)) {
       tune_log("fa-tune: %s: not tuned: %s", what, why);
@@ -324,10 +334,11 @@ static int tune_device(const options *o, const char *sel, const char *path) {
   return status || ndone < n;
 }
 
-static void on_sigint(int sig) {
-  (void)sig;
+/* Ctrl-C (or a SIGTERM from `timeout`): finish the candidate in hand, then
+ * store what was measured. A second one ends at once. */
+static void on_stop(int sig) {
   tune_interrupted = 1;
-  signal(SIGINT, SIG_DFL); /* a second Ctrl-C ends at once */
+  signal(sig, SIG_DFL);
 }
 
 int main(int argc, char **argv) {
@@ -345,7 +356,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "fa-tune: no database path: give --db (FCL_TUNING_DB is off or HOME unset)\n");
     return 2;
   }
-  signal(SIGINT, on_sigint);
+  signal(SIGINT, on_stop);
+  signal(SIGTERM, on_stop);
   if (!o.all_devices) return tune_device(&o, o.device, path);
   const int n = list_devices(sel, 64, false);
   for (int i = 0; i < n && !tune_interrupted; ++i) rc |= tune_device(&o, sel[i], path);

@@ -60,6 +60,9 @@ typedef struct {
   int    warmup, iters;
   bool   exhaustive;  /* every valid point, ignoring the budget */
   bool   verbose;
+  /* The best parameters of a sibling class (same kernel, dtype and head
+   * dim): where the descent starts, with its programs already built. */
+  const char *seed;
 } tune_settings;
 
 typedef struct {
