@@ -198,33 +198,39 @@ static int64_t pow2_floor(double x) {
   return p;
 }
 
-/* The timing problem: the bucket's length, as many sequences as keep one
- * run of the defaults near the target time. */
+/* The timing problem: the bucket's length, as many sequences as bring
+ * one run of the defaults near the target time. Sized from one sequence
+ * upwards, so a slow device never runs a huge problem to find out. */
 static bool make_timing(search *s, int64_t T, char *why, size_t n) {
   const bool attn = s->sp.kernel == FCL_KERNEL_ATTN_FWD || s->sp.kernel == FCL_KERNEL_ATTN_BWD;
-  int64_t bh = pow2_floor((double)(attn ? (1 << 19) : (1 << 20)) / (double)T);
-  if (bh > (attn ? 128 : 256)) bh = attn ? 128 : 256;
+  const int64_t max_bh = attn ? 128 : 256;
   const double target = s->ctx->info.is_cpu ? TARGET_RUN_MS_CPU : TARGET_RUN_MS_GPU;
-  for (int attempt = 0; attempt < 6; ++attempt) {
+  int64_t bh = 1;
+  for (int attempt = 0; attempt < 2; ++attempt) {
     s->timing = tune_workload_create(s->ctx, &s->sp.cls, T, bh, false, why, n);
     if (!s->timing) return false;
     double ms = time_runs(s, 1, 1, why, n);
     if (ms < 0) return false;
-    if (ms <= 1.5 * target || bh == 1 || attempt == 5) {
-      if (ms > MAX_RUN_MS) {
-        snprintf(why, n, "one run of the defaults takes %.0f ms at length %lld", ms,
-                 (long long)T);
-        return false;
-      }
+    if (ms > MAX_RUN_MS) {
+      snprintf(why, n, "one run of the defaults takes %.0f ms at length %lld", ms,
+               (long long)T);
+      return false;
+    }
+    /* Work grows about linearly with the number of sequences once the
+     * device is full; below that, more sequences come nearly free. */
+    int64_t want = pow2_floor(fmax(1.0, (double)bh * target / fmax(ms, 1e-3)));
+    if (want > max_bh) want = max_bh;
+    if (want <= bh || attempt == 1) {
       s->res->seqlen = T, s->res->bh = bh;
       s->res->work = tune_workload_work(s->timing);
       /* Enough runs per candidate for a stable median, bounded in time. */
       s->iters = (int)fmin(fmax((double)s->st->iters, 60.0 / fmax(ms, 1e-3)), 25.0);
+      if (attempt == 1) s->iters = (int)fmax((double)s->st->iters, 3.0);
       return true;
     }
     tune_workload_free(s->timing);
     s->timing = NULL;
-    bh = pow2_floor(fmax(1.0, (double)bh * target / ms));
+    bh = want;
   }
   snprintf(why, n, "could not size the timing problem");
   return false;
