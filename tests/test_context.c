@@ -527,6 +527,90 @@ static void test_cache(void) {
   else unsetenv("FCL_CACHE_DIR");
 }
 
+/* ---- device time of an operation, and the configuration queries ----------- */
+static void test_timing_and_config(void) {
+  fcl_context *ctx = NULL;
+  if (fcl_context_create(NULL, &ctx) != FCL_OK) {
+    CHECK(0, "fcl_context_create(NULL): %s", fcl_context_last_error(NULL));
+    return;
+  }
+  double ms = -1;
+  fcl_status st = fcl_context_last_op_time(ctx, &ms);
+  CHECK(st == FCL_OK && ms == 0.0, "last_op_time before any operation: %s, %g ms",
+        fcl_status_string(st), ms);
+  st = fcl_context_last_op_time(ctx, NULL);
+  CHECK(st == FCL_ERROR_INVALID_ARGUMENT && strstr(fcl_context_last_error(ctx), "ms"),
+        "last_op_time(ms NULL): %s \"%s\"", fcl_status_string(st), fcl_context_last_error(ctx));
+  CHECK(fcl_context_last_op_time(NULL, &ms) == FCL_ERROR_INVALID_ARGUMENT,
+        "last_op_time(NULL ctx) is not INVALID_ARGUMENT");
+  small_forward(ctx, "timed forward");
+  st = fcl_context_last_op_time(ctx, &ms);
+  CHECK(st == FCL_OK && ms > 0.0 && ms < 60e3, "last_op_time after a forward: %s, %g ms",
+        fcl_status_string(st), ms);
+
+  fcl_attention_desc d = FCL_ATTENTION_DESC_INIT;
+  d.batch = 2, d.seqlen_q = 300, d.seqlen_k = 500, d.heads_q = 4, d.heads_kv = 2;
+  d.head_dim = 40, d.head_dim_v = 24, d.causal = 1;
+  fcl_config_info info;
+  st = fcl_attention_config(ctx, &d, FCL_F16, 0, &info);
+  CHECK(st == FCL_OK && strncmp(info.kernel, "attention_fwd", 13) == 0 &&
+            strstr(info.params, "BLOCK_") && *info.source,
+        "attention_config (forward): %s %s %s from %s", fcl_status_string(st), info.kernel,
+        info.params, info.source);
+  st = fcl_attention_config(ctx, &d, FCL_F32, 1, &info);
+  CHECK(st == FCL_OK && strncmp(info.kernel, "attention_bwd", 13) == 0 && *info.params,
+        "attention_config (backward): %s %s %s", fcl_status_string(st), info.kernel, info.params);
+  st = fcl_attention_config(ctx, &d, (fcl_dtype)7, 0, &info);
+  CHECK(st == FCL_ERROR_INVALID_ARGUMENT && strstr(fcl_context_last_error(ctx), "dtype"),
+        "attention_config(dtype 7): %s \"%s\"", fcl_status_string(st), fcl_context_last_error(ctx));
+  st = fcl_attention_config(ctx, &d, FCL_F16, 0, NULL);
+  CHECK(st == FCL_ERROR_INVALID_ARGUMENT && strstr(fcl_context_last_error(ctx), "out"),
+        "attention_config(out NULL): %s", fcl_status_string(st));
+  d.head_dim = 0;
+  st = fcl_attention_config(ctx, &d, FCL_F16, 0, &info);
+  CHECK(st == FCL_ERROR_INVALID_ARGUMENT && strstr(fcl_context_last_error(ctx), "head_dim"),
+        "attention_config(head_dim 0): %s \"%s\"", fcl_status_string(st),
+        fcl_context_last_error(ctx));
+  CHECK(fcl_attention_config(NULL, &d, FCL_F16, 0, &info) == FCL_ERROR_INVALID_ARGUMENT,
+        "attention_config(NULL ctx) is not INVALID_ARGUMENT");
+
+  fcl_rwkv6_desc r = FCL_RWKV6_DESC_INIT;
+  r.batch = 1, r.seqlen = 1000, r.heads = 2, r.head_dim_k = 64, r.head_dim_v = 32;
+  const struct { fcl_rwkv6_algorithm a; int bwd; const char *kernel; } want[] = {
+      {FCL_RWKV6_RECURRENT, 0, "rwkv6_recurrent"}, {FCL_RWKV6_CHUNKED, 0, "rwkv6_chunked"},
+      {FCL_RWKV6_AUTO, 1, "rwkv6_bwd"}};
+  for (int i = 0; i < 3; ++i) {
+    r.algorithm = want[i].a;
+    st = fcl_rwkv6_config(ctx, &r, FCL_BF16, want[i].bwd, &info);
+    CHECK(st == FCL_OK && strcmp(info.kernel, want[i].kernel) == 0 && strstr(info.params, "TC="),
+          "rwkv6_config: %s %s %s, want %s", fcl_status_string(st), info.kernel, info.params,
+          want[i].kernel);
+  }
+  r.head_dim_k = 0;
+  st = fcl_rwkv6_config(ctx, &r, FCL_F32, 0, &info);
+  CHECK(st == FCL_ERROR_INVALID_ARGUMENT && strstr(fcl_context_last_error(ctx), "head_dim_k"),
+        "rwkv6_config(head_dim_k 0): %s \"%s\"", fcl_status_string(st),
+        fcl_context_last_error(ctx));
+
+  /* An application queue without profiling: the operation runs, its time
+   * is UNSUPPORTED. */
+  cl_device_id dev = ctx_device(ctx);
+  cl_int err;
+  cl_command_queue plain = clCreateCommandQueue(fcl_context_cl(ctx), dev, 0, &err);
+  fcl_context *app = NULL;
+  if (err == CL_SUCCESS && fcl_context_create_from_queue(plain, &app) == FCL_OK) {
+    small_forward(app, "forward on a queue without profiling");
+    st = fcl_context_last_op_time(app, &ms);
+    CHECK(st == FCL_ERROR_UNSUPPORTED && strstr(fcl_context_last_error(app), "PROFILING"),
+          "last_op_time on a queue without profiling: %s", fcl_status_string(st));
+    fcl_context_destroy(app);
+  } else {
+    CHECK(0, "could not wrap a queue without profiling");
+  }
+  if (plain) clReleaseCommandQueue(plain);
+  fcl_context_destroy(ctx);
+}
+
 int main(void) {
   const double t0 = tu_now();
   enumerate();
@@ -534,6 +618,7 @@ int main(void) {
   test_selection();
   test_from_queue();
   test_cache();
+  test_timing_and_config();
   printf("test_context: %d checks, %d failed, %.1f s\n", g_checks, g_failed, tu_now() - t0);
   return g_failed ? 1 : 0;
 }
