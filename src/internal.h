@@ -53,6 +53,8 @@ struct fcl_context {
   cl_mem           scratch[6];      /* grown on demand, see fcl_scratch() */
   size_t           scratch_size[6];
   bool             log; /* FCL_LOG set */
+  signed char      mma_state[3]; /* per dtype, tensor cores: 0 unprobed, -1 off,
+                                    1 or 2 on (attention_fastpath.c) */
   char             message[FCL_MSG_MAX];
 };
 
