@@ -132,8 +132,12 @@ fcl_status fcl_mma_ready(fcl_context *ctx, fcl_dtype t, bool *ready) {
     bool ok = false;
     int variant = 0;
     if (!why) {
-      fcl_status s = run_probe(ctx, t, &ok, &variant);
-      if (s != FCL_OK) return s;
+      /* A probe that cannot even run leaves the portable path to try. */
+      if (run_probe(ctx, t, &ok, &variant) != FCL_OK) {
+        fcl_log(ctx, "fast path: the mma probe did not run: %s", ctx->message);
+        fcl_clear_error(ctx);
+        ok = false;
+      }
       if (!ok) why = "the probe failed";
     }
     *state = ok ? (signed char)(1 + variant) : -1;
