@@ -74,4 +74,28 @@ bool fcl_attention_bwd_valid(const fcl_device_info *dev, int head_dim,
 int64_t fcl_attention_bwd_cols_per_group(const fcl_device_info *dev,
                                          const fcl_attention_bwd_config *cfg,
                                          int head_dim, int head_dim_v, int group);
+/* attention_fastpath.c: the tensor-core forward, where the device and the
+ * problem allow it; *done false means the portable kernel must run. */
+fcl_status fcl_attention_forward_fast(fcl_context *ctx, const fcl_attention_desc *d,
+                                      const fcl_attention_problem *p,
+                                      const fcl_tensor *q, const fcl_tensor *k,
+                                      const fcl_tensor *v, const fcl_tensor *o,
+                                      cl_mem lse, bool *done);
+/* attention_backward_mma.c: likewise for the backward. */
+fcl_status fcl_attention_backward_fast(fcl_context *ctx, const fcl_attention_desc *d,
+                                       const fcl_attention_problem *p,
+                                       const fcl_tensor *q, const fcl_tensor *k,
+                                       const fcl_tensor *v, const fcl_tensor *o,
+                                       cl_mem lse, const fcl_tensor *dout,
+                                       const fcl_tensor *dq, const fcl_tensor *dk,
+                                       const fcl_tensor *dv, bool *done);
+/* Shared by both: whether the tensor-core helpers work for dtype t (probed
+ * once per context), the build option they need, whether a tensor's offset
+ * and strides are multiples of 8 elements, FCL_MMA_EMULATE, an integer
+ * from the environment. */
+fcl_status  fcl_mma_ready(fcl_context *ctx, fcl_dtype t, bool *ready);
+const char *fcl_mma_asm_option(const fcl_context *ctx, fcl_dtype t);
+bool        fcl_mma_aligned8(const fcl_tensor *t, size_t esize, bool varlen);
+int         fcl_mma_emulate(void);
+int         fcl_env_int(const char *name, int dflt);
 #endif

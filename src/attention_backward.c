@@ -41,6 +41,10 @@ fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *d,
       (s = check_like(ctx, dv, "dv", &vs, q, p.varlen)))
     return s;
   if ((s = fcl_device_probe(ctx))) return s;
+  bool done = false;
+  if ((s = fcl_attention_backward_fast(ctx, d, &p, q, k, v, o, lse, dout, dq, dk, dv,
+                                       &done)) || done)
+    return s;
 
   fcl_tuning_class cls;
   fcl_attention_class(d, p.dtype, true, &cls);

@@ -19,6 +19,9 @@ fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *d,
                                    (size_t)(d->heads_q * p.total_q) * sizeof(float))))
     return s;
   if ((s = fcl_device_probe(ctx))) return s;
+  bool done = false;
+  if ((s = fcl_attention_forward_fast(ctx, d, &p, q, k, v, o, lse, &done)) || done)
+    return s;
 
   fcl_tuning_class cls;
   fcl_attention_class(d, p.dtype, false, &cls);

@@ -56,6 +56,8 @@ struct fcl_context {
   bool             profiling; /* the queue has CL_QUEUE_PROFILING_ENABLE */
   cl_event         op_first, op_last; /* kernels of the last operation */
   struct fcl_tuning_state *tuning; /* tuning.c: rows and overrides, lazily */
+  signed char      mma_state[3]; /* per dtype, tensor cores: 0 unprobed, -1 off,
+                                    1 or 2 on (attention_fastpath.c) */
   char             message[FCL_MSG_MAX];
 };
 

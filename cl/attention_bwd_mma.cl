@@ -1,0 +1,373 @@
+/* FlashAttention-2 backward on NVIDIA tensor cores (prepend dtype.cl,
+ * attention_common.cl and mma_common.cl); f16 and bf16 storage, no float
+ * atomics: delta, dQ and dK/dV are separate kernels, and each gradient
+ * element is summed by one lane in a fixed order.
+ *
+ * fcl_attention_bwd_mma_dq: a work-group of MMA_WARPS warps owns
+ * 16 * MMA_WARPS query rows (16 a warp, Q and dO fragments in registers)
+ * and walks key tiles of BLOCK_N keys: S = Q K^T, dP = dO V^T,
+ * P = exp2(S - lse), dS = P (dP - delta) scaled, dQ += dS K.
+ * fcl_attention_bwd_mma_dkdv: a work-group owns 16 * MMA_WARPS keys of one
+ * kv head (K in local memory, V fragments in registers) and walks tiles of
+ * BLOCK_N queries of every query head of its group: S^T = K Q^T,
+ * dP^T = V dO^T, dV += P^T dO, dK += dS^T Q.
+ * P and dS are rounded to the storage type for the products that use them.
+ * Head dims are padded with zeros to multiples of 16.
+ */
+#ifndef HEAD_DIM
+#define HEAD_DIM 64
+#endif
+#ifndef HEAD_DIM_V
+#define HEAD_DIM_V HEAD_DIM
+#endif
+#ifndef MMA_WARPS
+#define MMA_WARPS 4
+#endif
+#ifndef BLOCK_N
+#define BLOCK_N 64
+#endif
+#ifndef MMA_GENERAL
+#define MMA_GENERAL 1
+#endif
+
+#define WG (MMA_WARPS * 32)
+#define BLOCK_M (16 * MMA_WARPS)
+#define DP ((HEAD_DIM + 15) / 16 * 16)
+#define DVP ((HEAD_DIM_V + 15) / 16 * 16)
+#define LDK (DP + 8)
+#define LDV (DVP + 8)
+#define NT (BLOCK_N / 8)
+#define BIG_ROWS FCL_MAX(BLOCK_M, BLOCK_N)
+
+#if BLOCK_N % 16 || DP > 256 || DVP > 256
+#error "BLOCK_N must be a multiple of 16 and head dims at most 256"
+#endif
+
+/* Per-sequence geometry: token offsets (varlen) or -1 (batch-indexed). */
+typedef struct {
+  int  sq, sk;
+  long q_tok, k_tok, stat_row0;
+} bm_seq;
+
+inline bm_seq bm_sequence(int b, int seqlen_q, int seqlen_k, const __global int *cu_q,
+                          const __global int *cu_k, int varlen, long stat_sb) {
+  bm_seq s = {seqlen_q, seqlen_k, -1, -1, (long)b * stat_sb};
+  if (varlen) {
+    s.q_tok = cu_q[b];
+    s.k_tok = cu_k[b];
+    s.sq = cu_q[b + 1] - cu_q[b];
+    s.sk = cu_k[b + 1] - cu_k[b];
+    s.stat_row0 = s.q_tok;
+  }
+  return s;
+}
+
+inline long bm_base(long off, long sb, long ss, long sh, int b, long tok0, int h) {
+  return off + (tok0 < 0 ? (long)b * sb : tok0 * ss) + (long)h * sh;
+}
+
+/* dS of one element (scale included), and P; lse2 = +inf gives P = 0. */
+inline float bm_ds(float s, float dp, int i, int j, bool full, int diag, int sk, int wl,
+                   int wr, float qk_scale, float softcap_l2, float slope_l2, float lse2,
+                   float dlt, float scale, float *p_out) {
+#if MMA_GENERAL
+  float t;
+  const float x = attn_score(s, i, j, diag, qk_scale, softcap_l2, slope_l2, &t);
+  float p = mma_exp2(x - lse2);
+#else
+  float p = mma_exp2(fma(s, qk_scale, -lse2));
+#endif
+  if (!full && !attn_visible(i, j, diag, sk, wl, wr)) p = 0.0f;
+  float g = p * (dp - dlt);
+#if MMA_GENERAL
+  if (softcap_l2 > 0.0f) g *= 1.0f - t * t;
+#endif
+  *p_out = p;
+  return g * scale;
+}
+
+#define BM_TENSOR(n) long n##_off, long n##_sb, long n##_ss, long n##_sh
+#define BM_COMMON_ARGS                                                          \
+  const __global ushort *q, const __global ushort *k, const __global ushort *v, \
+      const __global ushort *dout, const __global float *lse,                   \
+      const __global float *delta, const __global float *alibi,                 \
+      const __global int *cu_q, const __global int *cu_k, BM_TENSOR(q),         \
+      BM_TENSOR(k), BM_TENSOR(v), BM_TENSOR(do), long stat_sb, long stat_sh,    \
+      int seqlen_q, int seqlen_k, int heads_q, int group, int wl, int wr,       \
+      float qk_scale, float softcap_l2, float scale, int flags
+
+/* Packs two C fragments (n tiles 2c, 2c + 1) as the A fragment of chunk c. */
+#define MMA_PACK_A(dst_, n_, v_)                                           \
+  do {                                                                     \
+    const uint lo_ = mma_pack((v_).x, (v_).y), hi_ = mma_pack((v_).z, (v_).w); \
+    if ((n_) & 1) { dst_[(n_) / 2].z = lo_; dst_[(n_) / 2].w = hi_; }      \
+    else          { dst_[(n_) / 2].x = lo_; dst_[(n_) / 2].y = hi_; }      \
+  } while (0)
+
+/* acc[0 .. 2 * nb) += A (16 x BLOCK_N, fragments a) times the local tile
+ * (BLOCK_N rows of pitch ld), read transposed: 16 output columns a step. */
+#define MMA_ACC_T(acc, a, tile, ld, nb)                                              \
+  MMA_UNROLL for (int kk_ = 0; kk_ < BLOCK_N / 16; ++kk_) {                          \
+    MMA_UNROLL for (int c_ = 0; c_ < (nb); ++c_) {                                   \
+      const uint4 b_ = mma_ldsm_x4_t(                                                \
+          tile, (kk_ * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * (ld) + c_ * 16 +   \
+                    (lane >> 4) * 8);                                                \
+      acc[2 * c_] = mma_16816(a[kk_], b_.xy, acc[2 * c_]);                           \
+      acc[2 * c_ + 1] = mma_16816(a[kk_], b_.zw, acc[2 * c_ + 1]);                   \
+    }                                                                                \
+  }
+
+/* s[0 .. NT) += A (16 x 16 * nk, fragments a) times the tile's rows, as B
+ * (BLOCK_N rows of pitch ld: row n is column n of B). */
+#define MMA_SCORES(s, a, tile, ld, nk)                                              \
+  MMA_UNROLL for (int kk_ = 0; kk_ < (nk); ++kk_) {                                 \
+    MMA_UNROLL for (int np_ = 0; np_ < NT / 2; ++np_) {                             \
+      const uint4 b_ = mma_ldsm_x4(                                                 \
+          tile, (np_ * 16 + (lane >> 4) * 8 + (lane & 7)) * (ld) + kk_ * 16 +       \
+                    ((lane >> 3) & 1) * 8);                                         \
+      s[2 * np_] = mma_16816(a[kk_], b_.xy, s[2 * np_]);                            \
+      s[2 * np_ + 1] = mma_16816(a[kk_], b_.zw, s[2 * np_ + 1]);                    \
+    }                                                                               \
+  }
+
+/* delta_i = sum_d dO[i][d] * O[i][d], stored like lse: the diagonal of
+ * dO O^T by the same mma sequence that forms dP = dO V^T, so that where P is
+ * one-hot (O = V exactly) dP - delta is exactly 0, as in the reference. */
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void fcl_attention_bwd_mma_delta(
+    const __global ushort *o, const __global ushort *dout, __global float *delta,
+    const __global int *cu_q, const __global int *cu_k, BM_TENSOR(o), BM_TENSOR(do),
+    long stat_sb, long stat_sh, int seqlen_q, int seqlen_k, int heads_q, int varlen) {
+  __local ushort o_s[BLOCK_M * LDV] __attribute__((aligned(16)));
+  __local ushort do_s[BLOCK_M * LDV] __attribute__((aligned(16)));
+  __local float dsum_s[BLOCK_M];
+  MMA_EMU_DECL(MMA_WARPS)
+  const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
+  const int g = lane >> 2, t4 = lane & 3;
+  const int b = get_group_id(2) / heads_q, h = get_group_id(2) % heads_q;
+  const bm_seq s = bm_sequence(b, seqlen_q, seqlen_k, cu_q, cu_k, varlen, stat_sb);
+  const int i0 = get_group_id(0) * BLOCK_M;
+  if (i0 >= s.sq) return;
+  const long ob = bm_base(o_off, o_sb, o_ss, o_sh, b, s.q_tok, h);
+  const long dob = bm_base(do_off, do_sb, do_ss, do_sh, b, s.q_tok, h);
+  mma_tile_load(o_s, LDV, BLOCK_M, DVP, o, ob, o_ss, i0, s.sq, HEAD_DIM_V, lid, WG);
+  mma_tile_load(do_s, LDV, BLOCK_M, DVP, dout, dob, do_ss, i0, s.sq, HEAD_DIM_V, lid, WG);
+  mma_cp_commit();
+  mma_cp_wait_all();
+  barrier(CLK_LOCAL_MEM_FENCE);
+  float4 d0 = (float4)(0.0f), d1 = (float4)(0.0f);
+  MMA_UNROLL for (int kk = 0; kk < DVP / 16; ++kk) {
+    const uint4 a = mma_ldsm_x4(do_s, (warp * 16 + (lane & 15)) * LDV + kk * 16 + (lane >> 4) * 8);
+    const uint4 bo = mma_ldsm_x4(
+        o_s, (warp * 16 + (lane >> 4) * 8 + (lane & 7)) * LDV + kk * 16 + ((lane >> 3) & 1) * 8);
+    d0 = mma_16816(a, bo.xy, d0);
+    d1 = mma_16816(a, bo.zw, d1);
+  }
+  /* (g, g) sits in tile 0 and (g + 8, g + 8) in tile 1, both with lane
+   * 4 g + g / 2; they go out through local memory, one work-item a row. */
+  if (t4 == g >> 1) {
+    dsum_s[warp * 16 + g] = (g & 1) ? d0.y : d0.x;
+    dsum_s[warp * 16 + g + 8] = (g & 1) ? d1.w : d1.z;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lid < BLOCK_M && i0 + lid < s.sq)
+    delta[s.stat_row0 + (long)h * stat_sh + i0 + lid] = dsum_s[lid];
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void fcl_attention_bwd_mma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR(dq)) {
+  __local ushort k_s[BIG_ROWS * LDK] __attribute__((aligned(16))); /* Q, then K tiles */
+  __local ushort v_s[BIG_ROWS * LDV] __attribute__((aligned(16))); /* dO, then V tiles */
+  MMA_EMU_DECL(MMA_WARPS)
+  const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
+  const int g = lane >> 2, t4 = lane & 3;
+  const int rblk = get_num_groups(0) - 1 - get_group_id(0);
+  const int b = get_group_id(2) / heads_q, h = get_group_id(2) % heads_q;
+  const int hk = h / group;
+  const bm_seq s = bm_sequence(b, seqlen_q, seqlen_k, cu_q, cu_k, flags & 4, stat_sb);
+  const int i0 = rblk * BLOCK_M;
+  if (i0 >= s.sq) return;
+  const long qb = bm_base(q_off, q_sb, q_ss, q_sh, b, s.q_tok, h);
+  const long dob = bm_base(do_off, do_sb, do_ss, do_sh, b, s.q_tok, h);
+  const long kb = bm_base(k_off, k_sb, k_ss, k_sh, b, s.k_tok, hk);
+  const long vb = bm_base(v_off, v_sb, v_ss, v_sh, b, s.k_tok, hk);
+  const int diag = s.sk - s.sq, sk = s.sk;
+  const float slope_l2 = (flags & 2) ? alibi[h] * FCL_LOG2E : 0.0f;
+  const int r0 = i0 + warp * 16 + g, r1 = r0 + 8;
+  float lse0, lse1, dl0, dl1;
+  {
+    const long st = s.stat_row0 + (long)h * stat_sh;
+    const float a0 = lse[st + min(r0, s.sq - 1)], a1 = lse[st + min(r1, s.sq - 1)];
+    lse0 = a0 == -INFINITY ? INFINITY : a0 * FCL_LOG2E;
+    lse1 = a1 == -INFINITY ? INFINITY : a1 * FCL_LOG2E;
+    dl0 = delta[st + min(r0, s.sq - 1)];
+    dl1 = delta[st + min(r1, s.sq - 1)];
+  }
+  const int i_last = min(i0 + BLOCK_M, s.sq) - 1;
+  const int j_lo = max(0, i0 + diag - wl);
+  const int j_hi = min(sk - 1, i_last + diag + wr);
+
+  mma_tile_load(k_s, LDK, BLOCK_M, DP, q, qb, q_ss, i0, s.sq, HEAD_DIM, lid, WG);
+  mma_tile_load(v_s, LDV, BLOCK_M, DVP, dout, dob, do_ss, i0, s.sq, HEAD_DIM_V, lid, WG);
+  mma_cp_commit();
+  mma_cp_wait_all();
+  barrier(CLK_LOCAL_MEM_FENCE);
+  uint4 qf[DP / 16], dof[DVP / 16];
+  MMA_UNROLL for (int kk = 0; kk < DP / 16; ++kk)
+    qf[kk] = mma_ldsm_x4(k_s, (warp * 16 + (lane & 15)) * LDK + kk * 16 + (lane >> 4) * 8);
+  MMA_UNROLL for (int kk = 0; kk < DVP / 16; ++kk)
+    dof[kk] = mma_ldsm_x4(v_s, (warp * 16 + (lane & 15)) * LDV + kk * 16 + (lane >> 4) * 8);
+  float4 acc[DP / 8];
+  MMA_UNROLL for (int n = 0; n < DP / 8; ++n) acc[n] = (float4)(0.0f);
+
+  for (int j0 = (j_lo / BLOCK_N) * BLOCK_N; j0 <= j_hi; j0 += BLOCK_N) {
+    barrier(CLK_LOCAL_MEM_FENCE); /* everyone is done with the last tiles */
+    mma_tile_load(k_s, LDK, BLOCK_N, DP, k, kb, k_ss, j0, sk, HEAD_DIM, lid, WG);
+    mma_tile_load(v_s, LDV, BLOCK_N, DVP, v, vb, v_ss, j0, sk, HEAD_DIM_V, lid, WG);
+    mma_cp_commit();
+    mma_cp_wait_all();
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float4 sc[NT], dp[NT];
+    MMA_UNROLL for (int n = 0; n < NT; ++n) sc[n] = dp[n] = (float4)(0.0f);
+    MMA_SCORES(sc, qf, k_s, LDK, DP / 16);
+    MMA_SCORES(dp, dof, v_s, LDV, DVP / 16);
+    const bool full = j0 >= i_last + diag - wl && j0 + BLOCK_N - 1 <= i0 + diag + wr &&
+                      j0 + BLOCK_N <= sk;
+    uint4 dsf[NT / 2];
+    MMA_UNROLL for (int n = 0; n < NT; ++n) {
+      const int j = j0 + n * 8 + 2 * t4;
+      float4 ds;
+      float p;
+      ds.x = bm_ds(sc[n].x, dp[n].x, r0, j, full, diag, sk, wl, wr, qk_scale, softcap_l2,
+                   slope_l2, lse0, dl0, scale, &p);
+      ds.y = bm_ds(sc[n].y, dp[n].y, r0, j + 1, full, diag, sk, wl, wr, qk_scale, softcap_l2,
+                   slope_l2, lse0, dl0, scale, &p);
+      ds.z = bm_ds(sc[n].z, dp[n].z, r1, j, full, diag, sk, wl, wr, qk_scale, softcap_l2,
+                   slope_l2, lse1, dl1, scale, &p);
+      ds.w = bm_ds(sc[n].w, dp[n].w, r1, j + 1, full, diag, sk, wl, wr, qk_scale, softcap_l2,
+                   slope_l2, lse1, dl1, scale, &p);
+      MMA_PACK_A(dsf, n, ds);
+    }
+    MMA_ACC_T(acc, dsf, k_s, LDK, DP / 16);
+  }
+
+  const long dqb = bm_base(dq_off, dq_sb, dq_ss, dq_sh, b, s.q_tok, h);
+  MMA_UNROLL for (int n = 0; n < DP / 8; ++n) {
+    const int d = n * 8 + 2 * t4;
+    if (r0 < s.sq) {
+      const long at = dqb + (long)r0 * dq_ss + d;
+      if (d < HEAD_DIM) FCL_STORE(dq, at, acc[n].x);
+      if (d + 1 < HEAD_DIM) FCL_STORE(dq, at + 1, acc[n].y);
+    }
+    if (r1 < s.sq) {
+      const long at = dqb + (long)r1 * dq_ss + d;
+      if (d < HEAD_DIM) FCL_STORE(dq, at, acc[n].z);
+      if (d + 1 < HEAD_DIM) FCL_STORE(dq, at + 1, acc[n].w);
+    }
+  }
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void fcl_attention_bwd_mma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR(dk),
+                                __global fcl_elem *dv, BM_TENSOR(dv)) {
+  __local ushort k_s[BLOCK_M * LDK] __attribute__((aligned(16)));   /* this block's keys */
+  __local ushort q_s[BLOCK_N * LDK] __attribute__((aligned(16)));   /* query tile */
+  __local ushort do_s[BIG_ROWS * LDV] __attribute__((aligned(16))); /* V, then dO tiles */
+  __local float st_s[2 * BLOCK_N]; /* lse (log2, +inf: no P) and delta of the tile */
+  MMA_EMU_DECL(MMA_WARPS)
+  const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
+  const int g = lane >> 2, t4 = lane & 3;
+  const int heads_kv = heads_q / group;
+  const int b = get_group_id(2) / heads_kv, hk = get_group_id(2) % heads_kv;
+  const bm_seq s = bm_sequence(b, seqlen_q, seqlen_k, cu_q, cu_k, flags & 4, stat_sb);
+  const int j0 = get_group_id(0) * BLOCK_M; /* first blocks have the most queries */
+  if (j0 >= s.sk) return;
+  const long kb = bm_base(k_off, k_sb, k_ss, k_sh, b, s.k_tok, hk);
+  const long vb = bm_base(v_off, v_sb, v_ss, v_sh, b, s.k_tok, hk);
+  const int diag = s.sk - s.sq, sk = s.sk;
+  const int j_last = min(j0 + BLOCK_M, sk) - 1;
+  const int i_lo = max(0, j0 - diag - wr);
+  const int i_hi = min(s.sq - 1, j_last - diag + wl);
+  const int r0 = j0 + warp * 16 + g, r1 = r0 + 8; /* this lane's keys */
+
+  mma_tile_load(k_s, LDK, BLOCK_M, DP, k, kb, k_ss, j0, sk, HEAD_DIM, lid, WG);
+  mma_tile_load(do_s, LDV, BLOCK_M, DVP, v, vb, v_ss, j0, sk, HEAD_DIM_V, lid, WG);
+  mma_cp_commit();
+  mma_cp_wait_all();
+  barrier(CLK_LOCAL_MEM_FENCE);
+  uint4 vf[DVP / 16];
+  MMA_UNROLL for (int kk = 0; kk < DVP / 16; ++kk)
+    vf[kk] = mma_ldsm_x4(do_s, (warp * 16 + (lane & 15)) * LDV + kk * 16 + (lane >> 4) * 8);
+  float4 gk[DP / 8], gv[DVP / 8];
+  MMA_UNROLL for (int n = 0; n < DP / 8; ++n) gk[n] = (float4)(0.0f);
+  MMA_UNROLL for (int n = 0; n < DVP / 8; ++n) gv[n] = (float4)(0.0f);
+
+  for (int h = hk * group; h < (hk + 1) * group; ++h) {
+    const long qb = bm_base(q_off, q_sb, q_ss, q_sh, b, s.q_tok, h);
+    const long dob = bm_base(do_off, do_sb, do_ss, do_sh, b, s.q_tok, h);
+    const long st = s.stat_row0 + (long)h * stat_sh;
+    const float slope_l2 = (flags & 2) ? alibi[h] * FCL_LOG2E : 0.0f;
+    for (int i0 = (i_lo / BLOCK_N) * BLOCK_N; i0 <= i_hi; i0 += BLOCK_N) {
+      barrier(CLK_LOCAL_MEM_FENCE); /* everyone is done with the last tiles */
+      mma_tile_load(q_s, LDK, BLOCK_N, DP, q, qb, q_ss, i0, s.sq, HEAD_DIM, lid, WG);
+      mma_tile_load(do_s, LDV, BLOCK_N, DVP, dout, dob, do_ss, i0, s.sq, HEAD_DIM_V, lid, WG);
+      mma_cp_commit();
+      for (int c = lid; c < BLOCK_N; c += WG) {
+        const int i = i0 + c;
+        const float l = i < s.sq ? lse[st + i] : -INFINITY;
+        st_s[c] = l == -INFINITY ? INFINITY : l * FCL_LOG2E;
+        st_s[BLOCK_N + c] = i < s.sq ? delta[st + i] : 0.0f;
+      }
+      mma_cp_wait_all();
+      barrier(CLK_LOCAL_MEM_FENCE);
+      float4 sc[NT], dp[NT];
+      MMA_UNROLL for (int n = 0; n < NT; ++n) sc[n] = dp[n] = (float4)(0.0f);
+      {
+        uint4 kf[DP / 16];
+        MMA_UNROLL for (int kk = 0; kk < DP / 16; ++kk)
+          kf[kk] = mma_ldsm_x4(k_s, (warp * 16 + (lane & 15)) * LDK + kk * 16 + (lane >> 4) * 8);
+        MMA_SCORES(sc, kf, q_s, LDK, DP / 16);
+      }
+      MMA_SCORES(dp, vf, do_s, LDV, DVP / 16);
+      const bool full = i0 + BLOCK_N <= s.sq && j0 >= i0 + BLOCK_N - 1 + diag - wl &&
+                        j_last <= i0 + diag + wr;
+      uint4 pf[NT / 2], dsf[NT / 2];
+      MMA_UNROLL for (int n = 0; n < NT; ++n) {
+        const int c = n * 8 + 2 * t4, i = i0 + c;
+        const float la = st_s[c], lb = st_s[c + 1];
+        const float da = st_s[BLOCK_N + c], db = st_s[BLOCK_N + c + 1];
+        float p0, p1, p2, p3;
+        float4 ds;
+        ds.x = bm_ds(sc[n].x, dp[n].x, i, r0, full, diag, sk, wl, wr, qk_scale, softcap_l2,
+                     slope_l2, la, da, scale, &p0);
+        ds.y = bm_ds(sc[n].y, dp[n].y, i + 1, r0, full, diag, sk, wl, wr, qk_scale, softcap_l2,
+                     slope_l2, lb, db, scale, &p1);
+        ds.z = bm_ds(sc[n].z, dp[n].z, i, r1, full, diag, sk, wl, wr, qk_scale, softcap_l2,
+                     slope_l2, la, da, scale, &p2);
+        ds.w = bm_ds(sc[n].w, dp[n].w, i + 1, r1, full, diag, sk, wl, wr, qk_scale, softcap_l2,
+                     slope_l2, lb, db, scale, &p3);
+        MMA_PACK_A(pf, n, (float4)(p0, p1, p2, p3));
+        MMA_PACK_A(dsf, n, ds);
+      }
+      MMA_ACC_T(gv, pf, do_s, LDV, DVP / 16);
+      MMA_ACC_T(gk, dsf, q_s, LDK, DP / 16);
+    }
+  }
+
+  const long dkb = bm_base(dk_off, dk_sb, dk_ss, dk_sh, b, s.k_tok, hk);
+  const long dvb = bm_base(dv_off, dv_sb, dv_ss, dv_sh, b, s.k_tok, hk);
+  MMA_UNROLL for (int n = 0; n < DP / 8; ++n) {
+    const int d = n * 8 + 2 * t4;
+    if (r0 < sk && d < HEAD_DIM) FCL_STORE(dk, dkb + (long)r0 * dk_ss + d, gk[n].x);
+    if (r0 < sk && d + 1 < HEAD_DIM) FCL_STORE(dk, dkb + (long)r0 * dk_ss + d + 1, gk[n].y);
+    if (r1 < sk && d < HEAD_DIM) FCL_STORE(dk, dkb + (long)r1 * dk_ss + d, gk[n].z);
+    if (r1 < sk && d + 1 < HEAD_DIM) FCL_STORE(dk, dkb + (long)r1 * dk_ss + d + 1, gk[n].w);
+  }
+  MMA_UNROLL for (int n = 0; n < DVP / 8; ++n) {
+    const int d = n * 8 + 2 * t4;
+    if (r0 < sk && d < HEAD_DIM_V) FCL_STORE(dv, dvb + (long)r0 * dv_ss + d, gv[n].x);
+    if (r0 < sk && d + 1 < HEAD_DIM_V) FCL_STORE(dv, dvb + (long)r0 * dv_ss + d + 1, gv[n].y);
+    if (r1 < sk && d < HEAD_DIM_V) FCL_STORE(dv, dvb + (long)r1 * dv_ss + d, gv[n].z);
+    if (r1 < sk && d + 1 < HEAD_DIM_V) FCL_STORE(dv, dvb + (long)r1 * dv_ss + d + 1, gv[n].w);
+  }
+}
