@@ -74,6 +74,19 @@ bool fcl_attention_bwd_valid(const fcl_device_info *dev, int head_dim,
 int64_t fcl_attention_bwd_cols_per_group(const fcl_device_info *dev,
                                          const fcl_attention_bwd_config *cfg,
                                          int head_dim, int head_dim_v, int group);
+/* Block sizes of the tensor-core forward (cl/attention_fwd_mma.cl): warps
+ * of 16 query rows each, keys per tile. */
+typedef struct {
+  int warps, block_n;
+} fcl_attention_mma_config;
+void fcl_attention_mma_choose(const fcl_device_info *dev, int head_dim, int head_dim_v,
+                              fcl_attention_mma_config *cfg);
+bool fcl_attention_mma_valid(const fcl_device_info *dev, int head_dim, int head_dim_v,
+                             const fcl_attention_mma_config *cfg, char *why, size_t why_size);
+/* Whether the tensor-core forward takes this problem (device probed, dtype
+ * and head dims it handles): the kernel fcl_attention_config reports. */
+fcl_status fcl_attention_fast_applies(fcl_context *ctx, const fcl_attention_desc *d,
+                                      fcl_dtype dtype, bool *applies);
 /* attention_fastpath.c: the tensor-core forward, where the device and the
  * problem allow it; *done false means the portable kernel must run. */
 fcl_status fcl_attention_forward_fast(fcl_context *ctx, const fcl_attention_desc *d,

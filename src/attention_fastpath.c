@@ -5,7 +5,7 @@
  * backward's are in attention_backward_mma.c).
  * FCL_DISABLE_FASTPATH=1 turns it off; FCL_MMA_EMULATE=1 runs it on any
  * device with the helpers emulated in software (to test its logic on CPUs).
- * FCL_MMA_WARPS and FCL_MMA_BLOCK_N override the forward's block sizes. */
+ * The forward's block sizes are a tuned kernel (attention_fwd_mma). */
 #include "attention.h"
 
 #include <stdio.h>
@@ -158,34 +158,72 @@ bool fcl_mma_aligned8(const fcl_tensor *t, size_t esize, bool varlen) {
          t->strides[2] % 8 == 0;
 }
 
+/* Local memory of the forward: the K tile plus the larger of the Q and V
+ * tiles, 16-bit, rows padded by 8 against bank conflicts. */
+static size_t mma_local_bytes(int head_dim, int head_dim_v, const fcl_attention_mma_config *c) {
+  const int dp = (head_dim + 15) / 16 * 16, dvp = (head_dim_v + 15) / 16 * 16;
+  const int q = 16 * c->warps * (dp + 8), v = c->block_n * (dvp + 8);
+  return 2 * (size_t)(c->block_n * (dp + 8) + (q > v ? q : v)) +
+         (emulate() ? 1024u * (size_t)c->warps : 0);
+}
+
+void fcl_attention_mma_choose(const fcl_device_info *dev, int head_dim, int head_dim_v,
+                              fcl_attention_mma_config *c) {
+  /* H100: 4 warps and 64 keys; 8 warps were 10-20% slower, 128 keys the same. */
+  c->warps = 4, c->block_n = 64;
+  while (mma_local_bytes(head_dim, head_dim_v, c) + 256 > dev->local_mem) {
+    if (c->block_n > 16) c->block_n /= 2;
+    else if (c->warps > 1) c->warps /= 2;
+    else break;
+  }
+}
+
+bool fcl_attention_mma_valid(const fcl_device_info *dev, int head_dim, int head_dim_v,
+                             const fcl_attention_mma_config *c, char *why, size_t why_size) {
+  const char *bad = NULL;
+  if (c->warps < 1 || c->warps > 8 || c->block_n < 16 || c->block_n > 128 || c->block_n % 16)
+    bad = "WARPS in 1..8 and BLOCK_N a multiple of 16 in 16..128";
+  else if ((size_t)c->warps * 32 > dev->max_wg)
+    bad = "work-group larger than the device allows";
+  else if (mma_local_bytes(head_dim, head_dim_v, c) + 256 > dev->local_mem)
+    bad = "local memory exceeded";
+  if (bad && why) snprintf(why, why_size, "%s", bad);
+  return bad == NULL;
+}
+
+fcl_status fcl_attention_fast_applies(fcl_context *ctx, const fcl_attention_desc *d,
+                                      fcl_dtype dtype, bool *applies) {
+  *applies = false;
+  /* Head dims above 128 would not fit the registers; loop budgets (which
+   * split the keys) are the portable kernel's. */
+  if (dtype == FCL_F32 || d->head_dim > 128 || d->head_dim_v > 128 ||
+      ctx->info.loop_budget > 0)
+    return FCL_OK;
+  /* fa-tune timing the portable kernel's candidates. */
+  if (fcl_tuning_overridden(ctx, FCL_KERNEL_ATTN_FWD)) return FCL_OK;
+  return fcl_mma_ready(ctx, dtype, applies);
+}
+
 fcl_status fcl_attention_forward_fast(fcl_context *ctx, const fcl_attention_desc *d,
                                       const fcl_attention_problem *p,
                                       const fcl_tensor *q, const fcl_tensor *k,
                                       const fcl_tensor *v, const fcl_tensor *o,
                                       cl_mem lse, bool *done) {
   *done = false;
-  bool ready;
-  fcl_status s = fcl_mma_ready(ctx, p->dtype, &ready);
-  if (s != FCL_OK || !ready) return s;
-  /* Head dims above 128 would not fit the registers; loop budgets (which
-   * split the keys) are the portable kernel's. */
-  if (d->head_dim > 128 || d->head_dim_v > 128 || ctx->info.loop_budget > 0) return FCL_OK;
+  bool applies;
+  fcl_status s = fcl_attention_fast_applies(ctx, d, p->dtype, &applies);
+  if (s != FCL_OK || !applies) return s;
 
   fcl_attention_scalars sc;
   fcl_attention_scalars_init(d, p, &sc);
-  const int dp = ((int)d->head_dim + 15) / 16 * 16, dvp = ((int)d->head_dim_v + 15) / 16 * 16;
-  int warps = env_int("FCL_MMA_WARPS", 4), block_n = env_int("FCL_MMA_BLOCK_N", 64);
-  if (warps < 1 || warps > 8) warps = 4;
-  if (block_n < 16 || block_n > 128 || block_n % 16) block_n = 64;
-  for (;;) { /* local memory: K tile plus the larger of the Q and V tiles */
-    const int qv = 16 * warps * (dp + 8) > block_n * (dvp + 8) ? 16 * warps * (dp + 8)
-                                                              : block_n * (dvp + 8);
-    const size_t bytes = 2 * (size_t)(block_n * (dp + 8) + qv) + (emulate() ? 1024u * warps : 0);
-    if (bytes + 256 <= ctx->info.local_mem) break;
-    if (block_n > 16) block_n /= 2;
-    else if (warps > 1) warps /= 2;
-    else return FCL_OK;
-  }
+  fcl_tuning_class cls;
+  fcl_attention_class(d, p->dtype, false, &cls);
+  cls.kernel = FCL_KERNEL_ATTN_FWD_MMA;
+  fcl_attention_mma_config mc;
+  if ((s = fcl_tuning_choose(ctx, &cls, &mc, NULL, 0))) return s;
+  if (!fcl_attention_mma_valid(&ctx->info, (int)d->head_dim, (int)d->head_dim_v, &mc, NULL, 0))
+    return FCL_OK; /* no block size fits this device: the portable kernel */
+  const int warps = mc.warps, block_n = mc.block_n;
   const size_t es = fcl_dtype_size(p->dtype);
   const int vec = d->head_dim % 8 == 0 && d->head_dim_v % 8 == 0 &&
                   fcl_mma_aligned8(q, es, p->varlen) && fcl_mma_aligned8(k, es, p->varlen) &&
@@ -197,10 +235,9 @@ fcl_status fcl_attention_forward_fast(fcl_context *ctx, const fcl_attention_desc
            "-DMMA_VEC=%d -DMMA_GENERAL=%d -DFCL_MMA_EMULATE=%d%s",
            (int)p->dtype, (int)d->head_dim, (int)d->head_dim_v, warps, block_n, vec, general,
            emulate(), asm_opts[ctx->mma_state[p->dtype] - 1]);
-  static const char *const files[] = {"dtype.cl", "attention_common.cl", "mma_common.cl",
-                                      "attention_fwd_mma.cl"};
+  const fcl_kernel_desc *kd = fcl_kernel_get(FCL_KERNEL_ATTN_FWD_MMA);
   cl_kernel kern;
-  if (fcl_get_kernel(ctx, files, (int)FCL_COUNT(files), opts, "fcl_attention_fwd_mma", &kern)) {
+  if (fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, "fcl_attention_fwd_mma", &kern)) {
     /* The portable kernel still works: say why and use it. */
     fcl_log(ctx, "fast path: the forward does not build, using the portable kernel: %s",
             ctx->message);

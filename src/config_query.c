@@ -40,6 +40,9 @@ fcl_status fcl_attention_config(fcl_context *ctx, const fcl_attention_desc *d,
     return s;
   fcl_tuning_class cls;
   fcl_attention_class(d, dtype, backward != 0, &cls);
+  bool fast = false;
+  if (!backward && (s = fcl_attention_fast_applies(ctx, d, dtype, &fast))) return s;
+  if (fast) cls.kernel = FCL_KERNEL_ATTN_FWD_MMA;
   _Alignas(16) unsigned char cfg[256];
   char from[512];
   if ((s = fcl_tuning_choose(ctx, &cls, cfg, from, sizeof from))) return s;

@@ -47,6 +47,10 @@ fcl_status fcl_tuning_override(fcl_context *ctx, fcl_kernel_id kernel,
   return FCL_OK;
 }
 
+bool fcl_tuning_overridden(const fcl_context *ctx, fcl_kernel_id kernel) {
+  return ctx->tuning && ctx->tuning->override[kernel] != NULL;
+}
+
 static void load(fcl_context *ctx, struct fcl_tuning_state *t) {
   t->loaded = true;
   if (!fcl_tuning_db_path(t->path, sizeof t->path)) {

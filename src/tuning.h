@@ -13,10 +13,15 @@ typedef enum {
   FCL_KERNEL_RWKV6_RECURRENT,
   FCL_KERNEL_RWKV6_CHUNKED,
   FCL_KERNEL_RWKV6_BWD,
+  FCL_KERNEL_ATTN_FWD_MMA, /* NVIDIA tensor cores, f16/bf16 (attention_fastpath.c) */
   FCL_KERNEL_COUNT
 } fcl_kernel_id;
 
 #define FCL_MAX_PARAMS 8
+
+static inline bool fcl_kernel_is_attention(fcl_kernel_id k) {
+  return k == FCL_KERNEL_ATTN_FWD || k == FCL_KERNEL_ATTN_BWD || k == FCL_KERNEL_ATTN_FWD_MMA;
+}
 
 /* What a tuned configuration applies to. head_dim_v is head_dim_v of
  * attention or V of RWKV6; causal is 0 for RWKV6. */
@@ -103,6 +108,9 @@ void   fcl_tuning_release(fcl_context *ctx);
  * An invalid override makes the operation fail with the reason. */
 fcl_status fcl_tuning_override(fcl_context *ctx, fcl_kernel_id kernel,
                                const char *params);
+
+/* Whether fa-tune overrides a kernel's parameters now. */
+bool fcl_tuning_overridden(const fcl_context *ctx, fcl_kernel_id kernel);
 
 /* Parameters and source of a choice, for fcl_attention_config() and
  * fcl_rwkv6_config(). */

@@ -18,6 +18,15 @@ static const char *const rwkv6_fwd_files[] = {"dtype.cl", "rwkv6_common.cl",
 static const char *const rwkv6_bwd_files[] = {"dtype.cl", "rwkv6_common.cl",
                                               "rwkv6_backward.cl"};
 
+static const char *const attn_mma_files[] = {"dtype.cl", "attention_common.cl",
+                                             "mma_common.cl", "attention_fwd_mma.cl"};
+static void mma_defaults(const fcl_device_info *dev, const fcl_tuning_class *c, void *cfg) {
+  fcl_attention_mma_choose(dev, c->head_dim, c->head_dim_v, cfg);
+}
+static bool mma_valid(const fcl_device_info *dev, const fcl_tuning_class *c,
+                      const void *cfg, char *why, size_t n) {
+  return fcl_attention_mma_valid(dev, c->head_dim, c->head_dim_v, cfg, why, n);
+}
 static void attn_fwd_defaults(const fcl_device_info *dev, const fcl_tuning_class *c,
                               void *cfg) {
   fcl_attention_fwd_choose(dev, c->head_dim, c->head_dim_v, cfg);
@@ -61,6 +70,7 @@ static bool rbwd_valid(const fcl_device_info *dev, const fcl_tuning_class *c,
 #define AB(m) offsetof(fcl_attention_bwd_config, m)
 #define RF(m) offsetof(fcl_rwkv6_fwd_config, m)
 #define RB(m) offsetof(fcl_rwkv6_bwd_config, m)
+#define AM(m) offsetof(fcl_attention_mma_config, m)
 
 static const fcl_kernel_desc kernels[FCL_KERNEL_COUNT] = {
     {"attention_fwd", FILES(attn_fwd_files), 6,
@@ -83,6 +93,10 @@ static const fcl_kernel_desc kernels[FCL_KERNEL_COUNT] = {
      {"TC", "BVB"},
      {RB(tc), RB(bvb)},
      sizeof(fcl_rwkv6_bwd_config), rbwd_defaults, rbwd_valid},
+    {"attention_fwd_mma", FILES(attn_mma_files), 2,
+     {"WARPS", "BLOCK_N"},
+     {AM(warps), AM(block_n)},
+     sizeof(fcl_attention_mma_config), mma_defaults, mma_valid},
 };
 
 const fcl_kernel_desc *fcl_kernel_get(fcl_kernel_id id) {

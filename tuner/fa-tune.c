@@ -3,6 +3,8 @@
  * reads. See --help. */
 #include "tune.h"
 
+#include "attention.h"
+
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -31,9 +33,10 @@ static void usage(FILE *f) {
     "  --list-devices     list the OpenCL devices and exit\n"
     "  --db PATH          tuning database (default: $FCL_TUNING_DB, else\n"
     "                     $XDG_CACHE_HOME/flashcl/tuning.db or ~/.cache/flashcl/tuning.db)\n"
-    "  --ops LIST         attention_fwd,attention_bwd,rwkv6_recurrent,rwkv6_chunked,\n"
-    "                     rwkv6_bwd (aliases fwd, bwd, rwkv6-fwd = both algorithms,\n"
-    "                     rwkv6-bwd, all; default all)\n"
+    "  --ops LIST         attention_fwd,attention_fwd_mma (NVIDIA tensor cores, f16 and\n"
+    "                     bf16),attention_bwd,rwkv6_recurrent,rwkv6_chunked,rwkv6_bwd\n"
+    "                     (aliases fwd = both forwards, bwd, rwkv6-fwd = both\n"
+    "                     algorithms, rwkv6-bwd, all; default all)\n"
     "  --dtypes LIST      f32,f16,bf16 (default all three)\n"
     "  --head-dims LIST   head dims tuned, D = Dv (RWKV6: K = V) (default 64,128)\n"
     "  --causal LIST      attention: 0,1 (default both)\n"
@@ -42,6 +45,7 @@ static void usage(FILE *f) {
     "  --budget SECONDS   time per device (default 480)\n"
     "  --exhaustive       time every valid configuration, ignoring the budget\n"
     "  --iters N          timed runs per candidate, at least (default 5)\n"
+    "  --max-tries N      candidates per class at most (default: as the budget allows)\n"
     "  --warmup N         untimed runs first (default 1)\n"
     "  --show             print what the database holds for the device\n"
     "  --export FILE      write the device's rows as JSON (- for stdout)\n"
@@ -76,6 +80,7 @@ static bool parse_ops(options *o, const char *s) {
       for (int j = 0; j < FCL_KERNEL_COUNT; ++j) add_kernel(o, (fcl_kernel_id)j);
     } else if (strcmp(items[i], "fwd") == 0) {
       add_kernel(o, FCL_KERNEL_ATTN_FWD);
+      add_kernel(o, FCL_KERNEL_ATTN_FWD_MMA);
     } else if (strcmp(items[i], "bwd") == 0) {
       add_kernel(o, FCL_KERNEL_ATTN_BWD);
     } else if (strcmp(items[i], "rwkv6-fwd") == 0) {
@@ -121,7 +126,8 @@ static int parse(int argc, char **argv, options *o) {
                  strcmp(a, "--head-dims") == 0 || strcmp(a, "--causal") == 0 ||
                  strcmp(a, "--buckets") == 0 || strcmp(a, "--budget") == 0 ||
                  strcmp(a, "--export") == 0 || strcmp(a, "--import") == 0 ||
-                 strcmp(a, "--iters") == 0 || strcmp(a, "--warmup") == 0;
+                 strcmp(a, "--iters") == 0 || strcmp(a, "--warmup") == 0 ||
+                 strcmp(a, "--max-tries") == 0;
     if (needs && !v) {
       fprintf(stderr, "fa-tune: %s needs a value\n", a);
       return 2;
@@ -163,6 +169,9 @@ static int parse(int argc, char **argv, options *o) {
       int x, n;
       if (!parse_ints(a, v, &x, &n, 1, a[2] == 'w' ? 0 : 1, 64)) return 2;
       *(a[2] == 'w' ? &o->st.warmup : &o->st.iters) = x;
+    } else if (strcmp(a, "--max-tries") == 0) {
+      int n;
+      if (!parse_ints(a, v, &o->st.max_tries, &n, 1, 1, 1 << 20)) return 2;
     } else if (strcmp(a, "--export") == 0) {
       o->export_file = v;
     } else if (strcmp(a, "--import") == 0) {
@@ -222,7 +231,7 @@ typedef struct {
 } tuned;
 
 static void describe(const fcl_tuning_class *c, char *out, size_t n) {
-  const bool attn = c->kernel == FCL_KERNEL_ATTN_FWD || c->kernel == FCL_KERNEL_ATTN_BWD;
+  const bool attn = fcl_kernel_is_attention(c->kernel);
   snprintf(out, n, "%s %s d=%d%s len %lld", fcl_kernel_get(c->kernel)->name,
            fcl_dtype_name(c->dtype), c->head_dim, attn ? (c->causal ? " causal" : " full") : "",
            (long long)fcl_seqlen_bucket_length(c->bucket));
@@ -233,7 +242,7 @@ static int classes_of(const options *o, fcl_tuning_class *out, int max) {
   for (int k = 0; k < o->nkernels; ++k)
     for (int t = 0; t < o->ndtypes; ++t)
       for (int d = 0; d < o->ndims; ++d) {
-        const bool attn = o->kernels[k] <= FCL_KERNEL_ATTN_BWD;
+        const bool attn = fcl_kernel_is_attention((fcl_kernel_id)o->kernels[k]);
         for (int c = 0; c < (attn ? o->ncausal : 1); ++c)
           for (int b = 0; b < o->nbuckets && n < max; ++b)
             out[n++] = (fcl_tuning_class){(fcl_kernel_id)o->kernels[k], o->dtypes[t],
@@ -289,7 +298,21 @@ static int tune_device(const options *o, const char *sel, const char *path) {
   enum { MAXC = 512 };
   static fcl_tuning_class cls[MAXC];
   static tuned done[MAXC];
-  const int n = classes_of(o, cls, MAXC);
+  int n = classes_of(o, cls, MAXC);
+  /* The tensor-core kernel only where the device has it (f16, bf16). */
+  for (int i = 0, m = n; i < m; ++i) {
+    bool applies = true;
+    if (cls[i].kernel == FCL_KERNEL_ATTN_FWD_MMA) {
+      fcl_attention_desc d = FCL_ATTENTION_DESC_INIT;
+      d.head_dim = cls[i].head_dim, d.head_dim_v = cls[i].head_dim_v;
+      if (fcl_attention_fast_applies(ctx, &d, cls[i].dtype, &applies) != FCL_OK) applies = false;
+    }
+    if (!applies) cls[i].kernel = FCL_KERNEL_COUNT; /* dropped below */
+  }
+  int kept = 0;
+  for (int i = 0; i < n; ++i)
+    if (cls[i].kernel != FCL_KERNEL_COUNT) cls[kept++] = cls[i];
+  n = kept;
   int ndone = 0;
   const double t0 = tu_now();
   fprintf(stderr, "fa-tune: %s: %d problem classes, budget %.0f s\n",

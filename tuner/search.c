@@ -131,7 +131,8 @@ static point *find(search *s, const int *idx) {
 }
 
 static bool out_of_time(const search *s) {
-  return tune_interrupted || (!s->st->exhaustive && now() > s->deadline);
+  return tune_interrupted || (!s->st->exhaustive && now() > s->deadline) ||
+         (s->st->max_tries > 0 && s->res->tried >= s->st->max_tries);
 }
 
 static double time_point(search *s, point *p) {
@@ -202,7 +203,7 @@ static int64_t pow2_floor(double x) {
  * one run of the defaults near the target time. Sized from one sequence
  * upwards, so a slow device never runs a huge problem to find out. */
 static bool make_timing(search *s, int64_t T, char *why, size_t n) {
-  const bool attn = s->sp.kernel == FCL_KERNEL_ATTN_FWD || s->sp.kernel == FCL_KERNEL_ATTN_BWD;
+  const bool attn = fcl_kernel_is_attention(s->sp.kernel);
   const int64_t max_bh = attn ? 128 : 256;
   const double target = s->ctx->info.is_cpu ? TARGET_RUN_MS_CPU : TARGET_RUN_MS_GPU;
   int64_t bh = 1;
@@ -244,7 +245,7 @@ bool tune_class(fcl_context *ctx, const fcl_tuning_class *cls, const tune_settin
   s.deadline = now() + st->budget_s;
   tune_space_init(&s.sp, &ctx->info, cls);
   bool ok = false;
-  const bool attn = cls->kernel == FCL_KERNEL_ATTN_FWD || cls->kernel == FCL_KERNEL_ATTN_BWD;
+  const bool attn = fcl_kernel_is_attention(cls->kernel);
   /* The check problem: several tiles and chunks, odd length. */
   s.check = tune_workload_create(ctx, cls, attn ? 203 : 151, 2, true, why, why_size);
   if (!s.check || !make_timing(&s, fcl_seqlen_bucket_length(cls->bucket), why, why_size))

@@ -59,6 +59,10 @@ void tune_space_init(tune_space *sp, const fcl_device_info *dev,
     axis(sp, "VC", 5, 1, 2, 4, 8, 16);
     if (cls->kernel == FCL_KERNEL_RWKV6_CHUNKED) axis(sp, "BVC", 5, 4, 8, 16, 32, 64);
     break;
+  case FCL_KERNEL_ATTN_FWD_MMA:
+    axis(sp, "WARPS", 4, 1, 2, 4, 8);
+    axis(sp, "BLOCK_N", 8, 16, 32, 48, 64, 80, 96, 112, 128);
+    break;
   case FCL_KERNEL_RWKV6_BWD:
     axis(sp, "TC", 6, 1, 2, 4, 8, 16, 32);
     axis(sp, "BVB", 6, 1, 2, 4, 8, 16, 32);
@@ -103,6 +107,11 @@ void tune_space_config(const tune_space *sp, const int *idx, void *cfg) {
     r->vs = v[2], r->vc = v[3];
     r->bvc = sp->kernel == FCL_KERNEL_RWKV6_CHUNKED ? v[4]
              : (c->head_dim_v < 16 ? c->head_dim_v : 16);
+    break;
+  }
+  case FCL_KERNEL_ATTN_FWD_MMA: {
+    fcl_attention_mma_config *m = cfg;
+    m->warps = v[0], m->block_n = v[1];
     break;
   }
   case FCL_KERNEL_RWKV6_BWD: {

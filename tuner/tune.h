@@ -59,6 +59,7 @@ typedef struct {
   double budget_s;    /* wall time allowed for this class       */
   int    warmup, iters;
   bool   exhaustive;  /* every valid point, ignoring the budget */
+  int    max_tries;   /* candidates per class at most (0: no limit) */
   bool   verbose;
   /* The best parameters of a sibling class (same kernel, dtype and head
    * dim): where the descent starts, with its programs already built. */

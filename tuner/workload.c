@@ -41,9 +41,7 @@ struct tune_workload {
   double             work;
 };
 
-static bool is_attention(fcl_kernel_id k) {
-  return k == FCL_KERNEL_ATTN_FWD || k == FCL_KERNEL_ATTN_BWD;
-}
+static bool is_attention(fcl_kernel_id k) { return fcl_kernel_is_attention(k); }
 
 const char *tune_unit(fcl_kernel_id k) { return is_attention(k) ? "TFLOP/s" : "GB/s"; }
 
@@ -318,6 +316,7 @@ tune_workload *tune_workload_create(fcl_context *ctx, const fcl_tuning_class *cl
 fcl_status tune_workload_run(tune_workload *w) {
   switch (w->cls.kernel) {
   case FCL_KERNEL_ATTN_FWD:
+  case FCL_KERNEL_ATTN_FWD_MMA:
     return fcl_attention_forward(w->ctx, &w->ad, &w->q, &w->k, &w->v, &w->o, w->lse);
   case FCL_KERNEL_ATTN_BWD:
     return fcl_attention_backward(w->ctx, &w->ad, &w->q, &w->k, &w->v, &w->o, w->lse,
