@@ -12,7 +12,12 @@
  * B*H*Nq*Nk*D <= 2e8, else over the last (batch, kv head) slice -- every
  * query head of its group, all positions -- when group*Nq*Nk*max(D,Dv) <=
  * 2^32, else not at all (UNCHECKED). Every gradient is also checked to be
- * finite. */
+ * finite.
+ *
+ * With --baseline, each fwd case also runs the unfused attention of
+ * baseline.c on the same buffers, checked the same way (impl "unfused",
+ * gain = its time / flashcl's). Rows carry the FLOP, instruction-model and
+ * byte counts of model.c; output.c turns them into rates. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
