@@ -29,8 +29,25 @@ static const char usage[] =
     "  --iters N         timed iterations (10)\n"
     "  --warmup N        untimed iterations before them (2)\n"
     "  --check 0|1       compare with the reference (1)\n"
+    "  --baseline        fwd also runs an unfused attention (S and P materialised\n"
+    "                    in f32 device memory), impl 'unfused', with the fusion gain\n"
+    "  --peak 0|1        measure the device's f32 FMA rate and copy bandwidth first,\n"
+    "                    for the %alu and %bw columns (1)\n"
+    "  --plot FILE.png   also draw throughput against sequence length, one line per\n"
+    "                    configuration (op, dtype, D, causal, impl, algorithm)\n"
     "  --csv, --json     machine-readable output instead of the table\n"
     "LIST is comma-separated; every combination of the lists is run.\n"
+    "\n"
+    "Columns: ms is the median device time (OpenCL profiling events, first\n"
+    "kernel's start to last kernel's end) of --iters calls after --warmup;\n"
+    "wall_ms (CSV, JSON) the median wall time of the same calls. TFLOP/s counts\n"
+    "4*B*H*Nq*Nk*D (2*B*H*Nq*Nk*(D+Dv)), halved when causal, 2.5x for bwd. GB/s\n"
+    "counts each input read and each output written once (unfused: plus S and P\n"
+    "written and read, 16*B*H*Nq*Nk bytes). %alu: instructions per second of the\n"
+    "Metal FlashAttention port's model ((2D+5)*N^2 per head fwd, (7D+10)*N^2 bwd;\n"
+    "causal counts the visible pairs) over the measured FMA rate (an FMA is one\n"
+    "instruction); attention only. %bw: GB/s over the measured copy bandwidth.\n"
+    "gain: unfused ms / flashcl ms of the same case.\n"
     "\n"
     "Checks (column check): fwd compares 64 sampled rows of o and lse. bwd\n"
     "compares dq, dk, dv in full when B*H*Nq*Nk*D <= 2e8 (PASS), else those of\n"
@@ -147,16 +164,17 @@ static int one_len(const char *opt, const char *s, int i, void *dst) {
 int bench_parse_args(int argc, char **argv, bench_args *a) {
   bench_args d = {NULL, 1, 8, 0, 64, 0, {1024}, {1024}, 1, {FCL_F32, FCL_F16}, 2,
                   {0, 1}, 2, {OP_FWD, OP_RWKV6_FWD}, 2, {FCL_RWKV6_AUTO}, 1, 0, 0, 0,
-                  OUT_TABLE};
-  int64_t sq = 0, sk = 0, iters = 10, warmup = 2, check = 1;
+                  OUT_TABLE, 0, 1, NULL};
+  int64_t sq = 0, sk = 0, iters = 10, warmup = 2, check = 1, peak = 1;
   const struct { const char *name; int64_t *dst, min, max; } ints[] = {
       {"--batch", &a->batch, 1, INT_MAX},       {"--heads", &a->heads, 1, INT_MAX},
       {"--heads-kv", &a->heads_kv, 1, INT_MAX}, {"--head-dim", &a->head_dim, 1, INT_MAX},
       {"--head-dim-v", &a->head_dim_v, 1, INT_MAX}, {"--seqlen-q", &sq, 1, INT_MAX},
       {"--seqlen-k", &sk, 1, INT_MAX},          {"--iters", &iters, 1, INT_MAX},
-      {"--warmup", &warmup, 0, INT_MAX},        {"--check", &check, 0, 1}};
+      {"--warmup", &warmup, 0, INT_MAX},        {"--check", &check, 0, 1},
+      {"--peak", &peak, 0, 1}};
   const char *const others[] = {"--device", "--seqlen", "--dtype", "--causal", "--op",
-                                "--algorithm"};
+                                "--algorithm", "--plot"};
   const int n_others = (int)(sizeof others / sizeof others[0]);
   *a = d;
   for (int i = 1; i < argc; i++) {
@@ -168,6 +186,7 @@ int bench_parse_args(int argc, char **argv, bench_args *a) {
     }
     if (!strcmp(arg, "--csv")) { a->output = OUT_CSV; continue; }
     if (!strcmp(arg, "--json")) { a->output = OUT_JSON; continue; }
+    if (!strcmp(arg, "--baseline")) { a->baseline = 1; continue; }
     if (eq && (size_t)(eq - arg) < sizeof name) { /* --name=value */
       memcpy(name, arg, (size_t)(eq - arg));
       name[eq - arg] = '\0';
@@ -191,6 +210,8 @@ int bench_parse_args(int argc, char **argv, bench_args *a) {
       rc = parse_int(arg, val, ints[known].min, ints[known].max, ints[known].dst);
     } else if (!strcmp(arg, "--device")) {
       a->device = val;
+    } else if (!strcmp(arg, "--plot")) {
+      a->plot = val;
     } else if (!strcmp(arg, "--seqlen")) {
       rc = (a->n_seqlen = parse_list(arg, val, one_len, a->seqlen_q)) < 0;
       memcpy(a->seqlen_k, a->seqlen_q, sizeof a->seqlen_k);
@@ -209,7 +230,7 @@ int bench_parse_args(int argc, char **argv, bench_args *a) {
     if (sq) a->seqlen_q[i] = sq;
     if (sk) a->seqlen_k[i] = sk;
   }
-  a->iters = (int)iters, a->warmup = (int)warmup, a->check = (int)check;
+  a->iters = (int)iters, a->warmup = (int)warmup, a->check = (int)check, a->peak = (int)peak;
   if (!a->heads_kv) a->heads_kv = a->heads;
   if (!a->head_dim_v) a->head_dim_v = a->head_dim;
   if (a->heads % a->heads_kv) {

@@ -12,13 +12,20 @@
  * B*H*Nq*Nk*D <= 2e8, else over the last (batch, kv head) slice -- every
  * query head of its group, all positions -- when group*Nq*Nk*max(D,Dv) <=
  * 2^32, else not at all (UNCHECKED). Every gradient is also checked to be
- * finite. */
+ * finite.
+ *
+ * With --baseline, each fwd case also runs the unfused attention of
+ * baseline.c on the same buffers, checked the same way (impl "unfused",
+ * gain = its time / flashcl's). Rows carry the FLOP, instruction-model and
+ * byte counts of model.c; output.c turns them into rates. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "baseline.h"
 #include "bench.h"
+#include "model.h"
 #include "ref_attention.h"
 #include "test_util.h"
 
@@ -30,11 +37,7 @@
 #define BWD_SLICE_CHECK_MAX 0x1p32 /* group*Nq*Nk*max(D, Dv) */
 #endif
 
-typedef struct {
-  int64_t   b, h, hkv, sq, sk, d, dv;
-  fcl_dtype t;
-  int       causal;
-} shape;
+typedef attn_shape shape;
 
 typedef struct {       /* host copies and device buffers */
   void  *q, *k, *v, *g;   /* g: dout (bwd only) */
@@ -170,13 +173,14 @@ static int pick_rows(const shape *s, row *r) {
   return n;
 }
 
-/* Runs the forward pass once and compares sampled rows of o and lse with
- * ref_attention_row on a one-head slice of the same (rounded) inputs. */
+/* Runs the forward pass (call(ctx, arg): flashcl's or the unfused
+ * baseline's, writing in->bo and in->blse) once and compares sampled rows of
+ * o and lse with ref_attention_row on a one-head slice of the same
+ * (rounded) inputs. */
 static const char *check_fwd(fcl_context *ctx, const shape *s, const inputs *in,
-                             bench_row *res) {
+                             bench_call call, const void *arg, bench_row *res) {
   size_t es = tu_dtype_size(s->t), dv = (size_t)s->dv;
   cl_command_queue queue = fcl_context_queue(ctx);
-  call_args ca = {s, in};
   row rows[CHECK_ROWS];
   int n = pick_rows(s, rows);
   const char *verdict = "ERROR";
@@ -184,7 +188,7 @@ static const char *check_fwd(fcl_context *ctx, const shape *s, const inputs *in,
   /* Outputs start as NaN, so a row the kernel never writes fails. */
   if (tu_buffer_repoison(queue, in->bo, n_o(s) * es) ||
       tu_buffer_repoison(queue, in->blse, n_lse(s) * sizeof(float)) ||
-      forward(ctx, &ca) != FCL_OK)
+      call(ctx, arg) != FCL_OK)
     return verdict;
 
   ref_attention_problem p = {1, s->sq, s->sk, 1, 1, s->d, s->dv, 0.0, s->causal,
@@ -234,9 +238,9 @@ static const char *check_fwd(fcl_context *ctx, const shape *s, const inputs *in,
     const tu_cmp *c = co.ok ? &cl : &co;
     const row *r = &rows[co.ok ? cl.worst : co.worst / dv];
     fprintf(stderr,
-            "fa-bench: fwd Nq=%lld Nk=%lld %s causal=%d: %s of row b=%lld h=%lld i=%lld: "
-            "got %.9g, ref %.9g, err %.3g, allowed %.3g; %zu bad\n",
-            (long long)s->sq, (long long)s->sk, tu_dtype_name(s->t), s->causal,
+            "fa-bench: fwd (%s) Nq=%lld Nk=%lld %s causal=%d: %s of row b=%lld h=%lld "
+            "i=%lld: got %.9g, ref %.9g, err %.3g, allowed %.3g; %zu bad\n",
+            call == forward ? "flashcl" : "unfused", (long long)s->sq, (long long)s->sk, tu_dtype_name(s->t), s->causal,
             co.ok ? "lse" : "o", (long long)r->b,
             (long long)r->h, (long long)r->i, c->worst_got, c->worst_ref, c->worst_err,
             c->worst_allowed, c->n_bad);
@@ -398,16 +402,45 @@ done:
 
 /* ---- driver ------------------------------------------------------------- */
 
-/* FLOPs of the two forward matrix products, halved when causal. */
-static double flops(const shape *s) {
-  double f = 2.0 * (double)s->b * (double)s->h * (double)s->sq * (double)s->sk *
-             (double)(s->d + s->dv);
-  return s->causal ? f / 2 : f;
+static bench_row row_of(const shape *s, bench_op op, const char *impl) {
+  bench_row r = bench_row_init(op);
+  const int bwd = op == OP_BWD;
+  r.impl = impl;
+  r.b = s->b, r.h = s->h, r.hkv = s->hkv, r.sq = s->sq, r.sk = s->sk, r.d = s->d, r.dv = s->dv;
+  r.t = s->t, r.causal = s->causal;
+  r.flops = attn_flops(s, bwd);
+  r.instrs = attn_instrs(s, bwd);
+  r.bytes = attn_bytes(s, bwd, !strcmp(impl, "unfused"));
+  return r;
+}
+
+/* The unfused baseline on the same inputs, after flashcl's row: checked like
+ * the fused forward, timed, its gain the ratio of the two times. */
+static void run_unfused(fcl_context *ctx, const bench_args *a, const shape *s, const inputs *in,
+                        double flashcl_ms, bench_emit emit) {
+  bench_row r = row_of(s, OP_FWD, "unfused");
+  char why[256];
+  if (unfused_skip_reason(ctx, s, why, sizeof why)) {
+    fprintf(stderr, "fa-bench: %s\n", why);
+    emit(&r); /* check SKIP, no times */
+    return;
+  }
+  unfused_call uc = {s, in->bq, in->bk, in->bv, in->bo, in->blse};
+  if (a->check) r.check = check_fwd(ctx, s, in, unfused_forward, &uc, &r);
+  if (strcmp(r.check, "ERROR")) {
+    r.ms = bench_time(ctx, unfused_forward, unfused_last_ms, &uc, a->warmup, a->iters, &r.wall_ms);
+    if (r.ms < 0) r.ms = r.wall_ms = NAN, r.check = "ERROR";
+    else r.gain = r.ms / flashcl_ms;
+  }
+  emit(&r);
 }
 
 int bench_attention(fcl_context *ctx, const bench_args *a, bench_op op, bench_emit emit) {
   const int bwd = op == OP_BWD;
   int setup_failed = 0;
+  if (bwd && a->baseline)
+    fprintf(stderr, "fa-bench: --baseline: the unfused baseline is forward only; bwd runs "
+            "flashcl alone\n");
   for (int si = 0; si < a->n_seqlen; si++) {
     for (int ti = 0; ti < a->n_dtypes; ti++) {
       shape s = {a->batch, a->heads, a->heads_kv, a->seqlen_q[si], a->seqlen_k[si],
@@ -420,23 +453,24 @@ int bench_attention(fcl_context *ctx, const bench_args *a, bench_op op, bench_em
       call_args ca = {&s, &in};
       for (int ci = 0; ci < a->n_causal; ci++) {
         s.causal = a->causal[ci];
-        bench_row r = bench_row_init(op);
-        r.b = s.b, r.h = s.h, r.hkv = s.hkv, r.sq = s.sq, r.sk = s.sk, r.d = s.d, r.dv = s.dv;
-        r.t = s.t, r.causal = s.causal;
-        if (a->check) r.check = bwd ? check_bwd(ctx, &s, &in, &r) : check_fwd(ctx, &s, &in, &r);
+        bench_row r = row_of(&s, op, "flashcl");
+        if (a->check)
+          r.check = bwd ? check_bwd(ctx, &s, &in, &r) : check_fwd(ctx, &s, &in, forward, &ca, &r);
         if (strcmp(r.check, "ERROR")) {
           /* bwd: the forward once for o and lse, then time the backward alone. */
           if (bwd && (forward(ctx, &ca) != FCL_OK || clFinish(fcl_context_queue(ctx))))
             r.ms = -1;
           else
-            r.ms = bench_time(ctx, bwd ? backward : forward, &ca, a->warmup, a->iters);
-          if (r.ms < 0) r.ms = NAN, r.check = "ERROR";
-          else r.tflops = (bwd ? 2.5 : 1.0) * flops(&s) / (r.ms * 1e9);
+            r.ms = bench_time(ctx, bwd ? backward : forward, NULL, &ca, a->warmup, a->iters,
+                              &r.wall_ms);
+          if (r.ms < 0) r.ms = r.wall_ms = NAN, r.check = "ERROR";
         }
         emit(&r);
+        if (a->baseline && !bwd) run_unfused(ctx, a, &s, &in, r.ms, emit);
       }
       inputs_free(&in);
     }
   }
+  if (a->baseline) unfused_release();
   return setup_failed;
 }

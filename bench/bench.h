@@ -9,22 +9,29 @@
 #include "args.h"
 #include "flashcl.h"
 
-/* One line of output. Fields that do not apply to an op are -1 (causal,
- * algorithm), NAN (ms, tflops, gbps) or negative (the errors); they print as
- * "-" in the table, empty in CSV and null in JSON. */
+/* One line of output. Fields that do not apply are -1 (causal, algorithm),
+ * NAN (times, counts, gain) or negative (the errors); they print as "-" in
+ * the table, empty in CSV and null in JSON. The rates (TFLOP/s, GB/s) and
+ * the utilisations are derived from the counts when the row is printed. */
 typedef struct {
   bench_op    op;
+  const char *impl;      /* "flashcl", or "unfused" (--baseline) */
   int64_t     b, h, hkv, sq, sk, d, dv; /* RWKV6: hkv = h, sq = sk = T, d = K, dv = V */
   fcl_dtype   t;
   int         causal;    /* 0, 1; -1 for RWKV6 */
   int         algorithm; /* an fcl_rwkv6_algorithm; -1 for attention */
-  double      ms, tflops, gbps;
+  double      ms;        /* median device time (OpenCL profiling events) */
+  double      wall_ms;   /* median wall time of the same calls, clFinish to clFinish */
+  double      flops;     /* conventional FLOP count (attention only) */
+  double      instrs;    /* instruction-model count (attention only; see model.c) */
+  double      bytes;     /* memory traffic counted for GB/s (see model.c) */
+  double      gain;      /* unfused rows: unfused ms / flashcl ms of the same case */
   double      err_o, err_lse; /* max |got - ref| of the output (and lse) */
   double      err_grad;       /* max over gradients of max|got - ref| / max|ref| */
   const char *check;          /* PASS, PASS-slice, PASS-b0, UNCHECKED, FAIL, SKIP, ERROR */
 } bench_row;
 
-/* A row with every result field "not measured" and check SKIP. */
+/* A row with every result field "not measured", impl flashcl, check SKIP. */
 bench_row bench_row_init(bench_op op);
 /* Whether a check verdict makes fa-bench exit 1 (FAIL, ERROR). */
 int       bench_failed(const char *check);
@@ -43,10 +50,18 @@ int    bench_read(fcl_context *ctx, cl_mem buf, size_t bytes, void *dst);
 /* How many of n elements of dtype t are NaN or infinite. */
 size_t bench_count_nonfinite(const void *p, fcl_dtype t, size_t n);
 
-/* Median wall time in ms of call(arg), each run between clFinish and read
- * from CLOCK_MONOTONIC, after `warmup` untimed runs; negative on error. */
-double bench_time(fcl_context *ctx, fcl_status (*call)(fcl_context *, const void *),
-                  const void *arg, int warmup, int iters);
+/* An operation to time: call enqueues it on the context's queue; device_ms
+ * gives the device time of the last call (first kernel's start to last
+ * kernel's end), 0 on success. device_ms NULL means the library's
+ * fcl_context_last_op_time. */
+typedef fcl_status (*bench_call)(fcl_context *ctx, const void *arg);
+typedef int (*bench_device_ms)(fcl_context *ctx, const void *arg, double *ms);
+
+/* Runs call(arg) `warmup` times untimed, then `iters` times, each between
+ * two clFinish. Returns the median device time in ms and stores the median
+ * wall time (CLOCK_MONOTONIC) in *wall_ms; negative on error. */
+double bench_time(fcl_context *ctx, bench_call call, bench_device_ms device_ms, const void *arg,
+                  int warmup, int iters, double *wall_ms);
 
 /* Each runs op for every combination of the argument lists that applies to
  * it and hands each row to emit. They return 1 if a setup step failed

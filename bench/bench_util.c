@@ -1,4 +1,5 @@
-/* fa-bench helpers: random inputs, buffers, the timing loop. */
+/* fa-bench helpers: random inputs, buffers, the timing loop (device time
+ * from OpenCL profiling events, wall time beside it). */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <math.h>
 #include <stdio.h>
@@ -13,8 +14,9 @@ bench_row bench_row_init(bench_op op) {
   bench_row r;
   memset(&r, 0, sizeof r);
   r.op = op;
+  r.impl = "flashcl";
   r.causal = -1, r.algorithm = -1;
-  r.ms = r.tflops = r.gbps = NAN;
+  r.ms = r.wall_ms = r.flops = r.instrs = r.bytes = r.gain = NAN;
   r.err_o = r.err_lse = r.err_grad = -1;
   r.check = "SKIP";
   return r;
@@ -72,20 +74,36 @@ static int cmp_double(const void *x, const void *y) {
   return (a > b) - (a < b);
 }
 
-double bench_time(fcl_context *ctx, fcl_status (*call)(fcl_context *, const void *),
-                  const void *arg, int warmup, int iters) {
+static double median(double *t, int n) {
+  qsort(t, (size_t)n, sizeof *t, cmp_double);
+  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+static int library_ms(fcl_context *ctx, const void *arg, double *ms) {
+  (void)arg;
+  fcl_status st = fcl_context_last_op_time(ctx, ms);
+  if (st != FCL_OK)
+    fprintf(stderr, "fa-bench: fcl_context_last_op_time: %s\n", fcl_context_last_error(ctx));
+  return st != FCL_OK;
+}
+
+double bench_time(fcl_context *ctx, bench_call call, bench_device_ms device_ms, const void *arg,
+                  int warmup, int iters, double *wall_ms) {
   cl_command_queue queue = fcl_context_queue(ctx);
-  double *t = malloc((size_t)iters * sizeof *t), med = -1;
+  double *t = malloc(2 * (size_t)iters * sizeof *t), *w = t + iters, med = -1;
+  if (!device_ms) device_ms = library_ms;
+  *wall_ms = -1;
   if (!t || clFinish(queue)) goto done;
   for (int i = 0; i < warmup; i++)
     if (call(ctx, arg) != FCL_OK || clFinish(queue)) goto done;
   for (int i = 0; i < iters; i++) {
     double t0 = now_ms();
     if (call(ctx, arg) != FCL_OK || clFinish(queue)) goto done;
-    t[i] = now_ms() - t0;
+    w[i] = now_ms() - t0;
+    if (device_ms(ctx, arg, &t[i])) goto done;
   }
-  qsort(t, (size_t)iters, sizeof *t, cmp_double);
-  med = iters % 2 ? t[iters / 2] : 0.5 * (t[iters / 2 - 1] + t[iters / 2]);
+  med = median(t, iters);
+  *wall_ms = median(w, iters);
 done:
   free(t);
   return med;

@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # Benchmarks flashcl against PyTorch on an NVIDIA GPU (written for an H100),
-# printing every table to stdout:
-#   fa-bench fwd        B=4 H=32 N=4096, D=64 and 128, f16 and f32, causal 0 and 1
+# printing every table to stdout and keeping fa-bench's JSON and plots:
+#   fa-bench fwd        B=4 H=32 N=4096, D=64 and 128, f16 and f32, causal 0 and 1,
+#                       with the unfused baseline (--baseline, fusion gain)
 #   fa-bench bwd        the same shapes, f16, causal 1
 #   fa-bench rwkv6-fwd, rwkv6-bwd  B=8 H=32 T=4096 K=V=64, bf16 and f32,
 #                       recurrent and chunked
+#   fa-bench sweep      fwd f16 B=1 H=32, N = 1024 .. 16384, D=64 and 128, causal 0
+#                       and 1, flashcl and unfused (skipped, with a message, where S
+#                       exceeds the largest allocation), drawn to OUT/fwd_sweep_dD.png
 #   torch_sdpa.py       the same attention shapes (flash, cuDNN, efficient), then
-#                       --bwd: the backward of the flash and cuDNN backends, f16
+#                       --bwd: the backward of the flash and cuDNN backends, f16;
+#                       each prints fa-bench's rows (from the JSON) above its own
+#                       and the ratios flashcl / PyTorch
 #
-# usage: bench/h100.sh [BUILD_DIR]   (default: build; fa-bench must be built there)
+# usage: bench/h100.sh [BUILD_DIR [OUT_DIR]]   (defaults: build, h100-results)
 #
 # NVIDIA's OpenCL driver is registered through a private ICD directory, since
 # the container's /etc/OpenCL/vendors may not list it. A failing step is
@@ -16,11 +22,13 @@
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 build=${1:-build}
+out=${2:-h100-results}
 fab=$build/bench/fa-bench
 if [[ ! -x $fab ]]; then
   echo "h100.sh: $fab not found; build first: cmake -S . -B $build && cmake --build $build -j" >&2
   exit 2
 fi
+mkdir -p "$out"
 
 mkdir -p /tmp/icd
 echo /usr/local/nvidia/lib64/libnvidia-opencl.so.1 >/tmp/icd/nvidia.icd
@@ -34,6 +42,15 @@ step() {
   echo "== $*"
   "$@" || { echo "h100.sh: failed (exit $?): $*"; status=1; }
 }
+# step_json FILE CMD...: runs CMD with --json into FILE (the table comes from
+# torch_sdpa.py --compare FILE, or from the JSON by hand).
+step_json() {
+  local file=$1
+  shift
+  echo
+  echo "== $* --json > $file"
+  "$@" --json >"$file" || { echo "h100.sh: failed (exit $?): $*"; status=1; }
+}
 
 attn=(--batch 4 --heads 32 --seqlen 4096)
 rwkv=(--batch 8 --heads 32 --seqlen 4096 --head-dim 64 --dtype "bf16,f32"
@@ -41,19 +58,26 @@ rwkv=(--batch 8 --heads 32 --seqlen 4096 --head-dim 64 --dtype "bf16,f32"
 
 command -v nvidia-smi >/dev/null && nvidia-smi -L
 for d in 64 128; do
-  step "$fab" --op fwd "${attn[@]}" --head-dim $d --dtype f16,f32 --causal 0,1
-done
-for d in 64 128; do
-  step "$fab" --op bwd "${attn[@]}" --head-dim $d --dtype f16 --causal 1
+  step_json "$out/fwd_d$d.json" "$fab" --op fwd "${attn[@]}" --head-dim $d --dtype f16,f32 \
+    --causal 0,1 --baseline
+  step_json "$out/bwd_d$d.json" "$fab" --op bwd "${attn[@]}" --head-dim $d --dtype f16 \
+    --causal 1
 done
 step "$fab" --op rwkv6-fwd,rwkv6-bwd "${rwkv[@]}"
+for d in 64 128; do
+  step "$fab" --op fwd --batch 1 --heads 32 --seqlen 1024,2048,4096,8192,16384 --head-dim $d \
+    --dtype f16 --causal 0,1 --baseline --iters 5 --plot "$out/fwd_sweep_d$d.png"
+done
 
 export PYTHONUNBUFFERED=1
 for d in 64 128; do
-  step python3 "$here/torch_sdpa.py" "${attn[@]}" --head-dim $d --dtype f16,f32 --causal 0,1
+  step python3 "$here/torch_sdpa.py" "${attn[@]}" --head-dim $d --dtype f16,f32 --causal 0,1 \
+    --compare "$out/fwd_d$d.json"
 done
 for d in 64 128; do
   step python3 "$here/torch_sdpa.py" --bwd "${attn[@]}" --head-dim $d --dtype f16 --causal 1 \
-    --backend flash,cudnn
+    --backend flash,cudnn --compare "$out/bwd_d$d.json"
 done
+echo
+echo "h100.sh: the JSON files and the plots are in $out/"
 exit $status

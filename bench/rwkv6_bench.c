@@ -313,13 +313,13 @@ int bench_rwkv6(fcl_context *ctx, const bench_args *a, bench_op op, bench_emit e
         s.alg = a->algorithms[ai];
         bench_row r = bench_row_init(op);
         r.b = s.b, r.h = s.h, r.hkv = s.h, r.sq = r.sk = s.t, r.d = s.k, r.dv = s.v;
-        r.t = s.dt, r.algorithm = (int)s.alg;
+        r.t = s.dt, r.algorithm = (int)s.alg, r.bytes = bytes;
         if (a->check) r.check = check_rwkv(ctx, &s, bwd, &in, &r);
         if (strcmp(r.check, "ERROR")) {
           rcall c = {&s, &in, s.b};
-          r.ms = bench_time(ctx, bwd ? rwkv_backward : rwkv_forward, &c, a->warmup, a->iters);
-          if (r.ms < 0) r.ms = NAN, r.check = "ERROR";
-          else r.gbps = bytes / (r.ms * 1e6);
+          r.ms = bench_time(ctx, bwd ? rwkv_backward : rwkv_forward, NULL, &c, a->warmup,
+                            a->iters, &r.wall_ms);
+          if (r.ms < 0) r.ms = r.wall_ms = NAN, r.check = "ERROR";
         }
         emit(&r);
       }

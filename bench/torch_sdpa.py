@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Times PyTorch's scaled_dot_product_attention on CUDA, for side-by-side
-runs with fa-bench on the same GPU. Prints the same table (or CSV / JSON).
+"""Times PyTorch's scaled_dot_product_attention on CUDA (or, with --device
+cpu, on the CPU), for side-by-side runs with fa-bench on the same machine.
+Prints the same table (or CSV / JSON).
 
 Each backend (flash, cudnn, efficient, math) is forced with
 torch.nn.attention.sdpa_kernel; a backend that cannot run a case is listed
 as "unsupported". Time: median of per-iteration CUDA-event timings after a
-warmup. TFLOP/s counts 2*B*H*N*N*(D+Dv) (= 4*B*H*N^2*D), halved when causal,
-as fa-bench does. err(o) is the largest error against a float64 computation
+warmup (on the CPU: wall time of each call, time.perf_counter, on
+torch.get_num_threads() threads, set with --threads). TFLOP/s counts
+2*B*H*N*N*(D+Dv) (= 4*B*H*N^2*D), halved when causal, as fa-bench does. err(o) is the largest error against a float64 computation
 of 64 sampled rows of the output (lse is not returned by SDPA).
 
 --bwd (op bwd) times the backward instead: one forward with the backend,
@@ -15,6 +17,10 @@ timed alone; TFLOP/s counts 2.5 times the forward's FLOPs, as fa-bench does.
 err(grad) is max over dq, dk, dv of max|got - ref| / max|ref| on the last
 (batch, kv head) slice, ref from float64 autograd of the same inputs.
 
+--compare FILE.json (fa-bench --json output, any number of times) prints
+fa-bench's rows in the same table first and, after PyTorch's, the ratio
+of flashcl's TFLOP/s to each PyTorch backend's on the same case.
+
 Only seqlen_q == seqlen_k is offered: for other lengths PyTorch's is_causal
 aligns the mask top-left, flashcl bottom-right.
 
@@ -22,13 +28,19 @@ aligns the mask top-left, flashcl bottom-right.
       --dtype f16 --causal 0,1 --backend flash,cudnn
   python3 bench/torch_sdpa.py --bwd --batch 4 --heads 32 --seqlen 4096 --head-dim 128 \\
       --dtype f16 --causal 1 --backend flash
+  fa-bench --device pocl --batch 1 --heads 8 --seqlen 2048 --dtype f32 --causal 0 \\
+      --json > pocl.json
+  python3 bench/torch_sdpa.py --device cpu --batch 1 --heads 8 --seqlen 2048 --head-dim 64 \\
+      --dtype f32 --causal 0 --backend flash,math --compare pocl.json
 """
 import argparse
 import json
 import math
+import platform
 import re
 import statistics
 import sys
+import time
 import warnings
 
 import torch
@@ -42,9 +54,11 @@ BACKENDS = {
     "efficient": SDPBackend.EFFICIENT_ATTENTION,
     "math": SDPBackend.MATH,
 }
+# fa-bench's CSV columns, in its order, so that the two outputs concatenate.
 FIELDS = ["op", "impl", "device", "batch", "heads", "heads_kv", "seqlen_q", "seqlen_k",
           "head_dim", "head_dim_v", "dtype", "causal", "algorithm", "ms", "tflops", "gbps",
-          "err_o", "err_lse", "err_grad", "check"]
+          "err_o", "err_lse", "err_grad", "check", "wall_ms", "alu_pct", "bw_pct", "gain",
+          "peak_gflops", "peak_gbps"]
 CHECK_ROWS = 64
 
 
@@ -72,8 +86,12 @@ def parse_args():
     p.add_argument("--head-dim-v", type=int, default=None, help="(= --head-dim)")
     p.add_argument("--dtype", type=name_list(DTYPES), default=["f16"], help="f32,f16,bf16")
     p.add_argument("--causal", type=int_list, default=[0, 1], help="0 and/or 1")
-    p.add_argument("--backend", type=name_list(BACKENDS), default=["flash", "cudnn", "efficient"],
-                   help="flash,cudnn,efficient,math")
+    p.add_argument("--backend", type=name_list(BACKENDS), default=None,
+                   help="flash,cudnn,efficient,math (CUDA: flash,cudnn,efficient; CPU: flash,math)")
+    p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads (torch's default)")
+    p.add_argument("--compare", action="append", default=[], metavar="FILE.json",
+                   help="fa-bench --json output: print its rows and the ratios")
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--bwd", action="store_true",
@@ -83,6 +101,8 @@ def parse_args():
     out.add_argument("--json", action="store_true")
     a = p.parse_args()
     a.heads_kv = a.heads_kv or a.heads
+    if a.backend is None:
+        a.backend = ["flash", "cudnn", "efficient"] if a.device == "cuda" else ["flash", "math"]
     a.head_dim_v = a.head_dim_v or a.head_dim
     if a.heads % a.heads_kv:
         p.error("--heads must be a multiple of --heads-kv")
@@ -134,18 +154,40 @@ def grad_error(q, k, v, dout, grads, causal):
     return max(((g.double() - r).abs().max() / r.abs().max()).item() for g, r in zip(got, ref))
 
 
+def sync(dev):
+    if dev == "cuda":
+        torch.cuda.synchronize()
+
+
+def time_ms(fn, dev):
+    """One call's time in ms: CUDA events on the GPU, wall time on the CPU."""
+    if dev == "cpu":
+        t0 = time.perf_counter()
+        fn()
+        return (time.perf_counter() - t0) * 1e3
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+
 def run_case(a, backend, seqlen, dtype, causal, device):
     r = dict(op="bwd" if a.bwd else "fwd", impl=f"sdpa-{backend}", device=device,
              batch=a.batch, heads=a.heads, heads_kv=a.heads_kv, seqlen_q=seqlen,
              seqlen_k=seqlen, head_dim=a.head_dim, head_dim_v=a.head_dim_v, dtype=dtype,
              causal=causal, algorithm=None, ms=None, tflops=None, gbps=None, err_o=None,
-             err_lse=None, err_grad=None, check="-")
-    gen = torch.Generator(device="cuda").manual_seed(1)
+             err_lse=None, err_grad=None, check="-", wall_ms=None, alu_pct=None, bw_pct=None,
+             gain=None, peak_gflops=None, peak_gbps=None)
+    dev = a.device
+    gen = torch.Generator(device=dev).manual_seed(1)
     t = DTYPES[dtype]
-    q = torch.randn(a.batch, a.heads, seqlen, a.head_dim, device="cuda", dtype=t, generator=gen)
-    k = torch.randn(a.batch, a.heads_kv, seqlen, a.head_dim, device="cuda", dtype=t,
+    q = torch.randn(a.batch, a.heads, seqlen, a.head_dim, device=dev, dtype=t, generator=gen)
+    k = torch.randn(a.batch, a.heads_kv, seqlen, a.head_dim, device=dev, dtype=t,
                     generator=gen)
-    v = torch.randn(a.batch, a.heads_kv, seqlen, a.head_dim_v, device="cuda", dtype=t,
+    v = torch.randn(a.batch, a.heads_kv, seqlen, a.head_dim_v, device=dev, dtype=t,
                     generator=gen)
     extra = {"enable_gqa": True} if a.heads_kv != a.heads else {}
     if a.bwd:
@@ -159,11 +201,11 @@ def run_case(a, backend, seqlen, dtype, causal, device):
         with sdpa_kernel([BACKENDS[backend]]), warnings.catch_warnings(record=True) as why:
             warnings.simplefilter("always")
             o = call()
-            torch.cuda.synchronize()
+            sync(dev)
             if a.bwd:
-                dout = torch.randn(o.shape, device="cuda", dtype=t, generator=gen)
+                dout = torch.randn(o.shape, device=dev, dtype=t, generator=gen)
                 grads = torch.autograd.grad(o, (q, k, v), dout, retain_graph=True)
-                torch.cuda.synchronize()
+                sync(dev)
                 r["err_grad"] = grad_error(q, k, v, dout, grads, causal)
                 del grads
 
@@ -174,15 +216,7 @@ def run_case(a, backend, seqlen, dtype, causal, device):
                 timed = call
             for _ in range(a.warmup):
                 timed()
-            times = []
-            for _ in range(a.iters):
-                start = torch.cuda.Event(enable_timing=True)
-                end = torch.cuda.Event(enable_timing=True)
-                start.record()
-                timed()
-                end.record()
-                end.synchronize()
-                times.append(start.elapsed_time(end))
+            times = [time_ms(timed, dev) for _ in range(a.iters)]
     except RuntimeError as e:
         # PyTorch gives the reasons a backend refused as warnings, the error says only
         # "No available kernel".
@@ -195,7 +229,8 @@ def run_case(a, backend, seqlen, dtype, causal, device):
     finally:
         del q, k, v
         o = dout = timed = None
-        torch.cuda.empty_cache()
+        if dev == "cuda":
+            torch.cuda.empty_cache()
     r["ms"] = statistics.median(times)
     r["tflops"] = (2.5 if a.bwd else 1.0) * flops(r) / (r["ms"] * 1e9)
     for f in ("ms", "tflops", "err_o", "err_grad"):  # six significant digits, as fa-bench
@@ -208,47 +243,107 @@ def fmt(x, spec, width):
     return format(x, spec).rjust(width) if x is not None else "-".rjust(width)
 
 
+HEADER = (f"{'op':<9} {'impl':<14} {'B':>4} {'H':>4} {'Hkv':>4} {'Nq':>6} {'Nk':>6} "
+          f"{'D':>4} {'Dv':>4} {'dtype':<5} {'causal':>6} {'algo':<9} {'ms':>10} "
+          f"{'TFLOP/s':>9} {'GB/s':>9} {'%alu':>6} {'%bw':>6} {'gain':>7} "
+          f"{'err(o)':>9} {'err(lse)':>9} {'err(grad)':>9}  check")
+
+
 def print_row(a, r, first):
+    r = {f: r.get(f) for f in FIELDS}
     if a.csv:
         vals = ["" if r[f] is None else f'"{r[f]}"' if f == "device" else r[f] for f in FIELDS]
         print(",".join(str(x) for x in vals))
     elif a.json:
         print(("" if first else ",\n") + "  " + json.dumps(r), end="")
     else:
+        causal = "-" if r["causal"] is None else str(r["causal"])
+        gain = "-" if r["gain"] is None else f"{r['gain']:.2f}x"
         print(f"{r['op']:<9} {r['impl']:<14} {r['batch']:4d} {r['heads']:4d} "
               f"{r['heads_kv']:4d} {r['seqlen_q']:6d} {r['seqlen_k']:6d} {r['head_dim']:4d} "
-              f"{r['head_dim_v']:4d} {r['dtype']:<5} {r['causal']:6d} "
+              f"{r['head_dim_v']:4d} {r['dtype']:<5} {causal:>6} "
               f"{r['algorithm'] or '-':<9} {fmt(r['ms'], '.3f', 10)} "
               f"{fmt(r['tflops'], '.4f', 9)} {fmt(r['gbps'], '.2f', 9)} "
+              f"{fmt(r['alu_pct'], '.1f', 6)} {fmt(r['bw_pct'], '.1f', 6)} {gain:>7} "
               f"{fmt(r['err_o'], '.2e', 9)} {fmt(r['err_lse'], '.2e', 9)} "
               f"{fmt(r['err_grad'], '.2e', 9)}  {r['check']}")
     sys.stdout.flush()
 
 
+CASE = ("op", "batch", "heads", "heads_kv", "seqlen_q", "seqlen_k", "head_dim", "head_dim_v",
+        "dtype", "causal")
+
+
+def print_ratios(a, fab_rows, torch_rows):
+    """flashcl's TFLOP/s over each PyTorch backend's, case by case."""
+    out = sys.stderr if a.csv or a.json else sys.stdout
+    flashcl = {tuple(r[f] for f in CASE): r for r in fab_rows
+               if r.get("impl") == "flashcl" and r.get("tflops")}
+    lines = []
+    for r in torch_rows:
+        f = flashcl.get(tuple(r[k] for k in CASE))
+        if f is None or not r["tflops"]:
+            continue
+        lines.append(f"{r['op']} {r['dtype']} B={r['batch']} H={r['heads']} N={r['seqlen_q']} "
+                     f"D={r['head_dim']} causal={r['causal']}: flashcl {f['tflops']:.4g}, "
+                     f"{r['impl']} {r['tflops']:.4g} TFLOP/s -> {f['tflops'] / r['tflops']:.3f}x")
+    if lines:
+        print("\nratios (flashcl TFLOP/s / PyTorch TFLOP/s; above 1: flashcl is faster)", file=out)
+        print("\n".join(lines), file=out)
+    elif a.compare:
+        print("torch_sdpa: no case of --compare matches PyTorch's rows", file=sys.stderr)
+    out.flush()
+
+
+def device_name(a):
+    if a.device == "cuda":
+        return f"{torch.cuda.get_device_name()} / torch {torch.__version__}"
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(x.split(":", 1)[1].strip() for x in f if x.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{cpu}, {torch.get_num_threads()} threads / torch {torch.__version__}"
+
+
 def main():
     a = parse_args()
-    if not torch.cuda.is_available():
-        sys.exit("torch_sdpa: CUDA is not available")
-    device = f"{torch.cuda.get_device_name()} / torch {torch.__version__}"
+    if a.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("torch_sdpa: CUDA is not available (--device cpu for the CPU)")
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    fab_rows = []
+    for path in a.compare:
+        with open(path) as f:
+            fab_rows += json.load(f)
+    device = device_name(a)
     if a.csv:
         print(",".join(FIELDS))
     elif a.json:
         print("[")
-    else:
-        print(f"device: {device}")
-        print(f"{'op':<9} {'impl':<14} {'B':>4} {'H':>4} {'Hkv':>4} {'Nq':>6} {'Nk':>6} "
-              f"{'D':>4} {'Dv':>4} {'dtype':<5} {'causal':>6} {'algo':<9} {'ms':>10} "
-              f"{'TFLOP/s':>9} {'GB/s':>9} {'err(o)':>9} {'err(lse)':>9} {'err(grad)':>9}  "
-              f"check")
     first = True
+    if not a.csv and not a.json and fab_rows:
+        print(f"device: {fab_rows[0]['device']} (fa-bench, from {', '.join(a.compare)})")
+        print(HEADER)
+    for r in fab_rows:
+        print_row(a, r, first)
+        first = False
+    if not a.csv and not a.json:
+        print(f"device: {device}")
+        print(HEADER)
+    torch_rows = []
     for seqlen in a.seqlen:
         for dtype in a.dtype:
             for causal in a.causal:
                 for backend in a.backend:
-                    print_row(a, run_case(a, backend, seqlen, dtype, causal, device), first)
+                    r = run_case(a, backend, seqlen, dtype, causal, device)
+                    torch_rows.append(r)
+                    print_row(a, r, first)
                     first = False
     if a.json:
         print("\n]")
+    print_ratios(a, fab_rows, torch_rows)
 
 
 if __name__ == "__main__":

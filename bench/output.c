@@ -1,0 +1,148 @@
+/* fa-bench output (see output.h). */
+#include "output.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#include "test_util.h"
+
+static bench_output g_format;
+static const char  *g_device;
+static bench_peak   g_peak;
+static int          g_first = 1;
+
+bench_rates bench_rates_of(const bench_row *r, const bench_peak *peak) {
+  bench_rates x = {NAN, NAN, NAN, NAN};
+  if (!(r->ms > 0)) return x;
+  x.tflops = r->flops / (r->ms * 1e9);
+  x.gbps = r->bytes / (r->ms * 1e6);
+  /* An FMA is one instruction: the instruction peak is half the FLOP peak. */
+  x.alu_pct = 100.0 * (r->instrs / (r->ms * 1e-3)) / (peak->gflops * 1e9 / 2);
+  x.bw_pct = 100.0 * x.gbps / peak->gbps;
+  return x;
+}
+
+static void json_string(const char *str) {
+  putchar('"');
+  for (; *str; str++) {
+    if (*str == '"' || *str == '\\') printf("\\%c", *str);
+    else if ((unsigned char)*str < 0x20) printf("\\u%04x", *str);
+    else putchar(*str);
+  }
+  putchar('"');
+}
+
+/* A JSON member: a number, or null for NaN and infinities. */
+static void json_number(const char *key, double x, const char *sep) {
+  if (isfinite(x)) printf("\"%s\": %.6g%s", key, x, sep);
+  else printf("\"%s\": null%s", key, sep);
+}
+
+/* A table cell: a number, or "-" when it does not apply. */
+static void cell(const char *fmt, double x, int width) {
+  if (isnan(x)) printf(" %*s", width, "-");
+  else printf(fmt, width, x);
+}
+
+void out_begin(bench_output format, const char *device, const bench_peak *peak) {
+  g_format = format, g_device = device, g_peak = *peak;
+  if (format == OUT_TABLE) {
+    printf("device: %s\n", device);
+    if (isnan(peak->gflops) && isnan(peak->gbps))
+      printf("peak: not measured (%%alu and %%bw are empty)\n");
+    else
+      printf("peak (measured): %.1f GFLOP/s f32 FMA = %.1f G instr/s; copy %.1f GB/s\n",
+             peak->gflops, peak->gflops / 2, peak->gbps);
+    printf("%-9s %-14s %4s %4s %4s %6s %6s %4s %4s %-5s %6s %-9s %10s %9s %9s %6s %6s %7s "
+           "%9s %9s %9s  %s\n",
+           "op", "impl", "B", "H", "Hkv", "Nq", "Nk", "D", "Dv", "dtype", "causal", "algo", "ms",
+           "TFLOP/s", "GB/s", "%alu", "%bw", "gain", "err(o)", "err(lse)", "err(grad)",
+           "check");
+  } else if (format == OUT_CSV) {
+    printf("op,impl,device,batch,heads,heads_kv,seqlen_q,seqlen_k,head_dim,head_dim_v,dtype,"
+           "causal,algorithm,ms,tflops,gbps,err_o,err_lse,err_grad,check,wall_ms,alu_pct,"
+           "bw_pct,gain,peak_gflops,peak_gbps\n");
+  } else {
+    printf("[");
+  }
+}
+
+void out_row(const bench_row *r) {
+  const char *dt = tu_dtype_name(r->t), *op = bench_op_name(r->op);
+  const char *algo = r->algorithm < 0 ? NULL : bench_algorithm_name((fcl_rwkv6_algorithm)r->algorithm);
+  const double err_o = r->err_o >= 0 ? r->err_o : NAN, err_lse = r->err_lse >= 0 ? r->err_lse : NAN,
+               err_grad = r->err_grad >= 0 ? r->err_grad : NAN;
+  const bench_rates x = bench_rates_of(r, &g_peak);
+  if (g_format == OUT_TABLE) {
+    printf("%-9s %-14s %4lld %4lld %4lld %6lld %6lld %4lld %4lld %-5s ", op, r->impl,
+           (long long)r->b, (long long)r->h, (long long)r->hkv, (long long)r->sq,
+           (long long)r->sk, (long long)r->d, (long long)r->dv, dt);
+    if (r->causal < 0) printf("%6s ", "-");
+    else printf("%6d ", r->causal);
+    printf("%-9s", algo ? algo : "-");
+    cell(" %*.3f", r->ms, 10);
+    cell(" %*.4f", x.tflops, 9);
+    cell(" %*.2f", x.gbps, 9);
+    cell(" %*.1f", x.alu_pct, 6);
+    cell(" %*.1f", x.bw_pct, 6);
+    cell(" %*.2f", r->gain, 6), printf(isnan(r->gain) ? " " : "x");
+    cell(" %*.2e", err_o, 9);
+    cell(" %*.2e", err_lse, 9);
+    cell(" %*.2e", err_grad, 9);
+    printf("  %s\n", r->check);
+  } else if (g_format == OUT_CSV) {
+    printf("%s,%s,\"", op, r->impl);
+    for (const char *c = g_device; *c; c++) { /* CSV doubles quotes */
+      if (*c == '"') putchar('"');
+      putchar(*c);
+    }
+    printf("\",%lld,%lld,%lld,%lld,%lld,%lld,%lld,%s,", (long long)r->b, (long long)r->h,
+           (long long)r->hkv, (long long)r->sq, (long long)r->sk, (long long)r->d,
+           (long long)r->dv, dt);
+    if (r->causal >= 0) printf("%d", r->causal);
+    printf(",%s", algo ? algo : "");
+    const double v1[6] = {r->ms, x.tflops, x.gbps, err_o, err_lse, err_grad};
+    for (int i = 0; i < 6; i++) {
+      if (isnan(v1[i])) printf(",");
+      else printf(i < 3 ? ",%.6g" : ",%.3g", v1[i]);
+    }
+    printf(",%s", r->check);
+    const double v2[6] = {r->wall_ms, x.alu_pct, x.bw_pct, r->gain, g_peak.gflops, g_peak.gbps};
+    for (int i = 0; i < 6; i++) {
+      if (isnan(v2[i])) printf(",");
+      else printf(",%.6g", v2[i]);
+    }
+    printf("\n");
+  } else {
+    printf("%s\n  {\"op\": \"%s\", \"impl\": \"%s\", \"device\": ", g_first ? "" : ",", op,
+           r->impl);
+    json_string(g_device);
+    printf(", \"batch\": %lld, \"heads\": %lld, \"heads_kv\": %lld, \"seqlen_q\": %lld, "
+           "\"seqlen_k\": %lld, \"head_dim\": %lld, \"head_dim_v\": %lld, \"dtype\": \"%s\", ",
+           (long long)r->b, (long long)r->h, (long long)r->hkv, (long long)r->sq,
+           (long long)r->sk, (long long)r->d, (long long)r->dv, dt);
+    if (r->causal < 0) printf("\"causal\": null, ");
+    else printf("\"causal\": %d, ", r->causal);
+    if (algo) printf("\"algorithm\": \"%s\", ", algo);
+    else printf("\"algorithm\": null, ");
+    json_number("ms", r->ms, ", ");
+    json_number("tflops", x.tflops, ", ");
+    json_number("gbps", x.gbps, ", ");
+    json_number("err_o", err_o, ", ");
+    json_number("err_lse", err_lse, ", ");
+    json_number("err_grad", err_grad, ", ");
+    printf("\"check\": \"%s\", ", r->check);
+    json_number("wall_ms", r->wall_ms, ", ");
+    json_number("alu_pct", x.alu_pct, ", ");
+    json_number("bw_pct", x.bw_pct, ", ");
+    json_number("gain", r->gain, ", ");
+    json_number("peak_gflops", g_peak.gflops, ", ");
+    json_number("peak_gbps", g_peak.gbps, "}");
+  }
+  g_first = 0;
+  fflush(stdout);
+}
+
+void out_end(void) {
+  if (g_format == OUT_JSON) printf("\n]\n");
+}

@@ -1,0 +1,18 @@
+/* fa-bench output: the rows as a table, CSV or JSON on stdout, with the
+ * rates and utilisations derived from each row's counts and the peaks. */
+#ifndef FCL_BENCH_OUTPUT_H
+#define FCL_BENCH_OUTPUT_H
+
+#include "bench.h"
+#include "peak.h"
+
+/* Derived columns of a row; NAN where they do not apply. */
+typedef struct { double tflops, gbps, alu_pct, bw_pct; } bench_rates;
+bench_rates bench_rates_of(const bench_row *r, const bench_peak *peak);
+
+/* Header (table, CSV) or opening bracket (JSON). */
+void out_begin(bench_output format, const char *device, const bench_peak *peak);
+void out_row(const bench_row *r);
+void out_end(void);
+
+#endif
