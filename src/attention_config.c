@@ -157,6 +157,13 @@ bool fcl_attention_fwd_valid(const fcl_device_info *dev, int head_dim,
   else if ((c->block_m / c->wg_rows) * (c->block_n / c->wg_cols + c->block_dv / c->wg_cols) >
            FCL_MAX_TILE_FLOATS)
     bad = "register tile too large";
+  /* PoCL (3.1 here) corrupts the host heap running this kernel with one
+   * query row and one output column per work-item (RM = CV = 1), e.g.
+   * 8 x 16 work-items for BLOCK_M 8 and BLOCK_DV 16, while Oclgrind finds
+   * those launches clean and correct; fa-tune met it as a crash. */
+  else if (dev->is_cpu && !dev->is_llvmpipe && c->block_m == c->wg_rows &&
+           c->block_dv == c->wg_cols)
+    bad = "one row and one output column per work-item (PoCL fails on it)";
   if (bad && why) snprintf(why, why_size, "%s", bad);
   return bad == NULL;
 }
