@@ -42,3 +42,20 @@ if(FCL_OCLGRIND)
 else()
   message(STATUS "oclgrind not found: the Oclgrind tests are not registered")
 endif()
+
+# --- libFuzzer target (FCL_FUZZ=ON with clang; see cmake/sanitize.cmake) ---
+if(FCL_FUZZ_OK)
+  add_executable(fuzz_api fuzz/fuzz_api.c fuzz/fuzz_decode.c)
+  target_link_libraries(fuzz_api PRIVATE flashcl_static m)
+  target_compile_options(fuzz_api PRIVATE ${FCL_TEST_WARNINGS} -fsanitize=fuzzer)
+  target_link_options(fuzz_api PRIVATE -fsanitize=fuzzer)
+  # Replays the seed corpus (a regression test); CI also fuzzes for a while.
+  add_test(NAME fuzz_api_corpus COMMAND fuzz_api -runs=0 ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus)
+  set_tests_properties(fuzz_api_corpus PROPERTIES TIMEOUT 600 LABELS "fuzz" ENVIRONMENT
+    "FCL_FUZZ_DEVICE=pocl;FCL_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/cache/fuzz;XDG_CACHE_HOME=${CMAKE_CURRENT_BINARY_DIR}/cache/xdg")
+endif()
+
+# --- faults: build errors, device out of memory, unusable cache ---------------
+fcl_add_test(test_faults DEVICE)
+target_link_libraries(test_faults PRIVATE fcl_ophelp)
+target_compile_definitions(test_faults PRIVATE FCL_SOURCE_CL_DIR="${PROJECT_SOURCE_DIR}/cl")
