@@ -131,6 +131,15 @@ static void out_of_memory(fcl_context *ctx) {
              tu_buffer_poison_left(qu, du, 0, 1024, NULL) == 0,
          "out of memory: outputs untouched", NULL);
 
+  /* RWKV6 chunked forward whose state checkpoints would take 2^64 bytes:
+   * the size must not wrap around to a small buffer. */
+  rd = (fcl_rwkv6_desc)FCL_RWKV6_DESC_INIT;
+  rd.batch = 1 << 20; rd.seqlen = 1 << 30; rd.heads = 1; rd.head_dim_k = rd.head_dim_v = 256;
+  rd.algorithm = FCL_RWKV6_CHUNKED;
+  s = fcl_rwkv6_forward(ctx, &rd, &t, &t, &t, &t, u, NULL, &to, NULL);
+  expect(s == FCL_ERROR_OUT_OF_MEMORY, "out of memory: rwkv6 chunked forward, 2^64 bytes",
+         fcl_context_last_error(ctx));
+
   /* Attention forward, keys split across work-groups (FCL_LOOP_BUDGET=1 in
    * a new context): partial outputs of 2^20 x 2^20 keys. */
   setenv("FCL_LOOP_BUDGET", "1", 1);
