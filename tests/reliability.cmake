@@ -59,3 +59,34 @@ endif()
 fcl_add_test(test_faults DEVICE)
 target_link_libraries(test_faults PRIVATE fcl_ophelp)
 target_compile_definitions(test_faults PRIVATE FCL_SOURCE_CL_DIR="${PROJECT_SOURCE_DIR}/cl")
+
+# --- lifetimes and threads; valgrind finds no leak of flashcl's --------------
+fcl_add_test(test_lifecycle DEVICE)
+target_link_libraries(test_lifecycle PRIVATE fcl_ophelp Threads::Threads)
+find_program(FCL_VALGRIND valgrind)
+if(FCL_VALGRIND AND NOT FCL_SANITIZE)
+  # 200 cycles (2 with operations): definite leaks outside the OpenCL
+  # implementations fail the test (tests/valgrind.supp lists theirs).
+  add_test(NAME test_lifecycle_valgrind COMMAND ${FCL_VALGRIND} --error-exitcode=99
+           --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite
+           --suppressions=${CMAKE_CURRENT_SOURCE_DIR}/valgrind.supp
+           $<TARGET_FILE:test_lifecycle> 200)
+  # After test_lifecycle_pocl, whose program cache it reuses: compiling the
+  # kernels under valgrind would take minutes.
+  set_tests_properties(test_lifecycle_valgrind PROPERTIES TIMEOUT 900 LABELS "valgrind"
+    DEPENDS test_lifecycle_pocl
+    ENVIRONMENT "FCL_DEVICE=pocl;FCL_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/cache/test_lifecycle_pocl;XDG_CACHE_HOME=${CMAKE_CURRENT_BINARY_DIR}/cache/xdg")
+endif()
+
+# --- sanitizer builds: every test runs with these options ----------------------
+if(FCL_SANITIZE)
+  # fast_unwind_on_malloc=0: full stacks through the (frame-pointer-less)
+  # OpenCL libraries, so that lsan.supp can attribute their leaks.
+  get_property(_fcl_tests DIRECTORY PROPERTY TESTS)
+  foreach(t ${_fcl_tests})
+    set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
+      "ASAN_OPTIONS=fast_unwind_on_malloc=0:detect_leaks=1:abort_on_error=0"
+      "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/lsan.supp:print_suppressions=0"
+      "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1")
+  endforeach()
+endif()
