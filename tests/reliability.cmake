@@ -78,6 +78,10 @@ if(FCL_VALGRIND AND NOT FCL_SANITIZE)
     ENVIRONMENT "FCL_DEVICE=pocl;FCL_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/cache/test_lifecycle_pocl;XDG_CACHE_HOME=${CMAKE_CURRENT_BINARY_DIR}/cache/xdg")
 endif()
 
+# --- numerics: large magnitude, -inf from masks, NaN inputs -------------------
+fcl_add_test(test_numerics DEVICE)
+target_link_libraries(test_numerics PRIVATE fcl_ophelp)
+
 # --- sanitizer builds: every test runs with these options ----------------------
 if(FCL_SANITIZE)
   # fast_unwind_on_malloc=0: full stacks through the (frame-pointer-less)
