@@ -82,6 +82,22 @@ endif()
 fcl_add_test(test_numerics DEVICE)
 target_link_libraries(test_numerics PRIVATE fcl_ophelp)
 
+# --- large problems (> 2^31 elements, seqlen 65536): a GPU with tens of GiB --
+# Always built; registered only with -DFCL_TEST_LARGE=ON, on the device
+# FCL_TEST_LARGE_DEVICE (default nvidia), so that no CPU run picks it up:
+#   cmake -S . -B build -DFCL_TEST_LARGE=ON && cmake --build build -j
+#   ctest --test-dir build -L large --output-on-failure
+add_executable(test_large test_large.c)
+target_link_libraries(test_large PRIVATE fcl_testref flashcl m)
+target_compile_options(test_large PRIVATE ${FCL_TEST_WARNINGS})
+option(FCL_TEST_LARGE "Register test_large (needs a GPU with ~40 GiB)" OFF)
+set(FCL_TEST_LARGE_DEVICE "nvidia" CACHE STRING "Device selector for test_large")
+if(FCL_TEST_LARGE)
+  add_test(NAME test_large COMMAND test_large)
+  set_tests_properties(test_large PROPERTIES TIMEOUT 1800 LABELS "large"
+                       ENVIRONMENT "FCL_DEVICE=${FCL_TEST_LARGE_DEVICE}")
+endif()
+
 # --- sanitizer builds: every test runs with these options ----------------------
 if(FCL_SANITIZE)
   # fast_unwind_on_malloc=0: full stacks through the (frame-pointer-less)
