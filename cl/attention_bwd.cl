@@ -87,12 +87,14 @@ inline void bwd_contract(float acc[RR][CC], __local float *a_s,
 }
 
 /* out[r][c] += sum over the tile's cols of t_s[row r][col] * B[col][slice c]:
- * B rows c0.., columns col0.. of a dim-wide operand. */
+ * B rows c0.., columns col0.. of a dim-wide operand. With masked, the tile
+ * has masked entries (weight 0) whose B rows may hold NaN or inf, which
+ * must not reach the sums: zero weights are skipped. */
 inline void bwd_accumulate(float out[RR][CK], __local const float *t_s,
                            __local float *b_s, int dim,
                            const __global fcl_elem *B, long b_base,
                            long b_stride, int c0, int nc, int col0, int lid,
-                           int tx, int ty) {
+                           int tx, int ty, bool masked) {
   bwd_load(b_s, BLOCK_C, LDK, B, b_base, b_stride, c0, nc, col0, dim, lid);
   barrier(CLK_LOCAL_MEM_FENCE);
   for (int j = 0; j < BLOCK_C; ++j) {
@@ -100,6 +102,7 @@ inline void bwd_accumulate(float out[RR][CK], __local const float *t_s,
     for (int c = 0; c < CK; ++c) b[c] = b_s[j * LDK + tx + c * WG_COLS];
     for (int r = 0; r < RR; ++r) {
       const float t = t_s[(ty * RR + r) * LDC + j];
+      if (masked && t == 0.0f) continue;
       for (int c = 0; c < CK; ++c) out[r][c] = fma(t, b[c], out[r][c]);
     }
   }
@@ -114,11 +117,14 @@ inline float bwd_element(float s_raw, float dp, int i, int j, int diag,
                          float delta, float scale, float *ds) {
   float t;
   const float x = attn_score(s_raw, i, j, diag, qk_scale, softcap_l2, slope_l2, &t);
-  /* lse2 = +inf marks a row that saw no key: its P is 0. */
-  const float p = attn_visible(i, j, diag, sk, wl, wr) ? exp2(x - lse2) : 0.0f;
+  /* lse2 = +inf marks a row that saw no key: its P is 0. A masked element
+   * is exactly 0 even where its score or dP is NaN (NaN in q, k, v or dO
+   * of a pair that is not visible must not propagate). */
+  const bool vis = attn_visible(i, j, diag, sk, wl, wr);
+  const float p = vis ? exp2(x - lse2) : 0.0f;
   float g = p * (dp - delta);
   if (softcap_l2 > 0.0f) g *= 1.0f - t * t;
-  *ds = g * scale;
+  *ds = vis ? g * scale : 0.0f;
   return p;
 }
 
@@ -239,7 +245,10 @@ void fcl_attention_bwd_dq(BWD_COMMON_ARGS, __global fcl_elem *dq,
                     dlt[r], scale, &ds);
         t_s[(ty * RR + r) * LDC + tx + c * WG_COLS] = ds;
       }
-    bwd_accumulate(acc, t_s, b_s, HEAD_DIM, k, kb, k_ss, j0, s.sk, col0, lid, tx, ty);
+    /* Every (row, key) pair of the tile visible: no masked entries. */
+    const bool full = j0 >= i_last + diag - wl && j0 + BLOCK_C - 1 <= i0 + diag + wr;
+    bwd_accumulate(acc, t_s, b_s, HEAD_DIM, k, kb, k_ss, j0, s.sk, col0, lid, tx, ty,
+                   !full);
   }
   for (int r = 0; r < RR; ++r) {
     const int i = i0 + ty * RR + r;
@@ -316,15 +325,17 @@ void fcl_attention_bwd_dkdv(BWD_COMMON_ARGS, __global fcl_elem *dk,
           if (i >= s.sq) p = ds[r][c] = 0.0f;
           t_s[(ty * RR + r) * LDC + tx + c * WG_COLS] = p;
         }
+      /* Every (key, query) pair of the tile visible: no masked entries. */
+      const bool full = j0 >= i0 + BLOCK_C - 1 + diag - wl && j_last <= i0 + diag + wr;
       if (col0 < HEAD_DIM_V)
         bwd_accumulate(gv, t_s, b_s, HEAD_DIM_V, dout, dob, do_ss, i0, s.sq, col0,
-                       lid, tx, ty);
+                       lid, tx, ty, !full);
       for (int r = 0; r < RR; ++r)
         for (int c = 0; c < CC; ++c)
           t_s[(ty * RR + r) * LDC + tx + c * WG_COLS] = ds[r][c];
       if (col0 < HEAD_DIM)
         bwd_accumulate(gk, t_s, b_s, HEAD_DIM, q, qb, q_ss, i0, s.sq, col0, lid,
-                       tx, ty);
+                       tx, ty, !full);
     }
   }
   const long dkb = bwd_base(dk_off, dk_sb, dk_ss, dk_sh, b, s.k_row0, hk);

@@ -213,11 +213,15 @@ void fcl_attention_fwd(
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 
+    /* A masked key has p = 0 but may hold NaN or inf in V (a key outside
+     * the window, or a future one): 0 * NaN must not reach the row, so
+     * tiles with masked entries skip zero weights. */
     for (int j = 0; j < BLOCK_N; ++j) {
       float vv[CV];
       for (int c = 0; c < CV; ++c) vv[c] = kv_s[j * LD_V + tx + c * WG_COLS];
       for (int r = 0; r < RM; ++r) {
         const float p = p_s[(ty * RM + r) * LD_N + j];
+        if (!full && p == 0.0f) continue;
         for (int c = 0; c < CV; ++c) acc[r][c] = fma(p, vv[c], acc[r][c]);
       }
     }

@@ -83,11 +83,11 @@ fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *d,
       return s;
   }
   if (split_dq > 1 &&
-      (s = fcl_scratch(ctx, 1, (size_t)(split_dq * nrows_q * d->head_dim) * 4, &dq_part)))
+      (s = fcl_scratch(ctx, 1, fcl_bytes(split_dq, nrows_q, d->head_dim, 4, 1), &dq_part)))
     return s;
   if (split_dkv > 1 &&
-      ((s = fcl_scratch(ctx, 2, (size_t)(split_dkv * nrows_k * d->head_dim) * 4, &dk_part)) ||
-       (s = fcl_scratch(ctx, 3, (size_t)(split_dkv * nrows_k * d->head_dim_v) * 4, &dv_part))))
+      ((s = fcl_scratch(ctx, 2, fcl_bytes(split_dkv, nrows_k, d->head_dim, 4, 1), &dk_part)) ||
+       (s = fcl_scratch(ctx, 3, fcl_bytes(split_dkv, nrows_k, d->head_dim_v, 4, 1), &dv_part))))
     return s;
 
   fcl_attention_scalars sc;

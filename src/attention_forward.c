@@ -60,8 +60,8 @@ fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *d,
     fcl_log(ctx, "attention forward: keys split %d ways (%d per work-group)", nsplit,
             keys_per_split);
     if ((s = fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, "fcl_attention_fwd_combine", &comb)) ||
-        (s = fcl_scratch(ctx, 0, (size_t)(nsplit * nrows * d->head_dim_v) * 4, &o_part)) ||
-        (s = fcl_scratch(ctx, 1, (size_t)(nsplit * nrows) * 4, &lse_part)))
+        (s = fcl_scratch(ctx, 0, fcl_bytes(nsplit, nrows, d->head_dim_v, 4, 1), &o_part)) ||
+        (s = fcl_scratch(ctx, 1, fcl_bytes(nsplit, nrows, 4, 1, 1), &lse_part)))
       return s;
   }
 

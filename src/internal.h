@@ -117,8 +117,14 @@ fcl_status fcl_get_kernel(fcl_context *ctx, const char *const *files,
 void       fcl_release_programs(fcl_context *ctx);
 
 /* launch.c: device buffer number slot (0..5) of at least bytes, kept by
- * the context; an operation uses distinct slots for distinct buffers. */
+ * the context; an operation uses distinct slots for distinct buffers. More
+ * than the device can allocate (CL_DEVICE_MAX_MEM_ALLOC_SIZE, global
+ * memory) is FCL_ERROR_OUT_OF_MEMORY. */
 fcl_status fcl_scratch(fcl_context *ctx, int slot, size_t bytes, cl_mem *out);
+/* The product of five non-negative factors, or SIZE_MAX when it does not
+ * fit: scratch sizes of huge problems then fail as out of memory instead of
+ * wrapping around to a small buffer. */
+size_t     fcl_bytes(int64_t a, int64_t b, int64_t c, int64_t d, int64_t e);
 
 /* Kernel arguments set in order, stopping at the first failure. */
 typedef struct {

@@ -48,12 +48,12 @@ fcl_status fcl_rwkv6_backward(fcl_context *ctx, const fcl_rwkv6_desc *d,
 
   const cl_int nchunk = (cl_int)((d->seqlen + c.tc - 1) / c.tc);
   const cl_int nvb = (V + c.bvb - 1) / c.bvb;
-  const size_t part = (size_t)nvb * p.ntok * d->heads * K * sizeof(float);
+  const size_t part = fcl_bytes(nvb, p.ntok, d->heads, K, sizeof(float));
   cl_mem ck, drp, dkp, dwp, dup;
-  if ((s = fcl_scratch(ctx, 0, (size_t)d->batch * d->heads * nchunk * K * V * 4, &ck)) ||
+  if ((s = fcl_scratch(ctx, 0, fcl_bytes(d->batch * d->heads, nchunk, K, V, 4), &ck)) ||
       (s = fcl_scratch(ctx, 1, part, &drp)) || (s = fcl_scratch(ctx, 2, part, &dkp)) ||
       (s = fcl_scratch(ctx, 3, part, &dwp)) ||
-      (s = fcl_scratch(ctx, 4, (size_t)nvb * d->batch * d->heads * K * 4, &dup)))
+      (s = fcl_scratch(ctx, 4, fcl_bytes(nvb, d->batch * d->heads, K, 4, 1), &dup)))
     return s;
 
   /* Segments of positions, one launch each (one unless the device bounds

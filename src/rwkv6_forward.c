@@ -43,8 +43,8 @@ fcl_status fcl_rwkv6_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
   const cl_int nchunk = (cl_int)((d->seqlen + c.tc - 1) / c.tc);
   cl_mem ck = o->buffer; /* never written unless chunked */
   if (chunked &&
-      (s = fcl_scratch(ctx, 0, (size_t)d->batch * d->heads * nchunk * d->head_dim_k *
-                                   d->head_dim_v * sizeof(float), &ck)))
+      (s = fcl_scratch(ctx, 0, fcl_bytes(d->batch * d->heads, nchunk, d->head_dim_k,
+                                         d->head_dim_v, sizeof(float)), &ck)))
     return s;
 
   /* Segments of positions, each one launch (one unless the device bounds

@@ -1,0 +1,111 @@
+/* Runs an operation through op_harness.c and checks it against the double
+ * references; see op_harness.h. */
+#include "op_harness.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double *dalloc(size_t n) {
+  double *x = calloc(n + 1, sizeof *x);
+  if (!x) abort();
+  return x;
+}
+
+static double max_abs(const double *x, size_t n) {
+  double m = 0.0;
+  for (size_t i = 0; i < n; ++i)
+    if (isfinite(x[i]) && fabs(x[i]) > m) m = fabs(x[i]);
+  return m;
+}
+
+int oh_attention_verify(fcl_context *ctx, const ref_attention_problem *p,
+                        fcl_dtype dt, const double *q, const double *k,
+                        const double *v, const double *dout, int with_lse,
+                        char *why, size_t nwhy) {
+  const oh_attention_sizes n = oh_attention_count(p);
+  double *o_ref = dalloc(n.o), *l_ref = dalloc(n.lse), *o = dalloc(n.o), *l = dalloc(n.lse);
+  double *dq = dalloc(n.q), *dk = dalloc(n.k), *dv = dalloc(n.v);
+  double *dq_ref = dalloc(n.q), *dk_ref = dalloc(n.k), *dv_ref = dalloc(n.v);
+  ref_attention_forward(p, q, k, v, o_ref, l_ref);
+  int ok = oh_attention(ctx, p, dt, q, k, v, dout, o, with_lse || dout ? l : NULL, dq, dk,
+                        dv, why, nwhy) == 0;
+  if (ok) {
+    const double bound = ref_attention_logit_bound(p, q, k);
+    const double vmax = max_abs(v, n.v);
+    const tu_tol tol_o = tu_tol_with_logits(tu_tol_output(dt), bound, p->head_dim, vmax);
+    const tu_tol tol_l = tu_tol_with_logits(tu_tol_lse(), bound, p->head_dim, 0.0);
+    ok &= oh_check("o", o, o_ref, n.o, tol_o, 0, why, nwhy);
+    if (with_lse || dout) ok &= oh_check("lse", l, l_ref, n.lse, tol_l, 1, why, nwhy);
+    /* A row that sees no key: exactly 0 (lse -inf is compared above). */
+    const int varlen = p->cu_seqlens_q != NULL;
+    const int64_t rows = varlen ? p->cu_seqlens_q[p->batch] : p->batch * p->seqlen_q;
+    size_t bad = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t h = 0; h < p->heads_q; ++h) {
+        const double lr = varlen ? l_ref[h * rows + r]
+                                 : l_ref[((r / p->seqlen_q) * p->heads_q + h) * p->seqlen_q +
+                                         r % p->seqlen_q];
+        if (lr != -INFINITY) continue;
+        for (int64_t e = 0; e < p->head_dim_v; ++e)
+          bad += o[(r * p->heads_q + h) * p->head_dim_v + e] != 0.0;
+      }
+    if (bad) {
+      ok = 0;
+      oh_append(why, nwhy, " %zu outputs of rows that see no key are not 0;", bad);
+    }
+  }
+  if (ok && dout) {
+    ref_attention_backward_given_o(p, q, k, v, dout, o, dq_ref, dk_ref, dv_ref);
+    /* What the dtype can hold: gradients of a saturated softmax (~1e-31)
+     * are 0 in f16, which a tolerance relative to max|ref| cannot see. */
+    tu_round_array(dq_ref, n.q, dt);
+    tu_round_array(dk_ref, n.k, dt);
+    tu_round_array(dv_ref, n.v, dt);
+    const tu_tol tol_g = {oh_grad_tol(dt), 0.0, 0.0};
+    ok &= oh_check("dq", dq, dq_ref, n.q, tol_g, 0, why, nwhy);
+    ok &= oh_check("dk", dk, dk_ref, n.k, tol_g, 0, why, nwhy);
+    ok &= oh_check("dv", dv, dv_ref, n.v, tol_g, 0, why, nwhy);
+  }
+  free(o_ref); free(l_ref); free(o); free(l); free(dq); free(dk); free(dv);
+  free(dq_ref); free(dk_ref); free(dv_ref);
+  return ok;
+}
+
+int oh_rwkv6_verify(fcl_context *ctx, const ref_rwkv6_problem *p, fcl_dtype dt,
+                    fcl_rwkv6_algorithm algo, const double *r, const double *k,
+                    const double *v, const double *w, const double *u,
+                    const double *h0, const double *dout, const double *dht,
+                    char *why, size_t nwhy) {
+  const oh_rwkv6_sizes n = oh_rwkv6_count(p);
+  double *o_ref = dalloc(n.v), *ht_ref = dalloc(n.state), *o = dalloc(n.v), *ht = dalloc(n.state);
+  double *g[6], *g_ref[6];
+  const size_t gn[6] = {n.rk, n.rk, n.v, n.rk, n.u, n.state};
+  const char *gname[6] = {"dr", "dk", "dv", "dw", "du", "dh0"};
+  for (int i = 0; i < 6; ++i) {
+    g[i] = dalloc(gn[i]);
+    g_ref[i] = dalloc(gn[i]);
+  }
+  ref_rwkv6_forward(p, r, k, v, w, u, h0, o_ref, ht_ref);
+  int ok = oh_rwkv6(ctx, p, dt, algo, r, k, v, w, u, h0, dout, dht, o, ht, g[0], g[1], g[2],
+                    g[3], g[4], g[5], why, nwhy) == 0;
+  if (ok) {
+    ok &= oh_check("o", o, o_ref, n.v, oh_rwkv6_tol(dt), 0, why, nwhy);
+    ok &= oh_check("ht", ht, ht_ref, n.state, oh_rwkv6_state_tol(), 0, why, nwhy);
+  }
+  if (ok && dout) {
+    if (ref_rwkv6_backward(p, r, k, v, w, u, h0, dout, dht, g_ref[0], g_ref[1], g_ref[2],
+                           g_ref[3], g_ref[4], g_ref[5]))
+      abort();
+    for (int i = 0; i < 6; ++i)
+      ok &= oh_check(gname[i], g[i], g_ref[i], gn[i],
+                     i == 5 ? oh_rwkv6_state_tol() : oh_rwkv6_tol(dt), 0, why, nwhy);
+  }
+  free(o_ref); free(ht_ref); free(o); free(ht);
+  for (int i = 0; i < 6; ++i) {
+    free(g[i]);
+    free(g_ref[i]);
+  }
+  return ok;
+}

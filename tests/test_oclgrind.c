@@ -1,0 +1,183 @@
+/* Every kernel on tiny shapes of every feature, meant to run under Oclgrind
+ * (tests/oclgrind_check.cmake runs it as `oclgrind --check-api --data-races
+ * --log FILE test_oclgrind` and fails on any report): attention forward and
+ * backward (causal, windows, softcap, ALiBi, GQA/MQA, varlen, empty rows,
+ * lse or not, head dims not powers of two, a contraction in chunks, several
+ * key tiles), RWKV6 forward and backward with the fused-recurrent and the
+ * chunked algorithm (h0/ht, dht/dh0, reverse, varlen with an empty
+ * sequence), in f32, f16 and bf16. Run with FCL_LOOP_BUDGET=1 it takes the
+ * split paths instead (split keys with the combine kernel, split gradient
+ * sums, RWKV6 launches carrying the state). Results are checked against
+ * the double references with the main suites' tolerances.
+ *
+ * Every view fills its buffer exactly, so any read or write past a view
+ * leaves the buffer and Oclgrind reports it.
+ *
+ * Environment: FCL_DEVICE (default "oclgrind"), FCL_TEST_FILTER. */
+#include "op_harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+  const char *name;
+  fcl_dtype   dt;
+  int64_t     b, sq, sk, hq, hkv, d, dv;
+  int         causal;
+  int64_t     wl, wr; /* both 0: no window */
+  double      softcap, scale;
+  int         alibi, no_lse, fwd_only;
+  int         nseq;
+  int32_t     lq[4], lk[4];
+} acase;
+
+typedef struct {
+  const char *name;
+  fcl_dtype   dt;
+  fcl_rwkv6_algorithm algo;
+  int64_t     b, t, h, k, v;
+  int         reverse, h0, dht, nseq;
+  int32_t     lens[4];
+} rcase;
+
+#define A(...) {__VA_ARGS__}
+static const acase att_cases[] = {
+  A("plain", FCL_F32, 2, 5, 7, 2, 2, 16, 16, .causal = 0),
+  A("causal sq>sk GQA dv", FCL_F16, 1, 9, 6, 4, 2, 24, 8, .causal = 1),
+  A("window both, d 7", FCL_BF16, 1, 12, 12, 1, 1, 7, 7, .wl = 3, .wr = 2),
+  A("softcap alibi causal scale", FCL_F32, 1, 8, 11, 2, 2, 12, 12, .causal = 1,
+    .softcap = 3.0, .scale = 0.4, .alibi = 1),
+  A("varlen causal window GQA", FCL_F16, 0, 0, 0, 2, 1, 9, 5, .causal = 1, .wl = 2, .wr = -1,
+    .nseq = 3, .lq = {3, 0, 5}, .lk = {4, 2, 6}),
+  A("MQA two key tiles, d 33", FCL_BF16, 1, 4, 40, 3, 1, 33, 33, .causal = 0),
+  A("window sq>sk empty rows", FCL_F32, 1, 10, 4, 1, 1, 5, 6, .wl = 1, .wr = 1),
+  A("lse NULL, d 130 / 70 (chunked q)", FCL_F16, 1, 3, 5, 1, 1, 130, 70, .no_lse = 1,
+    .fwd_only = 1),
+  A("alibi window right varlen bf16", FCL_BF16, 0, 0, 0, 2, 2, 6, 10, .wl = -1, .wr = 1,
+    .alibi = 1, .nseq = 2, .lq = {6, 1}, .lk = {3, 7}),
+};
+
+#define R(...) {__VA_ARGS__}
+static const rcase rwkv_cases[] = {
+  R("recurrent h0 dht", FCL_F32, FCL_RWKV6_RECURRENT, 2, 5, 2, 8, 8, .h0 = 1, .dht = 1),
+  R("chunked two chunks reverse", FCL_F16, FCL_RWKV6_CHUNKED, 1, 19, 1, 12, 5, .reverse = 1,
+    .h0 = 1),
+  R("recurrent varlen", FCL_BF16, FCL_RWKV6_RECURRENT, 0, 0, 2, 7, 9, .nseq = 3,
+    .lens = {3, 0, 6}, .dht = 1),
+  R("chunked varlen h0", FCL_F32, FCL_RWKV6_CHUNKED, 0, 0, 1, 9, 3, .nseq = 2,
+    .lens = {17, 2}, .h0 = 1, .dht = 1),
+  R("recurrent K 33 V 20", FCL_BF16, FCL_RWKV6_RECURRENT, 1, 3, 1, 33, 20, .reverse = 1),
+};
+
+static int g_run = 0, g_failed = 0;
+
+static int selected(const char *name) {
+  const char *f = getenv("FCL_TEST_FILTER");
+  return !f || !*f || strstr(name, f);
+}
+
+static double *filled(tu_rng *g, size_t n, double lo, double hi, fcl_dtype dt) {
+  double *x = malloc(8 * (n + 1));
+  if (!x) abort();
+  tu_fill_uniform(g, x, n, lo, hi);
+  tu_round_array(x, n, dt);
+  return x;
+}
+
+static void report(const char *kind, const char *name, fcl_dtype dt, int ok, const char *why,
+                   double t0) {
+  ++g_run;
+  if (!ok) ++g_failed;
+  printf("%s %s %-4s %s |%s | %.2f s\n", ok ? "PASS" : "FAIL", kind, tu_dtype_name(dt), name,
+         why, tu_now() - t0);
+  fflush(stdout);
+}
+
+static void run_attention(fcl_context *ctx, const acase *c, uint64_t seed) {
+  const double t0 = tu_now();
+  int32_t cuq[5] = {0}, cuk[5] = {0};
+  double slopes[8];
+  ref_attention_problem p;
+  memset(&p, 0, sizeof p);
+  p.batch = c->b; p.seqlen_q = c->sq; p.seqlen_k = c->sk;
+  p.heads_q = c->hq; p.heads_kv = c->hkv; p.head_dim = c->d; p.head_dim_v = c->dv;
+  p.softmax_scale = c->scale; p.causal = c->causal; p.softcap = c->softcap;
+  p.window_left = c->wl || c->wr ? c->wl : -1;
+  p.window_right = c->wl || c->wr ? c->wr : -1;
+  for (int h = 0; h < c->hq && h < 8; ++h) slopes[h] = (double)(float)(0.3 / (h + 1));
+  p.alibi_slopes = c->alibi ? slopes : NULL;
+  if (c->nseq) {
+    p.batch = c->nseq;
+    for (int i = 0; i < c->nseq; ++i) {
+      cuq[i + 1] = cuq[i] + c->lq[i];
+      cuk[i + 1] = cuk[i] + c->lk[i];
+      if (c->lq[i] > p.seqlen_q) p.seqlen_q = c->lq[i];
+      if (c->lk[i] > p.seqlen_k) p.seqlen_k = c->lk[i];
+    }
+    p.cu_seqlens_q = cuq;
+    p.cu_seqlens_k = cuk;
+  }
+  const oh_attention_sizes n = oh_attention_count(&p);
+  tu_rng g;
+  tu_rng_seed(&g, seed);
+  double *q = filled(&g, n.q, -2, 2, c->dt), *k = filled(&g, n.k, -2, 2, c->dt);
+  double *v = filled(&g, n.v, -1, 1, c->dt), *dout = filled(&g, n.o, -1, 1, c->dt);
+  char why[2048] = "";
+  const int ok = oh_attention_verify(ctx, &p, c->dt, q, k, v, c->fwd_only ? NULL : dout,
+                                     !c->no_lse, why, sizeof why);
+  report(c->fwd_only ? "attention fwd    " : "attention fwd+bwd", c->name, c->dt, ok, why, t0);
+  free(q); free(k); free(v); free(dout);
+}
+
+static void run_rwkv6(fcl_context *ctx, const rcase *c, uint64_t seed) {
+  const double t0 = tu_now();
+  int32_t cu[5] = {0};
+  ref_rwkv6_problem p;
+  memset(&p, 0, sizeof p);
+  p.batch = c->b; p.seqlen = c->t; p.heads = c->h; p.head_dim_k = c->k; p.head_dim_v = c->v;
+  p.reverse = c->reverse;
+  if (c->nseq) {
+    p.batch = c->nseq;
+    for (int i = 0; i < c->nseq; ++i) {
+      cu[i + 1] = cu[i] + c->lens[i];
+      if (c->lens[i] > p.seqlen) p.seqlen = c->lens[i];
+    }
+    p.cu_seqlens = cu;
+  }
+  const oh_rwkv6_sizes n = oh_rwkv6_count(&p);
+  tu_rng g;
+  tu_rng_seed(&g, seed);
+  double *r = filled(&g, n.rk, -1, 1, c->dt), *k = filled(&g, n.rk, -1, 1, c->dt);
+  double *v = filled(&g, n.v, -1, 1, c->dt), *w = filled(&g, n.rk, -3, -0.01, c->dt);
+  double *u = filled(&g, n.u, -1, 1, c->dt), *dout = filled(&g, n.v, -1, 1, c->dt);
+  double *h0 = filled(&g, n.state, -1, 1, FCL_F32), *dht = filled(&g, n.state, -1, 1, FCL_F32);
+  char why[2048] = "";
+  const int ok = oh_rwkv6_verify(ctx, &p, c->dt, c->algo, r, k, v, w, u, c->h0 ? h0 : NULL,
+                                 dout, c->dht ? dht : NULL, why, sizeof why);
+  report("rwkv6 fwd+bwd    ", c->name, c->dt, ok, why, t0);
+  free(r); free(k); free(v); free(w); free(u); free(dout); free(h0); free(dht);
+}
+
+int main(void) {
+  const double t0 = tu_now();
+  const char *dev = getenv("FCL_DEVICE");
+  fcl_context *ctx = NULL;
+  const fcl_status st = fcl_context_create(dev && *dev ? dev : "oclgrind", &ctx);
+  if (st != FCL_OK) {
+    printf("FAIL: fcl_context_create: %s: %s\n", fcl_status_string(st),
+           fcl_context_last_error(NULL));
+    return 1;
+  }
+  const char *budget = getenv("FCL_LOOP_BUDGET");
+  printf("device: %s%s%s\n", fcl_context_device_name(ctx), budget ? ", FCL_LOOP_BUDGET=" : "",
+         budget ? budget : "");
+  uint64_t seed = 1000;
+  for (size_t i = 0; i < sizeof att_cases / sizeof att_cases[0]; ++i)
+    if (selected(att_cases[i].name)) run_attention(ctx, &att_cases[i], ++seed);
+  for (size_t i = 0; i < sizeof rwkv_cases / sizeof rwkv_cases[0]; ++i)
+    if (selected(rwkv_cases[i].name)) run_rwkv6(ctx, &rwkv_cases[i], ++seed);
+  fcl_context_destroy(ctx);
+  printf("test_oclgrind: %d cases, %d failed, %.1f s\n", g_run, g_failed, tu_now() - t0);
+  return g_failed || g_run == 0 ? 1 : 0;
+}
