@@ -28,6 +28,9 @@
 #endif
 /* 1: softcap, ALiBi or a non-positive scale, scores transformed one by one;
  * 0: the scale is folded into the exponent. */
+/* x * scale - mu must not become an fma (see the exponent below). */
+#pragma OPENCL FP_CONTRACT OFF
+
 #ifndef MMA_GENERAL
 #define MMA_GENERAL 1
 #endif
@@ -196,8 +199,14 @@ void fcl_attention_fwd_mma(
       p = (float4)(mma_exp2(x.x - mu0), mma_exp2(x.y - mu0),
                    mma_exp2(x.z - mu1), mma_exp2(x.w - mu1));
 #else
-      p = (float4)(mma_exp2(fma(x.x, qk_scale, -mu0)), mma_exp2(fma(x.y, qk_scale, -mu0)),
-                   mma_exp2(fma(x.z, qk_scale, -mu1)), mma_exp2(fma(x.w, qk_scale, -mu1)));
+      /* The product rounded as the row maximum was (mu = max(x) * scale),
+       * so the largest score gives exp2(0) exactly: fma's unrounded
+       * product differs from mu by up to half an ulp of mu, which for
+       * logits near the f16 limit (~1e10) is thousands, and exp2 of that
+       * overflows. */
+      const float4 xs = x * qk_scale;
+      p = (float4)(mma_exp2(xs.x - mu0), mma_exp2(xs.y - mu0),
+                   mma_exp2(xs.z - mu1), mma_exp2(xs.w - mu1));
 #endif
       l0 += p.x + p.y;
       l1 += p.z + p.w;
