@@ -19,6 +19,10 @@
 #define TARGET_RUN_MS_GPU 20.0
 #define TARGET_RUN_MS_CPU 60.0
 #define MAX_RUN_MS 2000.0    /* a bucket whose defaults take longer is skipped */
+/* A candidate must beat the defaults by this much to replace them: less is
+ * within the noise of timings, and of the difference between the timing
+ * problem and the user's shapes. */
+#define NOISE_MARGIN 0.97
 
 typedef struct {
   int    idx[TUNE_MAX_AXES];
@@ -207,7 +211,9 @@ static bool make_timing(search *s, int64_t T, char *why, size_t n) {
   const int64_t max_bh = attn ? 128 : 256;
   const double target = s->ctx->info.is_cpu ? TARGET_RUN_MS_CPU : TARGET_RUN_MS_GPU;
   int64_t bh = 1;
-  for (int attempt = 0; attempt < 2; ++attempt) {
+  /* Small problems are dominated by fixed costs, so the first estimate is
+   * low: grow until a run takes at least half the target. */
+  for (int attempt = 0; attempt < 5; ++attempt) {
     s->timing = tune_workload_create(s->ctx, &s->sp.cls, T, bh, false, why, n);
     if (!s->timing) return false;
     double ms = time_runs(s, 1, 1, why, n);
@@ -221,12 +227,12 @@ static bool make_timing(search *s, int64_t T, char *why, size_t n) {
      * device is full; below that, more sequences come nearly free. */
     int64_t want = pow2_floor(fmax(1.0, (double)bh * target / fmax(ms, 1e-3)));
     if (want > max_bh) want = max_bh;
-    if (want <= bh || attempt == 1) {
+    if (want <= bh || ms >= 0.5 * target || attempt == 4) {
       s->res->seqlen = T, s->res->bh = bh;
       s->res->work = tune_workload_work(s->timing);
       /* Enough runs per candidate for a stable median, bounded in time. */
       s->iters = (int)fmin(fmax((double)s->st->iters, 60.0 / fmax(ms, 1e-3)), 25.0);
-      if (attempt == 1) s->iters = (int)fmax((double)s->st->iters, 3.0);
+
       return true;
     }
     tune_workload_free(s->timing);
@@ -284,6 +290,10 @@ bool tune_class(fcl_context *ctx, const fcl_tuning_class *cls, const tune_settin
       }
       descend(&s, p);
     }
+  }
+  if (strcmp(res->params, res->default_params) != 0 && res->ms > NOISE_MARGIN * res->default_ms) {
+    snprintf(res->params, sizeof res->params, "%s", res->default_params);
+    res->ms = res->default_ms;
   }
   ok = true;
 done:
