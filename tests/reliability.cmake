@@ -53,6 +53,16 @@ if(FCL_FUZZ_OK)
   add_test(NAME fuzz_api_corpus COMMAND fuzz_api -runs=0 ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus)
   set_tests_properties(fuzz_api_corpus PROPERTIES TIMEOUT 600 LABELS "fuzz" ENVIRONMENT
     "FCL_FUZZ_DEVICE=pocl;FCL_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/cache/fuzz;XDG_CACHE_HOME=${CMAKE_CURRENT_BINARY_DIR}/cache/xdg")
+  # The tuning-database reader, fed damaged SQLite files (seeds: valid
+  # databases in tests/fuzz/corpus_db).
+  add_executable(fuzz_tuning_db fuzz/fuzz_tuning_db.c)
+  target_include_directories(fuzz_tuning_db PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(fuzz_tuning_db PRIVATE flashcl_static SQLite::SQLite3 m)
+  target_compile_options(fuzz_tuning_db PRIVATE ${FCL_TEST_WARNINGS} -fsanitize=fuzzer)
+  target_link_options(fuzz_tuning_db PRIVATE -fsanitize=fuzzer)
+  add_test(NAME fuzz_tuning_db_corpus
+    COMMAND fuzz_tuning_db -runs=0 ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus_db)
+  set_tests_properties(fuzz_tuning_db_corpus PROPERTIES TIMEOUT 300 LABELS "fuzz")
 endif()
 
 # --- faults: build errors, device out of memory, unusable cache ---------------
