@@ -8,9 +8,9 @@
  * library would have let a kernel write out of bounds, and the target traps.
  *
  * Valid problems enqueue real kernels, so the decoding caps sizes that are
- * valid but large (a few thousand score entries per call, head dims from a
- * small set so few programs are compiled); out-of-range values are kept to
- * exercise the checks. Buffers are a fixed pool (NULL, one from another
+ * valid but large (batch <= 3, heads <= 9, seqlen <= 80 (RWKV6: 40), valid
+ * head dims 64 so that no new program is compiled); out-of-range values are
+ * kept to exercise the checks. Buffers are a fixed pool (NULL, one from another
  * OpenCL context, and several sizes), so no input can hand the library a
  * dangling cl_mem, which no OpenCL library can detect.
  *
