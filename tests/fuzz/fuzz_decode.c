@@ -122,7 +122,12 @@ void fz_decode_attention(fz_reader *r, fz_attention *a, int backward) {
   d.seqlen_k = dim(r, 80, 1LL << 30);
   d.heads_kv = dim(r, 3, INT32_MAX);
   const uint8_t g = fz_u8(r);
-  d.heads_q = g < 240 ? d.heads_kv * (1 + g % 3) : dim(r, 9, INT32_MAX);
+  /* A group of 1..3 query heads per kv head; edge values of heads_kv (up
+   * to INT64_MAX) stay as they are rather than overflow here. */
+  const int64_t group = 1 + g % 3;
+  d.heads_q = g >= 240 ? dim(r, 9, INT32_MAX)
+              : d.heads_kv > 0 && d.heads_kv <= INT64_MAX / group ? d.heads_kv * group
+                                                                  : d.heads_kv;
   /* Valid head dims are 64: the programs the test suite compiles too, so
    * that CI finds them in PoCL's cache (compiling one under ASan takes a
    * minute). Odd head dims are the kernels' concern (test_oclgrind). */
