@@ -44,8 +44,9 @@ static bool view_span(const int64_t *dims, const int64_t *strides, int64_t *lo,
   for (int i = 0; i < 4; ++i) {
     if (dims[i] <= 1 || strides[i] == 0) continue;
     int64_t n = dims[i] - 1, st = strides[i];
+    if (st == INT64_MIN) return false; /* before negating it */
     int64_t mag = st < 0 ? -st : st;
-    if (st == INT64_MIN || mag > INT64_MAX / n) return false;
+    if (mag > INT64_MAX / n) return false;
     int64_t reach = mag * n;
     if (st > 0) {
       if (b > INT64_MAX - reach) return false;

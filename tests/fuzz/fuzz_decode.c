@@ -109,7 +109,10 @@ static void cu_seqlens(fz_reader *r, int32_t *cu, int64_t max_len) {
   cu[0] = mode < 240 ? 0 : (int32_t)u32(r);
   for (int i = 0; i < FZ_MAX_CU; ++i) {
     const uint8_t b = fz_u8(r);
-    if (b < 250) cu[i + 1] = cu[i] + (int32_t)(b % (max_len > 0 && max_len < 100 ? max_len + 2 : 9));
+    /* Wrapping as two's complement does (computed unsigned: no UB here). */
+    if (b < 250)
+      cu[i + 1] = (int32_t)((uint32_t)cu[i] +
+                            (uint32_t)(b % (max_len > 0 && max_len < 100 ? max_len + 2 : 9)));
     else cu[i + 1] = (int32_t)u32(r);
   }
 }
