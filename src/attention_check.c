@@ -5,7 +5,6 @@
 #include <inttypes.h>
 #include <math.h>
 
-#define FCL_MAX_HEAD_DIM 512
 #define FCL_MAX_SEQLEN (1LL << 30)
 
 static fcl_status check_positive(fcl_context *ctx, const char *name, int64_t v,

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FCL_RWKV6_MAX_DIM 256
 
 fcl_status fcl_check_rwkv6_view(fcl_context *ctx, const fcl_rwkv6_desc *d,
                                 const fcl_rwkv6_problem *p, const fcl_tensor *t,

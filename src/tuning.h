@@ -18,6 +18,9 @@ typedef enum {
 } fcl_kernel_id;
 
 #define FCL_MAX_PARAMS 8
+/* The largest head dims the entry points accept. */
+#define FCL_MAX_HEAD_DIM 512
+#define FCL_RWKV6_MAX_DIM 256
 
 static inline bool fcl_kernel_is_attention(fcl_kernel_id k) {
   return k == FCL_KERNEL_ATTN_FWD || k == FCL_KERNEL_ATTN_BWD || k == FCL_KERNEL_ATTN_FWD_MMA;
@@ -32,6 +35,10 @@ typedef struct {
 } fcl_tuning_class;
 
 #define FCL_SEQLEN_BUCKETS 4
+/* Whether a class could come from a problem the entry points accept: head
+ * dims within the op's limits, causal 0 or 1 (0 for RWKV6), a known bucket.
+ * Database rows outside this are skipped before any config is built. */
+bool        fcl_tuning_class_valid(const fcl_tuning_class *cls);
 /* Sequence-length bucket: <= 256, <= 1024, <= 4096, longer. */
 int         fcl_seqlen_bucket(int64_t seqlen);
 /* A length fa-tune measures to stand for a bucket. */

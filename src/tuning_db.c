@@ -115,9 +115,10 @@ static bool read_rows(sqlite3 *db, const fcl_device_info *dev, fcl_tuning_row **
     copy_text(r.params, sizeof r.params, st, 8);
     r.time_ms = sqlite3_column_double(st, 9);
     copy_text(r.created, sizeof r.created, st, 10);
-    /* Rows of kernels or dtypes this library does not know are skipped. */
+    /* Rows of kernels or dtypes this library does not know, or of classes
+     * no accepted problem falls in, are skipped. */
     if (!fcl_kernel_from_name(kernel, &r.cls.kernel) ||
-        !fcl_dtype_from_name(dtype, &r.cls.dtype))
+        !fcl_dtype_from_name(dtype, &r.cls.dtype) || !fcl_tuning_class_valid(&r.cls))
       continue;
     if (n == cap) {
       cap = cap ? 2 * cap : 64;

@@ -166,6 +166,15 @@ bool fcl_params_parse(fcl_kernel_id id, const char *text, void *cfg, char *why,
   return true;
 }
 
+bool fcl_tuning_class_valid(const fcl_tuning_class *cls) {
+  const bool attn = fcl_kernel_is_attention(cls->kernel);
+  const int max = attn ? FCL_MAX_HEAD_DIM : FCL_RWKV6_MAX_DIM;
+  return cls->kernel >= 0 && cls->kernel < FCL_KERNEL_COUNT && cls->head_dim >= 1 &&
+         cls->head_dim <= max && cls->head_dim_v >= 1 && cls->head_dim_v <= max &&
+         (cls->causal == 0 || (attn && cls->causal == 1)) && cls->bucket >= 0 &&
+         cls->bucket < FCL_SEQLEN_BUCKETS;
+}
+
 int fcl_seqlen_bucket(int64_t seqlen) {
   if (seqlen <= 256) return 0;
   if (seqlen <= 1024) return 1;

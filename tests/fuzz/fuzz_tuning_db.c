@@ -45,7 +45,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int i = 0; i < n; ++i) {
       const fcl_tuning_row *r = &rows[i];
       const fcl_kernel_desc *kd = fcl_kernel_get(r->cls.kernel);
-      if (!kd) __builtin_trap(); /* the reader keeps known kernels only */
+      /* The reader keeps known kernels and classes in range only. */
+      if (!kd || !fcl_tuning_class_valid(&r->cls)) __builtin_trap();
       _Alignas(16) unsigned char cfg[256];
       kd->defaults(&g_dev, &r->cls, cfg);
       char pw[160];
