@@ -79,10 +79,11 @@ int64_t fcl_attention_bwd_cols_per_group(const fcl_device_info *dev,
 typedef struct {
   int warps, block_n;
 } fcl_attention_mma_config;
-void fcl_attention_mma_choose(const fcl_device_info *dev, int head_dim, int head_dim_v,
-                              fcl_attention_mma_config *cfg);
-bool fcl_attention_mma_valid(const fcl_device_info *dev, int head_dim, int head_dim_v,
-                             const fcl_attention_mma_config *cfg, char *why, size_t why_size);
+void fcl_attention_mma_choose(const fcl_device_info *dev, fcl_dtype t, int head_dim,
+                              int head_dim_v, fcl_attention_mma_config *cfg);
+bool fcl_attention_mma_valid(const fcl_device_info *dev, fcl_dtype t, int head_dim,
+                             int head_dim_v, const fcl_attention_mma_config *cfg, char *why,
+                             size_t why_size);
 /* Whether the tensor-core forward takes this problem (device probed, dtype
  * and head dims it handles): the kernel fcl_attention_config reports. */
 fcl_status fcl_attention_fast_applies(fcl_context *ctx, const fcl_attention_desc *d,
@@ -109,11 +110,14 @@ fcl_status fcl_attention_backward_fast(fcl_context *ctx, const fcl_attention_des
                                        const fcl_tensor *dv, bool *done);
 /* Shared by both: whether the tensor-core helpers work for dtype t (probed
  * once per context), the build option they need, whether a tensor's offset
- * and strides are multiples of 8 elements, FCL_MMA_EMULATE, an integer
+ * and strides are multiples of n elements, FCL_MMA_EMULATE, an integer
  * from the environment. */
 fcl_status  fcl_mma_ready(fcl_context *ctx, fcl_dtype t, bool *ready);
 const char *fcl_mma_asm_option(const fcl_context *ctx, fcl_dtype t);
-bool        fcl_mma_aligned8(const fcl_tensor *t, size_t esize, bool varlen);
+bool        fcl_mma_aligned(const fcl_tensor *t, size_t esize, bool varlen, int64_t n);
+static inline bool fcl_mma_aligned8(const fcl_tensor *t, size_t esize, bool varlen) {
+  return fcl_mma_aligned(t, esize, varlen, 8);
+}
 int         fcl_mma_emulate(void);
 int         fcl_env_int(const char *name, int dflt);
 #endif

@@ -18,14 +18,16 @@ static const char *const rwkv6_fwd_files[] = {"dtype.cl", "rwkv6_common.cl",
 static const char *const rwkv6_bwd_files[] = {"dtype.cl", "rwkv6_common.cl",
                                               "rwkv6_backward.cl"};
 
+/* Both tensor-core forwards (16-bit and f32) guard the rows. */
 static const char *const attn_mma_files[] = {"dtype.cl", "attention_common.cl",
-                                             "mma_common.cl", "attention_fwd_mma.cl"};
+                                             "mma_common.cl", "attention_fwd_mma.cl",
+                                             "mma_tf32.cl", "attention_fwd_tf32.cl"};
 static void mma_defaults(const fcl_device_info *dev, const fcl_tuning_class *c, void *cfg) {
-  fcl_attention_mma_choose(dev, c->head_dim, c->head_dim_v, cfg);
+  fcl_attention_mma_choose(dev, c->dtype, c->head_dim, c->head_dim_v, cfg);
 }
 static bool mma_valid(const fcl_device_info *dev, const fcl_tuning_class *c,
                       const void *cfg, char *why, size_t n) {
-  return fcl_attention_mma_valid(dev, c->head_dim, c->head_dim_v, cfg, why, n);
+  return fcl_attention_mma_valid(dev, c->dtype, c->head_dim, c->head_dim_v, cfg, why, n);
 }
 static void attn_fwd_defaults(const fcl_device_info *dev, const fcl_tuning_class *c,
                               void *cfg) {

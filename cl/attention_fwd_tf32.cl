@@ -1,0 +1,263 @@
+/* FlashAttention-2 forward for f32 on NVIDIA tensor cores (prepend
+ * dtype.cl, attention_common.cl and mma_tf32.cl): both products in 3xTF32,
+ * so the result keeps f32 accuracy at tensor-core speed.
+ *
+ * As in attention_fwd_mma.cl: a work-group of MMA_WARPS warps owns
+ * BLOCK_M = 16 * MMA_WARPS query rows of one (batch, head); a warp owns 16
+ * rows and keeps Q, S and the O accumulator in registers (f32), and walks
+ * the visible key tiles of BLOCK_N keys with the online softmax in the log2
+ * domain. K and V tiles pass through local memory, double-buffered (V of
+ * tile t loads during S of tile t, K of tile t + 1 during P V of tile t);
+ * with MMA_VEC by cp.async.
+ *
+ * The k index of each m16n8k8 step is numbered so that every operand is
+ * one load: in S = Q K^T, step kk covers head-dim columns 8 kk .. 8 kk + 7
+ * with fragment k = t standing for column 8 kk + 2t and k = t + 4 for
+ * 8 kk + 2t + 1 (Q and K then come in pairs); in O += P V, S tile n is the
+ * A fragment as it stands (k = t is key 2t of the tile, k = t + 4 key
+ * 2t + 1), and B reads V rows 2t and 2t + 1.
+ * Pitches: K rows (8-byte loads, 16 lanes a phase) LDK = 8 or 24 mod 32
+ * words, V rows (4-byte loads of rows 2t, 2t + 1) LDV = 4 mod 8: no bank
+ * conflicts.
+ */
+#ifndef HEAD_DIM
+#define HEAD_DIM 64
+#endif
+#ifndef HEAD_DIM_V
+#define HEAD_DIM_V HEAD_DIM
+#endif
+#ifndef MMA_WARPS
+#define MMA_WARPS 4
+#endif
+#ifndef BLOCK_N
+#define BLOCK_N 32
+#endif
+#ifndef MMA_GENERAL
+#define MMA_GENERAL 1
+#endif
+/* x * scale - mu must not become an fma (see attention_fwd_mma.cl). */
+#pragma OPENCL FP_CONTRACT OFF
+
+#define WG (MMA_WARPS * 32)
+#define BLOCK_M (16 * MMA_WARPS)
+#define DP ((HEAD_DIM + 7) / 8 * 8)
+#define DVP ((HEAD_DIM_V + 7) / 8 * 8)
+#define LDK (DP + (DP % 16 ? 16 : 8))
+#define LDV (DVP + 4)
+#define NT_S (BLOCK_N / 8)
+#define NT_O (DVP / 8)
+#define KQ (DP / 8)
+
+#if BLOCK_N % 8 || DP > 256 || DVP > 256
+#error "BLOCK_N must be a multiple of 8 and head dims at most 256"
+#endif
+
+#if MMA_GENERAL
+#define MMA_SCORE(x, i, j)                                                    \
+  do {                                                                        \
+    float t_;                                                                 \
+    x = attn_score(x, i, j, diag, qk_scale, softcap_l2, slope_l2, &t_);       \
+    if (!full && !attn_visible(i, j, diag, sk, window_left, window_right))    \
+      x = -INFINITY;                                                          \
+  } while (0)
+#else
+#define MMA_SCORE(x, i, j)                                                    \
+  do {                                                                        \
+    if (!full && !attn_visible(i, j, diag, sk, window_left, window_right))    \
+      x = -INFINITY;                                                          \
+  } while (0)
+#endif
+
+/* Q of row r, columns c and c + 1 (zero outside the matrix). */
+inline float2 tf32_q_pair(const __global float *q, long base, long ss, int r, int sq, int c) {
+  float2 x = (float2)(0.0f);
+  if (r < sq) {
+    const long at = base + (long)r * ss + c;
+    if (c < HEAD_DIM) x.x = q[at];
+    if (c + 1 < HEAD_DIM) x.y = q[at + 1];
+  }
+  return x;
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void fcl_attention_fwd_tf32(
+    const __global float *q, const __global float *k,
+    const __global float *v, __global float *o, __global float *lse,
+    const __global float *alibi, const __global int *cu_q,
+    const __global int *cu_k,
+    long q_off, long q_sb, long q_ss, long q_sh,
+    long k_off, long k_sb, long k_ss, long k_sh,
+    long v_off, long v_sb, long v_ss, long v_sh,
+    long o_off, long o_sb, long o_ss, long o_sh,
+    long lse_sb, long lse_sh,
+    int seqlen_q, int seqlen_k, int heads_q, int group,
+    int window_left, int window_right, float qk_scale, float softcap_l2,
+    int flags) /* 1: lse, 2: alibi, 4: varlen */
+{
+  __local float k_s[BLOCK_N * LDK] __attribute__((aligned(16)));
+  __local float v_s[BLOCK_N * LDV] __attribute__((aligned(16)));
+  MMA_EMU_DECL(MMA_WARPS)
+
+  const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
+  const int g = lane >> 2, t4 = lane & 3;
+  const int qblk = get_num_groups(0) - 1 - get_group_id(0); /* long rows first */
+  const int b = get_group_id(2) / heads_q, h = get_group_id(2) % heads_q;
+  const int hk = h / group;
+
+  int sq = seqlen_q, sk = seqlen_k;
+  long q_row0 = (long)b * q_sb, k_row0 = (long)b * k_sb;
+  long v_row0 = (long)b * v_sb, o_row0 = (long)b * o_sb;
+  long lse_row0 = (long)b * lse_sb;
+  if (flags & 4) {
+    const int tq = cu_q[b], tk = cu_k[b];
+    sq = cu_q[b + 1] - tq;
+    sk = cu_k[b + 1] - tk;
+    q_row0 = (long)tq * q_ss; o_row0 = (long)tq * o_ss;
+    k_row0 = (long)tk * k_ss; v_row0 = (long)tk * v_ss;
+    lse_row0 = tq;
+  }
+  const int i0 = qblk * BLOCK_M;
+  if (i0 >= sq) return; /* whole work-group */
+
+  const long q_base = q_off + q_row0 + (long)h * q_sh;
+  const long k_base = k_off + k_row0 + (long)hk * k_sh;
+  const long v_base = v_off + v_row0 + (long)hk * v_sh;
+  const long o_base = o_off + o_row0 + (long)h * o_sh;
+  const int diag = sk - sq;
+  const int i_last = min(i0 + BLOCK_M, sq) - 1;
+  const float slope_l2 = (flags & 2) ? alibi[h] * FCL_LOG2E : 0.0f;
+  const int j_lo = max(0, i0 + diag - window_left);
+  const int j_hi = min(sk - 1, i_last + diag + window_right);
+  const int jt0 = (j_lo / BLOCK_N) * BLOCK_N;
+  const int ntiles = j_hi >= j_lo ? (j_hi - jt0) / BLOCK_N + 1 : 0;
+  const int r0 = i0 + warp * 16 + g, r1 = r0 + 8; /* this lane's rows */
+
+  if (ntiles > 0)
+    tf32_tile_load(k_s, LDK, BLOCK_N, DP, k, k_base, k_ss, jt0, sk, HEAD_DIM, lid, WG);
+  mma_cp_commit();
+  /* Q stays f32 in registers (split per use: fewer registers than both
+   * parts); A fragment order (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4). */
+  float4 qf[KQ];
+  MMA_UNROLL for (int kk = 0; kk < KQ; ++kk) {
+    const float2 x0 = tf32_q_pair(q, q_base, q_ss, r0, sq, kk * 8 + 2 * t4);
+    const float2 x1 = tf32_q_pair(q, q_base, q_ss, r1, sq, kk * 8 + 2 * t4);
+    qf[kk] = (float4)(x0.x, x1.x, x0.y, x1.y);
+  }
+
+  float4 acc[NT_O];
+  MMA_UNROLL for (int n = 0; n < NT_O; ++n) acc[n] = (float4)(0.0f);
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+
+  for (int it = 0; it < ntiles; ++it) {
+    const int j0 = jt0 + it * BLOCK_N;
+    /* K of this tile has landed; V's buffer is free */
+    mma_cp_wait_all();
+    barrier(CLK_LOCAL_MEM_FENCE);
+    tf32_tile_load(v_s, LDV, BLOCK_N, DVP, v, v_base, v_ss, j0, sk, HEAD_DIM_V, lid, WG);
+    mma_cp_commit();
+
+    float4 s[NT_S];
+    MMA_UNROLL for (int n = 0; n < NT_S; ++n) s[n] = (float4)(0.0f);
+    MMA_UNROLL for (int kk = 0; kk < KQ; ++kk) {
+      const tf32_a qa = tf32_split_a(qf[kk]);
+      MMA_UNROLL for (int n = 0; n < NT_S; ++n) {
+        const float2 kx = vload2(0, k_s + (n * 8 + g) * LDK + kk * 8 + 2 * t4);
+        const tf32_b kb = tf32_split_b(kx);
+        s[n] = MMA_3XTF32(qa, kb, s[n]);
+      }
+    }
+
+    /* Tiles inside every row's window skip the per-element test. */
+    const bool full = j0 >= i_last + diag - window_left &&
+                      j0 + BLOCK_N - 1 <= i0 + diag + window_right &&
+                      j0 + BLOCK_N <= sk;
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+    MMA_UNROLL for (int n = 0; n < NT_S; ++n) {
+      const int j = j0 + n * 8 + 2 * t4;
+      float4 x = s[n];
+      MMA_SCORE(x.x, r0, j);
+      MMA_SCORE(x.y, r0, j + 1);
+      MMA_SCORE(x.z, r1, j);
+      MMA_SCORE(x.w, r1, j + 1);
+      s[n] = x;
+      mx0 = fmax(mx0, fmax(x.x, x.y));
+      mx1 = fmax(mx1, fmax(x.z, x.w));
+    }
+    mx0 = fmax(mx0, mma_shfl_xor(mx0, 1));
+    mx1 = fmax(mx1, mma_shfl_xor(mx1, 1));
+    mx0 = fmax(mx0, mma_shfl_xor(mx0, 2));
+    mx1 = fmax(mx1, mma_shfl_xor(mx1, 2));
+#if !MMA_GENERAL
+    mx0 *= qk_scale; /* qk_scale > 0: the max commutes with the scale */
+    mx1 *= qk_scale;
+#endif
+    const float mn0 = fmax(m0, mx0), mn1 = fmax(m1, mx1);
+    /* Nothing visible yet: m stays -inf; exp2 against 0 then gives 0. */
+    const float mu0 = mn0 == -INFINITY ? 0.0f : mn0;
+    const float mu1 = mn1 == -INFINITY ? 0.0f : mn1;
+    const float al0 = mma_exp2(m0 - mu0), al1 = mma_exp2(m1 - mu1);
+    m0 = mn0;
+    m1 = mn1;
+    l0 *= al0;
+    l1 *= al1;
+    MMA_UNROLL for (int n = 0; n < NT_O; ++n) acc[n] *= (float4)(al0, al0, al1, al1);
+
+    MMA_UNROLL for (int n = 0; n < NT_S; ++n) {
+      const float4 x = s[n];
+#if MMA_GENERAL
+      const float4 p = (float4)(mma_exp2(x.x - mu0), mma_exp2(x.y - mu0),
+                                mma_exp2(x.z - mu1), mma_exp2(x.w - mu1));
+#else
+      /* The product rounded as the row maximum was (attention_fwd_mma.cl). */
+      const float4 xs = x * qk_scale;
+      const float4 p = (float4)(mma_exp2(xs.x - mu0), mma_exp2(xs.y - mu0),
+                                mma_exp2(xs.z - mu1), mma_exp2(xs.w - mu1));
+#endif
+      l0 += p.x + p.y;
+      l1 += p.z + p.w;
+      s[n] = (float4)(p.x, p.z, p.y, p.w); /* A fragment order */
+    }
+
+    mma_cp_wait_all(); /* V of this tile */
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (it + 1 < ntiles)
+      tf32_tile_load(k_s, LDK, BLOCK_N, DP, k, k_base, k_ss, j0 + BLOCK_N, sk, HEAD_DIM, lid,
+                     WG);
+    mma_cp_commit();
+    MMA_UNROLL for (int n = 0; n < NT_S; ++n) {
+      const tf32_a pa = tf32_split_a(s[n]);
+      const __local float *vr = v_s + (n * 8 + 2 * t4) * LDV + g;
+      MMA_UNROLL for (int dn = 0; dn < NT_O; ++dn) {
+        const tf32_b vb = tf32_split_b((float2)(vr[dn * 8], vr[LDV + dn * 8]));
+        acc[dn] = MMA_3XTF32(pa, vb, acc[dn]);
+      }
+    }
+  }
+
+  /* Each lane summed its own columns: add the four lanes of a row. */
+  l0 += mma_shfl_xor(l0, 1);
+  l1 += mma_shfl_xor(l1, 1);
+  l0 += mma_shfl_xor(l0, 2);
+  l1 += mma_shfl_xor(l1, 2);
+  /* l == 0: the row saw no key -> 0. A NaN sum stays NaN. */
+  const float inv0 = l0 == 0.0f ? 0.0f : 1.0f / l0;
+  const float inv1 = l1 == 0.0f ? 0.0f : 1.0f / l1;
+  MMA_UNROLL for (int n = 0; n < NT_O; ++n) {
+    const int d = n * 8 + 2 * t4;
+    if (r0 < sq) {
+      const long at = o_base + (long)r0 * o_ss + d;
+      if (d < HEAD_DIM_V) o[at] = acc[n].x * inv0;
+      if (d + 1 < HEAD_DIM_V) o[at + 1] = acc[n].y * inv0;
+    }
+    if (r1 < sq) {
+      const long at = o_base + (long)r1 * o_ss + d;
+      if (d < HEAD_DIM_V) o[at] = acc[n].z * inv1;
+      if (d + 1 < HEAD_DIM_V) o[at + 1] = acc[n].w * inv1;
+    }
+  }
+  if ((flags & 1) && t4 == 0) {
+    const long row_id = lse_row0 + (long)h * lse_sh;
+    if (r0 < sq) lse[row_id + r0] = l0 == 0.0f ? -INFINITY : m0 * FCL_LN2 + log(l0);
+    if (r1 < sq) lse[row_id + r1] = l1 == 0.0f ? -INFINITY : m1 * FCL_LN2 + log(l1);
+  }
+}
