@@ -14,7 +14,7 @@
 #include "test_util.h"
 
 typedef struct {
-  const char *device, *db, *export_file, *import_file;
+  const char *device, *db, *export_file, *import_file, *replay_file;
   bool        list, show, all_devices;
   int         kernels[FCL_KERNEL_COUNT], nkernels;
   fcl_dtype   dtypes[3];
@@ -50,7 +50,11 @@ static void usage(FILE *f) {
     "  --show             print what the database holds for the device\n"
     "  --export FILE      write the device's rows as JSON (- for stdout)\n"
     "  --import FILE      add rows from such a JSON file\n"
-    "  --verbose          every candidate and why it was rejected\n");
+    "  --verbose          every candidate and why it was rejected\n"
+    "  --replay LOG       judge the search, not the device: take each candidate's time\n"
+    "                     from LOG (the --exhaustive --verbose log of one class, which\n"
+    "                     the other options must select), store nothing, and report\n"
+    "                     how far the search ends from LOG's best (exit 1 if over 3%%)\n");
 }
 
 static int split(const char *s, char items[][32], int max) {
@@ -127,7 +131,7 @@ static int parse(int argc, char **argv, options *o) {
                  strcmp(a, "--buckets") == 0 || strcmp(a, "--budget") == 0 ||
                  strcmp(a, "--export") == 0 || strcmp(a, "--import") == 0 ||
                  strcmp(a, "--iters") == 0 || strcmp(a, "--warmup") == 0 ||
-                 strcmp(a, "--max-tries") == 0;
+                 strcmp(a, "--max-tries") == 0 || strcmp(a, "--replay") == 0;
     if (needs && !v) {
       fprintf(stderr, "fa-tune: %s needs a value\n", a);
       return 2;
@@ -176,6 +180,8 @@ static int parse(int argc, char **argv, options *o) {
       o->export_file = v;
     } else if (strcmp(a, "--import") == 0) {
       o->import_file = v;
+    } else if (strcmp(a, "--replay") == 0) {
+      o->replay_file = v;
     } else if (strcmp(a, "--list-devices") == 0) {
       o->list = true;
     } else if (strcmp(a, "--show") == 0) {
@@ -299,6 +305,19 @@ static int tune_device(const options *o, const char *sel, const char *path) {
   static fcl_tuning_class cls[MAXC];
   static tuned done[MAXC];
   int n = classes_of(o, cls, MAXC);
+  if (o->replay_file) {
+    if (n != 1) {
+      fprintf(stderr, "fa-tune: --replay: the options select %d classes; name one (--ops, "
+              "--dtypes, --head-dims, --causal, --buckets)\n", n);
+      status = 2;
+    } else {
+      tune_settings st = o->st;
+      st.budget_s = o->budget_s;
+      status = tune_replay_run(ctx, &cls[0], &st, o->replay_file);
+    }
+    fcl_context_destroy(ctx);
+    return status;
+  }
   /* The tensor-core kernel only where the device has it (f16, bf16). */
   for (int i = 0, m = n; i < m; ++i) {
     bool applies = true;

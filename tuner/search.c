@@ -1,9 +1,13 @@
 /* fa-tune's search for one problem class: every candidate is checked
  * against the double-precision reference on a small problem, then timed
  * with profiling events (warm-up, median of several runs) on a problem of
- * the class's representative length. Exhaustive when the space is small
- * or asked for; otherwise coordinate descent from the built-in defaults
- * followed by random restarts, within the class's time budget. */
+ * the class's representative length (or, with --replay, looked up in a
+ * recorded log). Exhaustive when the space is small or asked for;
+ * otherwise a local search within the class's time budget: descent from
+ * the built-in defaults (and the sibling class's best) that moves one axis
+ * at a time and, where that stops, two axes together (block size and
+ * work-items per block are coupled: a better point often needs both), then
+ * restarts from the best of a few random points. */
 #include "tune.h"
 
 #include "attention.h"
@@ -67,8 +71,21 @@ static double time_runs(search *s, int warmup, int iters, char *why, size_t n) {
   return ms[iters / 2];
 }
 
+/* A recorded time (--replay) in place of checking and timing. */
+static double replayed(search *s, const char *params, char *why, size_t n) {
+  double ms = tune_replay_ms(s->st->replay, params);
+  if (ms < 0) snprintf(why, n, "not in the recording");
+  else if (isinf(ms)) snprintf(why, n, "rejected in the recording");
+  if (!(ms >= 0 && isfinite(ms))) ms = -1;
+  s->res->tried++;
+  if (ms < 0) s->res->rejected++;
+  else s->res->timed++;
+  return ms;
+}
+
 /* Checks and times one parameter set. */
 static double evaluate(search *s, const char *params, char *why, size_t n) {
+  if (s->st->replay) return replayed(s, params, why, n);
   fcl_kernel_id k = s->sp.kernel;
   fcl_status st = fcl_tuning_override(s->ctx, k, params);
   double ms = -1;
@@ -153,28 +170,62 @@ static double time_point(search *s, point *p) {
   return p->ms;
 }
 
-/* Coordinate descent: move along one axis at a time while it helps. */
+/* One axis at a time: along each axis in both directions while it helps
+ * (values that are invalid here are stepped over). True if it moved. */
+static bool line_moves(search *s, point **cur, double *best) {
+  bool moved = false;
+  for (int a = 0; a < s->sp.naxes && !out_of_time(s); ++a) {
+    for (int dir = -1; dir <= 1; dir += 2) {
+      int idx[TUNE_MAX_AXES];
+      memcpy(idx, (*cur)->idx, sizeof idx);
+      for (;;) {
+        idx[a] += dir;
+        if (idx[a] < 0 || idx[a] >= s->sp.axes[a].n || out_of_time(s)) break;
+        point *p = find(s, idx);
+        if (!p) continue;
+        double ms = time_point(s, p);
+        if (!(ms < *best)) break;
+        *best = ms, *cur = p, moved = true;
+      }
+    }
+  }
+  return moved;
+}
+
+/* Two axes one step each; opposite directions first (they keep a product
+ * such as work-items x rows per work-item about the same). First
+ * improvement wins. */
+static bool pair_moves(search *s, point **cur, double *best) {
+  static const int steps[4][2] = {{1, -1}, {-1, 1}, {1, 1}, {-1, -1}};
+  for (int st = 0; st < 4; ++st)
+    for (int a = 0; a < s->sp.naxes; ++a)
+      for (int b = a + 1; b < s->sp.naxes; ++b) {
+        if (out_of_time(s)) return false;
+        int idx[TUNE_MAX_AXES];
+        memcpy(idx, (*cur)->idx, sizeof idx);
+        idx[a] += steps[st][0], idx[b] += steps[st][1];
+        if (idx[a] < 0 || idx[a] >= s->sp.axes[a].n || idx[b] < 0 ||
+            idx[b] >= s->sp.axes[b].n)
+          continue;
+        point *p = find(s, idx);
+        if (!p) continue;
+        double ms = time_point(s, p);
+        if (ms < *best) {
+          *best = ms, *cur = p;
+          return true;
+        }
+      }
+  return false;
+}
+
+/* Local search from start until neither kind of move helps. */
 static void descend(search *s, point *start) {
   point *cur = start;
   double best = time_point(s, cur);
-  bool improved = true;
-  while (improved && !out_of_time(s)) {
-    improved = false;
-    for (int a = 0; a < s->sp.naxes && !out_of_time(s); ++a) {
-      for (int dir = -1; dir <= 1; dir += 2) {
-        int idx[TUNE_MAX_AXES];
-        memcpy(idx, cur->idx, sizeof idx);
-        for (;;) {
-          idx[a] += dir;
-          if (idx[a] < 0 || idx[a] >= s->sp.axes[a].n || out_of_time(s)) break;
-          point *p = find(s, idx);
-          if (!p) continue; /* invalid here; the next value may be valid */
-          double ms = time_point(s, p);
-          if (!(ms < best)) break;
-          best = ms, cur = p, improved = true;
-        }
-      }
-    }
+  while (!out_of_time(s)) {
+    bool moved = line_moves(s, &cur, &best);
+    if (!moved && !out_of_time(s)) moved = pair_moves(s, &cur, &best);
+    if (!moved) break;
   }
 }
 
@@ -195,6 +246,33 @@ static point *nearest_to(search *s, const char *params) {
     if (d < best_d) best_d = d, best = &s->pts[i];
   }
   return best;
+}
+
+/* With the time left: time a few untimed random points, descend from the
+ * fastest of them; again until time or points run out. */
+static void restarts(search *s) {
+  enum { SCREEN = 6 };
+  tu_rng g;
+  tu_rng_seed(&g, 12345);
+  while (!out_of_time(s)) {
+    point *untimed[SCREEN];
+    int n = 0;
+    for (int tries = 0; tries < 64 * SCREEN && n < SCREEN; ++tries) {
+      point *p = &s->pts[tu_rng_int(&g, 0, s->npts - 1)];
+      bool dup = p->ms >= 0;
+      for (int i = 0; i < n && !dup; ++i) dup = untimed[i] == p;
+      if (!dup) untimed[n++] = p;
+    }
+    if (n == 0) { /* random draws find none: take any left */
+      for (int i = 0; i < s->npts && n == 0; ++i)
+        if (s->pts[i].ms < 0) untimed[n++] = &s->pts[i];
+      if (n == 0) break; /* every point timed */
+    }
+    point *best = NULL;
+    for (int i = 0; i < n && !out_of_time(s); ++i)
+      if (time_point(s, untimed[i]) < (best ? best->ms : INFINITY)) best = untimed[i];
+    if (best) descend(s, best);
+  }
 }
 
 static int64_t pow2_floor(double x) {
@@ -253,9 +331,11 @@ bool tune_class(fcl_context *ctx, const fcl_tuning_class *cls, const tune_settin
   bool ok = false;
   const bool attn = fcl_kernel_is_attention(cls->kernel);
   /* The check problem: several tiles and chunks, odd length. */
-  s.check = tune_workload_create(ctx, cls, attn ? 203 : 151, 2, true, why, why_size);
-  if (!s.check || !make_timing(&s, fcl_seqlen_bucket_length(cls->bucket), why, why_size))
-    goto done;
+  if (!st->replay) {
+    s.check = tune_workload_create(ctx, cls, attn ? 203 : 151, 2, true, why, why_size);
+    if (!s.check || !make_timing(&s, fcl_seqlen_bucket_length(cls->bucket), why, why_size))
+      goto done;
+  }
   /* The built-in defaults first: the baseline, and the result if nothing
    * beats them. */
   {
@@ -265,6 +345,7 @@ bool tune_class(fcl_context *ctx, const fcl_tuning_class *cls, const tune_settin
   }
   double dms = evaluate(&s, res->default_params, why, why_size);
   if (dms < 0) goto done;
+  if (st->verbose) tune_log("  %-66s %.4f ms (the defaults)", res->default_params, dms);
   res->default_ms = res->ms = dms;
   snprintf(res->params, sizeof res->params, "%s", res->default_params);
   enumerate(&s);
@@ -273,23 +354,22 @@ bool tune_class(fcl_context *ctx, const fcl_tuning_class *cls, const tune_settin
     goto done;
   }
   res->points = s.npts;
+  if (st->replay) { /* the recording may hold points not valid here */
+    res->replay_best_ms = INFINITY;
+    for (int i = 0; i < s.npts; ++i) {
+      const double ms = tune_replay_ms(st->replay, s.pts[i].params);
+      if (ms >= 0 && ms < res->replay_best_ms) {
+        res->replay_best_ms = ms;
+        snprintf(res->replay_best, sizeof res->replay_best, "%s", s.pts[i].params);
+      }
+    }
+  }
   if (st->exhaustive || s.npts <= EXHAUSTIVE_LIMIT) {
     for (int i = 0; i < s.npts && !out_of_time(&s); ++i) time_point(&s, &s.pts[i]);
   } else if (s.npts > 0) {
     if (st->seed) descend(&s, nearest_to(&s, st->seed));
     descend(&s, nearest_to(&s, res->default_params));
-    tu_rng g;
-    tu_rng_seed(&g, 12345);
-    while (!out_of_time(&s)) { /* random restarts with what time is left */
-      point *p = &s.pts[tu_rng_int(&g, 0, s.npts - 1)];
-      if (p->ms >= 0) {
-        bool all = true;
-        for (int i = 0; i < s.npts && all; ++i) all = s.pts[i].ms >= 0;
-        if (all) break;
-        continue;
-      }
-      descend(&s, p);
-    }
+    restarts(&s);
   }
   if (strcmp(res->params, res->default_params) != 0 && res->ms > NOISE_MARGIN * res->default_ms) {
     snprintf(res->params, sizeof res->params, "%s", res->default_params);

@@ -54,6 +54,16 @@ void   tune_space_config(const tune_space *sp, const int *idx, void *cfg);
 /* Points of the full product (before validity pruning). */
 long   tune_space_size(const tune_space *sp);
 
+/* ---- replay: recorded timings instead of measurements ----------------- */
+typedef struct tune_replay tune_replay;
+/* The candidate lines ("  PARAMS  X ms", "  PARAMS  rejected: ...") of an
+ * `fa-tune --exhaustive --verbose` log of one class. */
+tune_replay *tune_replay_load(const char *path, char *why, size_t why_size);
+void         tune_replay_free(tune_replay *r);
+/* The recorded time of params: negative when absent, INFINITY if rejected. */
+double       tune_replay_ms(const tune_replay *r, const char *params);
+int          tune_replay_count(const tune_replay *r);
+
 /* ---- measurement and search ------------------------------------------ */
 typedef struct {
   double budget_s;    /* wall time allowed for this class       */
@@ -64,6 +74,8 @@ typedef struct {
   /* The best parameters of a sibling class (same kernel, dtype and head
    * dim): where the descent starts, with its programs already built. */
   const char *seed;
+  /* Look timings up here instead of measuring (fa-tune --replay). */
+  const tune_replay *replay;
 } tune_settings;
 
 typedef struct {
@@ -75,12 +87,20 @@ typedef struct {
   int64_t seqlen, bh; /* the timing problem                      */
   int    points;      /* valid points of the search space        */
   int    tried, rejected, timed;
+  /* --replay: the fastest recorded point of those valid on this device */
+  char   replay_best[160];
+  double replay_best_ms;
 } tune_result;
 
 /* Finds the fastest valid configuration of cls within settings; false
  * (why) when not even the defaults run correctly. */
 bool tune_class(fcl_context *ctx, const fcl_tuning_class *cls, const tune_settings *st,
                 tune_result *res, char *why, size_t why_size);
+/* fa-tune --replay: searches cls with the times recorded in file and
+ * prints how far the result is from the recording's best; 0 if within 3%,
+ * 1 if not, 2 on errors. */
+int  tune_replay_run(fcl_context *ctx, const fcl_tuning_class *cls, const tune_settings *st,
+                     const char *file);
 
 /* ---- database -------------------------------------------------------- */
 typedef struct sqlite3 sqlite3;
