@@ -3,11 +3,9 @@
  * with profiling events (warm-up, median of several runs) on a problem of
  * the class's representative length (or, with --replay, looked up in a
  * recorded log). Exhaustive when the space is small or asked for;
- * otherwise a local search within the class's time budget: descent from
- * the built-in defaults (and the sibling class's best) that moves one axis
- * at a time and, where that stops, two axes together (block size and
- * work-items per block are coupled: a better point often needs both), then
- * restarts from the best of a few random points. */
+ * otherwise coordinate descent from the built-in defaults (and from the
+ * sibling class's best), then descents from random points, within the
+ * class's time budget. */
 #include "tune.h"
 
 #include "attention.h"
@@ -170,62 +168,31 @@ static double time_point(search *s, point *p) {
   return p->ms;
 }
 
-/* One axis at a time: along each axis in both directions while it helps
- * (values that are invalid here are stepped over). True if it moved. */
-static bool line_moves(search *s, point **cur, double *best) {
-  bool moved = false;
-  for (int a = 0; a < s->sp.naxes && !out_of_time(s); ++a) {
-    for (int dir = -1; dir <= 1; dir += 2) {
-      int idx[TUNE_MAX_AXES];
-      memcpy(idx, (*cur)->idx, sizeof idx);
-      for (;;) {
-        idx[a] += dir;
-        if (idx[a] < 0 || idx[a] >= s->sp.axes[a].n || out_of_time(s)) break;
-        point *p = find(s, idx);
-        if (!p) continue;
-        double ms = time_point(s, p);
-        if (!(ms < *best)) break;
-        *best = ms, *cur = p, moved = true;
-      }
-    }
-  }
-  return moved;
-}
-
-/* Two axes one step each; opposite directions first (they keep a product
- * such as work-items x rows per work-item about the same). First
- * improvement wins. */
-static bool pair_moves(search *s, point **cur, double *best) {
-  static const int steps[4][2] = {{1, -1}, {-1, 1}, {1, 1}, {-1, -1}};
-  for (int st = 0; st < 4; ++st)
-    for (int a = 0; a < s->sp.naxes; ++a)
-      for (int b = a + 1; b < s->sp.naxes; ++b) {
-        if (out_of_time(s)) return false;
-        int idx[TUNE_MAX_AXES];
-        memcpy(idx, (*cur)->idx, sizeof idx);
-        idx[a] += steps[st][0], idx[b] += steps[st][1];
-        if (idx[a] < 0 || idx[a] >= s->sp.axes[a].n || idx[b] < 0 ||
-            idx[b] >= s->sp.axes[b].n)
-          continue;
-        point *p = find(s, idx);
-        if (!p) continue;
-        double ms = time_point(s, p);
-        if (ms < *best) {
-          *best = ms, *cur = p;
-          return true;
-        }
-      }
-  return false;
-}
-
-/* Local search from start until neither kind of move helps. */
+/* Coordinate descent: move along one axis at a time while it helps
+ * (values invalid here are stepped over). Moving two coupled axes at once
+ * and screening restarts were tried against recorded landscapes
+ * (--replay) and did worse for the same number of candidates. */
 static void descend(search *s, point *start) {
   point *cur = start;
   double best = time_point(s, cur);
-  while (!out_of_time(s)) {
-    bool moved = line_moves(s, &cur, &best);
-    if (!moved && !out_of_time(s)) moved = pair_moves(s, &cur, &best);
-    if (!moved) break;
+  bool improved = true;
+  while (improved && !out_of_time(s)) {
+    improved = false;
+    for (int a = 0; a < s->sp.naxes && !out_of_time(s); ++a) {
+      for (int dir = -1; dir <= 1; dir += 2) {
+        int idx[TUNE_MAX_AXES];
+        memcpy(idx, cur->idx, sizeof idx);
+        for (;;) {
+          idx[a] += dir;
+          if (idx[a] < 0 || idx[a] >= s->sp.axes[a].n || out_of_time(s)) break;
+          point *p = find(s, idx);
+          if (!p) continue;
+          double ms = time_point(s, p);
+          if (!(ms < best)) break;
+          best = ms, cur = p, improved = true;
+        }
+      }
+    }
   }
 }
 
@@ -248,30 +215,19 @@ static point *nearest_to(search *s, const char *params) {
   return best;
 }
 
-/* With the time left: time a few untimed random points, descend from the
- * fastest of them; again until time or points run out. */
+/* With the time left: descents from random untimed points. */
 static void restarts(search *s) {
-  enum { SCREEN = 6 };
   tu_rng g;
   tu_rng_seed(&g, 12345);
   while (!out_of_time(s)) {
-    point *untimed[SCREEN];
-    int n = 0;
-    for (int tries = 0; tries < 64 * SCREEN && n < SCREEN; ++tries) {
-      point *p = &s->pts[tu_rng_int(&g, 0, s->npts - 1)];
-      bool dup = p->ms >= 0;
-      for (int i = 0; i < n && !dup; ++i) dup = untimed[i] == p;
-      if (!dup) untimed[n++] = p;
+    point *p = &s->pts[tu_rng_int(&g, 0, s->npts - 1)];
+    if (p->ms >= 0) {
+      bool all = true;
+      for (int i = 0; i < s->npts && all; ++i) all = s->pts[i].ms >= 0;
+      if (all) break;
+      continue;
     }
-    if (n == 0) { /* random draws find none: take any left */
-      for (int i = 0; i < s->npts && n == 0; ++i)
-        if (s->pts[i].ms < 0) untimed[n++] = &s->pts[i];
-      if (n == 0) break; /* every point timed */
-    }
-    point *best = NULL;
-    for (int i = 0; i < n && !out_of_time(s); ++i)
-      if (time_point(s, untimed[i]) < (best ? best->ms : INFINITY)) best = untimed[i];
-    if (best) descend(s, best);
+    descend(s, p);
   }
 }
 
