@@ -275,19 +275,20 @@ inline void mma_tile_load(__local ushort *dst, int ld, int rows, int width,
 #endif
 
 /* Sets bit r of bits[] (cleared beforehand, visible after a barrier) for
- * every row r of a local tile (rows x width, width a multiple of 8, pitch
- * ld) that holds an inf or NaN; with zero, replaces those values by 0. By
- * nthreads work-items. */
+ * every row r of a local tile (rows x width, width and pitch ld multiples of
+ * 8, 16-byte aligned) that holds an inf or NaN; with zero, replaces those
+ * values by 0. By nthreads work-items. */
 inline void mma_tile_scan(__local ushort *tile, int ld, int rows, int width, int zero,
                           volatile __local uint *bits, int lid, int nthreads) {
   const int cpr = width / 8;
   const ushort8 ex = (ushort8)((ushort)MMA_EXP);
   for (int e = lid; e < rows * cpr; e += nthreads) {
-    const int r = e / cpr, off = r * ld + (e - r * cpr) * 8;
-    const ushort8 x = vload8(0, tile + off);
+    const int r = e / cpr;
+    __local uint4 *p = (__local uint4 *)(tile + r * ld + (e - r * cpr) * 8); /* 16-byte rows */
+    const ushort8 x = as_ushort8(*p);
     const short8 bad = (x & ex) == ex;
     if (any(bad)) {
-      if (zero) vstore8(x & ~as_ushort8(bad), 0, tile + off);
+      if (zero) *p = as_uint4(x & ~as_ushort8(bad));
       atomic_or(&bits[r >> 5], 1u << (r & 31));
     }
   }

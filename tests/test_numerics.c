@@ -107,6 +107,32 @@ static void rwkv6(fcl_context *ctx, const char *name, fcl_dtype dt, fcl_rwkv6_al
   for (int i = 0; i < 8; ++i) free(x[i]);
 }
 
+/* With FCL_MMA_EMULATE=1 (CTest's test_numerics_pocl_mma_emulated) the f16
+ * and bf16 attention cases are there for the tensor-core kernels: check
+ * that the library picks them (their probe, which compiles their helpers,
+ * passed), so that those cases cannot pass on the portable kernels. */
+static void expect_mma(fcl_context *ctx) {
+  const char *e = getenv("FCL_MMA_EMULATE");
+  if (!e || atoi(e) == 0) return;
+  fcl_attention_desc d = FCL_ATTENTION_DESC_INIT;
+  d.batch = 2; d.seqlen_q = d.seqlen_k = 20; d.heads_q = 2; d.heads_kv = 1;
+  d.head_dim = d.head_dim_v = 64; d.causal = 1;
+  const fcl_dtype dts[2] = {FCL_F16, FCL_BF16};
+  for (int t = 0; t < 2; ++t)
+    for (int bwd = 0; bwd < 2; ++bwd) {
+      fcl_config_info info;
+      memset(&info, 0, sizeof info);
+      const fcl_status st = fcl_attention_config(ctx, &d, dts[t], bwd, &info);
+      const char *want = bwd ? "attention_bwd_mma" : "attention_fwd_mma";
+      char why[128];
+      snprintf(why, sizeof why, " %s picked (%s)", st == FCL_OK ? info.kernel : "nothing",
+               fcl_status_string(st));
+      report(bwd ? "FCL_MMA_EMULATE: the tensor-core backward is used"
+                 : "FCL_MMA_EMULATE: the tensor-core forward is used",
+             dts[t], st == FCL_OK && strcmp(info.kernel, want) == 0, why);
+    }
+}
+
 int main(void) {
   const double t0 = tu_now();
   fcl_context *ctx = NULL;
@@ -116,6 +142,7 @@ int main(void) {
   }
   printf("device: %s\n", fcl_context_device_name(ctx));
   const fcl_dtype all[3] = {FCL_F32, FCL_F16, FCL_BF16};
+  expect_mma(ctx);
   attention(ctx, "large q,k ~200, D 64, causal", FCL_F16, 200.0, 1, 40, 40, -1, -1, CLEAN, 1, 0);
   attention(ctx, "large q,k ~200, D 64", FCL_BF16, 200.0, 0, 33, 47, -1, -1, CLEAN, 1, 0);
   attention(ctx, "q,k near the f16 limit (60000)", FCL_F16, 60000.0, 0, 20, 30, -1, -1, CLEAN, 0,
@@ -145,7 +172,8 @@ int main(void) {
       {"+inf in v of a key causal masking hides", {AT_V, 10, INFINITY}, 1, -1, 1},
       /* Forward only: the rows that see this key have a logit of -inf or
        * +inf; where -inf, P is 0 and the reference's dq is 0 * -inf = NaN,
-       * which the portable kernel (skipping zero weights) does not give. */
+       * which the tensor-core backward gives but the portable one (skipping
+       * zero weights of masked tiles) does not. */
       {"-inf in k of a key causal masking hides", {AT_K, 10, -INFINITY}, 1, -1, 0},
       {"NaN in one dout row, causal", {AT_DOUT, 5, NAN}, 1, -1, 1},
       {"NaN in one dout row, sliding window", {AT_DOUT, 5, NAN}, 0, 3, 1},
