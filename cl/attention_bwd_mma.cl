@@ -13,6 +13,10 @@
  * dP^T = V dO^T, dV += P^T dO, dK += dS^T Q.
  * P and dS are rounded to the storage type for the products that use them.
  * Head dims are padded with zeros to multiples of 16.
+ * Masked pairs: P and dS are selected to exactly 0 (whatever the score, dP
+ * or delta), and the B tiles of dS K, P^T dO and dS^T Q are scanned, on
+ * tiles with masked pairs only, for inf and NaN that the mma would multiply
+ * by those zeros (mma_common.cl, "Non-finite operands").
  */
 #ifndef HEAD_DIM
 #define HEAD_DIM 64
@@ -38,6 +42,7 @@
 #define LDV (DVP + 8)
 #define NT (BLOCK_N / 8)
 #define BIG_ROWS FCL_MAX(BLOCK_M, BLOCK_N)
+#define NFW ((BLOCK_N + 31) / 32)
 
 #if BLOCK_N % 16 || DP > 256 || DVP > 256
 #error "BLOCK_N must be a multiple of 16 and head dims at most 256"
@@ -66,10 +71,15 @@ inline long bm_base(long off, long sb, long ss, long sh, int b, long tok0, int h
   return off + (tok0 < 0 ? (long)b * sb : tok0 * ss) + (long)h * sh;
 }
 
-/* dS of one element (scale included), and P; lse2 = +inf gives P = 0. */
-inline float bm_ds(float s, float dp, int i, int j, bool full, int diag, int sk, int wl,
-                   int wr, float qk_scale, float softcap_l2, float slope_l2, float lse2,
-                   float dlt, float scale, float *p_out) {
+/* Query i sees key j (i past the end sees nothing). */
+#define BM_VISIBLE(i, j) ((i) < sq && attn_visible(i, j, diag, sk, wl, wr))
+
+/* dS of one element (scale included), and P; lse2 = +inf gives P = 0. A
+ * masked pair gives exactly 0 for both, even where its score, dP or delta
+ * is NaN or inf (from q, k, v, dO or o of a pair that must not meet). */
+inline float bm_ds(float s, float dp, int i, int j, bool full, int diag, int sq, int sk,
+                   int wl, int wr, float qk_scale, float softcap_l2, float slope_l2,
+                   float lse2, float dlt, float scale, float *p_out) {
 #if MMA_GENERAL
   float t;
   const float x = attn_score(s, i, j, diag, qk_scale, softcap_l2, slope_l2, &t);
@@ -77,13 +87,14 @@ inline float bm_ds(float s, float dp, int i, int j, bool full, int diag, int sk,
 #else
   float p = mma_exp2(fma(s, qk_scale, -lse2));
 #endif
-  if (!full && !attn_visible(i, j, diag, sk, wl, wr)) p = 0.0f;
+  const bool hide = !full && !BM_VISIBLE(i, j);
+  if (hide) p = 0.0f;
   float g = p * (dp - dlt);
 #if MMA_GENERAL
   if (softcap_l2 > 0.0f) g *= 1.0f - t * t;
 #endif
   *p_out = p;
-  return g * scale;
+  return hide ? 0.0f : g * scale;
 }
 
 #define BM_TENSOR(n) long n##_off, long n##_sb, long n##_ss, long n##_sh
@@ -178,6 +189,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void fcl_attention_bwd_mma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR(dq)) {
   __local ushort k_s[BIG_ROWS * LDK] __attribute__((aligned(16))); /* Q, then K tiles */
   __local ushort v_s[BIG_ROWS * LDV] __attribute__((aligned(16))); /* dO, then V tiles */
+  __local uint nf_s[NFW]; /* keys of the K tile holding inf or NaN */
   MMA_EMU_DECL(MMA_WARPS)
   const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
   const int g = lane >> 2, t4 = lane & 3;
@@ -191,7 +203,7 @@ void fcl_attention_bwd_mma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR(d
   const long dob = bm_base(do_off, do_sb, do_ss, do_sh, b, s.q_tok, h);
   const long kb = bm_base(k_off, k_sb, k_ss, k_sh, b, s.k_tok, hk);
   const long vb = bm_base(v_off, v_sb, v_ss, v_sh, b, s.k_tok, hk);
-  const int diag = s.sk - s.sq, sk = s.sk;
+  const int diag = s.sk - s.sq, sk = s.sk, sq = s.sq;
   const float slope_l2 = (flags & 2) ? alibi[h] * FCL_LOG2E : 0.0f;
   const int r0 = i0 + warp * 16 + g, r1 = r0 + 8;
   float lse0, lse1, dl0, dl1;
@@ -225,8 +237,23 @@ void fcl_attention_bwd_mma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR(d
     mma_tile_load(k_s, LDK, BLOCK_N, DP, k, kb, k_ss, j0, sk, HEAD_DIM, lid, WG);
     mma_tile_load(v_s, LDV, BLOCK_N, DVP, v, vb, v_ss, j0, sk, HEAD_DIM_V, lid, WG);
     mma_cp_commit();
+    /* Some (row, key) pair of the tile is masked (keys past the end are zeros). */
+    const bool some_masked =
+        !(j0 >= i_last + diag - wl && min(j0 + BLOCK_N, sk) - 1 <= i0 + diag + wr);
+    if (some_masked && lid < NFW) nf_s[lid] = 0u;
     mma_cp_wait_all();
     barrier(CLK_LOCAL_MEM_FENCE);
+    uint nfb[NFW] = {0u};
+    bool nf_any = false;
+    /* K stays as it is for S, then loses its inf and NaN for dS K */
+    if (some_masked) mma_tile_scan(k_s, LDK, BLOCK_N, DP, 0, nf_s, lid, WG);
+    MMA_SPECIAL(some_masked) {
+      barrier(CLK_LOCAL_MEM_FENCE);
+      MMA_UNROLL for (int w = 0; w < NFW; ++w) {
+        nfb[w] = some_masked ? nf_s[w] : 0u;
+        nf_any |= nfb[w] != 0u;
+      }
+    }
     float4 sc[NT], dp[NT];
     MMA_UNROLL for (int n = 0; n < NT; ++n) sc[n] = dp[n] = (float4)(0.0f);
     MMA_SCORES(sc, qf, k_s, LDK, DP / 16);
@@ -238,17 +265,24 @@ void fcl_attention_bwd_mma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR(d
       const int j = j0 + n * 8 + 2 * t4;
       float4 ds;
       float p;
-      ds.x = bm_ds(sc[n].x, dp[n].x, r0, j, full, diag, sk, wl, wr, qk_scale, softcap_l2,
+      ds.x = bm_ds(sc[n].x, dp[n].x, r0, j, full, diag, sq, sk, wl, wr, qk_scale, softcap_l2,
                    slope_l2, lse0, dl0, scale, &p);
-      ds.y = bm_ds(sc[n].y, dp[n].y, r0, j + 1, full, diag, sk, wl, wr, qk_scale, softcap_l2,
-                   slope_l2, lse0, dl0, scale, &p);
-      ds.z = bm_ds(sc[n].z, dp[n].z, r1, j, full, diag, sk, wl, wr, qk_scale, softcap_l2,
+      ds.y = bm_ds(sc[n].y, dp[n].y, r0, j + 1, full, diag, sq, sk, wl, wr, qk_scale,
+                   softcap_l2, slope_l2, lse0, dl0, scale, &p);
+      ds.z = bm_ds(sc[n].z, dp[n].z, r1, j, full, diag, sq, sk, wl, wr, qk_scale, softcap_l2,
                    slope_l2, lse1, dl1, scale, &p);
-      ds.w = bm_ds(sc[n].w, dp[n].w, r1, j + 1, full, diag, sk, wl, wr, qk_scale, softcap_l2,
-                   slope_l2, lse1, dl1, scale, &p);
+      ds.w = bm_ds(sc[n].w, dp[n].w, r1, j + 1, full, diag, sq, sk, wl, wr, qk_scale,
+                   softcap_l2, slope_l2, lse1, dl1, scale, &p);
       MMA_PACK_A(dsf, n, ds);
     }
+    MMA_SPECIAL(nf_any) { /* uniform over the work-group */
+      barrier(CLK_LOCAL_MEM_FENCE); /* S is done with K */
+      if (nf_any) mma_tile_scan(k_s, LDK, BLOCK_N, DP, 1, nf_s, lid, WG);
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
     MMA_ACC_T(acc, dsf, k_s, LDK, DP / 16);
+    MMA_SPECIAL(nf_any)
+      MMA_FIX_NONFINITE(acc, DP / 8, dsf, nfb, k, kb, k_ss, j0, HEAD_DIM, r0, r1, BM_VISIBLE);
   }
 
   const long dqb = bm_base(dq_off, dq_sb, dq_ss, dq_sh, b, s.q_tok, h);
@@ -267,6 +301,9 @@ void fcl_attention_bwd_mma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR(d
   }
 }
 
+/* Key r seen by query c. */
+#define KV_VISIBLE(r, c) BM_VISIBLE(c, r)
+
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void fcl_attention_bwd_mma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR(dk),
                                 __global fcl_elem *dv, BM_TENSOR(dv)) {
@@ -274,6 +311,7 @@ void fcl_attention_bwd_mma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR
   __local ushort q_s[BLOCK_N * LDK] __attribute__((aligned(16)));   /* query tile */
   __local ushort do_s[BIG_ROWS * LDV] __attribute__((aligned(16))); /* V, then dO tiles */
   __local float st_s[2 * BLOCK_N]; /* lse (log2, +inf: no P) and delta of the tile */
+  __local uint nf_s[2 * NFW];      /* queries of the Q, dO tiles holding inf or NaN */
   MMA_EMU_DECL(MMA_WARPS)
   const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
   const int g = lane >> 2, t4 = lane & 3;
@@ -284,7 +322,7 @@ void fcl_attention_bwd_mma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR
   if (j0 >= s.sk) return;
   const long kb = bm_base(k_off, k_sb, k_ss, k_sh, b, s.k_tok, hk);
   const long vb = bm_base(v_off, v_sb, v_ss, v_sh, b, s.k_tok, hk);
-  const int diag = s.sk - s.sq, sk = s.sk;
+  const int diag = s.sk - s.sq, sk = s.sk, sq = s.sq;
   const int j_last = min(j0 + BLOCK_M, sk) - 1;
   const int i_lo = max(0, j0 - diag - wr);
   const int i_hi = min(s.sq - 1, j_last - diag + wl);
@@ -318,8 +356,28 @@ void fcl_attention_bwd_mma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR
         st_s[c] = l == -INFINITY ? INFINITY : l * FCL_LOG2E;
         st_s[BLOCK_N + c] = i < s.sq ? delta[st + i] : 0.0f;
       }
+      /* Some (query, key) pair is masked (queries past the end are zeros). */
+      const int i_end = min(i0 + BLOCK_N, s.sq) - 1;
+      const bool some_masked = !(j0 >= i_end + diag - wl && j_last <= i0 + diag + wr);
+      if (some_masked && lid < 2 * NFW) nf_s[lid] = 0u;
       mma_cp_wait_all();
       barrier(CLK_LOCAL_MEM_FENCE);
+      uint nfq[NFW] = {0u}, nfo[NFW] = {0u};
+      bool nfq_any = false, nfo_any = false;
+      if (some_masked) { /* Q and dO stay as they are for the scores, then lose
+                          * their inf and NaN for the products */
+        mma_tile_scan(q_s, LDK, BLOCK_N, DP, 0, nf_s, lid, WG);
+        mma_tile_scan(do_s, LDV, BLOCK_N, DVP, 0, nf_s + NFW, lid, WG);
+      }
+      MMA_SPECIAL(some_masked) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        MMA_UNROLL for (int w = 0; w < NFW; ++w) {
+          nfq[w] = some_masked ? nf_s[w] : 0u;
+          nfo[w] = some_masked ? nf_s[NFW + w] : 0u;
+          nfq_any |= nfq[w] != 0u;
+          nfo_any |= nfo[w] != 0u;
+        }
+      }
       float4 sc[NT], dp[NT];
       MMA_UNROLL for (int n = 0; n < NT; ++n) sc[n] = dp[n] = (float4)(0.0f);
       {
@@ -338,19 +396,31 @@ void fcl_attention_bwd_mma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR
         const float da = st_s[BLOCK_N + c], db = st_s[BLOCK_N + c + 1];
         float p0, p1, p2, p3;
         float4 ds;
-        ds.x = bm_ds(sc[n].x, dp[n].x, i, r0, full, diag, sk, wl, wr, qk_scale, softcap_l2,
-                     slope_l2, la, da, scale, &p0);
-        ds.y = bm_ds(sc[n].y, dp[n].y, i + 1, r0, full, diag, sk, wl, wr, qk_scale, softcap_l2,
-                     slope_l2, lb, db, scale, &p1);
-        ds.z = bm_ds(sc[n].z, dp[n].z, i, r1, full, diag, sk, wl, wr, qk_scale, softcap_l2,
-                     slope_l2, la, da, scale, &p2);
-        ds.w = bm_ds(sc[n].w, dp[n].w, i + 1, r1, full, diag, sk, wl, wr, qk_scale, softcap_l2,
-                     slope_l2, lb, db, scale, &p3);
+        ds.x = bm_ds(sc[n].x, dp[n].x, i, r0, full, diag, sq, sk, wl, wr, qk_scale,
+                     softcap_l2, slope_l2, la, da, scale, &p0);
+        ds.y = bm_ds(sc[n].y, dp[n].y, i + 1, r0, full, diag, sq, sk, wl, wr, qk_scale,
+                     softcap_l2, slope_l2, lb, db, scale, &p1);
+        ds.z = bm_ds(sc[n].z, dp[n].z, i, r1, full, diag, sq, sk, wl, wr, qk_scale,
+                     softcap_l2, slope_l2, la, da, scale, &p2);
+        ds.w = bm_ds(sc[n].w, dp[n].w, i + 1, r1, full, diag, sq, sk, wl, wr, qk_scale,
+                     softcap_l2, slope_l2, lb, db, scale, &p3);
         MMA_PACK_A(pf, n, (float4)(p0, p1, p2, p3));
         MMA_PACK_A(dsf, n, ds);
       }
+      /* Flags uniform over the work-group; rows are keys, tile rows queries. */
+      MMA_SPECIAL(nfq_any || nfo_any) {
+        barrier(CLK_LOCAL_MEM_FENCE); /* the scores are done with Q and dO */
+        if (nfq_any) mma_tile_scan(q_s, LDK, BLOCK_N, DP, 1, nf_s, lid, WG);
+        if (nfo_any) mma_tile_scan(do_s, LDV, BLOCK_N, DVP, 1, nf_s + NFW, lid, WG);
+        barrier(CLK_LOCAL_MEM_FENCE);
+      }
       MMA_ACC_T(gv, pf, do_s, LDV, DVP / 16);
+      MMA_SPECIAL(nfo_any)
+        MMA_FIX_NONFINITE(gv, DVP / 8, pf, nfo, dout, dob, do_ss, i0, HEAD_DIM_V, r0, r1,
+                          KV_VISIBLE);
       MMA_ACC_T(gk, dsf, q_s, LDK, DP / 16);
+      MMA_SPECIAL(nfq_any)
+        MMA_FIX_NONFINITE(gk, DP / 8, dsf, nfq, q, qb, q_ss, i0, HEAD_DIM, r0, r1, KV_VISIBLE);
     }
   }
 

@@ -13,6 +13,10 @@
  * in by cp.async: V of tile t while S of tile t is computed, K of tile t+1
  * while P V of tile t is. Otherwise plain 16-bit loads fill them.
  * Head dims are padded with zeros to multiples of 16 (at most 128 here).
+ * A V tile with keys that some rows of the work-group must not see is
+ * scanned for inf and NaN, which P V would spread to those rows (0 * NaN
+ * is NaN; mma_common.cl, "Non-finite operands"): found ones are zeroed and
+ * their products added back for the visible pairs only.
  */
 #ifndef HEAD_DIM
 #define HEAD_DIM 64
@@ -45,6 +49,7 @@
 #define NT_O (DVP / 8)
 #define KQ (DP / 16)
 #define QV_SIZE FCL_MAX(BLOCK_M * LDK, BLOCK_N * LDV)
+#define NFW ((BLOCK_N + 31) / 32)
 
 #if BLOCK_N % 16 || DP > 256 || DVP > 256
 #error "BLOCK_N must be a multiple of 16 and head dims at most 256"
@@ -67,6 +72,8 @@
   } while (0)
 #endif
 
+#define FWD_VISIBLE(i, j) attn_visible(i, j, diag, sk, window_left, window_right)
+
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void fcl_attention_fwd_mma(
     const __global ushort *q, const __global ushort *k,
@@ -85,6 +92,7 @@ void fcl_attention_fwd_mma(
   /* 16-byte rows for cp.async and ldmatrix */
   __local ushort k_s[BLOCK_N * LDK] __attribute__((aligned(16)));
   __local ushort qv_s[QV_SIZE] __attribute__((aligned(16))); /* Q, then V tiles */
+  __local uint nf_s[NFW]; /* keys of the V tile holding inf or NaN */
   MMA_EMU_DECL(MMA_WARPS)
 
   const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
@@ -144,6 +152,11 @@ void fcl_attention_fwd_mma(
     }
     mma_tile_load(qv_s, LDV, BLOCK_N, DVP, v, v_base, v_ss, j0, sk, HEAD_DIM_V, lid, WG);
     mma_cp_commit();
+    /* Some (row, key) pair of the tile is masked (keys past the end are
+     * zeros): V is scanned below. */
+    const bool some_masked = !(j0 >= i_last + diag - window_left &&
+                               min(j0 + BLOCK_N, sk) - 1 <= i0 + diag + window_right);
+    if (some_masked && lid < NFW) nf_s[lid] = 0u;
 
     float4 s[NT_S];
     MMA_UNROLL for (int n = 0; n < NT_S; ++n) s[n] = (float4)(0.0f);
@@ -223,6 +236,16 @@ void fcl_attention_fwd_mma(
                     WG);
       mma_cp_commit();
     }
+    uint nfb[NFW] = {0u};
+    bool nf_any = false;
+    if (some_masked) mma_tile_scan(qv_s, LDV, BLOCK_N, DVP, 1, nf_s, lid, WG);
+    MMA_SPECIAL(some_masked) {
+      barrier(CLK_LOCAL_MEM_FENCE);
+      MMA_UNROLL for (int w = 0; w < NFW; ++w) {
+        nfb[w] = some_masked ? nf_s[w] : 0u;
+        nf_any |= nfb[w] != 0u;
+      }
+    }
     MMA_UNROLL for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
       MMA_UNROLL for (int dp = 0; dp < DVP / 16; ++dp) {
         const uint4 bv = mma_ldsm_x4_t(
@@ -231,6 +254,9 @@ void fcl_attention_fwd_mma(
         acc[2 * dp + 1] = mma_16816(pf[kk], bv.zw, acc[2 * dp + 1]);
       }
     }
+    MMA_SPECIAL(nf_any) /* uniform over the work-group */
+      MMA_FIX_NONFINITE(acc, NT_O, pf, nfb, v, v_base, v_ss, j0, HEAD_DIM_V, r0, r1,
+                        FWD_VISIBLE);
   }
 
   /* Each lane summed its own columns: add the four lanes of a row. */

@@ -70,6 +70,15 @@ inline float mma_shfl_xor(float x, int m) {
                : "=r"(r) : "r"(as_uint(x)), "r"(m));
   return as_float(r);
 }
+/* Two words of lane src (any lane of the warp, per lane). */
+inline uint2 mma_shfl_idx2(uint2 x, int src) {
+  uint r0, r1;
+  FCL_ASM volatile("shfl.sync.idx.b32 %0, %1, %2, 0x1f, 0xffffffff;"
+               : "=r"(r0) : "r"(x.x), "r"(src));
+  FCL_ASM volatile("shfl.sync.idx.b32 %0, %1, %2, 0x1f, 0xffffffff;"
+               : "=r"(r1) : "r"(x.y), "r"(src));
+  return (uint2)(r0, r1);
+}
 
 /* 2^x by the special-function unit (-inf gives 0). */
 inline float mma_exp2(float x) {
@@ -174,6 +183,17 @@ inline float mma_shfl_xor_e(float x, int m, __local uint *emu) {
   return y;
 }
 #define mma_shfl_xor(x, m) mma_shfl_xor_e((x), (m), emu)
+inline uint2 mma_shfl_idx2_e(uint2 x, int src, __local uint *emu) {
+  __local uint *w = MMA_WARP_S(emu);
+  const int lane = MMA_LANE;
+  w[2 * lane] = x.x;
+  w[2 * lane + 1] = x.y;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const uint2 y = (uint2)(w[2 * src], w[2 * src + 1]);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return y;
+}
+#define mma_shfl_idx2(x, src) mma_shfl_idx2_e((x), (src), emu)
 
 #define mma_exp2(x) native_exp2(x)
 
@@ -226,3 +246,100 @@ inline void mma_tile_load(__local ushort *dst, int ld, int rows, int width,
   }
 #endif
 }
+
+/* ---- Non-finite operands of masked products ------------------------------
+ * A masked (query, key) pair must contribute nothing, whatever its values
+ * (DESIGN.md; the portable kernels skip it). An mma multiplies the masked
+ * pair's exact 0 (P or dS) by the other operand all the same, and 0 * NaN
+ * or 0 * inf is NaN, which then reaches every row of the 16-row tile. So
+ * a kernel scans the B-operand tile of each tile with masked pairs
+ * (mma_tile_scan; fully visible tiles keep the pure mma path), multiplies
+ * flagged tiles with their non-finite entries zeroed, and adds the
+ * products of those entries back for the visible pairs only
+ * (MMA_FIX_NONFINITE): slow, but only where such values are present. */
+
+/* The exponent bits of the storage type: all set means inf or NaN. */
+#if FCL_DTYPE == 2
+#define MMA_EXP 0x7f80
+#else
+#define MMA_EXP 0x7c00
+#endif
+
+/* The special path's barriers and shuffles run under a condition uniform
+ * over the work-group; emulated, they run always (with the same results):
+ * PoCL compiles barriers under conditions much more slowly. */
+#if FCL_MMA_EMULATE
+#define MMA_SPECIAL(c) if (1)
+#else
+#define MMA_SPECIAL(c) if (c)
+#endif
+
+/* Sets bit r of bits[] (cleared beforehand, visible after a barrier) for
+ * every row r of a local tile (rows x width, width and pitch ld multiples of
+ * 8, 16-byte aligned) that holds an inf or NaN; with zero, replaces those
+ * values by 0. By nthreads work-items. */
+inline void mma_tile_scan(__local ushort *tile, int ld, int rows, int width, int zero,
+                          volatile __local uint *bits, int lid, int nthreads) {
+  const int cpr = width / 8;
+  const ushort8 ex = (ushort8)((ushort)MMA_EXP);
+  for (int e = lid; e < rows * cpr; e += nthreads) {
+    const int r = e / cpr;
+    __local uint4 *p = (__local uint4 *)(tile + r * ld + (e - r * cpr) * 8); /* 16-byte rows */
+    const ushort8 x = as_ushort8(*p);
+    const short8 bad = (x & ex) == ex;
+    if (any(bad)) {
+      if (zero) *p = as_uint4(x & ~as_ushort8(bad));
+      atomic_or(&bits[r >> 5], 1u << (r & 31));
+    }
+  }
+}
+
+/* The first bit of bits[] (n bits) set at or after from, else n. */
+inline int mma_next_bit(const uint *bits, int n, int from) {
+  MMA_UNROLL for (int w = 0; w < (n + 31) / 32; ++w) {
+    uint x = w < (from >> 5) ? 0u : bits[w];
+    if (w == (from >> 5)) x &= ~0u << (from & 31);
+    if (x != 0u) return min(w * 32 + 31 - (int)clz(x & (0u - x)), n);
+  }
+  return n;
+}
+
+/* After acc += A T by the mma over a tile T of BLOCK_N rows whose
+ * non-finite values counted as 0: adds A[r][c] * T[c][d] back for the tile
+ * rows c flagged in bits[] (a private copy of mma_tile_scan's words), each
+ * of this lane's columns d < ncols of acc[0 .. nout) whose T[c][d] (read
+ * again from src[base + (row0 + c) * stride + d]) is inf or NaN, and this
+ * lane's rows r in {r0, r1} (its rows g and g + 8 of the warp's 16) for
+ * which VIS(r, row0 + c) holds. A[r][c] is the rounded value of the warp's
+ * packed A fragments a[] that the mma used, fetched from the lane of the
+ * quad that holds it (every lane of the warp takes part: bits[] must be
+ * uniform). Uses the caller's lane. */
+#define MMA_FIX_NONFINITE(acc, nout, a, bits, src, base, stride, row0, ncols, r0, r1, VIS) \
+  for (int c_ = mma_next_bit(bits, BLOCK_N, 0); c_ < BLOCK_N;                         \
+       c_ = mma_next_bit(bits, BLOCK_N, c_ + 1)) {                                     \
+    uint4 af_ = a[0];                                                                  \
+    MMA_UNROLL for (int kk_ = 1; kk_ < BLOCK_N / 16; ++kk_)                            \
+      if ((c_ >> 4) == kk_) af_ = a[kk_];                                              \
+    /* rows g and g + 8, columns 8 (c_ & 8) + 2 t + {0, 1}: lane 4 g + t */            \
+    const uint2 w_ = mma_shfl_idx2((c_ & 8) ? af_.zw : af_.xy,                         \
+                                   (lane & ~3) | ((c_ & 7) >> 1));                     \
+    const int sh_ = (c_ & 1) * 16;                                                     \
+    const float a0_ = FCL_RAW_F32((ushort)(w_.x >> sh_));                              \
+    const float a1_ = FCL_RAW_F32((ushort)(w_.y >> sh_));                              \
+    const int j_ = (row0) + c_;                                                        \
+    const bool v0_ = VIS((r0), j_), v1_ = VIS((r1), j_);                               \
+    const long at_ = (base) + (long)j_ * (stride);                                     \
+    MMA_UNROLL for (int n_ = 0; n_ < (nout); ++n_) {                                   \
+      const int d_ = n_ * 8 + 2 * (lane & 3);                                          \
+      const float x0_ = d_ < (ncols) ? FCL_RAW_F32(src[at_ + d_]) : 0.0f;              \
+      const float x1_ = d_ + 1 < (ncols) ? FCL_RAW_F32(src[at_ + d_ + 1]) : 0.0f;      \
+      if (!isfinite(x0_)) {                                                            \
+        if (v0_) acc[n_].x += a0_ * x0_;                                               \
+        if (v1_) acc[n_].z += a1_ * x0_;                                               \
+      }                                                                                \
+      if (!isfinite(x1_)) {                                                            \
+        if (v0_) acc[n_].y += a0_ * x1_;                                               \
+        if (v1_) acc[n_].w += a1_ * x1_;                                               \
+      }                                                                                \
+    }                                                                                  \
+  }

@@ -109,8 +109,9 @@ fcl_status fcl_attention_backward_fast(fcl_context *ctx, const fcl_attention_des
                                        const fcl_tensor *dq, const fcl_tensor *dk,
                                        const fcl_tensor *dv, bool *done);
 /* Shared by both: whether the tensor-core helpers work for dtype t (probed
- * once per context), the build option they need, whether a tensor's offset
- * and strides are multiples of n elements, FCL_MMA_EMULATE, an integer
+ * once per context), the build options they need (the asm keyword, or the
+ * emulation's), whether a tensor's offset and strides are multiples of n
+ * elements, FCL_MMA_EMULATE, an integer
  * from the environment. */
 fcl_status  fcl_mma_ready(fcl_context *ctx, fcl_dtype t, bool *ready);
 const char *fcl_mma_asm_option(const fcl_context *ctx, fcl_dtype t);

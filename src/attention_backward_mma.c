@@ -7,11 +7,14 @@
 
 #include <stdio.h>
 
+/* The larger of the dQ and dK/dV kernels' tiles; each has one bit a row of
+ * its scanned tiles (non-finite values) too. */
 static size_t local_bytes(int warps, int block_n, int dp, int dvp) {
   const int bm = 16 * warps, big = bm > block_n ? bm : block_n;
-  const size_t dq = 2 * (size_t)big * (dp + 8 + dvp + 8);
+  const size_t nfw = 4 * (size_t)((block_n + 31) / 32);
+  const size_t dq = 2 * (size_t)big * (dp + 8 + dvp + 8) + nfw;
   const size_t dkdv = 2 * ((size_t)(bm + block_n) * (dp + 8) + (size_t)big * (dvp + 8)) +
-                      8 * (size_t)block_n;
+                      8 * (size_t)block_n + 2 * nfw;
   return dq > dkdv ? dq : dkdv;
 }
 

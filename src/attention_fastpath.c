@@ -17,8 +17,9 @@ bool fcl_mma_aligned(const fcl_tensor *t, size_t esize, bool varlen, int64_t n) 
 }
 
 /* Local memory of the forward. 16-bit: the K tile plus the larger of the
- * Q and V tiles, rows padded by 8 against bank conflicts. f32: K and V
- * tiles, padded as cl/attention_fwd_tf32.cl says. */
+ * Q and V tiles, rows padded by 8 against bank conflicts, and one bit a key
+ * of the V tile (non-finite values). f32: K and V tiles, padded as
+ * cl/attention_fwd_tf32.cl says. */
 static size_t mma_local_bytes(fcl_dtype t, int head_dim, int head_dim_v,
                               const fcl_attention_mma_config *c) {
   const size_t emu = fcl_mma_emulate() ? 1024u * (size_t)c->warps : 0;
@@ -29,7 +30,8 @@ static size_t mma_local_bytes(fcl_dtype t, int head_dim, int head_dim_v,
   }
   const int dp = (head_dim + 15) / 16 * 16, dvp = (head_dim_v + 15) / 16 * 16;
   const int q = 16 * c->warps * (dp + 8), v = c->block_n * (dvp + 8);
-  return 2 * (size_t)(c->block_n * (dp + 8) + (q > v ? q : v)) + emu;
+  return 2 * (size_t)(c->block_n * (dp + 8) + (q > v ? q : v)) +
+         4 * (size_t)((c->block_n + 31) / 32) + emu;
 }
 
 void fcl_attention_mma_choose(const fcl_device_info *dev, fcl_dtype t, int head_dim,

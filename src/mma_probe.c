@@ -38,6 +38,13 @@ static float val_b(int kk, int n) { return (float)((kk * 2 + n * 3) % 5 - 2); }
  * __asm__ is tried next. Indexed by mma_state - 1. */
 static const char *const asm_opts[2] = {"", " -DFCL_ASM=__asm__"};
 
+/* Emulated, the programs are built without optimisation: every helper is a
+ * pair of work-group barriers there, over which PoCL's optimiser spends
+ * minutes a program (the special paths for non-finite values tripled it),
+ * while they only ever run the tests' small shapes (about 10 times slower,
+ * built 10 times faster). */
+static const char *emulate_opts(void) { return fcl_mma_emulate() ? " -cl-opt-disable" : ""; }
+
 /* Builds the probe of dtype t with the first asm keyword that works; NULL
  * when none does. */
 static cl_kernel build_probe(fcl_context *ctx, fcl_dtype t, int *variant) {
@@ -46,8 +53,8 @@ static cl_kernel build_probe(fcl_context *ctx, fcl_dtype t, int *variant) {
   const bool f32 = t == FCL_F32;
   for (int i = 0; i < 2; ++i) {
     char opts[128];
-    snprintf(opts, sizeof opts, "-DFCL_DTYPE=%d -DFCL_MMA_EMULATE=%d%s", (int)t,
-             fcl_mma_emulate(), asm_opts[i]);
+    snprintf(opts, sizeof opts, "-DFCL_DTYPE=%d -DFCL_MMA_EMULATE=%d%s%s", (int)t,
+             fcl_mma_emulate(), asm_opts[i], emulate_opts());
     cl_kernel k;
     if (fcl_get_kernel(ctx, f32 ? files32 : files16, 3, opts,
                        f32 ? "fcl_mma_tf32_probe" : "fcl_mma_probe", &k) == FCL_OK) {
@@ -221,5 +228,5 @@ fcl_status fcl_mma_ready(fcl_context *ctx, fcl_dtype t, bool *ready) {
 }
 
 const char *fcl_mma_asm_option(const fcl_context *ctx, fcl_dtype t) {
-  return asm_opts[ctx->mma_state[t] - 1];
+  return fcl_mma_emulate() ? emulate_opts() : asm_opts[ctx->mma_state[t] - 1];
 }
