@@ -1,20 +1,13 @@
-/* Warp-level tensor-core helpers for NVIDIA GPUs through inline PTX (prepend
- * dtype.cl; FCL_DTYPE 1 = f16, 2 = bf16 picks the mma operand type).
+/* Tensor-core helpers for 16-bit data on NVIDIA GPUs through inline PTX
+ * (prepend dtype.cl and mma_warp.cl; FCL_DTYPE 1 = f16, 2 = bf16 picks the
+ * mma operand type).
  *
- * A warp is 32 consecutive work-items. Fragments follow PTX's m16n8k16
- * layouts: A (16x16, row) is a uint4 of packed 16-bit pairs, B (16x8, col)
- * a uint2, C/D (16x8 f32) a float4; lane = 4 * g + t holds rows g and g + 8.
- *
- * With FCL_MMA_EMULATE=1 every helper is computed in software through local
- * memory and work-group barriers, so that the kernels' indexing can be
- * tested on a CPU (PoCL). Every helper must then be reached by all
- * work-items of the work-group together, as in the kernels' uniform loops.
- * Local tiles are addressed as (base, element offset) so that both versions
- * share one interface.
+ * Fragments follow PTX's m16n8k16 layouts: A (16x16, row) is a uint4 of
+ * packed 16-bit pairs, B (16x8, col) a uint2, C/D (16x8 f32) a float4;
+ * lane = 4 * g + t holds rows g and g + 8. Emulated (FCL_MMA_EMULATE=1) as
+ * mma_warp.cl says. Local tiles are addressed as (base, element offset) so
+ * that both versions share one interface.
  */
-#ifndef FCL_MMA_EMULATE
-#define FCL_MMA_EMULATE 0
-#endif
 #if FCL_DTYPE == 1
 #define MMA_T "f16"
 #elif FCL_DTYPE == 2
@@ -24,19 +17,6 @@
 #endif
 
 #if !FCL_MMA_EMULATE
-/* The inline-assembly keyword the compiler takes (the host tries asm, then
- * __asm__). */
-#ifndef FCL_ASM
-#define FCL_ASM asm
-#endif
-#define MMA_UNROLL _Pragma("unroll")
-/* Scratch of the emulation: nothing on the GPU. */
-#define MMA_EMU_DECL(warps)
-#define MMA_EMU
-#define MMA_EMU_PARAM
-
-/* The shared-window address of a __local pointer. */
-#define MMA_SADDR(p) ((uint)(size_t)(p))
 
 inline float4 mma_16816(uint4 a, uint2 b, float4 c) {
   float d0, d1, d2, d3;
@@ -64,28 +44,6 @@ inline uint4 mma_ldsm_x4_t(__local const ushort *base, int off) {
   return (uint4)(r0, r1, r2, r3);
 }
 
-inline float mma_shfl_xor(float x, int m) {
-  uint r;
-  FCL_ASM volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;"
-               : "=r"(r) : "r"(as_uint(x)), "r"(m));
-  return as_float(r);
-}
-/* Two words of lane src (any lane of the warp, per lane). */
-inline uint2 mma_shfl_idx2(uint2 x, int src) {
-  uint r0, r1;
-  FCL_ASM volatile("shfl.sync.idx.b32 %0, %1, %2, 0x1f, 0xffffffff;"
-               : "=r"(r0) : "r"(x.x), "r"(src));
-  FCL_ASM volatile("shfl.sync.idx.b32 %0, %1, %2, 0x1f, 0xffffffff;"
-               : "=r"(r1) : "r"(x.y), "r"(src));
-  return (uint2)(r0, r1);
-}
-
-/* 2^x by the special-function unit (-inf gives 0). */
-inline float mma_exp2(float x) {
-  float r;
-  FCL_ASM("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-  return r;
-}
 
 /* Packs (lo, hi) rounded to nearest even into one register. */
 inline uint mma_pack(float lo, float hi) {
@@ -102,25 +60,14 @@ inline void mma_cp16(__local ushort *base, int off, const __global ushort *src,
                :: "r"(MMA_SADDR(base + off)), "l"((ulong)src), "r"(src_bytes)
                : "memory");
 }
-inline void mma_cp_commit(void) { FCL_ASM volatile("cp.async.commit_group;" ::: "memory"); }
-inline void mma_cp_wait_all(void) { FCL_ASM volatile("cp.async.wait_group 0;" ::: "memory"); }
 
 #else /* FCL_MMA_EMULATE */
-#define MMA_UNROLL
-/* Per warp, per lane: 8 words to exchange fragments through. */
-#define MMA_EMU_DECL(warps) \
-  __local uint mma_emu_s[(warps) * 256]; \
-  __local uint *emu = mma_emu_s;
-#define MMA_EMU , emu
-#define MMA_EMU_PARAM , __local uint *emu
 
 inline float mma_elem(uint pair, int hi) {
   const ushort h = (ushort)(hi ? pair >> 16 : pair & 0xffffu);
   return FCL_RAW_F32(h);
 }
 
-#define MMA_LANE ((int)get_local_id(0) & 31)
-#define MMA_WARP_S(emu) ((emu) + ((int)get_local_id(0) >> 5) * 256)
 
 inline float4 mma_16816_e(uint4 a, uint2 b, float4 c, __local uint *emu) {
   __local uint *w = MMA_WARP_S(emu);
@@ -173,29 +120,6 @@ inline uint4 mma_ldsm_e(__local const ushort *base, int off, int trans,
 #define mma_ldsm_x4(base, off) mma_ldsm_e((base), (off), 0, emu)
 #define mma_ldsm_x4_t(base, off) mma_ldsm_e((base), (off), 1, emu)
 
-inline float mma_shfl_xor_e(float x, int m, __local uint *emu) {
-  __local uint *w = MMA_WARP_S(emu);
-  const int lane = MMA_LANE;
-  w[lane] = as_uint(x);
-  barrier(CLK_LOCAL_MEM_FENCE);
-  const float y = as_float(w[lane ^ m]);
-  barrier(CLK_LOCAL_MEM_FENCE);
-  return y;
-}
-#define mma_shfl_xor(x, m) mma_shfl_xor_e((x), (m), emu)
-inline uint2 mma_shfl_idx2_e(uint2 x, int src, __local uint *emu) {
-  __local uint *w = MMA_WARP_S(emu);
-  const int lane = MMA_LANE;
-  w[2 * lane] = x.x;
-  w[2 * lane + 1] = x.y;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  const uint2 y = (uint2)(w[2 * src], w[2 * src + 1]);
-  barrier(CLK_LOCAL_MEM_FENCE);
-  return y;
-}
-#define mma_shfl_idx2(x, src) mma_shfl_idx2_e((x), (src), emu)
-
-#define mma_exp2(x) native_exp2(x)
 
 inline ushort mma_round(float x) {
 #if FCL_DTYPE == 2
@@ -214,8 +138,6 @@ inline void mma_cp16(__local ushort *base, int off, const __global ushort *src,
                      uint src_bytes) {
   for (int e = 0; e < 8; ++e) base[off + e] = src_bytes ? src[e] : (ushort)0;
 }
-inline void mma_cp_commit(void) {}
-inline void mma_cp_wait_all(void) {}
 #endif
 
 /* Rows [row0, row0 + rows) of a strided matrix into a local tile of pitch
@@ -265,14 +187,6 @@ inline void mma_tile_load(__local ushort *dst, int ld, int rows, int width,
 #define MMA_EXP 0x7c00
 #endif
 
-/* The special path's barriers and shuffles run under a condition uniform
- * over the work-group; emulated, they run always (with the same results):
- * PoCL compiles barriers under conditions much more slowly. */
-#if FCL_MMA_EMULATE
-#define MMA_SPECIAL(c) if (1)
-#else
-#define MMA_SPECIAL(c) if (c)
-#endif
 
 /* Sets bit r of bits[] (cleared beforehand, visible after a barrier) for
  * every row r of a local tile (rows x width, width and pitch ld multiples of
@@ -294,15 +208,6 @@ inline void mma_tile_scan(__local ushort *tile, int ld, int rows, int width, int
   }
 }
 
-/* The first bit of bits[] (n bits) set at or after from, else n. */
-inline int mma_next_bit(const uint *bits, int n, int from) {
-  MMA_UNROLL for (int w = 0; w < (n + 31) / 32; ++w) {
-    uint x = w < (from >> 5) ? 0u : bits[w];
-    if (w == (from >> 5)) x &= ~0u << (from & 31);
-    if (x != 0u) return min(w * 32 + 31 - (int)clz(x & (0u - x)), n);
-  }
-  return n;
-}
 
 /* After acc += A T by the mma over a tile T of BLOCK_N rows whose
  * non-finite values counted as 0: adds A[r][c] * T[c][d] back for the tile

@@ -1,5 +1,5 @@
-/* Warp-level tensor-core helpers for f32 data on NVIDIA GPUs (prepend
- * dtype.cl with FCL_DTYPE 0): mma.sync m16n8k8 on TF32 operands, used three
+/* Tensor-core helpers for f32 data on NVIDIA GPUs (prepend dtype.cl with
+ * FCL_DTYPE 0, and mma_warp.cl): mma.sync m16n8k8 on TF32 operands, used three
  * times per product ("3xTF32") so that f32 inputs keep f32 accuracy.
  *
  * A value x is split into big = x rounded to TF32 (10 mantissa bits, to
@@ -15,13 +15,8 @@
  * the k index of a fragment freely (a sum does not care), which lets A come
  * straight from a C tile and B from one 8-byte load.
  *
- * With FCL_MMA_EMULATE=1 the helpers are computed in software through local
- * memory and barriers, as in mma_common.cl (same rules: every work-item of
- * the work-group reaches every helper together).
+ * Emulated (FCL_MMA_EMULATE=1) as mma_warp.cl says.
  */
-#ifndef FCL_MMA_EMULATE
-#define FCL_MMA_EMULATE 0
-#endif
 #if FCL_DTYPE != 0
 #error "the TF32 helpers are for f32 data (FCL_DTYPE 0)"
 #endif
@@ -30,12 +25,6 @@ typedef struct { uint4 big, small; } tf32_a;
 typedef struct { uint2 big, small; } tf32_b;
 
 #if !FCL_MMA_EMULATE
-#ifndef FCL_ASM
-#define FCL_ASM asm
-#endif
-#define MMA_UNROLL _Pragma("unroll")
-#define MMA_EMU_DECL(warps)
-#define MMA_SADDR(p) ((uint)(size_t)(p))
 
 inline float4 mma_1688(uint4 a, uint2 b, float4 c) {
   float d0, d1, d2, d3;
@@ -53,34 +42,14 @@ inline uint tf32_round(float x) {
   return r;
 }
 
-inline float mma_shfl_xor(float x, int m) {
-  uint r;
-  FCL_ASM volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;"
-               : "=r"(r) : "r"(as_uint(x)), "r"(m));
-  return as_float(r);
-}
-
-inline float mma_exp2(float x) {
-  float r;
-  FCL_ASM("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-  return r;
-}
 
 /* 16 bytes global -> local; zero-filled when src_bytes is 0. */
 inline void mma_cp16f(__local float *dst, const __global float *src, uint src_bytes) {
   FCL_ASM volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
                :: "r"(MMA_SADDR(dst)), "l"((ulong)src), "r"(src_bytes) : "memory");
 }
-inline void mma_cp_commit(void) { FCL_ASM volatile("cp.async.commit_group;" ::: "memory"); }
-inline void mma_cp_wait_all(void) { FCL_ASM volatile("cp.async.wait_group 0;" ::: "memory"); }
 
 #else /* FCL_MMA_EMULATE */
-#define MMA_UNROLL
-#define MMA_EMU_DECL(warps) \
-  __local uint mma_emu_s[(warps) * 256]; \
-  __local uint *emu = mma_emu_s;
-#define MMA_LANE ((int)get_local_id(0) & 31)
-#define MMA_WARP_S(emu) ((emu) + ((int)get_local_id(0) >> 5) * 256)
 
 inline float4 mma_1688_e(uint4 a, uint2 b, float4 c, __local uint *emu) {
   __local uint *w = MMA_WARP_S(emu);
@@ -116,23 +85,10 @@ inline uint tf32_round(float x) {
   return isfinite(x) ? (u + 0x1000u) & 0xffffe000u : u;
 }
 
-inline float mma_shfl_xor_e(float x, int m, __local uint *emu) {
-  __local uint *w = MMA_WARP_S(emu);
-  const int lane = MMA_LANE;
-  w[lane] = as_uint(x);
-  barrier(CLK_LOCAL_MEM_FENCE);
-  const float y = as_float(w[lane ^ m]);
-  barrier(CLK_LOCAL_MEM_FENCE);
-  return y;
-}
-#define mma_shfl_xor(x, m) mma_shfl_xor_e((x), (m), emu)
-#define mma_exp2(x) native_exp2(x)
 
 inline void mma_cp16f(__local float *dst, const __global float *src, uint src_bytes) {
   for (int e = 0; e < 4; ++e) dst[e] = src_bytes ? src[e] : 0.0f;
 }
-inline void mma_cp_commit(void) {}
-inline void mma_cp_wait_all(void) {}
 #endif
 
 /* The two TF32 parts of x: big in .x, small in .y. */

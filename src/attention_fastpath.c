@@ -113,13 +113,13 @@ fcl_status fcl_attention_forward_fast(fcl_context *ctx, const fcl_attention_desc
            "-DMMA_VEC=%d -DMMA_GENERAL=%d -DFCL_MMA_EMULATE=%d%s",
            (int)p->dtype, (int)d->head_dim, (int)d->head_dim_v, warps, block_n, vec, general,
            fcl_mma_emulate(), fcl_mma_asm_option(ctx, p->dtype));
-  static const char *const files16[] = {"dtype.cl", "attention_common.cl", "mma_common.cl",
-                                         "attention_fwd_mma.cl"};
-  static const char *const files32[] = {"dtype.cl", "attention_common.cl", "mma_tf32.cl",
-                                         "attention_fwd_tf32.cl"};
+  static const char *const files16[] = {"dtype.cl", "attention_common.cl", "mma_warp.cl",
+                                         "mma_common.cl", "attention_fwd_mma.cl"};
+  static const char *const files32[] = {"dtype.cl", "attention_common.cl", "mma_warp.cl",
+                                         "mma_tf32.cl", "attention_fwd_tf32.cl"};
   const bool f32 = p->dtype == FCL_F32;
   cl_kernel kern;
-  if (fcl_get_kernel(ctx, f32 ? files32 : files16, 4, opts,
+  if (fcl_get_kernel(ctx, f32 ? files32 : files16, 5, opts,
                      f32 ? "fcl_attention_fwd_tf32" : "fcl_attention_fwd_mma", &kern)) {
     /* The portable kernel still works: say why and use it. */
     fcl_log(ctx, "fast path: the forward does not build, using the portable kernel: %s",

@@ -48,15 +48,17 @@ static const char *emulate_opts(void) { return fcl_mma_emulate() ? " -cl-opt-dis
 /* Builds the probe of dtype t with the first asm keyword that works; NULL
  * when none does. */
 static cl_kernel build_probe(fcl_context *ctx, fcl_dtype t, int *variant) {
-  static const char *const files16[] = {"dtype.cl", "mma_common.cl", "mma_probe.cl"};
-  static const char *const files32[] = {"dtype.cl", "mma_tf32.cl", "mma_tf32_probe.cl"};
+  static const char *const files16[] = {"dtype.cl", "mma_warp.cl", "mma_common.cl",
+                                         "mma_probe.cl"};
+  static const char *const files32[] = {"dtype.cl", "mma_warp.cl", "mma_tf32.cl",
+                                         "mma_tf32_probe.cl"};
   const bool f32 = t == FCL_F32;
   for (int i = 0; i < 2; ++i) {
     char opts[128];
     snprintf(opts, sizeof opts, "-DFCL_DTYPE=%d -DFCL_MMA_EMULATE=%d%s%s", (int)t,
              fcl_mma_emulate(), asm_opts[i], emulate_opts());
     cl_kernel k;
-    if (fcl_get_kernel(ctx, f32 ? files32 : files16, 3, opts,
+    if (fcl_get_kernel(ctx, f32 ? files32 : files16, 4, opts,
                        f32 ? "fcl_mma_tf32_probe" : "fcl_mma_probe", &k) == FCL_OK) {
       *variant = i;
       return k;

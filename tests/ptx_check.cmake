@@ -1,0 +1,53 @@
+# Compiles the NVIDIA-only branch of the tensor-core kernels (inline PTX:
+# mma.sync, ldmatrix, cp.async, shuffles) to PTX with clang, so that a
+# change which breaks it is caught on machines without an NVIDIA GPU (PoCL
+# only ever builds the emulated branch). Each program is its files
+# concatenated in the library's order (src/attention_fastpath.c,
+# attention_backward_mma.c, mma_probe.c) with the build options of one
+# configuration. clang's header declares vstore_half only with cl_khr_fp16
+# enabled, which NVIDIA's compiler does not need.
+#   cmake -DCLANG=clang -DCL_DIR=cl -DWORK=dir -P ptx_check.cmake
+foreach(v CLANG CL_DIR WORK)
+  if(NOT DEFINED ${v})
+    message(FATAL_ERROR "ptx_check.cmake: -D${v}= is required")
+  endif()
+endforeach()
+file(MAKE_DIRECTORY "${WORK}")
+set(programs
+  "probe16|dtype.cl mma_warp.cl mma_common.cl mma_probe.cl|-DFCL_DTYPE=1|mma.sync"
+  "probe32|dtype.cl mma_warp.cl mma_tf32.cl mma_tf32_probe.cl|-DFCL_DTYPE=0|mma.sync"
+  "fwd_f16|dtype.cl attention_common.cl mma_warp.cl mma_common.cl attention_fwd_mma.cl|-DFCL_DTYPE=1 -DHEAD_DIM=64 -DMMA_VEC=1 -DMMA_GENERAL=0|cp.async"
+  "fwd_bf16|dtype.cl attention_common.cl mma_warp.cl mma_common.cl attention_fwd_mma.cl|-DFCL_DTYPE=2 -DHEAD_DIM=80 -DHEAD_DIM_V=40 -DMMA_VEC=0 -DMMA_GENERAL=1|mma.sync"
+  "fwd_tf32|dtype.cl attention_common.cl mma_warp.cl mma_tf32.cl attention_fwd_tf32.cl|-DFCL_DTYPE=0 -DHEAD_DIM=128 -DBLOCK_N=32 -DMMA_VEC=1 -DMMA_GENERAL=0|cvt.rna.tf32"
+  "fwd_tf32_odd|dtype.cl attention_common.cl mma_warp.cl mma_tf32.cl attention_fwd_tf32.cl|-DFCL_DTYPE=0 -DHEAD_DIM=38 -DHEAD_DIM_V=20 -DMMA_VEC=0 -DMMA_GENERAL=1|mma.sync"
+  "bwd_f16|dtype.cl attention_common.cl mma_warp.cl mma_common.cl attention_bwd_mma.cl|-DFCL_DTYPE=1 -DHEAD_DIM=128 -DMMA_VEC=1 -DMMA_GENERAL=0|mma.sync"
+  "bwd_bf16|dtype.cl attention_common.cl mma_warp.cl mma_common.cl attention_bwd_mma.cl|-DFCL_DTYPE=2 -DHEAD_DIM=40 -DMMA_VEC=0 -DMMA_GENERAL=1|mma.sync")
+foreach(p IN LISTS programs)
+  string(REPLACE "|" ";" parts "${p}")
+  list(GET parts 0 name)
+  list(GET parts 1 files)
+  list(GET parts 2 defs)
+  list(GET parts 3 expect)
+  separate_arguments(files)
+  separate_arguments(defs)
+  set(src "")
+  foreach(f IN LISTS files)
+    file(READ "${CL_DIR}/${f}" text)
+    string(APPEND src "${text}\n")
+  endforeach()
+  file(WRITE "${WORK}/${name}.cl" "${src}")
+  execute_process(
+    COMMAND "${CLANG}" -x cl -cl-std=CL1.2 -target nvptx64-nvidia-nvcl -O2
+            -Xclang -finclude-default-header -Xclang -cl-ext=+cl_khr_fp16
+            -DFCL_ASM=__asm__ ${defs} -S -o "${WORK}/${name}.ptx" "${WORK}/${name}.cl"
+    RESULT_VARIABLE rc ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${name}: clang could not compile the PTX branch:\n${err}")
+  endif()
+  file(READ "${WORK}/${name}.ptx" ptx)
+  string(FIND "${ptx}" "${expect}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "${name}: the PTX holds no ${expect}")
+  endif()
+  message(STATUS "${name}: PTX compiled")
+endforeach()
