@@ -18,7 +18,8 @@
  * 2t + 1), and B reads V rows 2t and 2t + 1.
  * Pitches: K rows (8-byte loads, 16 lanes a phase) LDK = 8 or 24 mod 32
  * words, V rows (4-byte loads of rows 2t, 2t + 1) LDV = 4 mod 8: no bank
- * conflicts.
+ * conflicts. Every K and V tile is scanned for inf and NaN, which 3xTF32
+ * cannot carry (mma_tf32.cl, "Non-finite values of K and V").
  */
 #ifndef HEAD_DIM
 #define HEAD_DIM 64
@@ -47,6 +48,7 @@
 #define NT_S (BLOCK_N / 8)
 #define NT_O (DVP / 8)
 #define KQ (DP / 8)
+#define NFW ((BLOCK_N + 31) / 32)
 
 #if BLOCK_N % 8 || DP > 256 || DVP > 256
 #error "BLOCK_N must be a multiple of 8 and head dims at most 256"
@@ -67,6 +69,8 @@
       x = -INFINITY;                                                          \
   } while (0)
 #endif
+
+#define FWD_VISIBLE(i, j) attn_visible(i, j, diag, sk, window_left, window_right)
 
 /* Q of row r, columns c and c + 1 (zero outside the matrix). */
 inline float2 tf32_q_pair(const __global float *q, long base, long ss, int r, int sq, int c) {
@@ -96,6 +100,8 @@ void fcl_attention_fwd_tf32(
 {
   __local float k_s[BLOCK_N * LDK] __attribute__((aligned(16)));
   __local float v_s[BLOCK_N * LDV] __attribute__((aligned(16)));
+  __local uint nf_s[NFW];  /* rows of the V tile holding inf or NaN */
+  __local uint nfk_s[NFW]; /* and of the K tile */
   MMA_EMU_DECL(MMA_WARPS)
 
   const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
@@ -150,11 +156,21 @@ void fcl_attention_fwd_tf32(
 
   for (int it = 0; it < ntiles; ++it) {
     const int j0 = jt0 + it * BLOCK_N;
+    if (lid < NFW) nfk_s[lid] = 0u;
     /* K of this tile has landed; V's buffer is free */
     mma_cp_wait_all();
     barrier(CLK_LOCAL_MEM_FENCE);
+    tf32_tile_scan(k_s, LDK, BLOCK_N, DP, nfk_s, lid, WG);
     tf32_tile_load(v_s, LDV, BLOCK_N, DVP, v, v_base, v_ss, j0, sk, HEAD_DIM_V, lid, WG);
     mma_cp_commit();
+    if (lid < NFW) nf_s[lid] = 0u;
+    barrier(CLK_LOCAL_MEM_FENCE); /* the K tile scanned */
+    uint nfb[NFW];
+    bool nf_any = false;
+    for (int w = 0; w < NFW; ++w) {
+      nfb[w] = nfk_s[w];
+      nf_any |= nfb[w] != 0u;
+    }
 
     float4 s[NT_S];
     MMA_UNROLL for (int n = 0; n < NT_S; ++n) s[n] = (float4)(0.0f);
@@ -166,6 +182,8 @@ void fcl_attention_fwd_tf32(
         s[n] = MMA_3XTF32(qa, kb, s[n]);
       }
     }
+    MMA_SPECIAL(nf_any) /* uniform over the work-group */
+      TF32_FIX_SCORES(s, qf, nfb, k, k_base, k_ss, j0, HEAD_DIM);
 
     /* Tiles inside every row's window skip the per-element test. */
     const bool full = j0 >= i_last + diag - window_left &&
@@ -224,6 +242,13 @@ void fcl_attention_fwd_tf32(
       tf32_tile_load(k_s, LDK, BLOCK_N, DP, k, k_base, k_ss, j0 + BLOCK_N, sk, HEAD_DIM, lid,
                      WG);
     mma_cp_commit();
+    tf32_tile_scan(v_s, LDV, BLOCK_N, DVP, nf_s, lid, WG);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    nf_any = false;
+    for (int w = 0; w < NFW; ++w) {
+      nfb[w] = nf_s[w];
+      nf_any |= nfb[w] != 0u;
+    }
     MMA_UNROLL for (int n = 0; n < NT_S; ++n) {
       const tf32_a pa = tf32_split_a(s[n]);
       const __local float *vr = v_s + (n * 8 + 2 * t4) * LDV + g;
@@ -232,6 +257,9 @@ void fcl_attention_fwd_tf32(
         acc[dn] = MMA_3XTF32(pa, vb, acc[dn]);
       }
     }
+    MMA_SPECIAL(nf_any) /* uniform over the work-group */
+      TF32_FIX_NONFINITE(acc, NT_O, s, nfb, v, v_base, v_ss, j0, HEAD_DIM_V, r0, r1,
+                         FWD_VISIBLE);
   }
 
   /* Each lane summed its own columns: add the four lanes of a row. */

@@ -142,3 +142,99 @@ inline void tf32_tile_load(__local float *dst, int ld, int rows, int width,
   }
 #endif
 }
+
+/* ---- Non-finite values of K and V ---------------------------------------
+ * 3xTF32 cannot carry inf or NaN: inf splits into inf + NaN, a small part
+ * of 0 times an infinite big part is NaN, and a masked pair's exact 0 times
+ * NaN is NaN all the same (mma_common.cl, "Non-finite operands"). So every
+ * K and V tile is scanned (tf32_tile_scan: such values zeroed in local
+ * memory, their rows flagged); where some were found, the scores of the
+ * flagged keys are computed again in f32 (TF32_FIX_SCORES) and the
+ * products of the flagged V values added back for the visible pairs only
+ * (TF32_FIX_NONFINITE). A q holding inf still gives NaN scores in its row
+ * where the reference may give -inf. */
+
+/* Sets bit r of bits[] (cleared beforehand, visible after a barrier) for
+ * every row r of a local f32 tile (rows x width, width and pitch ld
+ * multiples of 4, 16-byte aligned) holding an inf or NaN, and zeroes those
+ * values. By nthreads work-items. */
+inline void tf32_tile_scan(__local float *tile, int ld, int rows, int width,
+                           volatile __local uint *bits, int lid, int nthreads) {
+  const int cpr = width / 4;
+  const uint4 ex = (uint4)(0x7f800000u);
+  for (int e = lid; e < rows * cpr; e += nthreads) {
+    const int r = e / cpr;
+    __local float4 *p = (__local float4 *)(tile + r * ld + (e - r * cpr) * 4);
+    const uint4 x = as_uint4(*p);
+    const int4 bad = (x & ex) == ex;
+    if (any(bad)) {
+      *p = as_float4(x & ~as_uint4(bad));
+      atomic_or(&bits[r >> 5], 1u << (r & 31));
+    }
+  }
+}
+
+/* After acc += P V over a tile whose non-finite V values counted as 0: adds
+ * P[r][c] V[c][d] back for the tile rows c flagged in bits[] (a private copy
+ * of tf32_tile_scan's words), this lane's columns d < ncols of acc[0 ..
+ * nout) whose V[c][d] (read again from v[base + (row0 + c) * stride + d])
+ * is inf or NaN, and this lane's rows r in {r0, r1} for which VIS(r,
+ * row0 + c) holds. P[r][c] comes from p[c / 8] (A fragment order) of the
+ * lane of the quad that holds it: every lane of the warp takes part. */
+#define TF32_FIX_NONFINITE(acc, nout, p, bits, v, base, stride, row0, ncols, r0, r1, VIS) \
+  for (int c_ = mma_next_bit(bits, BLOCK_N, 0); c_ < BLOCK_N;                          \
+       c_ = mma_next_bit(bits, BLOCK_N, c_ + 1)) {                                      \
+    float4 pf_ = p[0];                                                                  \
+    MMA_UNROLL for (int n_ = 1; n_ < BLOCK_N / 8; ++n_)                                 \
+      if ((c_ >> 3) == n_) pf_ = p[n_];                                                 \
+    /* rows g and g + 8 at key 8 (c_ / 8) + 2 t + (c_ & 1): lane 4 g + t */            \
+    const uint2 w_ = mma_shfl_idx2(as_uint2((c_ & 1) ? pf_.zw : pf_.xy),               \
+                                   (lane & ~3) | ((c_ & 7) >> 1));                      \
+    const float a0_ = as_float(w_.x), a1_ = as_float(w_.y);                             \
+    const int j_ = (row0) + c_;                                                         \
+    const bool v0_ = VIS((r0), j_), v1_ = VIS((r1), j_);                                \
+    const long at_ = (base) + (long)j_ * (stride);                                      \
+    MMA_UNROLL for (int n_ = 0; n_ < (nout); ++n_) {                                    \
+      const int d_ = n_ * 8 + 2 * (lane & 3);                                           \
+      const float x0_ = d_ < (ncols) ? v[at_ + d_] : 0.0f;                              \
+      const float x1_ = d_ + 1 < (ncols) ? v[at_ + d_ + 1] : 0.0f;                      \
+      if (!isfinite(x0_)) {                                                             \
+        if (v0_) acc[n_].x += a0_ * x0_;                                                \
+        if (v1_) acc[n_].z += a1_ * x0_;                                                \
+      }                                                                                 \
+      if (!isfinite(x1_)) {                                                             \
+        if (v0_) acc[n_].y += a0_ * x1_;                                                \
+        if (v1_) acc[n_].w += a1_ * x1_;                                                \
+      }                                                                                 \
+    }                                                                                   \
+  }
+
+/* After S = Q K^T over a tile whose non-finite K values counted as 0: the
+ * scores of the keys flagged in bits[] computed again in f32 from qf[]
+ * (this lane's Q pairs, A fragment order) and k[base + (row0 + c) * stride
+ * + d], the quad's partial sums added by shuffles, and written to s[] (C
+ * layout) by the lane that holds them. Every lane of the warp takes part. */
+#define TF32_FIX_SCORES(s, qf, bits, k, base, stride, row0, ncols)                        \
+  for (int c_ = mma_next_bit(bits, BLOCK_N, 0); c_ < BLOCK_N;                          \
+       c_ = mma_next_bit(bits, BLOCK_N, c_ + 1)) {                                      \
+    const long at_ = (base) + (long)((row0) + c_) * (stride);                           \
+    float p0_ = 0.0f, p1_ = 0.0f;                                                       \
+    MMA_UNROLL for (int kk_ = 0; kk_ < KQ; ++kk_) {                                     \
+      const int d_ = kk_ * 8 + 2 * (lane & 3);                                          \
+      const float x0_ = d_ < (ncols) ? k[at_ + d_] : 0.0f;                              \
+      const float x1_ = d_ + 1 < (ncols) ? k[at_ + d_ + 1] : 0.0f;                      \
+      p0_ += qf[kk_].x * x0_ + qf[kk_].z * x1_;                                         \
+      p1_ += qf[kk_].y * x0_ + qf[kk_].w * x1_;                                         \
+    }                                                                                   \
+    p0_ += mma_shfl_xor(p0_, 1);                                                        \
+    p1_ += mma_shfl_xor(p1_, 1);                                                        \
+    p0_ += mma_shfl_xor(p0_, 2);                                                        \
+    p1_ += mma_shfl_xor(p1_, 2);                                                        \
+    if ((lane & 3) == ((c_ & 7) >> 1)) {                                                \
+      MMA_UNROLL for (int n_ = 0; n_ < BLOCK_N / 8; ++n_)                               \
+        if ((c_ >> 3) == n_) {                                                          \
+          if (c_ & 1) s[n_].y = p0_, s[n_].w = p1_;                                     \
+          else s[n_].x = p0_, s[n_].z = p1_;                                            \
+        }                                                                               \
+    }                                                                                   \
+  }

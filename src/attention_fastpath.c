@@ -26,7 +26,8 @@ static size_t mma_local_bytes(fcl_dtype t, int head_dim, int head_dim_v,
   if (t == FCL_F32) {
     const int dp = (head_dim + 7) / 8 * 8, dvp = (head_dim_v + 7) / 8 * 8;
     const int ldk = dp + (dp % 16 ? 16 : 8), ldv = dvp + 4;
-    return 4 * (size_t)c->block_n * (size_t)(ldk + ldv) + emu;
+    return 4 * (size_t)c->block_n * (size_t)(ldk + ldv) + 8 * (size_t)((c->block_n + 31) / 32) +
+           emu;
   }
   const int dp = (head_dim + 15) / 16 * 16, dvp = (head_dim_v + 15) / 16 * 16;
   const int q = 16 * c->warps * (dp + 8), v = c->block_n * (dvp + 8);
