@@ -60,11 +60,11 @@ bool fcl_attention_fwd_valid(const fcl_device_info *dev, int head_dim,
 int64_t fcl_attention_fwd_keys_per_group(const fcl_device_info *dev,
                                          const fcl_attention_fwd_config *cfg,
                                          int head_dim);
-/* Block sizes of the CPU forward (cl/attention_fwd_cpu.c): query rows per
- * work-item (vector lanes), keys per block, output columns per work-item
- * and work-items per work-group. */
+/* Block sizes of the CPU forward (cl/attention_fwd_cpu.cl): query rows per
+ * block (vector lanes), query blocks per work-item, keys per block and per
+ * chunk, output columns per work-item and work-items per work-group. */
 typedef struct {
-  int rows, block_n, block_dv, wg_size;
+  int rows, qb, block_n, key_chunk, block_dv, wg_size;
 } fcl_attention_cpu_config;
 void fcl_attention_cpu_choose(const fcl_device_info *dev, int head_dim, int head_dim_v,
                               fcl_attention_cpu_config *cfg);

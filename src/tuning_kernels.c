@@ -107,9 +107,9 @@ static const fcl_kernel_desc kernels[FCL_KERNEL_COUNT] = {
      {"WARPS", "BLOCK_N"},
      {AM(warps), AM(block_n)},
      sizeof(fcl_attention_mma_config), mma_defaults, mma_valid},
-    {"attention_fwd_cpu", FILES(attn_cpu_files), 4,
-     {"ROWS", "BLOCK_N", "BLOCK_DV", "WG_SIZE"},
-     {AC(rows), AC(block_n), AC(block_dv), AC(wg_size)},
+    {"attention_fwd_cpu", FILES(attn_cpu_files), 6,
+     {"ROWS", "QB", "BLOCK_N", "KEY_CHUNK", "BLOCK_DV", "WG_SIZE"},
+     {AC(rows), AC(qb), AC(block_n), AC(key_chunk), AC(block_dv), AC(wg_size)},
      sizeof(fcl_attention_cpu_config), cpu_defaults, cpu_valid},
 };
 
