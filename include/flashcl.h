@@ -216,7 +216,9 @@ FCL_API fcl_status fcl_rwkv6_backward(
  * another driver, else built-in defaults. Rows of a changed kernel source
  * are never used. */
 typedef struct {
-  char kernel[32];  /* "attention_fwd", "attention_bwd", "rwkv6_recurrent",
+  char kernel[32];  /* "attention_fwd", "attention_fwd_cpu",
+                       "attention_fwd_mma", "attention_bwd",
+                       "attention_bwd_mma", "rwkv6_recurrent",
                        "rwkv6_chunked" or "rwkv6_bwd"                      */
   char params[160]; /* "BLOCK_M=64,BLOCK_N=32,..."                          */
   char source[512]; /* "tuning database PATH (this driver, ...)",

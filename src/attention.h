@@ -60,6 +60,27 @@ bool fcl_attention_fwd_valid(const fcl_device_info *dev, int head_dim,
 int64_t fcl_attention_fwd_keys_per_group(const fcl_device_info *dev,
                                          const fcl_attention_fwd_config *cfg,
                                          int head_dim);
+/* Block sizes of the CPU forward (cl/attention_fwd_cpu.cl): query rows per
+ * block (vector lanes), query blocks per work-item, keys per block and per
+ * chunk, output columns per work-item and work-items per work-group. */
+typedef struct {
+  int rows, qb, block_n, key_chunk, block_dv, wg_size;
+} fcl_attention_cpu_config;
+void fcl_attention_cpu_choose(const fcl_device_info *dev, int head_dim, int head_dim_v,
+                              fcl_attention_cpu_config *cfg);
+bool fcl_attention_cpu_valid(const fcl_device_info *dev, int head_dim, int head_dim_v,
+                             const fcl_attention_cpu_config *cfg, char *why,
+                             size_t why_size);
+/* Whether the CPU forward takes problems on this device: a CPU without a
+ * loop budget (not llvmpipe), unless FCL_CPU_KERNEL=0. */
+bool fcl_attention_cpu_applies(const fcl_context *ctx);
+/* attention_forward_cpu.c: the CPU forward where it applies; *done false
+ * means the portable kernel must run. */
+fcl_status fcl_attention_forward_cpu(fcl_context *ctx, const fcl_attention_desc *d,
+                                     const fcl_attention_problem *p,
+                                     const fcl_tensor *q, const fcl_tensor *k,
+                                     const fcl_tensor *v, const fcl_tensor *o,
+                                     cl_mem lse, bool *done);
 /* Block sizes of the backward kernels (cl/attention_bwd.cl). */
 typedef struct {
   int block_r, block_c, block_k, wg_rows, wg_cols;

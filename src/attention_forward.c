@@ -22,6 +22,8 @@ fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *d,
   bool done = false;
   if ((s = fcl_attention_forward_fast(ctx, d, &p, q, k, v, o, lse, &done)) || done)
     return s;
+  if ((s = fcl_attention_forward_cpu(ctx, d, &p, q, k, v, o, lse, &done)) || done)
+    return s;
 
   fcl_tuning_class cls;
   fcl_attention_class(d, p.dtype, false, &cls);

@@ -45,6 +45,7 @@ fcl_status fcl_attention_config(fcl_context *ctx, const fcl_attention_desc *d,
   bool fast = false;
   if (!backward && (s = fcl_attention_fast_applies(ctx, d, dtype, &fast))) return s;
   if (fast) cls.kernel = FCL_KERNEL_ATTN_FWD_MMA;
+  else if (!backward && fcl_attention_cpu_applies(ctx)) cls.kernel = FCL_KERNEL_ATTN_FWD_CPU;
   int warps, block_n;
   if (backward && (s = fcl_attention_bwd_fast_applies(ctx, d, dtype, &fast))) return s;
   if (backward && fast &&

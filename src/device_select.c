@@ -58,6 +58,8 @@ void fcl_read_device_info(cl_platform_id p, cl_device_id d,
                   &info->max_wg, NULL);
   clGetDeviceInfo(d, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof info->compute_units,
                   &info->compute_units, NULL);
+  clGetDeviceInfo(d, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof info->native_float_width,
+                  &info->native_float_width, NULL);
   size_t ext_size = 0;
   if (clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, 0, NULL, &ext_size) == CL_SUCCESS &&
       ext_size > 0) {

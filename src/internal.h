@@ -21,6 +21,7 @@ typedef struct {
   cl_ulong max_alloc;
   size_t   max_wg;         /* max work-group size                  */
   cl_uint  compute_units;
+  cl_uint  native_float_width; /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT */
   size_t   preferred_multiple; /* 0 until fcl_device_probe() has run */
   bool     has_subgroups;  /* cl_khr_subgroups or cl_intel_subgroups */
   bool     is_nvidia, is_amd, is_intel, is_cpu;

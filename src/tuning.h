@@ -14,6 +14,7 @@ typedef enum {
   FCL_KERNEL_RWKV6_CHUNKED,
   FCL_KERNEL_RWKV6_BWD,
   FCL_KERNEL_ATTN_FWD_MMA, /* NVIDIA tensor cores, f16/bf16 (attention_fastpath.c) */
+  FCL_KERNEL_ATTN_FWD_CPU, /* CPUs (attention_forward_cpu.c)                  */
   FCL_KERNEL_COUNT
 } fcl_kernel_id;
 
@@ -23,7 +24,8 @@ typedef enum {
 #define FCL_RWKV6_MAX_DIM 256
 
 static inline bool fcl_kernel_is_attention(fcl_kernel_id k) {
-  return k == FCL_KERNEL_ATTN_FWD || k == FCL_KERNEL_ATTN_BWD || k == FCL_KERNEL_ATTN_FWD_MMA;
+  return k == FCL_KERNEL_ATTN_FWD || k == FCL_KERNEL_ATTN_BWD || k == FCL_KERNEL_ATTN_FWD_MMA ||
+         k == FCL_KERNEL_ATTN_FWD_CPU;
 }
 
 /* What a tuned configuration applies to. head_dim_v is head_dim_v of

@@ -30,6 +30,15 @@ static bool mma_valid(const fcl_device_info *dev, const fcl_tuning_class *c,
                       const void *cfg, char *why, size_t n) {
   return fcl_attention_mma_valid(dev, c->dtype, c->head_dim, c->head_dim_v, cfg, why, n);
 }
+static const char *const attn_cpu_files[] = {"dtype.cl", "attention_common.cl",
+                                             "attention_fwd_cpu.cl"};
+static void cpu_defaults(const fcl_device_info *dev, const fcl_tuning_class *c, void *cfg) {
+  fcl_attention_cpu_choose(dev, c->head_dim, c->head_dim_v, cfg);
+}
+static bool cpu_valid(const fcl_device_info *dev, const fcl_tuning_class *c,
+                      const void *cfg, char *why, size_t n) {
+  return fcl_attention_cpu_valid(dev, c->head_dim, c->head_dim_v, cfg, why, n);
+}
 static void attn_fwd_defaults(const fcl_device_info *dev, const fcl_tuning_class *c,
                               void *cfg) {
   fcl_attention_fwd_choose(dev, c->head_dim, c->head_dim_v, cfg);
@@ -74,6 +83,7 @@ static bool rbwd_valid(const fcl_device_info *dev, const fcl_tuning_class *c,
 #define RF(m) offsetof(fcl_rwkv6_fwd_config, m)
 #define RB(m) offsetof(fcl_rwkv6_bwd_config, m)
 #define AM(m) offsetof(fcl_attention_mma_config, m)
+#define AC(m) offsetof(fcl_attention_cpu_config, m)
 
 static const fcl_kernel_desc kernels[FCL_KERNEL_COUNT] = {
     {"attention_fwd", FILES(attn_fwd_files), 6,
@@ -100,6 +110,10 @@ static const fcl_kernel_desc kernels[FCL_KERNEL_COUNT] = {
      {"WARPS", "BLOCK_N"},
      {AM(warps), AM(block_n)},
      sizeof(fcl_attention_mma_config), mma_defaults, mma_valid},
+    {"attention_fwd_cpu", FILES(attn_cpu_files), 6,
+     {"ROWS", "QB", "BLOCK_N", "KEY_CHUNK", "BLOCK_DV", "WG_SIZE"},
+     {AC(rows), AC(qb), AC(block_n), AC(key_chunk), AC(block_dv), AC(wg_size)},
+     sizeof(fcl_attention_cpu_config), cpu_defaults, cpu_valid},
 };
 
 const fcl_kernel_desc *fcl_kernel_get(fcl_kernel_id id) {

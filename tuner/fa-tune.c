@@ -17,6 +17,7 @@ typedef struct {
   const char *device, *db, *export_file, *import_file, *replay_file;
   bool        list, show, all_devices;
   int         kernels[FCL_KERNEL_COUNT], nkernels;
+  bool        named[FCL_KERNEL_COUNT]; /* asked for by name, not by an alias */
   fcl_dtype   dtypes[3];
   int         ndtypes;
   int         dims[8], ndims;
@@ -34,9 +35,11 @@ static void usage(FILE *f) {
     "  --db PATH          tuning database (default: $FCL_TUNING_DB, else\n"
     "                     $XDG_CACHE_HOME/flashcl/tuning.db or ~/.cache/flashcl/tuning.db)\n"
     "  --ops LIST         attention_fwd,attention_fwd_mma (NVIDIA tensor cores, f16 and\n"
-    "                     bf16),attention_bwd,rwkv6_recurrent,rwkv6_chunked,rwkv6_bwd\n"
-    "                     (aliases fwd = both forwards, bwd, rwkv6-fwd = both\n"
-    "                     algorithms, rwkv6-bwd, all; default all)\n"
+    "                     bf16),attention_fwd_cpu (CPUs but llvmpipe),attention_bwd,\n"
+    "                     rwkv6_recurrent,rwkv6_chunked,rwkv6_bwd (aliases fwd = the\n"
+    "                     forwards, bwd, rwkv6-fwd = both algorithms, rwkv6-bwd, all;\n"
+    "                     default all). Where attention_fwd_cpu runs, the portable\n"
+    "                     attention_fwd (FCL_CPU_KERNEL=0) is tuned only when named\n"
     "  --dtypes LIST      f32,f16,bf16 (default all three)\n"
     "  --head-dims LIST   head dims tuned, D = Dv (RWKV6: K = V) (default 64,128)\n"
     "  --causal LIST      attention: 0,1 (default both)\n"
@@ -85,6 +88,7 @@ static bool parse_ops(options *o, const char *s) {
     } else if (strcmp(items[i], "fwd") == 0) {
       add_kernel(o, FCL_KERNEL_ATTN_FWD);
       add_kernel(o, FCL_KERNEL_ATTN_FWD_MMA);
+      add_kernel(o, FCL_KERNEL_ATTN_FWD_CPU);
     } else if (strcmp(items[i], "bwd") == 0) {
       add_kernel(o, FCL_KERNEL_ATTN_BWD);
     } else if (strcmp(items[i], "rwkv6-fwd") == 0) {
@@ -94,6 +98,7 @@ static bool parse_ops(options *o, const char *s) {
       add_kernel(o, FCL_KERNEL_RWKV6_BWD);
     } else if (fcl_kernel_from_name(items[i], &k)) {
       add_kernel(o, k);
+      o->named[k] = true;
     } else {
       fprintf(stderr, "fa-tune: --ops: unknown op '%s'\n", items[i]);
       return false;
@@ -318,9 +323,14 @@ static int tune_device(const options *o, const char *sel, const char *path) {
     fcl_context_destroy(ctx);
     return status;
   }
-  /* The tensor-core kernel only where the device has it (f16, bf16). */
+  /* The tensor-core kernel only where the device has it (f16, bf16); the
+   * CPU forward only on CPUs, where it replaces the portable one. */
+  const bool cpu_fwd = fcl_attention_cpu_applies(ctx);
   for (int i = 0, m = n; i < m; ++i) {
     bool applies = true;
+    if (cls[i].kernel == FCL_KERNEL_ATTN_FWD_CPU) applies = cpu_fwd;
+    if (cls[i].kernel == FCL_KERNEL_ATTN_FWD && !o->named[FCL_KERNEL_ATTN_FWD])
+      applies = !cpu_fwd;
     if (cls[i].kernel == FCL_KERNEL_ATTN_FWD_MMA) {
       fcl_attention_desc d = FCL_ATTENTION_DESC_INIT;
       d.head_dim = cls[i].head_dim, d.head_dim_v = cls[i].head_dim_v;

@@ -63,6 +63,13 @@ void tune_space_init(tune_space *sp, const fcl_device_info *dev,
     axis(sp, "WARPS", 4, 1, 2, 4, 8);
     axis(sp, "BLOCK_N", 8, 16, 32, 48, 64, 80, 96, 112, 128);
     break;
+  case FCL_KERNEL_ATTN_FWD_CPU:
+    axis(sp, "ROWS", 3, 4, 8, 16);
+    axis(sp, "QB", 5, 1, 2, 4, 8, 16);
+    axis(sp, "BLOCK_N", 5, 4, 6, 8, 12, 16);
+    axis(sp, "BLOCKS_PER_CHUNK", 3, 2, 4, 8);
+    axis(sp, "V_SLICES", 2, 1, 2);
+    break;
   case FCL_KERNEL_RWKV6_BWD:
     axis(sp, "TC", 6, 1, 2, 4, 8, 16, 32);
     axis(sp, "BVB", 6, 1, 2, 4, 8, 16, 32);
@@ -112,6 +119,14 @@ void tune_space_config(const tune_space *sp, const int *idx, void *cfg) {
   case FCL_KERNEL_ATTN_FWD_MMA: {
     fcl_attention_mma_config *m = cfg;
     m->warps = v[0], m->block_n = v[1];
+    break;
+  }
+  case FCL_KERNEL_ATTN_FWD_CPU: {
+    fcl_attention_cpu_config *f = cfg;
+    f->rows = v[0], f->qb = v[1], f->block_n = v[2];
+    f->key_chunk = v[2] * v[3];
+    f->block_dv = ceil_div(c->head_dim_v, v[4]);
+    f->wg_size = 1;
     break;
   }
   case FCL_KERNEL_RWKV6_BWD: {

@@ -317,6 +317,7 @@ fcl_status tune_workload_run(tune_workload *w) {
   switch (w->cls.kernel) {
   case FCL_KERNEL_ATTN_FWD:
   case FCL_KERNEL_ATTN_FWD_MMA:
+  case FCL_KERNEL_ATTN_FWD_CPU:
     return fcl_attention_forward(w->ctx, &w->ad, &w->q, &w->k, &w->v, &w->o, w->lse);
   case FCL_KERNEL_ATTN_BWD:
     return fcl_attention_backward(w->ctx, &w->ad, &w->q, &w->k, &w->v, &w->o, w->lse,
