@@ -49,6 +49,11 @@
 #define NT_O (DVP / 8)
 #define KQ (DP / 8)
 #define NFW ((BLOCK_N + 31) / 32)
+/* Output tiles per pass of P V: registers for the fresh sums against
+ * splitting P once per pass. */
+#ifndef TF32_OC
+#define TF32_OC (NT_O < 4 ? NT_O : 4)
+#endif
 
 #if BLOCK_N % 8 || DP > 256 || DVP > 256
 #error "BLOCK_N must be a multiple of 8 and head dims at most 256"
@@ -249,13 +254,28 @@ void fcl_attention_fwd_tf32(
       nfb[w] = nf_s[w];
       nf_any |= nfb[w] != 0u;
     }
-    MMA_UNROLL for (int n = 0; n < NT_S; ++n) {
-      const tf32_a pa = tf32_split_a(s[n]);
-      const __local float *vr = v_s + (n * 8 + 2 * t4) * LDV + g;
-      MMA_UNROLL for (int dn = 0; dn < NT_O; ++dn) {
-        const tf32_b vb = tf32_split_b((float2)(vr[dn * 8], vr[LDV + dn * 8]));
-        acc[dn] = MMA_3XTF32(pa, vb, acc[dn]);
+    /* O += P V, TF32_OC output tiles at a time: the tile's products are
+     * summed in fresh accumulators, then added to O in f32. The tensor cores
+     * cut their sums toward zero, so one accumulator carried over all keys
+     * drifts by up to an ulp of O per mma (3 seqlen_k / 8 of them; 1.4e-6
+     * at 4096 keys, D=128, on the H100); over one tile's 3 BLOCK_N / 8 the
+     * cuts stay small and their signs vary from tile to tile. */
+    MMA_UNROLL for (int c0 = 0; c0 < NT_O; c0 += TF32_OC) {
+      float4 part[TF32_OC];
+      MMA_UNROLL for (int c = 0; c < TF32_OC; ++c) part[c] = (float4)(0.0f);
+      MMA_UNROLL for (int n = 0; n < NT_S; ++n) {
+        const tf32_a pa = tf32_split_a(s[n]);
+        const __local float *vr = v_s + (n * 8 + 2 * t4) * LDV + g;
+        MMA_UNROLL for (int c = 0; c < TF32_OC; ++c) {
+          const int dn = c0 + c;
+          if (dn < NT_O) {
+            const tf32_b vb = tf32_split_b((float2)(vr[dn * 8], vr[LDV + dn * 8]));
+            part[c] = MMA_3XTF32(pa, vb, part[c]);
+          }
+        }
       }
+      MMA_UNROLL for (int c = 0; c < TF32_OC; ++c)
+        if (c0 + c < NT_O) acc[c0 + c] += part[c];
     }
     MMA_SPECIAL(nf_any) /* uniform over the work-group */
       TF32_FIX_NONFINITE(acc, NT_O, s, nfb, v, v_base, v_ss, j0, HEAD_DIM_V, r0, r1,

@@ -51,6 +51,19 @@ inline void mma_cp16f(__local float *dst, const __global float *src, uint src_by
 
 #else /* FCL_MMA_EMULATE */
 
+/* The tensor cores add the exact products to c and cut the sum toward zero
+ * (no rounding to nearest), so a long chain of mma into one accumulator
+ * drifts toward zero. Modelled where doubles exist: the exact sum, then
+ * round toward zero. */
+#ifdef cl_khr_fp64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#define TF32_EMU_SUM double
+#define TF32_EMU_OUT(x) convert_float_rtz(x)
+#else
+#define TF32_EMU_SUM float
+#define TF32_EMU_OUT(x) (x)
+#endif
+
 inline float4 mma_1688_e(uint4 a, uint2 b, float4 c, __local uint *emu) {
   __local uint *w = MMA_WARP_S(emu);
   const int lane = MMA_LANE;
@@ -62,16 +75,16 @@ inline float4 mma_1688_e(uint4 a, uint2 b, float4 c, __local uint *emu) {
   const int g = lane >> 2, t = lane & 3;
   for (int e = 0; e < 4; ++e) {
     const int row = g + (e >> 1) * 8, col = 2 * t + (e & 1);
-    float sum = 0.0f;
+    TF32_EMU_SUM sum = out[e];
     for (int kk = 0; kk < 8; ++kk) {
       /* A (row, kk) is in lane 4 * (row & 7) + (kk & 3), register
        * (row >> 3) + 2 * (kk >> 2); B (kk, col) in lane 4 * col + (kk & 3),
        * register kk >> 2. The hardware ignores the low 13 bits. */
       const uint ap = w[((row & 7) * 4 + (kk & 3)) * 8 + (row >> 3) + 2 * (kk >> 2)];
       const uint bp = w[(col * 4 + (kk & 3)) * 8 + 4 + (kk >> 2)];
-      sum = fma(as_float(ap & 0xffffe000u), as_float(bp & 0xffffe000u), sum);
+      sum += (TF32_EMU_SUM)as_float(ap & 0xffffe000u) * as_float(bp & 0xffffe000u);
     }
-    out[e] += sum;
+    out[e] = TF32_EMU_OUT(sum);
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   return (float4)(out[0], out[1], out[2], out[3]);

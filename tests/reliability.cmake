@@ -93,14 +93,11 @@ fcl_add_test(test_numerics DEVICE)
 target_link_libraries(test_numerics PRIVATE fcl_ophelp)
 # Again on PoCL with the NVIDIA tensor-core kernels' warp instructions
 # emulated (FCL_MMA_EMULATE=1, cl/mma_common.cl): the f16 and bf16 cases then
-# run the mma forward and backward, where a masked (query, key) pair with an
+# run the mma forward and backward, the f32 ones the mma forward, where a masked (query, key) pair with an
 # inf or NaN operand must stay out of the sums as well. About 50 s from a
 # cold cache on 2 cores (the emulated programs build unoptimised).
-# And with the f32 forward on its 3xTF32 kernel (FCL_F32_TENSOR_CORES=1),
-# which scans every K and V tile for inf and NaN.
-add_test(NAME test_numerics_pocl_tf32_emulated COMMAND test_numerics)
-set_tests_properties(test_numerics_pocl_tf32_emulated PROPERTIES TIMEOUT 600 LABELS "pocl"
-  ENVIRONMENT "FCL_DEVICE=pocl;FCL_MMA_EMULATE=1;FCL_F32_TENSOR_CORES=1;FCL_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/cache/test_numerics_pocl_tf32_emulated;FCL_TUNING_DB=${CMAKE_CURRENT_BINARY_DIR}/cache/test_numerics_pocl_tf32_emulated/tuning.db;XDG_CACHE_HOME=${CMAKE_CURRENT_BINARY_DIR}/cache/xdg")
+# The f32 forward runs its 3xTF32 kernel there (FCL_F32_TENSOR_CORES is on
+# by default), which scans every K and V tile for inf and NaN.
 add_test(NAME test_numerics_pocl_mma_emulated COMMAND test_numerics)
 set_tests_properties(test_numerics_pocl_mma_emulated PROPERTIES TIMEOUT 600 LABELS "pocl"
   ENVIRONMENT "FCL_DEVICE=pocl;FCL_MMA_EMULATE=1;FCL_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/cache/test_numerics_pocl_mma_emulated;FCL_TUNING_DB=${CMAKE_CURRENT_BINARY_DIR}/cache/test_numerics_pocl_mma_emulated/tuning.db;XDG_CACHE_HOME=${CMAKE_CURRENT_BINARY_DIR}/cache/xdg")

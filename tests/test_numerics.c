@@ -110,21 +110,20 @@ static void rwkv6(fcl_context *ctx, const char *name, fcl_dtype dt, fcl_rwkv6_al
 /* With FCL_MMA_EMULATE=1 (CTest's test_numerics_pocl_mma_emulated) the f16
  * and bf16 attention cases are there for the tensor-core kernels: check
  * that the library picks them (their probe, which compiles their helpers,
- * passed), so that those cases cannot pass on the portable kernels. With
- * FCL_F32_TENSOR_CORES=1 too (test_numerics_pocl_tf32_emulated), the f32
- * forward's 3xTF32 kernel. */
-static int env_on(const char *name) {
+ * passed), so that those cases cannot pass on the portable kernels; and
+ * the f32 forward's 3xTF32 kernel unless FCL_F32_TENSOR_CORES=0. */
+static int env_on(const char *name, int unset) {
   const char *e = getenv(name);
-  return e && atoi(e) != 0;
+  return e && *e ? atoi(e) != 0 : unset;
 }
 
 static void expect_mma(fcl_context *ctx) {
-  if (!env_on("FCL_MMA_EMULATE")) return;
+  if (!env_on("FCL_MMA_EMULATE", 0)) return;
   fcl_attention_desc d = FCL_ATTENTION_DESC_INIT;
   d.batch = 2; d.seqlen_q = d.seqlen_k = 20; d.heads_q = 2; d.heads_kv = 1;
   d.head_dim = d.head_dim_v = 64; d.causal = 1;
   const fcl_dtype dts[3] = {FCL_F16, FCL_BF16, FCL_F32};
-  for (int t = 0; t < (env_on("FCL_F32_TENSOR_CORES") ? 3 : 2); ++t)
+  for (int t = 0; t < (env_on("FCL_F32_TENSOR_CORES", 1) ? 3 : 2); ++t)
     for (int bwd = 0; bwd < (dts[t] == FCL_F32 ? 1 : 2); ++bwd) {
       fcl_config_info info;
       memset(&info, 0, sizeof info);

@@ -39,7 +39,9 @@ static void usage(FILE *f) {
     "                     rwkv6_recurrent,rwkv6_chunked,rwkv6_bwd (aliases fwd = the\n"
     "                     forwards, bwd, rwkv6-fwd = both algorithms, rwkv6-bwd, all;\n"
     "                     default all). Where attention_fwd_cpu runs, the portable\n"
-    "                     attention_fwd (FCL_CPU_KERNEL=0) is tuned only when named\n"
+    "                     attention_fwd (FCL_CPU_KERNEL=0) is tuned only when named,\n"
+    "                     and so are attention_fwd and attention_bwd for the classes\n"
+    "                     the tensor cores take\n"
     "  --dtypes LIST      f32,f16,bf16 (default all three)\n"
     "  --head-dims LIST   head dims tuned, D = Dv (RWKV6: K = V) (default 64,128)\n"
     "  --causal LIST      attention: 0,1 (default both)\n"
@@ -323,18 +325,26 @@ static int tune_device(const options *o, const char *sel, const char *path) {
     fcl_context_destroy(ctx);
     return status;
   }
-  /* The tensor-core kernel only where the device has it (f16, bf16); the
-   * CPU forward only on CPUs, where it replaces the portable one. */
+  /* Each kernel only for the classes the library runs it on here: the
+   * tensor-core forward and backward take f16 and bf16 (and f32 with
+   * FCL_F32_TENSOR_CORES) on NVIDIA, the CPU forward replaces the portable
+   * one on CPUs. The portable kernels are still tuned where they stand in
+   * if named in --ops (not by an alias). Without this the H100's budget
+   * went to portable classes that never run (274 of 480 s). */
   const bool cpu_fwd = fcl_attention_cpu_applies(ctx);
   for (int i = 0, m = n; i < m; ++i) {
-    bool applies = true;
-    if (cls[i].kernel == FCL_KERNEL_ATTN_FWD_CPU) applies = cpu_fwd;
-    if (cls[i].kernel == FCL_KERNEL_ATTN_FWD && !o->named[FCL_KERNEL_ATTN_FWD])
-      applies = !cpu_fwd;
-    if (cls[i].kernel == FCL_KERNEL_ATTN_FWD_MMA) {
-      fcl_attention_desc d = FCL_ATTENTION_DESC_INIT;
-      d.head_dim = cls[i].head_dim, d.head_dim_v = cls[i].head_dim_v;
-      if (fcl_attention_fast_applies(ctx, &d, cls[i].dtype, &applies) != FCL_OK) applies = false;
+    const fcl_kernel_id k = cls[i].kernel;
+    fcl_attention_desc d = FCL_ATTENTION_DESC_INIT;
+    d.head_dim = cls[i].head_dim, d.head_dim_v = cls[i].head_dim_v;
+    bool applies = true, fast = false;
+    if (k == FCL_KERNEL_ATTN_FWD_CPU) applies = cpu_fwd;
+    if (k == FCL_KERNEL_ATTN_FWD_MMA || (k == FCL_KERNEL_ATTN_FWD && !o->named[k])) {
+      if (fcl_attention_fast_applies(ctx, &d, cls[i].dtype, &fast) != FCL_OK) fast = false;
+      applies = k == FCL_KERNEL_ATTN_FWD_MMA ? fast : !fast && !cpu_fwd;
+    }
+    if (k == FCL_KERNEL_ATTN_BWD && !o->named[k]) {
+      if (fcl_attention_bwd_fast_applies(ctx, &d, cls[i].dtype, &fast) != FCL_OK) fast = false;
+      applies = !fast;
     }
     if (!applies) cls[i].kernel = FCL_KERNEL_COUNT; /* dropped below */
   }

@@ -237,6 +237,31 @@ static int64_t pow2_floor(double x) {
   return p;
 }
 
+/* One sequence at lengths 4x apart below T, each run predicting the next
+ * by the growth of the work (T^2 attention, T RWKV6): where the defaults
+ * would take far too long at T (the attention backward at 16384 on a CPU:
+ * 15 to 50 s), the class is given up after short runs. */
+static bool affordable(search *s, int64_t T, char *why, size_t n) {
+  const bool attn = fcl_kernel_is_attention(s->sp.kernel);
+  for (int64_t len = 1024; len < T; len *= 4) {
+    s->timing = tune_workload_create(s->ctx, &s->sp.cls, len, 1, false, why, n);
+    if (!s->timing) return false;
+    const double ms = time_runs(s, 0, 1, why, n);
+    tune_workload_free(s->timing);
+    s->timing = NULL;
+    if (ms < 0) return false;
+    const int64_t next = len * 4 < T ? len * 4 : T;
+    const double grow = (double)next / (double)len;
+    const double guess = ms * (attn ? grow * grow : grow);
+    if (guess > 2 * MAX_RUN_MS) {
+      snprintf(why, n, "one run of the defaults would take about %.0f ms at length %lld "
+               "(%.0f ms at %lld)", guess, (long long)next, ms, (long long)len);
+      return false;
+    }
+  }
+  return true;
+}
+
 /* The timing problem: the bucket's length, as many sequences as bring
  * one run of the defaults near the target time. Sized from one sequence
  * upwards, so a slow device never runs a huge problem to find out. */
@@ -244,6 +269,7 @@ static bool make_timing(search *s, int64_t T, char *why, size_t n) {
   const bool attn = fcl_kernel_is_attention(s->sp.kernel);
   const int64_t max_bh = attn ? 128 : 256;
   const double target = s->ctx->info.is_cpu ? TARGET_RUN_MS_CPU : TARGET_RUN_MS_GPU;
+  if (!affordable(s, T, why, n)) return false;
   int64_t bh = 1;
   /* Small problems are dominated by fixed costs, so the first estimate is
    * low: grow until a run takes at least half the target. */
