@@ -13,7 +13,7 @@ typedef enum {
   FCL_KERNEL_RWKV6_RECURRENT,
   FCL_KERNEL_RWKV6_CHUNKED,
   FCL_KERNEL_RWKV6_BWD,
-  FCL_KERNEL_ATTN_FWD_MMA, /* NVIDIA tensor cores, f16/bf16 (attention_fastpath.c) */
+  FCL_KERNEL_ATTN_FWD_MMA, /* NVIDIA tensor cores (attention_fastpath.c)       */
   FCL_KERNEL_ATTN_FWD_CPU, /* CPUs (attention_forward_cpu.c)                  */
   FCL_KERNEL_COUNT
 } fcl_kernel_id;

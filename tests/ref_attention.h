@@ -74,6 +74,15 @@ void ref_attention_backward_given_o(const ref_attention_problem *p, const double
                                     const double *k, const double *v,
                                     const double *dout, const double *o_given,
                                     double *dq, double *dk, double *dv);
+/* The same, and (mq, mk not NULL) the magnitudes of the terms behind dq and
+ * dk: sum_j P_ij (|dP_ij| + |D_i|) scale |k_j| (|q_i| for dk), times the
+ * softcap's derivative. dq and dk come from dP_ij - D_i, which cancel where
+ * P is nearly one-hot (one visible key): there the gradient is a few f32
+ * roundings of these terms, whatever its own size. */
+void ref_attention_backward_terms(const ref_attention_problem *p, const double *q,
+                                  const double *k, const double *v, const double *dout,
+                                  const double *o_given, double *dq, double *dk, double *dv,
+                                  double *mq, double *mk);
 
 /* Whether key j of sequence b is visible to at least one query of that
  * sequence (for any head: the mask does not depend on the head). */

@@ -41,6 +41,13 @@ void ref_attention_backward_given_o(const ref_attention_problem *p, const double
                                     const double *k, const double *v,
                                     const double *dout, const double *o_given,
                                     double *dq, double *dk, double *dv) {
+  ref_attention_backward_terms(p, q, k, v, dout, o_given, dq, dk, dv, NULL, NULL);
+}
+
+void ref_attention_backward_terms(const ref_attention_problem *p, const double *q,
+                                  const double *k, const double *v, const double *dout,
+                                  const double *o_given, double *dq, double *dk, double *dv,
+                                  double *mq, double *mk) {
   const int64_t hq = p->heads_q, hkv = p->heads_kv, d = p->head_dim,
                 dvd = p->head_dim_v, group = hq / hkv;
   int64_t tq, tk; /* token rows of q and of k */
@@ -54,6 +61,8 @@ void ref_attention_backward_given_o(const ref_attention_problem *p, const double
   memset(dq, 0, sizeof(double) * (size_t)(tq * hq * d));
   memset(dk, 0, sizeof(double) * (size_t)(tk * hkv * d));
   memset(dv, 0, sizeof(double) * (size_t)(tk * hkv * dvd));
+  if (mq) memset(mq, 0, sizeof(double) * (size_t)(tq * hq * d));
+  if (mk) memset(mk, 0, sizeof(double) * (size_t)(tk * hkv * d));
 
   const size_t nk = (size_t)gmax64(1, ref_attention_max_seqlen_k(p));
   double *x = malloc(sizeof(double) * nk);  /* scale * q.k            */
@@ -113,15 +122,25 @@ void ref_attention_backward_given_o(const ref_attention_problem *p, const double
           const double pj = pr[j - lo];
           double dp = 0.0;
           for (int64_t c = 0; c < dvd; ++c) dp += dor[c] * vr[c];
-          double dx = pj * (dp - delta);
+          double dx = pj * (dp - delta), tcap = 1.0;
           if (p->softcap > 0.0) {
             const double t = tanh(x[j - lo] / p->softcap);
-            dx *= 1.0 - t * t;
+            tcap = 1.0 - t * t;
+            dx *= tcap;
           }
           const double g = dx * scale; /* d L / d <q_i, k_j> */
           for (int64_t c = 0; c < d; ++c) {
             dqr[c] += g * kr[c];
             dkr[c] += g * qr[c];
+          }
+          if (mq && mk) {
+            const double gm = pj * (fabs(dp) + fabs(delta)) * tcap * scale;
+            double *mqr = mq + ((q0 + i) * hq + h) * d;
+            double *mkr = mk + ((k0 + j) * hkv + hk) * d;
+            for (int64_t c = 0; c < d; ++c) {
+              mqr[c] += gm * fabs(kr[c]);
+              mkr[c] += gm * fabs(qr[c]);
+            }
           }
           for (int64_t c = 0; c < dvd; ++c) dvr[c] += pj * dor[c];
         }

@@ -34,8 +34,8 @@ static void usage(FILE *f) {
     "  --list-devices     list the OpenCL devices and exit\n"
     "  --db PATH          tuning database (default: $FCL_TUNING_DB, else\n"
     "                     $XDG_CACHE_HOME/flashcl/tuning.db or ~/.cache/flashcl/tuning.db)\n"
-    "  --ops LIST         attention_fwd,attention_fwd_mma (NVIDIA tensor cores, f16 and\n"
-    "                     bf16),attention_fwd_cpu (CPUs but llvmpipe),attention_bwd,\n"
+    "  --ops LIST         attention_fwd,attention_fwd_mma (NVIDIA tensor cores; f32 in\n"
+    "                     3xTF32),attention_fwd_cpu (CPUs but llvmpipe),attention_bwd,\n"
     "                     rwkv6_recurrent,rwkv6_chunked,rwkv6_bwd (aliases fwd = the\n"
     "                     forwards, bwd, rwkv6-fwd = both algorithms, rwkv6-bwd, all;\n"
     "                     default all). Where attention_fwd_cpu runs, the portable\n"
@@ -250,15 +250,36 @@ static void describe(const fcl_tuning_class *c, char *out, size_t n) {
            (long long)fcl_seqlen_bucket_length(c->bucket));
 }
 
+/* Tuning order: what the library runs most first, so that a budget spent
+ * early (builds cost seconds a candidate on some drivers) leaves the less
+ * used classes untuned, not the forward: the forwards, the attention
+ * backward, the RWKV6 recurrent forward (AUTO's choice) and backward, the
+ * chunked RWKV6 forward last. */
+static int kernel_rank(int k) {
+  switch ((fcl_kernel_id)k) {
+  case FCL_KERNEL_ATTN_FWD_MMA: case FCL_KERNEL_ATTN_FWD_CPU: return 0;
+  case FCL_KERNEL_ATTN_FWD: return 1;
+  case FCL_KERNEL_ATTN_BWD: return 2;
+  case FCL_KERNEL_RWKV6_RECURRENT: return 3;
+  case FCL_KERNEL_RWKV6_BWD: return 4;
+  default: return 5;
+  }
+}
+
 static int classes_of(const options *o, fcl_tuning_class *out, int max) {
+  int order[FCL_KERNEL_COUNT], nk = 0;
+  for (int r = 0; r <= 5; ++r)
+    for (int k = 0; k < o->nkernels; ++k)
+      if (kernel_rank(o->kernels[k]) == r) order[nk++] = o->kernels[k];
   int n = 0;
-  for (int k = 0; k < o->nkernels; ++k)
+  for (int ki = 0; ki < nk; ++ki)
     for (int t = 0; t < o->ndtypes; ++t)
       for (int d = 0; d < o->ndims; ++d) {
-        const bool attn = fcl_kernel_is_attention((fcl_kernel_id)o->kernels[k]);
+        const int k = order[ki];
+        const bool attn = fcl_kernel_is_attention((fcl_kernel_id)k);
         for (int c = 0; c < (attn ? o->ncausal : 1); ++c)
           for (int b = 0; b < o->nbuckets && n < max; ++b)
-            out[n++] = (fcl_tuning_class){(fcl_kernel_id)o->kernels[k], o->dtypes[t],
+            out[n++] = (fcl_tuning_class){(fcl_kernel_id)k, o->dtypes[t],
                                           o->dims[d], o->dims[d], attn ? o->causal[c] : 0,
                                           o->buckets[b]};
       }
