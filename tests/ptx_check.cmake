@@ -7,6 +7,11 @@
 # configuration. clang's header declares vstore_half only with cl_khr_fp16
 # enabled, which NVIDIA's compiler does not need.
 #   cmake -DCLANG=clang -DCL_DIR=cl -DWORK=dir -P ptx_check.cmake
+# With -DPTXAS=path/to/ptxas (CUDA's, e.g. from the nvidia-cuda-nvcc-cu12
+# wheel) each program is also assembled for sm_90 (ptx_prelude.cl supplies
+# the OpenCL built-ins) and its registers and spills are printed: a change
+# that costs the kernels registers shows without the GPU (the f16 forward
+# at D=128 went from 210 to 238 with the masked-NaN fix-up, and lost 13%).
 foreach(v CLANG CL_DIR WORK)
   if(NOT DEFINED ${v})
     message(FATAL_ERROR "ptx_check.cmake: -D${v}= is required")
@@ -17,10 +22,11 @@ set(programs
   "probe16|dtype.cl mma_warp.cl mma_common.cl mma_probe.cl|-DFCL_DTYPE=1|mma.sync"
   "probe32|dtype.cl mma_warp.cl mma_tf32.cl mma_tf32_probe.cl|-DFCL_DTYPE=0|mma.sync"
   "fwd_f16|dtype.cl attention_common.cl mma_warp.cl mma_common.cl attention_fwd_mma.cl|-DFCL_DTYPE=1 -DHEAD_DIM=64 -DMMA_VEC=1 -DMMA_GENERAL=0|cp.async"
+  "fwd_f16_d128|dtype.cl attention_common.cl mma_warp.cl mma_common.cl attention_fwd_mma.cl|-DFCL_DTYPE=1 -DHEAD_DIM=128 -DMMA_VEC=1 -DMMA_GENERAL=0|cp.async"
   "fwd_bf16|dtype.cl attention_common.cl mma_warp.cl mma_common.cl attention_fwd_mma.cl|-DFCL_DTYPE=2 -DHEAD_DIM=80 -DHEAD_DIM_V=40 -DMMA_VEC=0 -DMMA_GENERAL=1|mma.sync"
   "fwd_tf32|dtype.cl attention_common.cl mma_warp.cl mma_tf32.cl attention_fwd_tf32.cl|-DFCL_DTYPE=0 -DHEAD_DIM=128 -DBLOCK_N=32 -DMMA_VEC=1 -DMMA_GENERAL=0|cvt.rna.tf32"
   "fwd_tf32_odd|dtype.cl attention_common.cl mma_warp.cl mma_tf32.cl attention_fwd_tf32.cl|-DFCL_DTYPE=0 -DHEAD_DIM=38 -DHEAD_DIM_V=20 -DMMA_VEC=0 -DMMA_GENERAL=1|mma.sync"
-  "bwd_f16|dtype.cl attention_common.cl mma_warp.cl mma_common.cl attention_bwd_mma.cl|-DFCL_DTYPE=1 -DHEAD_DIM=128 -DMMA_VEC=1 -DMMA_GENERAL=0|mma.sync"
+  "bwd_f16|dtype.cl attention_common.cl mma_warp.cl mma_common.cl attention_bwd_mma.cl|-DFCL_DTYPE=1 -DHEAD_DIM=128 -DBLOCK_N=32 -DMMA_VEC=1 -DMMA_GENERAL=0|mma.sync"
   "bwd_bf16|dtype.cl attention_common.cl mma_warp.cl mma_common.cl attention_bwd_mma.cl|-DFCL_DTYPE=2 -DHEAD_DIM=40 -DMMA_VEC=0 -DMMA_GENERAL=1|mma.sync")
 foreach(p IN LISTS programs)
   string(REPLACE "|" ";" parts "${p}")
@@ -31,13 +37,18 @@ foreach(p IN LISTS programs)
   separate_arguments(files)
   separate_arguments(defs)
   set(src "")
+  set(cpu "")
+  if(PTXAS)
+    file(READ "${CMAKE_CURRENT_LIST_DIR}/ptx_prelude.cl" src)
+    set(cpu -mcpu=sm_90)
+  endif()
   foreach(f IN LISTS files)
     file(READ "${CL_DIR}/${f}" text)
     string(APPEND src "${text}\n")
   endforeach()
   file(WRITE "${WORK}/${name}.cl" "${src}")
   execute_process(
-    COMMAND "${CLANG}" -x cl -cl-std=CL1.2 -target nvptx64-nvidia-nvcl -O2
+    COMMAND "${CLANG}" -x cl -cl-std=CL1.2 -target nvptx64-nvidia-nvcl ${cpu} -O2
             -Xclang -finclude-default-header -Xclang -cl-ext=+cl_khr_fp16
             -DFCL_ASM=__asm__ ${defs} -S -o "${WORK}/${name}.ptx" "${WORK}/${name}.cl"
     RESULT_VARIABLE rc ERROR_VARIABLE err)
@@ -50,4 +61,18 @@ foreach(p IN LISTS programs)
     message(FATAL_ERROR "${name}: the PTX holds no ${expect}")
   endif()
   message(STATUS "${name}: PTX compiled")
+  if(PTXAS)
+    # clang writes an nvcl .target line ptxas refuses; cp.async needs 7.0+.
+    string(REGEX REPLACE "\n\\.version [^\n]*" "\n.version 8.0" ptx "${ptx}")
+    string(REGEX REPLACE "\n\\.target [^\n]*" "\n.target sm_90" ptx "${ptx}")
+    file(WRITE "${WORK}/${name}.sm90.ptx" "${ptx}")
+    execute_process(COMMAND "${PTXAS}" -v -arch=sm_90 -o "${WORK}/${name}.cubin"
+                            "${WORK}/${name}.sm90.ptx"
+                    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+    if(NOT rc EQUAL 0)
+      message(FATAL_ERROR "${name}: ptxas failed:\n${out}")
+    endif()
+    string(REGEX MATCHALL "Used [0-9]+ registers|[0-9]+ bytes spill [a-z]+" regs "${out}")
+    message(STATUS "${name}: sm_90: ${regs}")
+  endif()
 endforeach()

@@ -157,7 +157,11 @@ static void attention(fz_reader *r, int backward) {
                   dv[4] = {nb, nk, d.heads_kv, d.head_dim_v}, dov[4] = {nb, nq, d.heads_q, d.head_dim_v};
     const int64_t *dims[8] = {dq, dk, dv, dov, dov, dq, dk, dv};
     for (int i = 0; i < (backward ? 8 : 4); ++i) check(view_fits(&t[i], dims[i], varlen), "a view is out of bounds");
-    if (lse || backward) check(size_of(lse) >= (size_t)(d.heads_q * tq) * 4, "lse is too small");
+    /* Rows of lse: the cu_seqlens total only when the call was varlen (both
+     * cu_seqlens given); the decoded ones are not used otherwise. */
+    const int64_t lse_rows = varlen ? tq : mul(d.batch, d.seqlen_q);
+    if (lse || backward)
+      check(size_of(lse) >= (size_t)mul(d.heads_q, lse_rows) * 4, "lse is too small");
     if (d.alibi_slopes) check(size_of(d.alibi_slopes) >= (size_t)d.heads_q * 4, "alibi is too small");
   }
   after_call(s);

@@ -1,0 +1,31 @@
+/* The OpenCL built-ins the tensor-core kernels call, for assembling clang's
+ * PTX with ptxas (ptx_check.cmake with -DPTXAS=): clang's nvcl target
+ * leaves them external (NVIDIA's driver supplies them). Only their
+ * register use matters here, not their speed. */
+size_t __attribute__((overloadable)) get_group_id(uint d) { return d == 0 ? __nvvm_read_ptx_sreg_ctaid_x() : d == 1 ? __nvvm_read_ptx_sreg_ctaid_y() : __nvvm_read_ptx_sreg_ctaid_z(); }
+size_t __attribute__((overloadable)) get_local_id(uint d) { return d == 0 ? __nvvm_read_ptx_sreg_tid_x() : d == 1 ? __nvvm_read_ptx_sreg_tid_y() : __nvvm_read_ptx_sreg_tid_z(); }
+size_t __attribute__((overloadable)) get_num_groups(uint d) { return d == 0 ? __nvvm_read_ptx_sreg_nctaid_x() : d == 1 ? __nvvm_read_ptx_sreg_nctaid_y() : __nvvm_read_ptx_sreg_nctaid_z(); }
+int __attribute__((overloadable)) any(short8 x) { return (x.s0 | x.s1 | x.s2 | x.s3 | x.s4 | x.s5 | x.s6 | x.s7) < 0; }
+int __attribute__((overloadable)) any(int4 x) { return (x.s0 | x.s1 | x.s2 | x.s3) < 0; }
+uint __attribute__((overloadable)) clz(uint x) { return __builtin_clz(x); }
+float __attribute__((overloadable)) log(float x) { float r; __asm__("lg2.approx.f32 %0, %1;" : "=f"(r) : "f"(x)); return r * 0.693147f; }
+int __attribute__((overloadable)) max(int a, int b) { return a > b ? a : b; }
+int __attribute__((overloadable)) min(int a, int b) { return a < b ? a : b; }
+float __attribute__((overloadable)) fmax(float a, float b) { return __builtin_fmaxf(a, b); }
+int __attribute__((overloadable)) isfinite(float x) { return __builtin_isfinite(x); }
+uint __attribute__((overloadable)) atomic_or(volatile __local uint *p, uint v) { uint r; __asm__ volatile("atom.shared.or.b32 %0, [%1], %2;" : "=r"(r) : "r"((uint)(ulong)p), "r"(v) : "memory"); return r; }
+void __attribute__((overloadable)) barrier(cl_mem_fence_flags f) { __syncthreads(); }
+void __attribute__((overloadable)) vstore_half_rte(float x, size_t i, __global half *p) { ushort h; __asm__("{ .reg .f16 t; cvt.rn.f16.f32 t, %1; mov.b16 %0, t; }" : "=h"(h) : "f"(x)); ((__global ushort *)p)[i] = h; }
+float __attribute__((overloadable)) tanh(float x) { float r; __asm__("tanh.approx.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
+uint __attribute__((overloadable)) abs(int x) { return x < 0 ? -x : x; }
+int __attribute__((overloadable)) isnan(float x) { return __builtin_isnan(x); }
+int __attribute__((overloadable)) isinf(float x) { return __builtin_isinf(x); }
+float __attribute__((overloadable)) fmin(float a, float b) { return __builtin_fminf(a, b); }
+float __attribute__((overloadable)) exp2(float x) { float r; __asm__("ex2.approx.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
+float __attribute__((overloadable)) exp(float x) { return exp2(x * 1.44269504f); }
+float __attribute__((overloadable)) fabs(float x) { return __builtin_fabsf(x); }
+float __attribute__((overloadable)) sqrt(float x) { return __builtin_sqrtf(x); }
+float2 __attribute__((overloadable)) vload2(size_t i, const __local float *p) { return *(const __local float2 *)(p + 2 * i); }
+float2 __attribute__((overloadable)) vload2(size_t i, const __global float *p) { return (float2)(p[2 * i], p[2 * i + 1]); }
+float4 __attribute__((overloadable)) vload4(size_t i, const __global float *p) { return (float4)(p[4 * i], p[4 * i + 1], p[4 * i + 2], p[4 * i + 3]); }
+float __attribute__((overloadable)) fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
