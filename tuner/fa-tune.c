@@ -255,22 +255,16 @@ static void describe(const fcl_tuning_class *c, char *out, size_t n) {
  * used classes untuned, not the forward: the forwards, the attention
  * backward, the RWKV6 recurrent forward (AUTO's choice) and backward, the
  * chunked RWKV6 forward last. */
-static int kernel_rank(int k) {
-  switch ((fcl_kernel_id)k) {
-  case FCL_KERNEL_ATTN_FWD_MMA: case FCL_KERNEL_ATTN_FWD_CPU: return 0;
-  case FCL_KERNEL_ATTN_FWD: return 1;
-  case FCL_KERNEL_ATTN_BWD: return 2;
-  case FCL_KERNEL_RWKV6_RECURRENT: return 3;
-  case FCL_KERNEL_RWKV6_BWD: return 4;
-  default: return 5;
-  }
-}
+static const fcl_kernel_id tune_order[FCL_KERNEL_COUNT] = {
+    FCL_KERNEL_ATTN_FWD_MMA, FCL_KERNEL_ATTN_FWD_CPU,    FCL_KERNEL_ATTN_FWD,
+    FCL_KERNEL_ATTN_BWD,     FCL_KERNEL_RWKV6_RECURRENT, FCL_KERNEL_RWKV6_BWD,
+    FCL_KERNEL_RWKV6_CHUNKED};
 
 static int classes_of(const options *o, fcl_tuning_class *out, int max) {
   int order[FCL_KERNEL_COUNT], nk = 0;
-  for (int r = 0; r <= 5; ++r)
+  for (int r = 0; r < FCL_KERNEL_COUNT; ++r)
     for (int k = 0; k < o->nkernels; ++k)
-      if (kernel_rank(o->kernels[k]) == r) order[nk++] = o->kernels[k];
+      if (o->kernels[k] == (int)tune_order[r]) order[nk++] = o->kernels[k];
   int n = 0;
   for (int ki = 0; ki < nk; ++ki)
     for (int t = 0; t < o->ndtypes; ++t)
