@@ -16,7 +16,10 @@
  * Masked pairs: P and dS are selected to exactly 0 (whatever the score, dP
  * or delta), and the B tiles of dS K, P^T dO and dS^T Q are scanned, on
  * tiles with masked pairs only, for inf and NaN that the mma would multiply
- * by those zeros (mma_common.cl, "Non-finite operands").
+ * by those zeros (mma_common.cl, "Non-finite operands"), with FCL_NONFINITE:
+ * built with and without it, a work-group runs in the build that its kv
+ * head's flag (nf_flags, set by cl/nonfinite_flags.cl from K, Q and dO)
+ * chooses.
  */
 #ifndef HEAD_DIM
 #define HEAD_DIM 64
@@ -32,6 +35,9 @@
 #endif
 #ifndef MMA_GENERAL
 #define MMA_GENERAL 1
+#endif
+#ifndef FCL_NONFINITE
+#define FCL_NONFINITE 1
 #endif
 
 #define WG (MMA_WARPS * 32)
@@ -105,7 +111,8 @@ inline float bm_ds(float s, float dp, int i, int j, bool full, int diag, int sq,
       const __global int *cu_q, const __global int *cu_k, BM_TENSOR(q),         \
       BM_TENSOR(k), BM_TENSOR(v), BM_TENSOR(do), long stat_sb, long stat_sh,    \
       int seqlen_q, int seqlen_k, int heads_q, int group, int wl, int wr,       \
-      float qk_scale, float softcap_l2, float scale, int flags
+      float qk_scale, float softcap_l2, float scale, int flags,                \
+      const __global int *nf_flags
 
 /* Packs two C fragments (n tiles 2c, 2c + 1) as the A fragment of chunk c. */
 #define MMA_PACK_A(dst_, n_, v_)                                           \
@@ -196,6 +203,7 @@ void fcl_attention_bwd_mma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR(d
   const int rblk = get_num_groups(0) - 1 - get_group_id(0);
   const int b = get_group_id(2) / heads_q, h = get_group_id(2) % heads_q;
   const int hk = h / group;
+  if ((nf_flags[hk] != 0) != FCL_NONFINITE) return; /* the other build's */
   const bm_seq s = bm_sequence(b, seqlen_q, seqlen_k, cu_q, cu_k, flags & 4, stat_sb);
   const int i0 = rblk * BLOCK_M;
   if (i0 >= s.sq) return;
@@ -238,7 +246,7 @@ void fcl_attention_bwd_mma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR(d
     mma_tile_load(v_s, LDV, BLOCK_N, DVP, v, vb, v_ss, j0, sk, HEAD_DIM_V, lid, WG);
     mma_cp_commit();
     /* Some (row, key) pair of the tile is masked (keys past the end are zeros). */
-    const bool some_masked =
+    const bool some_masked = FCL_NONFINITE &&
         !(j0 >= i_last + diag - wl && min(j0 + BLOCK_N, sk) - 1 <= i0 + diag + wr);
     if (some_masked && lid < NFW) nf_s[lid] = 0u;
     mma_cp_wait_all();
@@ -317,6 +325,7 @@ void fcl_attention_bwd_mma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR
   const int g = lane >> 2, t4 = lane & 3;
   const int heads_kv = heads_q / group;
   const int b = get_group_id(2) / heads_kv, hk = get_group_id(2) % heads_kv;
+  if ((nf_flags[hk] != 0) != FCL_NONFINITE) return; /* the other build's */
   const bm_seq s = bm_sequence(b, seqlen_q, seqlen_k, cu_q, cu_k, flags & 4, stat_sb);
   const int j0 = get_group_id(0) * BLOCK_M; /* first blocks have the most queries */
   if (j0 >= s.sk) return;
@@ -358,7 +367,7 @@ void fcl_attention_bwd_mma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR
       }
       /* Some (query, key) pair is masked (queries past the end are zeros). */
       const int i_end = min(i0 + BLOCK_N, s.sq) - 1;
-      const bool some_masked = !(j0 >= i_end + diag - wl && j_last <= i0 + diag + wr);
+      const bool some_masked = FCL_NONFINITE && !(j0 >= i_end + diag - wl && j_last <= i0 + diag + wr);
       if (some_masked && lid < 2 * NFW) nf_s[lid] = 0u;
       mma_cp_wait_all();
       barrier(CLK_LOCAL_MEM_FENCE);

@@ -13,10 +13,12 @@
  * in by cp.async: V of tile t while S of tile t is computed, K of tile t+1
  * while P V of tile t is. Otherwise plain 16-bit loads fill them.
  * Head dims are padded with zeros to multiples of 16 (at most 128 here).
- * A V tile with keys that some rows of the work-group must not see is
- * scanned for inf and NaN, which P V would spread to those rows (0 * NaN
- * is NaN; mma_common.cl, "Non-finite operands"): found ones are zeroed and
- * their products added back for the visible pairs only.
+ * With FCL_NONFINITE, a V tile with keys that some rows of the work-group
+ * must not see is scanned for inf and NaN, which P V would spread to those
+ * rows (0 * NaN is NaN; mma_common.cl, "Non-finite operands"): found ones
+ * are zeroed and their products added back for the visible pairs only.
+ * Built with and without it; a work-group runs in the build that its kv
+ * head's flag (nf_flags, set by cl/nonfinite_flags.cl) chooses.
  */
 #ifndef HEAD_DIM
 #define HEAD_DIM 64
@@ -37,6 +39,9 @@
 
 #ifndef MMA_GENERAL
 #define MMA_GENERAL 1
+#endif
+#ifndef FCL_NONFINITE
+#define FCL_NONFINITE 1
 #endif
 
 #define WG (MMA_WARPS * 32)
@@ -87,7 +92,8 @@ void fcl_attention_fwd_mma(
     long lse_sb, long lse_sh,
     int seqlen_q, int seqlen_k, int heads_q, int group,
     int window_left, int window_right, float qk_scale, float softcap_l2,
-    int flags) /* 1: lse, 2: alibi, 4: varlen */
+    int flags, /* 1: lse, 2: alibi, 4: varlen */
+    const __global int *nf_flags)
 {
   /* 16-byte rows for cp.async and ldmatrix */
   __local ushort k_s[BLOCK_N * LDK] __attribute__((aligned(16)));
@@ -100,6 +106,7 @@ void fcl_attention_fwd_mma(
   const int qblk = get_num_groups(0) - 1 - get_group_id(0); /* long rows first */
   const int b = get_group_id(2) / heads_q, h = get_group_id(2) % heads_q;
   const int hk = h / group;
+  if ((nf_flags[hk] != 0) != FCL_NONFINITE) return; /* the other build's */
 
   int sq = seqlen_q, sk = seqlen_k;
   long q_row0 = (long)b * q_sb, k_row0 = (long)b * k_sb;
@@ -154,7 +161,7 @@ void fcl_attention_fwd_mma(
     mma_cp_commit();
     /* Some (row, key) pair of the tile is masked (keys past the end are
      * zeros): V is scanned below. */
-    const bool some_masked = !(j0 >= i_last + diag - window_left &&
+    const bool some_masked = FCL_NONFINITE && !(j0 >= i_last + diag - window_left &&
                                min(j0 + BLOCK_N, sk) - 1 <= i0 + diag + window_right);
     if (some_masked && lid < NFW) nf_s[lid] = 0u;
 

@@ -18,8 +18,10 @@
  * 2t + 1), and B reads V rows 2t and 2t + 1.
  * Pitches: K rows (8-byte loads, 16 lanes a phase) LDK = 8 or 24 mod 32
  * words, V rows (4-byte loads of rows 2t, 2t + 1) LDV = 4 mod 8: no bank
- * conflicts. Every K and V tile is scanned for inf and NaN, which 3xTF32
- * cannot carry (mma_tf32.cl, "Non-finite values of K and V").
+ * conflicts. With FCL_NONFINITE, every K and V tile is scanned for inf and
+ * NaN, which 3xTF32 cannot carry (mma_tf32.cl, "Non-finite values of K and
+ * V"); built with and without it, a work-group runs in the build that its
+ * kv head's flag (nf_flags, set by cl/nonfinite_flags.cl) chooses.
  */
 #ifndef HEAD_DIM
 #define HEAD_DIM 64
@@ -35,6 +37,9 @@
 #endif
 #ifndef MMA_GENERAL
 #define MMA_GENERAL 1
+#endif
+#ifndef FCL_NONFINITE
+#define FCL_NONFINITE 1
 #endif
 /* x * scale - mu must not become an fma (see attention_fwd_mma.cl). */
 #pragma OPENCL FP_CONTRACT OFF
@@ -101,7 +106,8 @@ void fcl_attention_fwd_tf32(
     long lse_sb, long lse_sh,
     int seqlen_q, int seqlen_k, int heads_q, int group,
     int window_left, int window_right, float qk_scale, float softcap_l2,
-    int flags) /* 1: lse, 2: alibi, 4: varlen */
+    int flags, /* 1: lse, 2: alibi, 4: varlen */
+    const __global int *nf_flags)
 {
   __local float k_s[BLOCK_N * LDK] __attribute__((aligned(16)));
   __local float v_s[BLOCK_N * LDV] __attribute__((aligned(16)));
@@ -114,6 +120,7 @@ void fcl_attention_fwd_tf32(
   const int qblk = get_num_groups(0) - 1 - get_group_id(0); /* long rows first */
   const int b = get_group_id(2) / heads_q, h = get_group_id(2) % heads_q;
   const int hk = h / group;
+  if ((nf_flags[hk] != 0) != FCL_NONFINITE) return; /* the other build's */
 
   int sq = seqlen_q, sk = seqlen_k;
   long q_row0 = (long)b * q_sb, k_row0 = (long)b * k_sb;
@@ -161,19 +168,19 @@ void fcl_attention_fwd_tf32(
 
   for (int it = 0; it < ntiles; ++it) {
     const int j0 = jt0 + it * BLOCK_N;
-    if (lid < NFW) nfk_s[lid] = 0u;
+    if (FCL_NONFINITE && lid < NFW) nfk_s[lid] = 0u;
     /* K of this tile has landed; V's buffer is free */
     mma_cp_wait_all();
     barrier(CLK_LOCAL_MEM_FENCE);
-    tf32_tile_scan(k_s, LDK, BLOCK_N, DP, nfk_s, lid, WG);
+    if (FCL_NONFINITE) tf32_tile_scan(k_s, LDK, BLOCK_N, DP, nfk_s, lid, WG);
     tf32_tile_load(v_s, LDV, BLOCK_N, DVP, v, v_base, v_ss, j0, sk, HEAD_DIM_V, lid, WG);
     mma_cp_commit();
-    if (lid < NFW) nf_s[lid] = 0u;
-    barrier(CLK_LOCAL_MEM_FENCE); /* the K tile scanned */
+    if (FCL_NONFINITE && lid < NFW) nf_s[lid] = 0u;
+    if (FCL_NONFINITE) barrier(CLK_LOCAL_MEM_FENCE); /* the K tile scanned */
     uint nfb[NFW];
     bool nf_any = false;
     for (int w = 0; w < NFW; ++w) {
-      nfb[w] = nfk_s[w];
+      nfb[w] = FCL_NONFINITE ? nfk_s[w] : 0u;
       nf_any |= nfb[w] != 0u;
     }
 
@@ -188,7 +195,7 @@ void fcl_attention_fwd_tf32(
       }
     }
     MMA_SPECIAL(nf_any) /* uniform over the work-group */
-      TF32_FIX_SCORES(s, qf, nfb, k, k_base, k_ss, j0, HEAD_DIM);
+      TF32_FIX_SCORES(s, q, q_base, q_ss, sq, nfb, k, k_base, k_ss, j0, HEAD_DIM);
 
     /* Tiles inside every row's window skip the per-element test. */
     const bool full = j0 >= i_last + diag - window_left &&
@@ -247,11 +254,13 @@ void fcl_attention_fwd_tf32(
       tf32_tile_load(k_s, LDK, BLOCK_N, DP, k, k_base, k_ss, j0 + BLOCK_N, sk, HEAD_DIM, lid,
                      WG);
     mma_cp_commit();
-    tf32_tile_scan(v_s, LDV, BLOCK_N, DVP, nf_s, lid, WG);
-    barrier(CLK_LOCAL_MEM_FENCE);
+    if (FCL_NONFINITE) {
+      tf32_tile_scan(v_s, LDV, BLOCK_N, DVP, nf_s, lid, WG);
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
     nf_any = false;
     for (int w = 0; w < NFW; ++w) {
-      nfb[w] = nf_s[w];
+      nfb[w] = FCL_NONFINITE ? nf_s[w] : 0u;
       nf_any |= nfb[w] != 0u;
     }
     /* O += P V, TF32_OC output tiles at a time: the tile's products are

@@ -218,33 +218,27 @@ inline void mma_tile_scan(__local ushort *tile, int ld, int rows, int width, int
  * which VIS(r, row0 + c) holds. A[r][c] is the rounded value of the warp's
  * packed A fragments a[] that the mma used, fetched from the lane of the
  * quad that holds it (every lane of the warp takes part: bits[] must be
- * uniform). Uses the caller's lane. */
+ * uniform). Summed by class (mma_warp.cl, "Fix-ups by class"). Uses the
+ * caller's lane. */
 #define MMA_FIX_NONFINITE(acc, nout, a, bits, src, base, stride, row0, ncols, r0, r1, VIS) \
-  for (int c_ = mma_next_bit(bits, BLOCK_N, 0); c_ < BLOCK_N;                         \
-       c_ = mma_next_bit(bits, BLOCK_N, c_ + 1)) {                                     \
-    uint4 af_ = a[0];                                                                  \
-    MMA_UNROLL for (int kk_ = 1; kk_ < BLOCK_N / 16; ++kk_)                            \
-      if ((c_ >> 4) == kk_) af_ = a[kk_];                                              \
-    /* rows g and g + 8, columns 8 (c_ & 8) + 2 t + {0, 1}: lane 4 g + t */            \
-    const uint2 w_ = mma_shfl_idx2((c_ & 8) ? af_.zw : af_.xy,                         \
-                                   (lane & ~3) | ((c_ & 7) >> 1));                     \
-    const int sh_ = (c_ & 1) * 16;                                                     \
-    const float a0_ = FCL_RAW_F32((ushort)(w_.x >> sh_));                              \
-    const float a1_ = FCL_RAW_F32((ushort)(w_.y >> sh_));                              \
-    const int j_ = (row0) + c_;                                                        \
-    const bool v0_ = VIS((r0), j_), v1_ = VIS((r1), j_);                               \
-    const long at_ = (base) + (long)j_ * (stride);                                     \
-    MMA_UNROLL for (int n_ = 0; n_ < (nout); ++n_) {                                   \
-      const int d_ = n_ * 8 + 2 * (lane & 3);                                          \
-      const float x0_ = d_ < (ncols) ? FCL_RAW_F32(src[at_ + d_]) : 0.0f;              \
-      const float x1_ = d_ + 1 < (ncols) ? FCL_RAW_F32(src[at_ + d_ + 1]) : 0.0f;      \
-      if (!isfinite(x0_)) {                                                            \
-        if (v0_) acc[n_].x += a0_ * x0_;                                               \
-        if (v1_) acc[n_].z += a1_ * x0_;                                               \
-      }                                                                                \
-      if (!isfinite(x1_)) {                                                            \
-        if (v0_) acc[n_].y += a0_ * x1_;                                               \
-        if (v1_) acc[n_].w += a1_ * x1_;                                               \
-      }                                                                                \
+  do {                                                                                 \
+    mma_nf nf_ = {0ul, 0ul};                                                           \
+    for (int c_ = mma_next_bit(bits, BLOCK_N, 0); c_ < BLOCK_N;                        \
+         c_ = mma_next_bit(bits, BLOCK_N, c_ + 1)) {                                   \
+      uint4 af_ = a[0];                                                                \
+      MMA_UNROLL for (int kk_ = 1; kk_ < BLOCK_N / 16; ++kk_)                          \
+        if ((c_ >> 4) == kk_) af_ = a[kk_];                                            \
+      /* rows g and g + 8, columns 8 (c_ & 8) + 2 t + {0, 1}: lane 4 g + t */          \
+      const uint2 w_ = mma_shfl_idx2((c_ & 8) ? af_.zw : af_.xy,                       \
+                                     (lane & ~3) | ((c_ & 7) >> 1));                   \
+      const int sh_ = (c_ & 1) * 16;                                                   \
+      const float a0_ = FCL_RAW_F32((ushort)(w_.x >> sh_));                            \
+      const float a1_ = FCL_RAW_F32((ushort)(w_.y >> sh_));                            \
+      const int j_ = (row0) + c_;                                                      \
+      const long at_ = (base) + (long)j_ * (stride);                                   \
+      MMA_NF_GATHER(nf_, nout, src, at_, FCL_RAW_F32, ncols, a0_, a1_, VIS((r0), j_),  \
+                    VIS((r1), j_));                                                    \
     }                                                                                  \
-  }
+    MMA_NF_APPLY(acc, nout, nf_, 0);                                                   \
+  } while (0)
+

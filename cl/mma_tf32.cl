@@ -194,60 +194,58 @@ inline void tf32_tile_scan(__local float *tile, int ld, int rows, int width,
  * is inf or NaN, and this lane's rows r in {r0, r1} for which VIS(r,
  * row0 + c) holds. P[r][c] comes from p[c / 8] (A fragment order) of the
  * lane of the quad that holds it: every lane of the warp takes part. */
-#define TF32_FIX_NONFINITE(acc, nout, p, bits, v, base, stride, row0, ncols, r0, r1, VIS) \
-  for (int c_ = mma_next_bit(bits, BLOCK_N, 0); c_ < BLOCK_N;                          \
-       c_ = mma_next_bit(bits, BLOCK_N, c_ + 1)) {                                      \
-    float4 pf_ = p[0];                                                                  \
-    MMA_UNROLL for (int n_ = 1; n_ < BLOCK_N / 8; ++n_)                                 \
-      if ((c_ >> 3) == n_) pf_ = p[n_];                                                 \
-    /* rows g and g + 8 at key 8 (c_ / 8) + 2 t + (c_ & 1): lane 4 g + t */            \
-    const uint2 w_ = mma_shfl_idx2(as_uint2((c_ & 1) ? pf_.zw : pf_.xy),               \
-                                   (lane & ~3) | ((c_ & 7) >> 1));                      \
-    const float a0_ = as_float(w_.x), a1_ = as_float(w_.y);                             \
-    const int j_ = (row0) + c_;                                                         \
-    const bool v0_ = VIS((r0), j_), v1_ = VIS((r1), j_);                                \
-    const long at_ = (base) + (long)j_ * (stride);                                      \
-    MMA_UNROLL for (int n_ = 0; n_ < (nout); ++n_) {                                    \
-      const int d_ = n_ * 8 + 2 * (lane & 3);                                           \
-      const float x0_ = d_ < (ncols) ? v[at_ + d_] : 0.0f;                              \
-      const float x1_ = d_ + 1 < (ncols) ? v[at_ + d_ + 1] : 0.0f;                      \
-      if (!isfinite(x0_)) {                                                             \
-        if (v0_) acc[n_].x += a0_ * x0_;                                                \
-        if (v1_) acc[n_].z += a1_ * x0_;                                                \
-      }                                                                                 \
-      if (!isfinite(x1_)) {                                                             \
-        if (v0_) acc[n_].y += a0_ * x1_;                                                \
-        if (v1_) acc[n_].w += a1_ * x1_;                                                \
-      }                                                                                 \
+#define TF32_FIX_NONFINITE(acc, nout, p, bits, v, base, stride, row0, ncols, r0, r1, VIS)\
+  do {                                                                                  \
+    mma_nf nf_ = {0ul, 0ul};                                                            \
+    for (int c_ = mma_next_bit(bits, BLOCK_N, 0); c_ < BLOCK_N;                         \
+         c_ = mma_next_bit(bits, BLOCK_N, c_ + 1)) {                                    \
+      float4 pf_ = p[0];                                                                \
+      MMA_UNROLL for (int n_ = 1; n_ < BLOCK_N / 8; ++n_)                               \
+        if ((c_ >> 3) == n_) pf_ = p[n_];                                               \
+      /* rows g and g + 8 at key 8 (c_ / 8) + 2 t + (c_ & 1): lane 4 g + t */           \
+      const uint2 w_ = mma_shfl_idx2(as_uint2((c_ & 1) ? pf_.zw : pf_.xy),              \
+                                     (lane & ~3) | ((c_ & 7) >> 1));                    \
+      const int j_ = (row0) + c_;                                                       \
+      const long at_ = (base) + (long)j_ * (stride);                                    \
+      MMA_NF_GATHER(nf_, nout, v, at_, MMA_AS_IS, ncols, as_float(w_.x), as_float(w_.y),\
+                    VIS((r0), j_), VIS((r1), j_));                                      \
     }                                                                                   \
-  }
+    MMA_NF_APPLY(acc, nout, nf_, 0);                                                    \
+  } while (0)
 
 /* After S = Q K^T over a tile whose non-finite K values counted as 0: the
- * scores of the keys flagged in bits[] computed again in f32 from qf[]
- * (this lane's Q pairs, A fragment order) and k[base + (row0 + c) * stride
- * + d], the quad's partial sums added by shuffles, and written to s[] (C
- * layout) by the lane that holds them. Every lane of the warp takes part. */
-#define TF32_FIX_SCORES(s, qf, bits, k, base, stride, row0, ncols)                        \
-  for (int c_ = mma_next_bit(bits, BLOCK_N, 0); c_ < BLOCK_N;                          \
-       c_ = mma_next_bit(bits, BLOCK_N, c_ + 1)) {                                      \
-    const long at_ = (base) + (long)((row0) + c_) * (stride);                           \
-    float p0_ = 0.0f, p1_ = 0.0f;                                                       \
-    MMA_UNROLL for (int kk_ = 0; kk_ < KQ; ++kk_) {                                     \
-      const int d_ = kk_ * 8 + 2 * (lane & 3);                                          \
-      const float x0_ = d_ < (ncols) ? k[at_ + d_] : 0.0f;                              \
-      const float x1_ = d_ + 1 < (ncols) ? k[at_ + d_ + 1] : 0.0f;                      \
-      p0_ += qf[kk_].x * x0_ + qf[kk_].z * x1_;                                         \
-      p1_ += qf[kk_].y * x0_ + qf[kk_].w * x1_;                                         \
-    }                                                                                   \
-    p0_ += mma_shfl_xor(p0_, 1);                                                        \
-    p1_ += mma_shfl_xor(p1_, 1);                                                        \
-    p0_ += mma_shfl_xor(p0_, 2);                                                        \
-    p1_ += mma_shfl_xor(p1_, 2);                                                        \
-    if ((lane & 3) == ((c_ & 7) >> 1)) {                                                \
-      MMA_UNROLL for (int n_ = 0; n_ < BLOCK_N / 8; ++n_)                               \
-        if ((c_ >> 3) == n_) {                                                          \
-          if (c_ & 1) s[n_].y = p0_, s[n_].w = p1_;                                     \
-          else s[n_].x = p0_, s[n_].z = p1_;                                            \
+ * scores of the keys flagged in bits[], whose true values are inf or NaN,
+ * replaced by the class sum of Q's products with those values (q[q_base +
+ * r q_ss + d], read again for rows r0 and r1 through tf32_q_pair), the
+ * quad's partial sums added by shuffles, and taken by the lane that holds
+ * the score (mma_warp.cl, "Fix-ups by class"). Every lane of the warp
+ * takes part. */
+#define TF32_FIX_SCORES(s, q, q_base, q_ss, sq, bits, k, base, stride, row0, ncols)     \
+  do {                                                                                  \
+    mma_nf nf_ = {0ul, 0ul};                                                            \
+    for (int c_ = mma_next_bit(bits, BLOCK_N, 0); c_ < BLOCK_N;                         \
+         c_ = mma_next_bit(bits, BLOCK_N, c_ + 1)) {                                    \
+      const long at_ = (base) + (long)((row0) + c_) * (stride);                         \
+      float p0_ = 0.0f, p1_ = 0.0f;                                                     \
+      MMA_NO_UNROLL for (int kk_ = 0; kk_ < KQ; ++kk_) {                                \
+        const int d_ = kk_ * 8 + 2 * (lane & 3);                                        \
+        const float x0_ = d_ < (ncols) ? k[at_ + d_] : 0.0f;                            \
+        const float x1_ = d_ + 1 < (ncols) ? k[at_ + d_ + 1] : 0.0f;                    \
+        const bool f0_ = !isfinite(x0_), f1_ = !isfinite(x1_);                          \
+        if (f0_ || f1_) {                                                               \
+          const float2 q0_ = tf32_q_pair(q, q_base, q_ss, r0, sq, d_);                  \
+          const float2 q1_ = tf32_q_pair(q, q_base, q_ss, r1, sq, d_);                  \
+          if (f0_) p0_ += q0_.x * x0_, p1_ += q1_.x * x0_;                              \
+          if (f1_) p0_ += q0_.y * x1_, p1_ += q1_.y * x1_;                              \
         }                                                                               \
+      }                                                                                 \
+      p0_ += mma_shfl_xor(p0_, 1);                                                      \
+      p1_ += mma_shfl_xor(p1_, 1);                                                      \
+      p0_ += mma_shfl_xor(p0_, 2);                                                      \
+      p1_ += mma_shfl_xor(p1_, 2);                                                      \
+      if ((lane & 3) == ((c_ & 7) >> 1))                                                \
+        nf_ = mma_nf_add(nf_, c_ >> 3, (c_ & 1) ? (float4)(0.0f, p0_, 0.0f, p1_)        \
+                                                : (float4)(p0_, 0.0f, p1_, 0.0f));      \
     }                                                                                   \
-  }
+    MMA_NF_APPLY(s, NT_S, nf_, 1);                                                      \
+  } while (0)

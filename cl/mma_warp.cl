@@ -19,6 +19,8 @@
 #define FCL_ASM asm
 #endif
 #define MMA_UNROLL _Pragma("unroll")
+#define MMA_NO_UNROLL _Pragma("unroll 1")
+#define MMA_NO_UNROLL _Pragma("unroll 1")
 /* Scratch of the emulation: nothing on the GPU. */
 #define MMA_EMU_DECL(warps)
 #define MMA_EMU
@@ -55,6 +57,8 @@ inline void mma_cp_wait_all(void) { FCL_ASM volatile("cp.async.wait_group 0;" ::
 
 #else /* FCL_MMA_EMULATE */
 #define MMA_UNROLL
+#define MMA_NO_UNROLL
+#define MMA_NO_UNROLL
 /* Per warp, per lane: 8 words to exchange fragments through. */
 #define MMA_EMU_DECL(warps) \
   __local uint mma_emu_s[(warps) * 256]; \
@@ -112,3 +116,74 @@ inline int mma_next_bit(const uint *bits, int n, int from) {
   }
   return n;
 }
+
+/* ---- Fix-ups by class --------------------------------------------------
+ * A fix-up (mma_common.cl, "Non-finite operands") adds terms that are each
+ * 0, inf or NaN to values of a lane's fragment array (acc or s) chosen at
+ * run time. Indexing the array at run time moves it to memory (NVIDIA's
+ * compiler does), and a fix-up unrolled over the array keeps its loads in
+ * flight, which costs the whole kernel registers (the f16 forward at D=128
+ * went from 166 to 204: 2 work-groups an SM instead of 3, 13% slower). So a
+ * fix-up sums its terms by class into 2-bit codes (0: none, 1: +inf,
+ * 2: -inf, 3: NaN), a byte a float4, 16 float4 at most, and applies them in
+ * one unrolled pass. Sums of such terms depend on their classes only. */
+typedef struct {
+  ulong lo, hi;
+} mma_nf;
+
+inline uint mma_nf_code(float x) {
+  return isnan(x) ? 3u : x > 0.0f ? 1u : x < 0.0f ? 2u : 0u;
+}
+inline float mma_nf_value(uint c) {
+  return c == 1u ? INFINITY : c == 2u ? -INFINITY : c == 3u ? NAN : 0.0f;
+}
+inline uint mma_nf_byte(mma_nf f, int n) {
+  return (uint)((n < 8 ? f.lo : f.hi) >> (8 * (n & 7))) & 0xffu;
+}
+inline float4 mma_nf_get(mma_nf f, int n) {
+  const uint b = mma_nf_byte(f, n);
+  return (float4)(mma_nf_value(b & 3u), mma_nf_value((b >> 2) & 3u),
+                  mma_nf_value((b >> 4) & 3u), mma_nf_value(b >> 6));
+}
+/* f with the terms t (each 0 or not finite) added to float4 number n. */
+inline mma_nf mma_nf_add(mma_nf f, int n, float4 t) {
+  const float4 o = mma_nf_get(f, n) + t;
+  const ulong b = mma_nf_code(o.x) | mma_nf_code(o.y) << 2 | mma_nf_code(o.z) << 4 |
+                  mma_nf_code(o.w) << 6;
+  const int sh = 8 * (n & 7);
+  if (n < 8) f.lo = (f.lo & ~(0xfful << sh)) | b << sh;
+  else f.hi = (f.hi & ~(0xfful << sh)) | b << sh;
+  return f;
+}
+/* arr[0 .. n) (float4) plus f's sums, or replaced by them where given. */
+#define MMA_NF_APPLY(arr, n, f, replace)                                      \
+  MMA_UNROLL for (int n_ = 0; n_ < (n); ++n_) {                                \
+    const uint b_ = mma_nf_byte(f, n_);                                        \
+    if (b_ != 0u) {                                                            \
+      const float4 t_ = mma_nf_get(f, n_);                                     \
+      if (b_ & 3u) arr[n_].x = (replace) ? t_.x : arr[n_].x + t_.x;            \
+      if (b_ & 12u) arr[n_].y = (replace) ? t_.y : arr[n_].y + t_.y;           \
+      if (b_ & 48u) arr[n_].z = (replace) ? t_.z : arr[n_].z + t_.z;           \
+      if (b_ & 192u) arr[n_].w = (replace) ? t_.w : arr[n_].w + t_.w;          \
+    }                                                                          \
+  }
+
+#define MMA_AS_IS(x) (x)
+
+/* The class sums of a product's fix-up for one tile row: CONV(src[at + d])
+ * is element d of the row, read again from memory; for each of the lane's column
+ * pairs d < ncols of 0 .. 8 nout (C layout: columns 8 n + 2 t + {0, 1})
+ * holding inf or NaN, a0 times them (row r0, when vis0) and a1 times them
+ * (row r1, when vis1) are added to f. One pair at a time, not unrolled. */
+#define MMA_NF_GATHER(f, nout, src, at, CONV, ncols, a0, a1, vis0, vis1)    \
+  MMA_NO_UNROLL for (int n_ = 0; n_ < (nout); ++n_) {                         \
+    const int d_ = n_ * 8 + 2 * (lane & 3);                                    \
+    const float x0_ = d_ < (ncols) ? CONV(src[(at) + d_]) : 0.0f;              \
+    const float x1_ = d_ + 1 < (ncols) ? CONV(src[(at) + d_ + 1]) : 0.0f;      \
+    const bool f0_ = !isfinite(x0_), f1_ = !isfinite(x1_);                     \
+    if (f0_ || f1_)                                                            \
+      f = mma_nf_add(f, n_, (float4)(f0_ && (vis0) ? (a0) * x0_ : 0.0f,        \
+                                     f1_ && (vis0) ? (a0) * x1_ : 0.0f,        \
+                                     f0_ && (vis1) ? (a1) * x0_ : 0.0f,        \
+                                     f1_ && (vis1) ? (a1) * x1_ : 0.0f));      \
+  }

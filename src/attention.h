@@ -142,4 +142,20 @@ static inline bool fcl_mma_aligned8(const fcl_tensor *t, size_t esize, bool varl
 }
 int         fcl_mma_emulate(void);
 int         fcl_env_int(const char *name, int dflt);
+
+/* Per-head inf/NaN flags for the tensor-core kernels (nonfinite_flags.c). */
+typedef struct {
+  const fcl_tensor *t;
+  bool              varlen;
+  int64_t           rows, seqlen; /* rows: batch * seqlen, or tokens when varlen */
+  int64_t           heads, dim, group; /* head h sets flag h / group */
+} fcl_nf_input;
+/* The scan kernels for a dtype (scalar, 16-byte loads): built before
+ * anything is enqueued. */
+fcl_status fcl_nonfinite_kernel(fcl_context *ctx, fcl_dtype dtype, cl_kernel out[2]);
+/* Enqueues the flags' zeroing (nflags ints) and one scan per input. */
+fcl_status fcl_nonfinite_flags(fcl_context *ctx, const cl_kernel k[2], const fcl_nf_input *in,
+                               int nin,
+                               int nflags, cl_mem *flags);
+
 #endif

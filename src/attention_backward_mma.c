@@ -80,11 +80,22 @@ fcl_status fcl_attention_backward_fast(fcl_context *ctx, const fcl_attention_des
                                        "mma_common.cl", "attention_bwd_mma.cl"};
   const int nf = (int)FCL_COUNT(files);
   const size_t nstat = (size_t)(d->heads_q * p->total_q);
-  cl_kernel k_delta, k_dq, k_dkdv;
-  cl_mem delta;
-  if (fcl_get_kernel(ctx, files, nf, opts, "fcl_attention_bwd_mma_delta", &k_delta) ||
-      fcl_get_kernel(ctx, files, nf, opts, "fcl_attention_bwd_mma_dq", &k_dq) ||
-      fcl_get_kernel(ctx, files, nf, opts, "fcl_attention_bwd_mma_dkdv", &k_dkdv)) {
+  /* dQ and dK/dV built without and with the handling of inf and NaN in
+   * masked products (nonfinite_flags.c), before anything is enqueued. */
+  cl_kernel k_delta, k_dq[2], k_dkdv[2], scan[2];
+  cl_mem delta, nf_flags;
+  bool built = fcl_get_kernel(ctx, files, nf, opts, "fcl_attention_bwd_mma_delta", &k_delta) ==
+                   FCL_OK &&
+               fcl_nonfinite_kernel(ctx, p->dtype, scan) == FCL_OK;
+  for (int i = 0; i < 2 && built; ++i) {
+    char nf_opts[360];
+    snprintf(nf_opts, sizeof nf_opts, "%s -DFCL_NONFINITE=%d", opts, i);
+    built = fcl_get_kernel(ctx, files, nf, nf_opts, "fcl_attention_bwd_mma_dq", &k_dq[i]) ==
+                FCL_OK &&
+            fcl_get_kernel(ctx, files, nf, nf_opts, "fcl_attention_bwd_mma_dkdv",
+                           &k_dkdv[i]) == FCL_OK;
+  }
+  if (!built) {
     fcl_log(ctx, "fast path: the backward does not build, using the portable kernels: %s",
             ctx->message);
     fcl_clear_error(ctx);
@@ -105,22 +116,12 @@ fcl_status fcl_attention_backward_fast(fcl_context *ctx, const fcl_attention_des
   FCL_ARG(&a, sc.stat_sb); FCL_ARG(&a, sc.stat_sh); FCL_ARG(&a, sc.seqlen_q);
   FCL_ARG(&a, sc.seqlen_k); FCL_ARG(&a, sc.heads_q); FCL_ARG(&a, varlen);
 
-  fcl_args ag[2] = {{k_dq, 0, CL_SUCCESS}, {k_dkdv, 0, CL_SUCCESS}};
-  for (int i = 0; i < 2; ++i) {
-    fcl_args *x = &ag[i];
-    FCL_ARG(x, q->buffer); FCL_ARG(x, k->buffer); FCL_ARG(x, v->buffer);
-    FCL_ARG(x, dout->buffer); FCL_ARG(x, lse); FCL_ARG(x, delta);
-    FCL_ARG(x, alibi_b); FCL_ARG(x, cuq_b); FCL_ARG(x, cuk_b);
-    fcl_arg_tensor(x, q); fcl_arg_tensor(x, k); fcl_arg_tensor(x, v);
-    fcl_arg_tensor(x, dout);
-    FCL_ARG(x, sc.stat_sb); FCL_ARG(x, sc.stat_sh);
-    fcl_arg_scalars(x, &sc);
-    FCL_ARG(x, sc.scale); FCL_ARG(x, flags);
-  }
-  FCL_ARG(&ag[0], dq->buffer); fcl_arg_tensor(&ag[0], dq);
-  FCL_ARG(&ag[1], dk->buffer); fcl_arg_tensor(&ag[1], dk);
-  FCL_ARG(&ag[1], dv->buffer); fcl_arg_tensor(&ag[1], dv);
-
+  /* The B operands of masked products: K (dS K), Q (dS^T Q), dO (P^T dO);
+   * flags per kv head. */
+  const fcl_nf_input nfin[3] = {
+      {k, p->varlen, p->total_k, d->seqlen_k, d->heads_kv, d->head_dim, 1},
+      {q, p->varlen, p->total_q, d->seqlen_q, d->heads_q, d->head_dim, sc.group},
+      {dout, p->varlen, p->total_q, d->seqlen_q, d->heads_q, d->head_dim_v, sc.group}};
   const size_t wg = (size_t)warps * 32, bm = (size_t)warps * 16;
   size_t gq[3] = {((size_t)d->seqlen_q + bm - 1) / bm * wg, 1, (size_t)(d->batch * d->heads_q)};
   size_t gk[3] = {((size_t)d->seqlen_k + bm - 1) / bm * wg, 1, (size_t)(d->batch * d->heads_kv)};
@@ -128,9 +129,28 @@ fcl_status fcl_attention_backward_fast(fcl_context *ctx, const fcl_attention_des
   fcl_log(ctx, "attention backward: tensor cores, %d warps, %d columns per tile%s%s", warps,
           block_n, vec ? ", cp.async" : "", general ? ", general scores" : "");
   if ((s = fcl_launch(ctx, k_delta, &a, gq, lw, "enqueueing backward delta (mma)")) ||
-      (s = fcl_launch(ctx, k_dq, &ag[0], gq, lw, "enqueueing backward dq (mma)")) ||
-      (s = fcl_launch(ctx, k_dkdv, &ag[1], gk, lw, "enqueueing backward dk/dv (mma)")))
+      (s = fcl_nonfinite_flags(ctx, scan, nfin, 3, (int)d->heads_kv, &nf_flags)))
     return s;
+  for (int i = 0; i < 2; ++i) {
+    fcl_args ag[2] = {{k_dq[i], 0, CL_SUCCESS}, {k_dkdv[i], 0, CL_SUCCESS}};
+    for (int j = 0; j < 2; ++j) {
+      fcl_args *x = &ag[j];
+      FCL_ARG(x, q->buffer); FCL_ARG(x, k->buffer); FCL_ARG(x, v->buffer);
+      FCL_ARG(x, dout->buffer); FCL_ARG(x, lse); FCL_ARG(x, delta);
+      FCL_ARG(x, alibi_b); FCL_ARG(x, cuq_b); FCL_ARG(x, cuk_b);
+      fcl_arg_tensor(x, q); fcl_arg_tensor(x, k); fcl_arg_tensor(x, v);
+      fcl_arg_tensor(x, dout);
+      FCL_ARG(x, sc.stat_sb); FCL_ARG(x, sc.stat_sh);
+      fcl_arg_scalars(x, &sc);
+      FCL_ARG(x, sc.scale); FCL_ARG(x, flags); FCL_ARG(x, nf_flags);
+    }
+    FCL_ARG(&ag[0], dq->buffer); fcl_arg_tensor(&ag[0], dq);
+    FCL_ARG(&ag[1], dk->buffer); fcl_arg_tensor(&ag[1], dk);
+    FCL_ARG(&ag[1], dv->buffer); fcl_arg_tensor(&ag[1], dv);
+    if ((s = fcl_launch(ctx, k_dq[i], &ag[0], gq, lw, "enqueueing backward dq (mma)")) ||
+        (s = fcl_launch(ctx, k_dkdv[i], &ag[1], gk, lw, "enqueueing backward dk/dv (mma)")))
+      return s;
+  }
   *done = true;
   return FCL_OK;
 }

@@ -119,14 +119,22 @@ fcl_status fcl_attention_forward_fast(fcl_context *ctx, const fcl_attention_desc
   static const char *const files32[] = {"dtype.cl", "attention_common.cl", "mma_warp.cl",
                                          "mma_tf32.cl", "attention_fwd_tf32.cl"};
   const bool f32 = p->dtype == FCL_F32;
-  cl_kernel kern;
-  if (fcl_get_kernel(ctx, f32 ? files32 : files16, 5, opts,
-                     f32 ? "fcl_attention_fwd_tf32" : "fcl_attention_fwd_mma", &kern)) {
-    /* The portable kernel still works: say why and use it. */
-    fcl_log(ctx, "fast path: the forward does not build, using the portable kernel: %s",
-            ctx->message);
-    fcl_clear_error(ctx);
-    return FCL_OK;
+  /* Built without and with the handling of inf and NaN in masked products
+   * (nonfinite_flags.c), and the scan that chooses between them, before
+   * anything is enqueued. */
+  cl_kernel kern[2], scan[2];
+  for (int nf = 0; nf < 2; ++nf) {
+    char nf_opts[360];
+    snprintf(nf_opts, sizeof nf_opts, "%s -DFCL_NONFINITE=%d", opts, nf);
+    if (fcl_get_kernel(ctx, f32 ? files32 : files16, 5, nf_opts,
+                       f32 ? "fcl_attention_fwd_tf32" : "fcl_attention_fwd_mma", &kern[nf]) ||
+        (nf == 1 && fcl_nonfinite_kernel(ctx, p->dtype, scan))) {
+      /* The portable kernel still works: say why and use it. */
+      fcl_log(ctx, "fast path: the forward does not build, using the portable kernel: %s",
+              ctx->message);
+      fcl_clear_error(ctx);
+      return FCL_OK;
+    }
   }
 
   cl_int flags = (lse ? 1 : 0) | (d->alibi_slopes ? 2 : 0) | (p->varlen ? 4 : 0);
@@ -134,23 +142,34 @@ fcl_status fcl_attention_forward_fast(fcl_context *ctx, const fcl_attention_desc
   cl_mem alibi_b = d->alibi_slopes ? d->alibi_slopes : q->buffer;
   cl_mem cuq_b = p->varlen ? d->cu_seqlens_q : q->buffer;
   cl_mem cuk_b = p->varlen ? d->cu_seqlens_k : q->buffer;
-  fcl_args a = {kern, 0, CL_SUCCESS};
-  FCL_ARG(&a, q->buffer); FCL_ARG(&a, k->buffer); FCL_ARG(&a, v->buffer);
-  FCL_ARG(&a, o->buffer); FCL_ARG(&a, lse_b); FCL_ARG(&a, alibi_b);
-  FCL_ARG(&a, cuq_b); FCL_ARG(&a, cuk_b);
-  fcl_arg_tensor(&a, q); fcl_arg_tensor(&a, k); fcl_arg_tensor(&a, v);
-  fcl_arg_tensor(&a, o);
-  FCL_ARG(&a, sc.stat_sb); FCL_ARG(&a, sc.stat_sh);
-  fcl_arg_scalars(&a, &sc);
-  FCL_ARG(&a, flags);
+  /* V holds the operand of masked products (P V); in 3xTF32 K too, whose
+   * split of inf is NaN even where visible. Flags per kv head. */
+  const fcl_nf_input nfin[2] = {
+      {v, p->varlen, p->total_k, d->seqlen_k, d->heads_kv, d->head_dim_v, 1},
+      {k, p->varlen, p->total_k, d->seqlen_k, d->heads_kv, d->head_dim, 1}};
+  cl_mem nf_flags;
+  if ((s = fcl_nonfinite_flags(ctx, scan, nfin, f32 ? 2 : 1, (int)d->heads_kv, &nf_flags)))
+    return s;
   const size_t wg = (size_t)warps * 32, block_m = (size_t)warps * 16;
   const size_t nqb = ((size_t)d->seqlen_q + block_m - 1) / block_m;
   size_t global[3] = {nqb * wg, 1, (size_t)(d->batch * d->heads_q)};
   size_t local[3] = {wg, 1, 1};
   fcl_log(ctx, "attention forward: tensor cores%s, %d warps, %d keys per tile%s%s",
           f32 ? " (3xTF32)" : "", warps, block_n, vec ? ", cp.async" : "", general ? ", general scores" : "");
-  if ((s = fcl_launch(ctx, kern, &a, global, local, "enqueueing attention forward (mma)")))
-    return s;
+  for (int nf = 0; nf < 2; ++nf) {
+    fcl_args a = {kern[nf], 0, CL_SUCCESS};
+    FCL_ARG(&a, q->buffer); FCL_ARG(&a, k->buffer); FCL_ARG(&a, v->buffer);
+    FCL_ARG(&a, o->buffer); FCL_ARG(&a, lse_b); FCL_ARG(&a, alibi_b);
+    FCL_ARG(&a, cuq_b); FCL_ARG(&a, cuk_b);
+    fcl_arg_tensor(&a, q); fcl_arg_tensor(&a, k); fcl_arg_tensor(&a, v);
+    fcl_arg_tensor(&a, o);
+    FCL_ARG(&a, sc.stat_sb); FCL_ARG(&a, sc.stat_sh);
+    fcl_arg_scalars(&a, &sc);
+    FCL_ARG(&a, flags);
+    FCL_ARG(&a, nf_flags);
+    if ((s = fcl_launch(ctx, kern[nf], &a, global, local, "enqueueing attention forward (mma)")))
+      return s;
+  }
   *done = true;
   return FCL_OK;
 }

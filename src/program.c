@@ -2,6 +2,7 @@
  * in the on-disk binary cache so that a second process does not recompile. */
 #include "internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -97,6 +98,14 @@ static fcl_status get_entry(fcl_context *ctx, const char *const *files,
   for (int i = 0; i < nfiles && s == FCL_OK; ++i)
     s = fcl_kernel_source(ctx, files[i], &texts[i], &sizes[i]);
 
+  /* $FCL_BUILD_OPTIONS (kernel work, like $FCL_KERNEL_DIR): appended to
+   * every program's options, and so to its cache key. */
+  char        with_extra[2048];
+  const char *extra = getenv("FCL_BUILD_OPTIONS");
+  if (extra && *extra) {
+    snprintf(with_extra, sizeof with_extra, "%s %s", options, extra);
+    options = with_extra;
+  }
   unsigned long long key[2] = {0, 0};
   if (s == FCL_OK) program_key(ctx, texts, nfiles, options, key);
   for (fcl_program_entry *e = ctx->programs; s == FCL_OK && e; e = e->next) {

@@ -22,7 +22,8 @@ static const char *const rwkv6_bwd_files[] = {"dtype.cl", "rwkv6_common.cl",
 static const char *const attn_mma_files[] = {"dtype.cl", "attention_common.cl",
                                              "mma_warp.cl", "mma_common.cl",
                                              "attention_fwd_mma.cl",
-                                             "mma_tf32.cl", "attention_fwd_tf32.cl"};
+                                             "mma_tf32.cl", "attention_fwd_tf32.cl",
+                                             "nonfinite_flags.cl"};
 static void mma_defaults(const fcl_device_info *dev, const fcl_tuning_class *c, void *cfg) {
   fcl_attention_mma_choose(dev, c->dtype, c->head_dim, c->head_dim_v, cfg);
 }
