@@ -7,8 +7,8 @@
  * launched, and each work-group runs in the one that its head's flag
  * chooses; this kernel sets the flags first, reading each tensor once.
  *
- * Work-item (c, h, r) reads chunk c (NF_VEC: 16 bytes, else one element)
- * of row r, head h of a tensor of rows x heads x dim (rows: batch x seq,
+ * Work-item (r chunks + c, h) reads chunk c (NF_VEC: 16 bytes, else one
+ * element) of row r, head h of a tensor of rows x heads x dim (rows: batch x seq,
  * or tokens when varlen; strides in elements): neighbours read neighbouring
  * bytes. A head h with an inf or NaN sets flags[h / group] to 1 (the buffer
  * is zeroed before). */
@@ -38,9 +38,11 @@ typedef ushort8 nf_vec;
 __kernel void fcl_nonfinite_flags(const __global nf_bits *x, long off, long sb, long ss,
                                   long sh, int seqlen, int rows, int heads, int dim,
                                   int group, __global int *flags) {
-  const int c = get_global_id(0), h = get_global_id(1), r = get_global_id(2);
+  const int chunks = NF_VEC ? dim / NF_PER : dim;
+  const long id = get_global_id(0), r = id / chunks;
+  const int c = (int)(id - r * chunks), h = get_global_id(1);
   if (r >= rows) return;
-  const long at = off + (long)(r / seqlen) * sb + (long)(r % seqlen) * ss + (long)h * sh;
+  const long at = off + (r / seqlen) * sb + (r % seqlen) * ss + (long)h * sh;
 #if NF_VEC /* at and dim multiples of NF_PER */
   if (c * NF_PER >= dim) return;
   const nf_vec e = (nf_vec)(NF_EXP);

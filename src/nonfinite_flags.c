@@ -35,14 +35,17 @@ static fcl_status scan_one(fcl_context *ctx, const cl_kernel kern[2], const fcl_
   fcl_arg_tensor(&a, in->t);
   FCL_ARG(&a, seqlen); FCL_ARG(&a, rows); FCL_ARG(&a, heads); FCL_ARG(&a, dim);
   FCL_ARG(&a, group); FCL_ARG(&a, flags);
-  /* A row's chunks, times as many rows as make about 256 work-items (the
-   * runtime's own choice was a few work-items a group on NVIDIA: 10x
-   * slower). The kernel skips work-items past the ends. */
+  /* Work-groups of whole rows, about 256 work-items (the runtime's own
+   * choice was a few work-items a group on NVIDIA: 10x slower); rows and
+   * chunks share dimension 0, whose work-group size limit is the largest.
+   * The kernel skips work-items past the last row. */
   const size_t chunks = (size_t)(vec ? dim / per : dim);
   const size_t cap = ctx->info.max_wg < 256 ? ctx->info.max_wg : 256;
-  const size_t l0 = chunks <= cap ? chunks : 1, l2 = cap / l0 > 0 ? cap / l0 : 1;
-  size_t global[3] = {chunks, (size_t)heads, ((size_t)rows + l2 - 1) / l2 * l2};
-  size_t local[3] = {l0, 1, l2};
+  const size_t nrows = chunks <= cap ? cap / chunks : 1;
+  size_t global[3] = {((size_t)rows + nrows - 1) / nrows * nrows * chunks, (size_t)heads, 1};
+  size_t local[3] = {nrows * chunks, 1, 1};
+  if (chunks > cap) /* a scalar scan of a row of more than cap elements */
+    return fcl_launch(ctx, k, &a, global, NULL, "enqueueing the non-finite scan");
   return fcl_launch(ctx, k, &a, global, local, "enqueueing the non-finite scan");
 }
 
