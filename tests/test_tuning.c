@@ -8,6 +8,7 @@
  * leave a valid database; export and import round-trip.
  * usage: test_tuning FA_TUNE_PATH CL_SOURCE_DIR WORK_DIR */
 #define _POSIX_C_SOURCE 200809L
+#include "attention.h"
 #include "tune.h"
 
 #include <dirent.h>
@@ -93,13 +94,39 @@ static const fcl_tuning_class classes[FCL_KERNEL_COUNT] = {
     [FCL_KERNEL_RWKV6_RECURRENT] = {FCL_KERNEL_RWKV6_RECURRENT, FCL_F32, 16, 16, 0, 0},
     [FCL_KERNEL_RWKV6_CHUNKED] = {FCL_KERNEL_RWKV6_CHUNKED, FCL_F32, 16, 16, 0, 0},
     [FCL_KERNEL_RWKV6_BWD] = {FCL_KERNEL_RWKV6_BWD, FCL_F32, 16, 16, 0, 0},
+    [FCL_KERNEL_ATTN_FWD_MMA] = {FCL_KERNEL_ATTN_FWD_MMA, FCL_F32, 16, 16, 1, 0},
     [FCL_KERNEL_ATTN_FWD_CPU] = {FCL_KERNEL_ATTN_FWD_CPU, FCL_F32, 16, 16, 1, 0}};
 
-/* On PoCL the forward is attention_fwd_cpu; FCL_CPU_KERNEL=0 brings back
- * the portable attention_fwd, whose rows these tests also check. */
+/* On a CPU the forward is attention_fwd_cpu, on NVIDIA the f32 forward is
+ * attention_fwd_mma (3xTF32); FCL_CPU_KERNEL=0 and FCL_F32_TENSOR_CORES=0
+ * bring back the portable attention_fwd, whose rows these tests also check. */
 static void select_forward(fcl_kernel_id k) {
-  if (k == FCL_KERNEL_ATTN_FWD) setenv("FCL_CPU_KERNEL", "0", 1);
-  else unsetenv("FCL_CPU_KERNEL");
+  if (k == FCL_KERNEL_ATTN_FWD) {
+    setenv("FCL_CPU_KERNEL", "0", 1);
+    setenv("FCL_F32_TENSOR_CORES", "0", 1);
+  } else {
+    unsetenv("FCL_CPU_KERNEL");
+    unsetenv("FCL_F32_TENSOR_CORES");
+  }
+}
+
+/* Whether the library runs kernel k for its class above on this device
+ * (fa-tune's `all` tunes exactly those; attention_fwd is named besides). */
+static bool runs_here(fcl_kernel_id k) {
+  if (k == FCL_KERNEL_ATTN_FWD || k == FCL_KERNEL_ATTN_BWD) return true;
+  if (k != FCL_KERNEL_ATTN_FWD_MMA && k != FCL_KERNEL_ATTN_FWD_CPU) return true;
+  setenv("FCL_TUNING_DB", "off", 1);
+  select_forward(k);
+  fcl_context *ctx = NULL;
+  bool fast = false, cpu = false;
+  if (fcl_context_create(NULL, &ctx) == FCL_OK) {
+    fcl_attention_desc d = FCL_ATTENTION_DESC_INIT;
+    d.head_dim = d.head_dim_v = classes[k].head_dim;
+    if (fcl_attention_fast_applies(ctx, &d, classes[k].dtype, &fast) != FCL_OK) fast = false;
+    cpu = fcl_attention_cpu_applies(ctx);
+  }
+  fcl_context_destroy(ctx);
+  return k == FCL_KERNEL_ATTN_FWD_MMA ? fast : cpu;
 }
 
 /* The configuration a fresh context with FCL_TUNING_DB=db chooses for a
@@ -122,7 +149,7 @@ static bool config_of(const char *db, fcl_kernel_id k, fcl_config_info *info) {
     s = fcl_rwkv6_config(ctx, &d, FCL_F32, k == FCL_KERNEL_RWKV6_BWD, info);
   }
   fcl_context_destroy(ctx);
-  unsetenv("FCL_CPU_KERNEL");
+  select_forward(FCL_KERNEL_COUNT);
   return s == FCL_OK && strcmp(info->kernel, fcl_kernel_get(k)->name) == 0;
 }
 
@@ -134,7 +161,7 @@ static bool answers_ok(const char *db, fcl_kernel_id k, char *why, size_t n) {
   fcl_context *ctx = NULL;
   if (fcl_context_create(NULL, &ctx) != FCL_OK) {
     snprintf(why, n, "context: %s", fcl_context_last_error(NULL));
-    unsetenv("FCL_CPU_KERNEL");
+    select_forward(FCL_KERNEL_COUNT);
     return false;
   }
   tune_workload *w = tune_workload_create(ctx, &classes[k],
@@ -145,7 +172,7 @@ static bool answers_ok(const char *db, fcl_kernel_id k, char *why, size_t n) {
   if (w && !ok && !*why) snprintf(why, n, "%s", fcl_context_last_error(ctx));
   tune_workload_free(w);
   fcl_context_destroy(ctx);
-  unsetenv("FCL_CPU_KERNEL");
+  select_forward(FCL_KERNEL_COUNT);
   return ok;
 }
 
@@ -166,14 +193,15 @@ static void test_missing(void) {
 }
 
 static void test_tuned(const char *db) {
-  /* all: the kernels PoCL runs; the portable forward only when named. */
+  /* all: the kernels this device runs; the portable forward only when named. */
   int rc = sh("'%s' --db '%s' --ops all,attention_fwd --dtypes f32 --head-dims 16 --causal 1 "
               "--buckets 0 --budget 600 --max-tries 3 --iters 2",
               g_tune, db);
   check(rc == 0, "tiny fa-tune of every kernel exits 0 (got %d)", rc);
-  /* Every kernel but the tensor-core one, which PoCL does not have. */
+  /* Every kernel the device runs: the tensor-core forward on NVIDIA, the
+   * CPU forward on CPUs. */
   for (int k = 0; k < FCL_KERNEL_COUNT; ++k) {
-    if (k == FCL_KERNEL_ATTN_FWD_MMA) continue;
+    if (!runs_here((fcl_kernel_id)k)) continue;
     const char *name = fcl_kernel_get((fcl_kernel_id)k)->name;
     char sql[256], stored[160] = "";
     snprintf(sql, sizeof sql, "SELECT params FROM tuning WHERE kernel='%s'", name);
