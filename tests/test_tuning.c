@@ -42,7 +42,14 @@ static const char *path(const char *name) {
   return p;
 }
 
+/* OCL_ICD_FILENAMES as this process started. The ICD loader of Ubuntu 24.04
+ * (ocl-icd 2.3.2) cuts the variable at its first ':' in place while it
+ * loads the platforms, so without this fa-tune, run below, saw only the first
+ * of "libpocl.so.2:libnvidia-opencl.so.1" on the H100 machine. */
+static char *g_icd_filenames;
+
 static int sh(const char *fmt, ...) {
+  if (g_icd_filenames) setenv("OCL_ICD_FILENAMES", g_icd_filenames, 1);
   char cmd[8192];
   va_list ap;
   va_start(ap, fmt);
@@ -387,6 +394,8 @@ int main(int argc, char **argv) {
     return 2;
   }
   g_tune = argv[1], g_cl = argv[2], g_dir = argv[3];
+  const char *icd = getenv("OCL_ICD_FILENAMES");
+  if (icd) g_icd_filenames = strdup(icd);
   sh("rm -rf '%s' && mkdir -p '%s'", g_dir, g_dir);
   char db[4096];
   snprintf(db, sizeof db, "%s", path("tuned.db"));
@@ -400,5 +409,6 @@ int main(int argc, char **argv) {
   test_concurrent();
   test_export_import(db);
   printf("%d of %d checks failed\n", g_failed, g_checks);
+  free(g_icd_filenames);
   return g_failed ? 1 : 0;
 }
