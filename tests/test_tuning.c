@@ -370,6 +370,24 @@ static void test_concurrent(void) {
         "two concurrent fa-tune runs: both stored, integrity %s (rc %d)", integrity, rc);
 }
 
+/* --resume goes on where a tune stopped: it tunes only the classes the
+ * database does not hold yet (the two of test_concurrent are held). */
+static void test_resume(void) {
+  const char *db = path("concurrent.db"), *log = path("resume.log");
+  db_exec(db, "UPDATE tuning SET created='held'");
+  int rc = sh("'%s' --db '%s' --ops rwkv6_bwd,rwkv6_recurrent --dtypes f32 --head-dims 16 "
+              "--buckets 0,1 --budget 600 --max-tries 2 --iters 1 --resume 2>'%s'",
+              g_tune, db, log);
+  char text[8192] = "";
+  FILE *f = fopen(log, "r");
+  if (f) text[fread(text, 1, sizeof text - 1, f)] = '\0', fclose(f);
+  check(rc == 0 && contains(text, "2 classes tuned already") &&
+            contains(text, "2 of 2 classes tuned") &&
+            db_scalar(db, "SELECT count(*) FROM tuning") == 4 &&
+            db_scalar(db, "SELECT count(*) FROM tuning WHERE created='held'") == 2,
+        "--resume tunes the 2 classes not held and keeps the 2 held (rc %d)", rc);
+}
+
 static void test_export_import(const char *db) {
   const char *json = path("rows.json"), *copy = path("imported.db");
   int rc = sh("'%s' --db '%s' --export '%s' && '%s' --db '%s' --import '%s'", g_tune, db, json,
@@ -407,6 +425,7 @@ int main(int argc, char **argv) {
   test_locked(db);
   test_read_only(db);
   test_concurrent();
+  test_resume();
   test_export_import(db);
   printf("%d of %d checks failed\n", g_failed, g_checks);
   free(g_icd_filenames);

@@ -213,6 +213,33 @@ bool tune_db_put(sqlite3 *db, fcl_context *ctx, const fcl_tuning_class *cls,
   return true;
 }
 
+bool tune_db_has(sqlite3 *db, fcl_context *ctx, const fcl_tuning_class *cls) {
+  static const char sql[] =
+      "SELECT 1 FROM tuning WHERE platform=?1 AND vendor=?2 AND device=?3"
+      " AND compute_units=?4 AND driver=?5 AND kernel=?6 AND kernel_hash=?7 AND dtype=?8"
+      " AND head_dim=?9 AND head_dim_v=?10 AND causal=?11 AND seqlen_bucket=?12";
+  char hash[33];
+  if (fcl_kernel_hash(ctx, cls->kernel, hash) != FCL_OK) return false;
+  const fcl_device_info *d = &ctx->info;
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return false;
+  sqlite3_bind_text(st, 1, d->platform_name, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, d->vendor, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 3, d->device_name, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 4, (sqlite3_int64)d->compute_units);
+  sqlite3_bind_text(st, 5, d->driver_version, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 6, fcl_kernel_get(cls->kernel)->name, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 7, hash, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, 8, fcl_dtype_name(cls->dtype), -1, SQLITE_STATIC);
+  sqlite3_bind_int(st, 9, cls->head_dim);
+  sqlite3_bind_int(st, 10, cls->head_dim_v);
+  sqlite3_bind_int(st, 11, cls->causal);
+  sqlite3_bind_int(st, 12, cls->bucket);
+  const bool found = sqlite3_step(st) == SQLITE_ROW;
+  sqlite3_finalize(st);
+  return found;
+}
+
 int tune_db_show(sqlite3 *db, fcl_context *ctx) {
   static const char sql[] =
       "SELECT kernel, dtype, head_dim, head_dim_v, causal, seqlen_bucket, params, time_ms,"

@@ -15,7 +15,7 @@
 
 typedef struct {
   const char *device, *db, *export_file, *import_file, *replay_file;
-  bool        list, show, all_devices;
+  bool        list, show, all_devices, resume;
   int         kernels[FCL_KERNEL_COUNT], nkernels;
   bool        named[FCL_KERNEL_COUNT]; /* asked for by name, not by an alias */
   fcl_dtype   dtypes[3];
@@ -49,6 +49,9 @@ static void usage(FILE *f) {
     "                     timed at 256, 1024, 4096, 16384) (default all)\n"
     "  --budget SECONDS   time per device (default 480)\n"
     "  --exhaustive       time every valid configuration, ignoring the budget\n"
+    "  --resume           skip the classes the database already holds for the device\n"
+    "                     (same driver and kernel sources): a tune cut short, by the\n"
+    "                     budget or Ctrl-C, goes on where it stopped\n"
     "  --iters N          timed runs per candidate, at least (default 5)\n"
     "  --max-tries N      candidates per class at most (default: as the budget allows)\n"
     "  --warmup N         untimed runs first (default 1)\n"
@@ -193,6 +196,8 @@ static int parse(int argc, char **argv, options *o) {
       o->list = true;
     } else if (strcmp(a, "--show") == 0) {
       o->show = true;
+    } else if (strcmp(a, "--resume") == 0) {
+      o->resume = true;
     } else if (strcmp(a, "--exhaustive") == 0) {
       o->st.exhaustive = true;
     } else if (strcmp(a, "--verbose") == 0) {
@@ -300,6 +305,21 @@ static int store(const char *path, fcl_context *ctx, const tuned *rows, int n) {
   return ok ? 0 : 1;
 }
 
+/* --resume: marks the classes the database holds already as dropped. */
+static int drop_tuned(const char *path, fcl_context *ctx, fcl_tuning_class *cls, int n) {
+  char why[1024];
+  sqlite3 *db = tune_db_open(path, why, sizeof why);
+  if (!db) return 0; /* tuning will say why it cannot store */
+  int held = 0;
+  for (int i = 0; i < n; ++i)
+    if (cls[i].kernel != FCL_KERNEL_COUNT && tune_db_has(db, ctx, &cls[i])) {
+      cls[i].kernel = FCL_KERNEL_COUNT;
+      ++held;
+    }
+  tune_db_close(db);
+  return held;
+}
+
 static int tune_device(const options *o, const char *sel, const char *path) {
   fcl_context *ctx = NULL;
   if (fcl_context_create(sel, &ctx) != FCL_OK) {
@@ -363,10 +383,13 @@ static int tune_device(const options *o, const char *sel, const char *path) {
     }
     if (!applies) cls[i].kernel = FCL_KERNEL_COUNT; /* dropped below */
   }
+  int held = 0;
+  if (o->resume) held = drop_tuned(path, ctx, cls, n);
   int kept = 0;
   for (int i = 0; i < n; ++i)
     if (cls[i].kernel != FCL_KERNEL_COUNT) cls[kept++] = cls[i];
   n = kept;
+  if (o->resume) fprintf(stderr, "fa-tune: --resume: %d classes tuned already\n", held);
   int ndone = 0;
   const double t0 = tu_now();
   fprintf(stderr, "fa-tune: %s: %d problem classes, budget %.0f s\n",
@@ -376,7 +399,7 @@ static int tune_device(const options *o, const char *sel, const char *path) {
     char what[160], why[512];
     if (tu_now() - t0 > o->budget_s) {
       tune_log("fa-tune: the budget of %.0f s is spent; %d classes not tuned (give a larger "
-               "--budget, or fewer --ops/--dtypes/--head-dims/--buckets)",
+               "--budget, go on with --resume, or take fewer --ops/--dtypes/--head-dims/--buckets)",
                o->budget_s, n - i);
       break;
     }

@@ -9,6 +9,7 @@
 #include "tune.h"
 
 #include "attention.h"
+#include "rwkv6.h"
 #include "test_util.h"
 
 #include <math.h>
@@ -118,7 +119,10 @@ static double evaluate(search *s, const char *params, char *why, size_t n) {
   return ms;
 }
 
-static bool wg_ok(const fcl_device_info *dev, fcl_kernel_id k, const void *cfg) {
+/* Points legal on the device but not worth building there. */
+static bool worth_trying(const fcl_device_info *dev, const fcl_tuning_class *cls,
+                         const void *cfg) {
+  const fcl_kernel_id k = cls->kernel;
   size_t wg = 0, pm = dev->preferred_multiple;
   if (k == FCL_KERNEL_ATTN_FWD) {
     const fcl_attention_fwd_config *c = cfg;
@@ -126,6 +130,15 @@ static bool wg_ok(const fcl_device_info *dev, fcl_kernel_id k, const void *cfg) 
   } else if (k == FCL_KERNEL_ATTN_BWD) {
     const fcl_attention_bwd_config *c = cfg;
     wg = (size_t)c->wg_rows * c->wg_cols;
+  } else if ((k == FCL_KERNEL_RWKV6_RECURRENT || k == FCL_KERNEL_RWKV6_CHUNKED) &&
+             !dev->is_cpu) {
+    const fcl_rwkv6_fwd_config *c = cfg;
+    const int kr = (cls->head_dim + c->ks - 1) / c->ks;
+    wg = (size_t)c->vs * c->ks;
+    /* A GPU keeps the state block in registers: past 64 floats it spills.
+     * On the H100 a 128-float block (TC=16 KS=4 VS=2 VC=4, K=128) took
+     * 166 s to build and ran 40x slower than the defaults. */
+    if (kr * c->vc > 64) return false;
   }
   /* Whole warps or SIMD groups: a work-group of whole preferred multiples. */
   return wg == 0 || pm <= 1 || pm > 64 || wg % pm == 0;
@@ -135,6 +148,7 @@ static bool wg_ok(const fcl_device_info *dev, fcl_kernel_id k, const void *cfg) 
 static void enumerate(search *s) {
   const fcl_kernel_desc *kd = fcl_kernel_get(s->sp.kernel);
   int idx[TUNE_MAX_AXES] = {0};
+  fcl_device_probe(s->ctx); /* the preferred multiple worth_trying() reads */
   s->pts = calloc(MAX_POINTS, sizeof *s->pts);
   if (!s->pts) return;
   for (;;) {
@@ -142,7 +156,7 @@ static void enumerate(search *s) {
     kd->defaults(&s->ctx->info, &s->sp.cls, cfg);
     tune_space_config(&s->sp, idx, cfg);
     if (s->npts < MAX_POINTS && kd->valid(&s->ctx->info, &s->sp.cls, cfg, NULL, 0) &&
-        wg_ok(&s->ctx->info, s->sp.kernel, cfg)) {
+        worth_trying(&s->ctx->info, &s->sp.cls, cfg)) {
       point *p = &s->pts[s->npts];
       memcpy(p->idx, idx, sizeof idx);
       fcl_params_format(s->sp.kernel, cfg, p->params, sizeof p->params);

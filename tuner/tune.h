@@ -115,6 +115,9 @@ bool     tune_db_commit(sqlite3 *db, char *why, size_t why_size);
 bool     tune_db_put(sqlite3 *db, fcl_context *ctx, const fcl_tuning_class *cls,
                      const tune_result *r, char *why, size_t why_size);
 /* --show: the rows of ctx's device, readable. */
+/* Whether the database holds a current row for the class on this device
+ * (same driver and kernel sources). */
+bool     tune_db_has(sqlite3 *db, fcl_context *ctx, const fcl_tuning_class *cls);
 int      tune_db_show(sqlite3 *db, fcl_context *ctx);
 /* --export/--import as JSON (an array of row objects). */
 int      tune_db_export(sqlite3 *db, fcl_context *ctx, const char *file);
