@@ -22,6 +22,7 @@
 #define TARGET_RUN_MS_GPU 20.0
 #define TARGET_RUN_MS_CPU 60.0
 #define MAX_RUN_MS 2000.0    /* a bucket whose defaults take longer is skipped */
+#define FILL_MAX_RUN_MS 400.0 /* longest run sized to fill the device       */
 /* A candidate must beat the defaults by this much to replace them: less is
  * within the noise of timings, and of the difference between the timing
  * problem and the user's shapes. */
@@ -292,18 +293,22 @@ static bool affordable(search *s, int64_t T, char *why, size_t n) {
   return true;
 }
 
-/* The timing problem: the bucket's length, as many sequences as bring
- * one run of the defaults near the target time. Sized from one sequence
- * upwards, so a slow device never runs a huge problem to find out. */
+/* The timing problem: the bucket's length and as many sequences as bring
+ * one run of the defaults near the target time and fill the device.
+ * Sized from one sequence upwards, so a slow device never runs a huge
+ * problem to find out. Filling matters where one sequence is long work
+ * but little parallelism (RWKV6 walks its length in order): at the
+ * target time alone the H100 timed 1 to 2 sequences at length 4096 and
+ * stored an RWKV6 backward that was 1.4x faster there and 2.4x slower
+ * with 256 sequences. */
 static bool make_timing(search *s, int64_t T, char *why, size_t n) {
   const bool attn = fcl_kernel_is_attention(s->sp.kernel);
   const int64_t max_bh = attn ? 128 : 256;
   const double target = s->ctx->info.is_cpu ? TARGET_RUN_MS_CPU : TARGET_RUN_MS_GPU;
   if (!affordable(s, T, why, n)) return false;
-  int64_t bh = 1;
-  /* Small problems are dominated by fixed costs, so the first estimate is
-   * low: grow until a run takes at least half the target. */
-  for (int attempt = 0; attempt < 5; ++attempt) {
+  int64_t bh = 1, prev_bh = 0;
+  double prev_ms = 0;
+  for (int attempt = 0; attempt < 12; ++attempt) {
     s->timing = tune_workload_create(s->ctx, &s->sp.cls, T, bh, false, why, n);
     if (!s->timing) return false;
     double ms = time_runs(s, 1, 1, INFINITY, why, n);
@@ -313,20 +318,28 @@ static bool make_timing(search *s, int64_t T, char *why, size_t n) {
                (long long)T);
       return false;
     }
-    /* Work grows about linearly with the number of sequences once the
-     * device is full; below that, more sequences come nearly free. */
-    int64_t want = pow2_floor(fmax(1.0, (double)bh * target / fmax(ms, 1e-3)));
-    if (want > max_bh) want = max_bh;
-    if (want <= bh || ms >= 0.5 * target || attempt == 4) {
+    /* Small problems are dominated by fixed costs, so the first estimate
+     * is low: grow until a run takes at least half the target. */
+    int64_t by_time = pow2_floor(fmax(1.0, (double)bh * target / fmax(ms, 1e-3)));
+    if (by_time > max_bh) by_time = max_bh;
+    int64_t want = bh;
+    if (by_time > bh && ms < 0.5 * target)
+      want = by_time;
+    /* Then double while more sequences still come nearly free (the device
+     * is not full), as long as runs stay short enough to time. */
+    else if ((prev_bh == 0 || ms / prev_ms < 0.75 * (double)bh / (double)prev_bh) &&
+             2 * bh <= max_bh && 2 * ms <= FILL_MAX_RUN_MS)
+      want = 2 * bh;
+    if (want == bh) {
       s->res->seqlen = T, s->res->bh = bh;
       s->res->work = tune_workload_work(s->timing);
       /* Enough runs per candidate for a stable median, bounded in time. */
       s->iters = (int)fmin(fmax((double)s->st->iters, 60.0 / fmax(ms, 1e-3)), 25.0);
-
       return true;
     }
     tune_workload_free(s->timing);
     s->timing = NULL;
+    prev_bh = bh, prev_ms = ms;
     bh = want;
   }
   snprintf(why, n, "could not size the timing problem");
