@@ -34,6 +34,21 @@ fcl_status fcl_rwkv6_backward(fcl_context *ctx, const fcl_rwkv6_desc *d,
   fcl_rwkv6_class(d, p.dtype, FCL_KERNEL_RWKV6_BWD, &cls);
   fcl_rwkv6_bwd_config c;
   if ((s = fcl_tuning_choose(ctx, &cls, &c, NULL, 0))) return s;
+  /* Each block of BVB value columns keeps its own partial dr, dk and dw,
+   * so a tuned small BVB can need more than one buffer may hold where the
+   * defaults fit (BVB=1 at 128 sequences of 16384, K=V=64: 32 GiB a
+   * buffer on the H100, which allows 20 GiB): the defaults then. */
+  if (ctx->info.max_alloc &&
+      fcl_bytes((V + c.bvb - 1) / c.bvb, p.ntok, d->heads, K, sizeof(float)) >
+          ctx->info.max_alloc) {
+    fcl_rwkv6_bwd_config def;
+    fcl_rwkv6_bwd_choose(&ctx->info, K, V, &def);
+    if (def.bvb > c.bvb) {
+      fcl_log(ctx, "rwkv6 backward: BVB=%d needs partial gradients over one buffer's "
+              "limit here; built-in defaults TC=%d,BVB=%d instead", c.bvb, def.tc, def.bvb);
+      c = def;
+    }
+  }
   const fcl_kernel_desc *kd = fcl_kernel_get(cls.kernel);
   char opts[256];
   snprintf(opts, sizeof opts, "-DFCL_DTYPE=%d -DK_DIM=%d -DV_DIM=%d -DTC=%d -DBVB=%d",
