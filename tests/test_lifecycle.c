@@ -1,6 +1,6 @@
 /* Context lifetimes and threads on $FCL_DEVICE.
  *
- *   test_lifecycle [cycles]   (default 1000)
+ *   test_lifecycle [cycles [rounds]]   (defaults 1000 and 4)
  *
  * 1. `cycles` contexts created and destroyed in a row, every 100th running an
  *    attention forward and an RWKV6 forward checked against the references.
@@ -8,7 +8,7 @@
  *    (FCL_SANITIZE builds) this shows that nothing of flashcl leaks.
  * 2. Four threads at once, each with its own context, each running attention
  *    forward and backward and RWKV6 forward and backward against the
- *    references several times, and each checking that its own errors land
+ *    references `rounds` times, and each checking that its own errors land
  *    in its own context's message (and its failed creates in its own
  *    thread's message, fcl_context_last_error(NULL)). */
 #include "op_harness.h"
@@ -52,7 +52,7 @@ static int run_ops(fcl_context *ctx, uint64_t seed, int backward, char *why, siz
 }
 
 typedef struct {
-  int  id, ok;
+  int  id, ok, rounds;
   char why[2048];
 } worker;
 
@@ -67,7 +67,7 @@ static void *work(void *arg) {
   }
   char sel[64], want[96];
   snprintf(sel, sizeof sel, "no-such-device-%d", w->id);
-  for (int it = 0; it < 4 && w->ok; ++it) {
+  for (int it = 0; it < w->rounds && w->ok; ++it) {
     /* This thread's failed create: its message names its own selector. */
     fcl_context *none = NULL;
     if (fcl_context_create(sel, &none) != FCL_ERROR_NO_DEVICE ||
@@ -98,6 +98,7 @@ static void *work(void *arg) {
 int main(int argc, char **argv) {
   const double t0 = tu_now();
   const int cycles = argc > 1 ? atoi(argv[1]) : 1000;
+  const int rounds = argc > 2 ? atoi(argv[2]) : 4;
   int failed = 0;
   char why[2048] = "";
   for (int i = 0; i < cycles; ++i) {
@@ -121,6 +122,7 @@ int main(int argc, char **argv) {
   memset(w, 0, sizeof w);
   for (int i = 0; i < NT; ++i) {
     w[i].id = i;
+    w[i].rounds = rounds;
     if (pthread_create(&th[i], NULL, work, &w[i]) != 0) {
       printf("FAIL: pthread_create\n");
       return 1;
@@ -128,8 +130,8 @@ int main(int argc, char **argv) {
   }
   for (int i = 0; i < NT; ++i) pthread_join(th[i], NULL);
   for (int i = 0; i < NT; ++i) {
-    printf("%s thread %d (own context: attention and RWKV6, forward and backward, x4)%s%s\n",
-           w[i].ok ? "PASS" : "FAIL", i, w[i].ok ? "" : " |", w[i].ok ? "" : w[i].why);
+    printf("%s thread %d (own context: attention and RWKV6, forward and backward, x%d)%s%s\n",
+           w[i].ok ? "PASS" : "FAIL", i, rounds, w[i].ok ? "" : " |", w[i].ok ? "" : w[i].why);
     failed += !w[i].ok;
   }
   printf("test_lifecycle: %d failed, %.1f s\n", failed, tu_now() - t0);
