@@ -1,0 +1,166 @@
+/* The attention forward with parameters forced through the tuning
+ * override, against the double reference with the main suites'
+ * tolerances (op_verify.c).
+ *
+ *   test_attention_forced [cpu|mma]   (default cpu)
+ *
+ * cpu: the CPU forward (cl/attention_fwd_cpu.cl). Its defaults fall back to
+ * one query block per work-item on small problems, so the edges of the
+ * multi-block, chunked walk are met here: chunks of one key block, blocks
+ * of one key, key counts no block size divides, output slices with a short
+ * last one, head dims that are not multiples of the staging width, rows
+ * past the end of a block, work-groups of several work-items, and a NaN in
+ * v at a key that masking hides from some rows of a block. Runs where the
+ * CPU kernel applies (PoCL).
+ * mma: the tensor-core forward (NVIDIA, or FCL_MMA_EMULATE=1) with block
+ * sizes and Q_IN=2 (f32: Q in local memory) that its defaults do not take.
+ * Elsewhere each mode says that its kernel does not run and passes. */
+#include "op_harness.h"
+#include "attention.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+  fcl_kernel_id kernel;
+  const char *params;
+  fcl_dtype   dt;
+  int64_t     b, sq, sk, hq, hkv, d, dv;
+  int         causal;
+  int64_t     wl, wr;   /* -1: unlimited */
+  double      softcap;
+  int         alibi;
+  int         nseq;     /* > 0: varlen with these lengths */
+  int32_t     lens_q[4], lens_k[4];
+  int         nan_v;    /* NaN in v at key sk/2 of batch 0, kv head 0 */
+} forced_case;
+
+#define P1 "ROWS=16,QB=8,BLOCK_N=6,KEY_CHUNK=6,BLOCK_DV=64,WG_SIZE=1"
+#define P2 "ROWS=8,QB=3,BLOCK_N=5,KEY_CHUNK=10,BLOCK_DV=23,WG_SIZE=3"
+#define P3 "ROWS=4,QB=16,BLOCK_N=1,KEY_CHUNK=3,BLOCK_DV=37,WG_SIZE=1"
+#define P4 "ROWS=16,QB=2,BLOCK_N=16,KEY_CHUNK=256,BLOCK_DV=45,WG_SIZE=4"
+
+static const forced_case cpu_cases[] = {
+  {FCL_KERNEL_ATTN_FWD_CPU, P1, FCL_F32, 2, 300, 300, 2, 1, 64, 64, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},
+  {FCL_KERNEL_ATTN_FWD_CPU, P1, FCL_F32, 1, 200, 333, 2, 2, 64, 64, 0, 40, 9, 0, 1, 0, {0}, {0}, 0},
+  {FCL_KERNEL_ATTN_FWD_CPU, P1, FCL_BF16, 1, 129, 70, 2, 2, 64, 64, 1, -1, -1, 0, 0, 0, {0}, {0}, 1},
+  {FCL_KERNEL_ATTN_FWD_CPU, P2, FCL_F32, 1, 257, 199, 4, 2, 64, 64, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},
+  {FCL_KERNEL_ATTN_FWD_CPU, P2, FCL_F32, 0, 0, 0, 2, 2, 64, 64, 0, 17, 3, 5.0, 1, 4, {100, 0, 61, 3}, {90, 7, 130, 0}, 0},
+  {FCL_KERNEL_ATTN_FWD_CPU, P2, FCL_F32, 1, 90, 40, 2, 2, 64, 64, 0, 5, 5, 0, 0, 0, {0}, {0}, 0},
+  {FCL_KERNEL_ATTN_FWD_CPU, P2, FCL_F32, 1, 64, 64, 2, 2, 64, 64, 0, 3, 3, 0, 0, 0, {0}, {0}, 1},
+  {FCL_KERNEL_ATTN_FWD_CPU, P3, FCL_F16, 1, 150, 171, 2, 1, 37, 37, 1, -1, -1, 0, 1, 0, {0}, {0}, 0},
+  {FCL_KERNEL_ATTN_FWD_CPU, P3, FCL_F16, 2, 33, 33, 3, 3, 37, 37, 0, -1, -1, 3.0, 0, 0, {0}, {0}, 1},
+  {FCL_KERNEL_ATTN_FWD_CPU, P4, FCL_BF16, 1, 300, 500, 2, 2, 19, 45, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},
+  {FCL_KERNEL_ATTN_FWD_CPU, P4, FCL_BF16, 0, 0, 0, 2, 1, 19, 45, 1, -1, -1, 0, 1, 3, {1, 40, 77}, {300, 40, 60}, 0},
+};
+
+#define M1 "WARPS=3,BLOCK_N=16,Q_IN=2"
+#define M2 "WARPS=2,BLOCK_N=40,Q_IN=2"
+#define M3 "WARPS=2,BLOCK_N=32,Q_IN=1"
+
+static const forced_case mma_cases[] = {
+  {FCL_KERNEL_ATTN_FWD_MMA, M1, FCL_F32, 1, 100, 77, 2, 1, 128, 128, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},
+  {FCL_KERNEL_ATTN_FWD_MMA, M1, FCL_F32, 0, 0, 0, 2, 2, 64, 64, 0, 30, 2, 4.0, 1, 3, {40, 0, 70}, {33, 9, 91}, 0},
+  {FCL_KERNEL_ATTN_FWD_MMA, M2, FCL_F32, 1, 61, 130, 2, 2, 38, 20, 0, -1, -1, 0, 0, 0, {0}, {0}, 1},
+  {FCL_KERNEL_ATTN_FWD_MMA, M3, FCL_F16, 1, 70, 70, 2, 1, 64, 64, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},
+};
+
+static int g_failed = 0;
+
+static int run(fcl_context *ctx, const forced_case *c, int idx) {
+  ref_attention_problem p;
+  memset(&p, 0, sizeof p);
+  int32_t cu_q[5] = {0}, cu_k[5] = {0};
+  if (c->nseq) {
+    p.batch = c->nseq;
+    for (int i = 0; i < c->nseq; ++i) {
+      cu_q[i + 1] = cu_q[i] + c->lens_q[i];
+      cu_k[i + 1] = cu_k[i] + c->lens_k[i];
+      if (c->lens_q[i] > p.seqlen_q) p.seqlen_q = c->lens_q[i];
+      if (c->lens_k[i] > p.seqlen_k) p.seqlen_k = c->lens_k[i];
+    }
+    p.cu_seqlens_q = cu_q;
+    p.cu_seqlens_k = cu_k;
+  } else {
+    p.batch = c->b, p.seqlen_q = c->sq, p.seqlen_k = c->sk;
+  }
+  p.heads_q = c->hq, p.heads_kv = c->hkv, p.head_dim = c->d, p.head_dim_v = c->dv;
+  p.causal = c->causal, p.window_left = c->wl, p.window_right = c->wr;
+  p.softcap = c->softcap;
+  double slopes[8];
+  for (int h = 0; h < c->hq && h < 8; ++h) slopes[h] = (float)pow(2.0, -8.0 * (h + 1) / c->hq);
+  p.alibi_slopes = c->alibi ? slopes : NULL;
+
+  const oh_attention_sizes n = oh_attention_count(&p);
+  double *q = malloc(8 * n.q), *k = malloc(8 * n.k), *v = malloc(8 * n.v);
+  tu_rng g;
+  tu_rng_seed(&g, 1000 + (uint64_t)idx);
+  tu_fill_uniform(&g, q, n.q, -2.0, 2.0);
+  tu_fill_uniform(&g, k, n.k, -2.0, 2.0);
+  tu_fill_uniform(&g, v, n.v, -1.0, 1.0);
+  tu_round_array(q, n.q, c->dt);
+  tu_round_array(k, n.k, c->dt);
+  tu_round_array(v, n.v, c->dt);
+  if (c->nan_v) v[(p.seqlen_k / 2) * c->hkv * c->dv + 3] = NAN;
+
+  char why[2048] = "";
+  fcl_status s = fcl_tuning_override(ctx, c->kernel, c->params);
+  const int ok = s == FCL_OK && oh_attention_verify(ctx, &p, c->dt, q, k, v, NULL, 1, why,
+                                                    sizeof why);
+  fcl_tuning_override(ctx, c->kernel, NULL);
+  printf("%s %-4s %s | b%lld sq%lld sk%lld h%lld/%lld d%lld/%lld%s%s%s%s%s |%s\n",
+         ok ? "PASS" : "FAIL", tu_dtype_name(c->dt), c->params, (long long)p.batch,
+         (long long)p.seqlen_q, (long long)p.seqlen_k, (long long)c->hq, (long long)c->hkv,
+         (long long)c->d, (long long)c->dv, c->causal ? " causal" : "",
+         c->wl >= 0 || c->wr >= 0 ? " window" : "", c->softcap > 0 ? " softcap" : "",
+         c->alibi ? " alibi" : "", c->nan_v ? " NaN-in-v" : "", why);
+  fflush(stdout);
+  free(q), free(k), free(v);
+  return ok;
+}
+
+/* The kernel fcl_attention_config reports for a small forward in dtype. */
+static bool reports(fcl_context *ctx, fcl_dtype dt, const char *kernel, char *params,
+                    size_t size) {
+  fcl_attention_desc d = FCL_ATTENTION_DESC_INIT;
+  d.batch = 1, d.seqlen_q = d.seqlen_k = 100, d.heads_q = d.heads_kv = 1;
+  d.head_dim = d.head_dim_v = 64;
+  fcl_config_info info;
+  if (fcl_attention_config(ctx, &d, dt, 0, &info) != FCL_OK) return false;
+  snprintf(params, size, "%s %s", info.kernel, info.params);
+  return strcmp(info.kernel, kernel) == 0;
+}
+
+int main(int argc, char **argv) {
+  const double t0 = tu_now();
+  const bool mma = argc > 1 && strcmp(argv[1], "mma") == 0;
+  const forced_case *cases = mma ? mma_cases : cpu_cases;
+  const int n = mma ? (int)FCL_COUNT(mma_cases) : (int)FCL_COUNT(cpu_cases);
+  const char *kernel = mma ? "attention_fwd_mma" : "attention_fwd_cpu";
+  fcl_context *ctx = NULL;
+  if (fcl_context_create(NULL, &ctx) != FCL_OK) {
+    printf("FAIL: fcl_context_create: %s\n", fcl_context_last_error(NULL));
+    return 1;
+  }
+  printf("device: %s\n", fcl_context_device_name(ctx));
+  char params[512] = "";
+  if (fcl_device_probe(ctx) != FCL_OK || !reports(ctx, cases[0].dt, kernel, params,
+                                                  sizeof params)) {
+    printf("%s does not run on this device (%s): nothing to test\n", kernel, params);
+    printf("test_attention_forced: 0 cases, 0 failed\n");
+    fcl_context_destroy(ctx);
+    return 0;
+  }
+  for (int i = 0; i < n; ++i) g_failed += !run(ctx, &cases[i], i);
+  /* What fcl_attention_config reports for the forward here: the kernel the
+   * cases ran, with its defaults again now that the override is gone. */
+  const int cfg_ok = reports(ctx, cases[0].dt, kernel, params, sizeof params);
+  printf("%s fcl_attention_config reports %s\n", cfg_ok ? "PASS" : "FAIL", params);
+  g_failed += !cfg_ok;
+  fcl_context_destroy(ctx);
+  printf("test_attention_forced: %d cases, %d failed, %.1f s\n", n + 1, g_failed,
+         tu_now() - t0);
+  return g_failed ? 1 : 0;
+}
