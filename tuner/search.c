@@ -304,7 +304,7 @@ static bool affordable(search *s, int64_t T, char *why, size_t n) {
  * with 256 sequences. */
 static bool make_timing(search *s, int64_t T, char *why, size_t n) {
   const bool attn = fcl_kernel_is_attention(s->sp.kernel);
-  const int64_t max_bh = attn ? 128 : 256;
+  int64_t max_bh = attn ? 128 : 256;
   const double target = s->ctx->info.is_cpu ? TARGET_RUN_MS_CPU : TARGET_RUN_MS_GPU;
   if (!affordable(s, T, why, n)) return false;
   /* GPU attention is timed with at least the heads of one model (32
@@ -316,6 +316,11 @@ static bool make_timing(search *s, int64_t T, char *why, size_t n) {
   double prev_ms = 0;
   for (int attempt = 0; attempt < 12; ++attempt) {
     s->timing = tune_workload_create(s->ctx, &s->sp.cls, T, bh, false, why, n);
+    if (!s->timing && bh > 1) { /* does not fit in memory, say: no more than half */
+      max_bh = bh /= 2;
+      if (prev_bh >= bh) prev_bh = 0, prev_ms = 0; /* nothing left to grow to */
+      continue;
+    }
     if (!s->timing) return false;
     double ms = time_runs(s, 1, 1, INFINITY, why, n);
     if (ms < 0) return false;
