@@ -41,13 +41,6 @@
 #ifndef FCL_NONFINITE
 #define FCL_NONFINITE 1
 #endif
-/* Q in local memory instead of registers: Q is 2 DP f32 registers a lane
- * (64 at D=128), which with O's 64 put the kernel at 255 registers there;
- * from local memory (16-byte loads, one per k step of a tile) ptxas counts
- * about 170. Tuned (attention_fwd_mma's Q_IN=2), off by default. */
-#ifndef TF32_Q_LOCAL
-#define TF32_Q_LOCAL 0
-#endif
 /* x * scale - mu must not become an fma (see attention_fwd_mma.cl). */
 #pragma OPENCL FP_CONTRACT OFF
 
@@ -118,9 +111,6 @@ void fcl_attention_fwd_tf32(
 {
   __local float k_s[BLOCK_N * LDK] __attribute__((aligned(16)));
   __local float v_s[BLOCK_N * LDV] __attribute__((aligned(16)));
-#if TF32_Q_LOCAL
-  __local float4 q_s[MMA_WARPS * KQ * 32]; /* [warp][k step][lane]: fragment order */
-#endif
   __local uint nf_s[NFW];  /* rows of the V tile holding inf or NaN */
   __local uint nfk_s[NFW]; /* and of the K tile */
   MMA_EMU_DECL(MMA_WARPS)
@@ -165,16 +155,11 @@ void fcl_attention_fwd_tf32(
   mma_cp_commit();
   /* Q stays f32 in registers (split per use: fewer registers than both
    * parts); A fragment order (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4). */
-#if TF32_Q_LOCAL
-#define Q_FRAG(kk) q_s[(warp * KQ + (kk)) * 32 + lane] /* each lane its own: no barrier */
-#else
   float4 qf[KQ];
-#define Q_FRAG(kk) qf[kk]
-#endif
   MMA_UNROLL for (int kk = 0; kk < KQ; ++kk) {
     const float2 x0 = tf32_q_pair(q, q_base, q_ss, r0, sq, kk * 8 + 2 * t4);
     const float2 x1 = tf32_q_pair(q, q_base, q_ss, r1, sq, kk * 8 + 2 * t4);
-    Q_FRAG(kk) = (float4)(x0.x, x1.x, x0.y, x1.y);
+    qf[kk] = (float4)(x0.x, x1.x, x0.y, x1.y);
   }
 
   float4 acc[NT_O];
@@ -202,7 +187,7 @@ void fcl_attention_fwd_tf32(
     float4 s[NT_S];
     MMA_UNROLL for (int n = 0; n < NT_S; ++n) s[n] = (float4)(0.0f);
     MMA_UNROLL for (int kk = 0; kk < KQ; ++kk) {
-      const tf32_a qa = tf32_split_a(Q_FRAG(kk));
+      const tf32_a qa = tf32_split_a(qf[kk]);
       MMA_UNROLL for (int n = 0; n < NT_S; ++n) {
         const float2 kx = vload2(0, k_s + (n * 8 + g) * LDK + kk * 8 + 2 * t4);
         const tf32_b kb = tf32_split_b(kx);

@@ -96,11 +96,9 @@ int64_t fcl_attention_bwd_cols_per_group(const fcl_device_info *dev,
                                          const fcl_attention_bwd_config *cfg,
                                          int head_dim, int head_dim_v, int group);
 /* Block sizes of the tensor-core forward (cl/attention_fwd_mma.cl): warps
- * of 16 query rows each, keys per tile, and where Q is kept (parameter Q_IN;
- * f32 may keep it in local memory, cl/attention_fwd_tf32.cl TF32_Q_LOCAL). */
-enum { FCL_MMA_Q_REGISTERS = 1, FCL_MMA_Q_LOCAL = 2 };
+ * of 16 query rows each, keys per tile. */
 typedef struct {
-  int warps, block_n, q_in;
+  int warps, block_n;
 } fcl_attention_mma_config;
 void fcl_attention_mma_choose(const fcl_device_info *dev, fcl_dtype t, int head_dim,
                               int head_dim_v, fcl_attention_mma_config *cfg);

@@ -19,17 +19,15 @@ bool fcl_mma_aligned(const fcl_tensor *t, size_t esize, bool varlen, int64_t n) 
 /* Local memory of the forward. 16-bit: the K tile plus the larger of the
  * Q and V tiles, rows padded by 8 against bank conflicts, and one bit a key
  * of the V tile (non-finite values). f32: K and V tiles, padded as
- * cl/attention_fwd_tf32.cl says, and Q's fragments in local memory (16 bytes a
- * lane and k step of 8 columns). */
+ * cl/attention_fwd_tf32.cl says. */
 static size_t mma_local_bytes(fcl_dtype t, int head_dim, int head_dim_v,
                               const fcl_attention_mma_config *c) {
   const size_t emu = fcl_mma_emulate() ? 1024u * (size_t)c->warps : 0;
   if (t == FCL_F32) {
     const int dp = (head_dim + 7) / 8 * 8, dvp = (head_dim_v + 7) / 8 * 8;
     const int ldk = dp + (dp % 16 ? 16 : 8), ldv = dvp + 4;
-    const size_t q = c->q_in == FCL_MMA_Q_LOCAL ? 16 * 32 * (size_t)c->warps * (size_t)(dp / 8) : 0;
     return 4 * (size_t)c->block_n * (size_t)(ldk + ldv) + 8 * (size_t)((c->block_n + 31) / 32) +
-           q + emu;
+           emu;
   }
   const int dp = (head_dim + 15) / 16 * 16, dvp = (head_dim_v + 15) / 16 * 16;
   const int q = 16 * c->warps * (dp + 8), v = c->block_n * (dvp + 8);
@@ -41,7 +39,7 @@ void fcl_attention_mma_choose(const fcl_device_info *dev, fcl_dtype t, int head_
                               int head_dim_v, fcl_attention_mma_config *c) {
   /* H100: 4 warps and 64 keys; 8 warps were 10-20% slower, 128 keys the
    * same. f32 tiles are twice the bytes: 64 keys up to head dim 64. */
-  c->warps = 4, c->block_n = 64, c->q_in = FCL_MMA_Q_REGISTERS;
+  c->warps = 4, c->block_n = 64;
   while (mma_local_bytes(t, head_dim, head_dim_v, c) + 256 > dev->local_mem) {
     if (c->block_n > 16) c->block_n /= 2;
     else if (c->warps > 1) c->warps /= 2;
@@ -60,8 +58,6 @@ bool fcl_attention_mma_valid(const fcl_device_info *dev, fcl_dtype t, int head_d
     bad = "work-group larger than the device allows";
   else if (t == FCL_F32 && c->block_n % 8)
     bad = "BLOCK_N a multiple of 8";
-  else if (c->q_in != FCL_MMA_Q_REGISTERS && (c->q_in != FCL_MMA_Q_LOCAL || t != FCL_F32))
-    bad = "Q_IN 1 (registers), or 2 (local memory) for f32";
   else if (mma_local_bytes(t, head_dim, head_dim_v, c) + 256 > dev->local_mem)
     bad = "local memory exceeded";
   if (bad && why) snprintf(why, why_size, "%s", bad);
@@ -115,10 +111,9 @@ fcl_status fcl_attention_forward_fast(fcl_context *ctx, const fcl_attention_desc
   char opts[320];
   snprintf(opts, sizeof opts,
            "-DFCL_DTYPE=%d -DHEAD_DIM=%d -DHEAD_DIM_V=%d -DMMA_WARPS=%d -DBLOCK_N=%d "
-           "-DMMA_VEC=%d -DMMA_GENERAL=%d -DFCL_MMA_EMULATE=%d%s%s",
+           "-DMMA_VEC=%d -DMMA_GENERAL=%d -DFCL_MMA_EMULATE=%d%s",
            (int)p->dtype, (int)d->head_dim, (int)d->head_dim_v, warps, block_n, vec, general,
-           fcl_mma_emulate(), fcl_mma_asm_option(ctx, p->dtype),
-           mc.q_in == FCL_MMA_Q_LOCAL ? " -DTF32_Q_LOCAL=1" : "");
+           fcl_mma_emulate(), fcl_mma_asm_option(ctx, p->dtype));
   static const char *const files16[] = {"dtype.cl", "attention_common.cl", "mma_warp.cl",
                                          "mma_common.cl", "attention_fwd_mma.cl"};
   static const char *const files32[] = {"dtype.cl", "attention_common.cl", "mma_warp.cl",

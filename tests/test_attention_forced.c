@@ -13,7 +13,7 @@
  * v at a key that masking hides from some rows of a block. Runs where the
  * CPU kernel applies (PoCL).
  * mma: the tensor-core forward (NVIDIA, or FCL_MMA_EMULATE=1) with block
- * sizes and Q_IN=2 (f32: Q in local memory) that its defaults do not take.
+ * sizes its defaults do not take (3 warps, key tiles of 16 and 40).
  * Elsewhere each mode says that its kernel does not run and passes. */
 #include "op_harness.h"
 #include "attention.h"
@@ -56,9 +56,9 @@ static const forced_case cpu_cases[] = {
   {FCL_KERNEL_ATTN_FWD_CPU, P4, FCL_BF16, 0, 0, 0, 2, 1, 19, 45, 1, -1, -1, 0, 1, 3, {1, 40, 77}, {300, 40, 60}, 0},
 };
 
-#define M1 "WARPS=3,BLOCK_N=16,Q_IN=2"
-#define M2 "WARPS=2,BLOCK_N=40,Q_IN=2"
-#define M3 "WARPS=2,BLOCK_N=32,Q_IN=1"
+#define M1 "WARPS=3,BLOCK_N=16"
+#define M2 "WARPS=2,BLOCK_N=40"
+#define M3 "WARPS=2,BLOCK_N=32"
 
 static const forced_case mma_cases[] = {
   {FCL_KERNEL_ATTN_FWD_MMA, M1, FCL_F32, 1, 100, 77, 2, 1, 128, 128, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},

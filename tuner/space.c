@@ -62,7 +62,6 @@ void tune_space_init(tune_space *sp, const fcl_device_info *dev,
   case FCL_KERNEL_ATTN_FWD_MMA:
     axis(sp, "WARPS", 4, 1, 2, 4, 8);
     axis(sp, "BLOCK_N", 8, 16, 32, 48, 64, 80, 96, 112, 128);
-    if (cls->dtype == FCL_F32) axis(sp, "Q_IN", 2, FCL_MMA_Q_REGISTERS, FCL_MMA_Q_LOCAL);
     break;
   case FCL_KERNEL_ATTN_FWD_CPU:
     axis(sp, "ROWS", 3, 4, 8, 16);
@@ -120,7 +119,6 @@ void tune_space_config(const tune_space *sp, const int *idx, void *cfg) {
   case FCL_KERNEL_ATTN_FWD_MMA: {
     fcl_attention_mma_config *m = cfg;
     m->warps = v[0], m->block_n = v[1];
-    m->q_in = sp->naxes > 2 ? v[2] : FCL_MMA_Q_REGISTERS;
     break;
   }
   case FCL_KERNEL_ATTN_FWD_CPU: {
