@@ -314,6 +314,7 @@ static bool make_timing(search *s, int64_t T, char *why, size_t n) {
    * 1.04x the defaults there and 0.92x at B=4, H=32). */
   int64_t bh = attn && !s->ctx->info.is_cpu ? MIN_GPU_ATTENTION_BH : 1, prev_bh = 0;
   double prev_ms = 0;
+  bool shrunk = false;
   for (int attempt = 0; attempt < 12; ++attempt) {
     s->timing = tune_workload_create(s->ctx, &s->sp.cls, T, bh, false, why, n);
     if (!s->timing && bh > 1) { /* does not fit in memory, say: no more than half */
@@ -324,14 +325,13 @@ static bool make_timing(search *s, int64_t T, char *why, size_t n) {
     if (!s->timing) return false;
     double ms = time_runs(s, 1, 1, INFINITY, why, n);
     if (ms < 0) return false;
-    if (ms > MAX_RUN_MS && bh > 1 && prev_bh == 0) { /* the floor is too much here */
+    if (ms > MAX_RUN_MS && bh > 1 && prev_bh == 0 && !shrunk) { /* the floor is too much */
       tune_workload_free(s->timing);
       s->timing = NULL;
-      bh = (int64_t)fmax(1.0, (double)pow2_floor((double)bh * 0.5 * MAX_RUN_MS / ms));
-      prev_bh = -1; /* shrink once, then size as usual */
+      bh = pow2_floor((double)bh * 0.5 * MAX_RUN_MS / ms); /* once, then size as usual */
+      shrunk = true;
       continue;
     }
-    if (prev_bh < 0) prev_bh = 0;
     if (ms > MAX_RUN_MS) {
       snprintf(why, n, "one run of the defaults takes %.0f ms at length %lld", ms,
                (long long)T);
