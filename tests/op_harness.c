@@ -91,6 +91,21 @@ oh_attention_sizes oh_attention_count(const ref_attention_problem *p) {
   return s;
 }
 
+void oh_attention_varlen(ref_attention_problem *p, int n, const int32_t *lq, const int32_t *lk,
+                         int32_t *cuq, int32_t *cuk) {
+  p->batch = n;
+  p->seqlen_q = p->seqlen_k = 0;
+  cuq[0] = cuk[0] = 0;
+  for (int i = 0; i < n; ++i) {
+    cuq[i + 1] = cuq[i] + lq[i];
+    cuk[i + 1] = cuk[i] + lk[i];
+    if (lq[i] > p->seqlen_q) p->seqlen_q = lq[i];
+    if (lk[i] > p->seqlen_k) p->seqlen_k = lk[i];
+  }
+  p->cu_seqlens_q = cuq;
+  p->cu_seqlens_k = cuk;
+}
+
 oh_rwkv6_sizes oh_rwkv6_count(const ref_rwkv6_problem *p) {
   const int64_t t = ref_rwkv6_tokens(p);
   oh_rwkv6_sizes s;

@@ -42,6 +42,10 @@ typedef struct {
   size_t q, k, v, o, lse;
 } oh_attention_sizes;
 oh_attention_sizes oh_attention_count(const ref_attention_problem *p);
+/* Makes p varlen: n sequences of lq[i] queries and lk[i] keys, their prefix
+ * sums written to cuq and cuk (n + 1 each), seqlen_q/k the longest. */
+void oh_attention_varlen(ref_attention_problem *p, int n, const int32_t *lq, const int32_t *lk,
+                         int32_t *cuq, int32_t *cuk);
 typedef struct {
   size_t rk, v, u, state; /* r/k/w/dr/dk/dw, v/o/dout, u/du, h0/ht */
 } oh_rwkv6_sizes;

@@ -91,7 +91,7 @@ if(FCL_VALGRIND AND NOT FCL_SANITIZE)
   # instead of after them.
   set_tests_properties(test_lifecycle_valgrind PROPERTIES TIMEOUT 900 LABELS "valgrind"
     COST 1000
-    ENVIRONMENT "FCL_DEVICE=pocl;FCL_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/cache/test_lifecycle_pocl;XDG_CACHE_HOME=${CMAKE_CURRENT_BINARY_DIR}/cache/xdg")
+    ENVIRONMENT "FCL_DEVICE=pocl;FCL_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/cache/test_lifecycle_valgrind;XDG_CACHE_HOME=${CMAKE_CURRENT_BINARY_DIR}/cache/xdg")
 endif()
 
 # --- numerics: large magnitude, -inf from masks, NaN inputs -------------------

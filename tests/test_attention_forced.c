@@ -74,15 +74,7 @@ static int run(fcl_context *ctx, const forced_case *c, int idx) {
   memset(&p, 0, sizeof p);
   int32_t cu_q[5] = {0}, cu_k[5] = {0};
   if (c->nseq) {
-    p.batch = c->nseq;
-    for (int i = 0; i < c->nseq; ++i) {
-      cu_q[i + 1] = cu_q[i] + c->lens_q[i];
-      cu_k[i + 1] = cu_k[i] + c->lens_k[i];
-      if (c->lens_q[i] > p.seqlen_q) p.seqlen_q = c->lens_q[i];
-      if (c->lens_k[i] > p.seqlen_k) p.seqlen_k = c->lens_k[i];
-    }
-    p.cu_seqlens_q = cu_q;
-    p.cu_seqlens_k = cu_k;
+    oh_attention_varlen(&p, c->nseq, c->lens_q, c->lens_k, cu_q, cu_k);
   } else {
     p.batch = c->b, p.seqlen_q = c->sq, p.seqlen_k = c->sk;
   }

@@ -107,17 +107,7 @@ static void run_attention(fcl_context *ctx, const acase *c, uint64_t seed) {
   p.window_right = c->wl || c->wr ? c->wr : -1;
   for (int h = 0; h < c->hq && h < 8; ++h) slopes[h] = (double)(float)(0.3 / (h + 1));
   p.alibi_slopes = c->alibi ? slopes : NULL;
-  if (c->nseq) {
-    p.batch = c->nseq;
-    for (int i = 0; i < c->nseq; ++i) {
-      cuq[i + 1] = cuq[i] + c->lq[i];
-      cuk[i + 1] = cuk[i] + c->lk[i];
-      if (c->lq[i] > p.seqlen_q) p.seqlen_q = c->lq[i];
-      if (c->lk[i] > p.seqlen_k) p.seqlen_k = c->lk[i];
-    }
-    p.cu_seqlens_q = cuq;
-    p.cu_seqlens_k = cuk;
-  }
+  if (c->nseq) oh_attention_varlen(&p, c->nseq, c->lq, c->lk, cuq, cuk);
   const oh_attention_sizes n = oh_attention_count(&p);
   tu_rng g;
   tu_rng_seed(&g, seed);
