@@ -20,7 +20,6 @@
 #endif
 #define MMA_UNROLL _Pragma("unroll")
 #define MMA_NO_UNROLL _Pragma("unroll 1")
-#define MMA_NO_UNROLL _Pragma("unroll 1")
 /* Scratch of the emulation: nothing on the GPU. */
 #define MMA_EMU_DECL(warps)
 #define MMA_EMU
@@ -57,7 +56,6 @@ inline void mma_cp_wait_all(void) { FCL_ASM volatile("cp.async.wait_group 0;" ::
 
 #else /* FCL_MMA_EMULATE */
 #define MMA_UNROLL
-#define MMA_NO_UNROLL
 #define MMA_NO_UNROLL
 /* Per warp, per lane: 8 words to exchange fragments through. */
 #define MMA_EMU_DECL(warps) \

@@ -24,7 +24,7 @@ set(programs
   "fwd_f16|dtype.cl attention_common.cl mma_warp.cl mma_common.cl attention_fwd_mma.cl|-DFCL_DTYPE=1 -DHEAD_DIM=64 -DMMA_VEC=1 -DMMA_GENERAL=0|cp.async"
   "fwd_f16_d128|dtype.cl attention_common.cl mma_warp.cl mma_common.cl attention_fwd_mma.cl|-DFCL_DTYPE=1 -DHEAD_DIM=128 -DMMA_VEC=1 -DMMA_GENERAL=0|cp.async"
   "fwd_bf16|dtype.cl attention_common.cl mma_warp.cl mma_common.cl attention_fwd_mma.cl|-DFCL_DTYPE=2 -DHEAD_DIM=80 -DHEAD_DIM_V=40 -DMMA_VEC=0 -DMMA_GENERAL=1|mma.sync"
-  "fwd_tf32|dtype.cl attention_common.cl mma_warp.cl mma_tf32.cl attention_fwd_tf32.cl|-DFCL_DTYPE=0 -DHEAD_DIM=128 -DBLOCK_N=32 -DMMA_VEC=1 -DMMA_GENERAL=0|cvt.rna.tf32"
+  "fwd_tf32|dtype.cl attention_common.cl mma_warp.cl mma_tf32.cl attention_fwd_tf32.cl|-DFCL_DTYPE=0 -DHEAD_DIM=128 -DBLOCK_N=32 -DMMA_VEC=1 -DMMA_GENERAL=0|mma.sync"
   "fwd_tf32_odd|dtype.cl attention_common.cl mma_warp.cl mma_tf32.cl attention_fwd_tf32.cl|-DFCL_DTYPE=0 -DHEAD_DIM=38 -DHEAD_DIM_V=20 -DMMA_VEC=0 -DMMA_GENERAL=1|mma.sync"
   "bwd_f16|dtype.cl attention_common.cl mma_warp.cl mma_common.cl attention_bwd_mma.cl|-DFCL_DTYPE=1 -DHEAD_DIM=128 -DBLOCK_N=32 -DMMA_VEC=1 -DMMA_GENERAL=0|mma.sync"
   "bwd_bf16|dtype.cl attention_common.cl mma_warp.cl mma_common.cl attention_bwd_mma.cl|-DFCL_DTYPE=2 -DHEAD_DIM=40 -DMMA_VEC=0 -DMMA_GENERAL=1|mma.sync")
