@@ -153,6 +153,21 @@ inline void mma_tile_load(__local ushort *dst, int ld, int rows, int width,
                           int row0, int nvalid, int cols, int lid, int nthreads) {
 #if MMA_VEC
   const int cpr = width / 8;
+  /* Whole rows a pass (the kernels' shapes; constants once inlined): each
+   * work-item copies one column chunk of every rstep-th row, its address
+   * advanced by an add, not recomputed from the index (a division, 64-bit
+   * products: 28 instructions a copy in SASS, as many as the mma). */
+  if (nthreads % cpr == 0 && rows % (nthreads / cpr) == 0) {
+    const int rstep = nthreads / cpr, r = lid / cpr, c = (lid - r * cpr) * 8;
+    const __global ushort *p = src + base + (long)(row0 + r) * row_stride + c;
+    const long pstep = (long)rstep * row_stride;
+    MMA_UNROLL for (int i = 0; i < rows / rstep; ++i) {
+      const bool ok = row0 + r + i * rstep < nvalid && c < cols;
+      mma_cp16(dst, (r + i * rstep) * ld + c, ok ? p : src, ok ? 16u : 0u);
+      p += pstep;
+    }
+    return;
+  }
   for (int e = lid; e < rows * cpr; e += nthreads) {
     const int r = e / cpr, c = (e - r * cpr) * 8;
     const bool ok = row0 + r < nvalid && c < cols;

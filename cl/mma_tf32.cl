@@ -135,6 +135,19 @@ inline void tf32_tile_load(__local float *dst, int ld, int rows, int width,
                            int row0, int nvalid, int cols, int lid, int nthreads) {
 #if MMA_VEC
   const int cpr = width / 4;
+  /* Whole rows a pass: one column chunk of every rstep-th row, the address
+   * advanced by an add (as mma_tile_load in mma_common.cl). */
+  if (nthreads % cpr == 0 && rows % (nthreads / cpr) == 0) {
+    const int rstep = nthreads / cpr, r = lid / cpr, c = (lid - r * cpr) * 4;
+    const __global float *p = src + base + (long)(row0 + r) * row_stride + c;
+    const long pstep = (long)rstep * row_stride;
+    MMA_UNROLL for (int i = 0; i < rows / rstep; ++i) {
+      const bool ok = row0 + r + i * rstep < nvalid && c < cols;
+      mma_cp16f(dst + (r + i * rstep) * ld + c, ok ? p : src, ok ? 16u : 0u);
+      p += pstep;
+    }
+    return;
+  }
   for (int e = lid; e < rows * cpr; e += nthreads) {
     const int r = e / cpr, c = (e - r * cpr) * 4;
     const bool ok = row0 + r < nvalid && c < cols;
