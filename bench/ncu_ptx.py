@@ -9,7 +9,10 @@ of a flashcl binary-cache entry, after its 48-byte header: see
 src/binary_cache.c), or a directory of such entries (FCL_CACHE_DIR), from
 which the smallest program holding the kernel is taken: the build without
 the non-finite handling (FCL_NONFINITE=0), which runs when the inputs are
-finite. The launch is the
+finite. Fill the directory with one fa-bench run of the shape's dtype and
+head dim only (f16 and bf16 share the kernel's name); a program built for
+other warps is refused, and one that writes nothing fails the check (o
+starts as NaN). The launch is the
 library's (src/attention_fastpath.c): one work-group of WARPS warps per 16
 WARPS query rows and (batch, head), arguments in the kernel's order.
 
@@ -81,8 +84,9 @@ def main():
         path = min(found, key=os.path.getsize)
         print(f"ncu_ptx.py: {path}")
     text = open(path, "rb").read()
-    start = text.find(b"//")  # skip anything before the PTX proper
-    ptx = text[max(start, 0):].rstrip(b"\0") + b"\0"
+    if text.startswith(b"FCLBIN01"):  # a cache entry: its 48-byte header first
+        text = text[48:]
+    ptx = text.rstrip(b"\0") + b"\0"
     # NVIDIA's OpenCL passes the work-group offsets (%envreg0-2) and the
     # number of work-groups (%envreg6-8) in registers that a CUDA launch leaves
     # at 0: read them from the grid instead.
@@ -92,7 +96,9 @@ def main():
         if n not in (0, 1, 2, 6, 7, 8):
             sys.exit(f"ncu_ptx.py: the PTX reads %envreg{n}, which this launcher does not set")
         return b"mov.u32 \t" + mt.group(1) + b", " + src + b";"
-    ptx = re.sub(rb"mov\.b32\s+(%r\d+),\s*%envreg(\d+);", envreg, ptx)
+    ptx = re.sub(rb"mov\.[bu]32\s+(%r\d+),\s*%envreg(\d+);", envreg, ptx)
+    if b"%envreg" in ptx:
+        sys.exit("ncu_ptx.py: the PTX reads %envreg in a form this launcher does not rewrite")
     if a.maxnreg:  # a cap the JIT honours even beside .reqntid
         ptx = re.sub(rb"(\.entry\s+" + a.kernel.encode() + rb"\s*\(.*?\)\s*)", 
                      lambda mt: mt.group(1) + b".maxnreg %d\n" % a.maxnreg, ptx, count=1, flags=re.S)
@@ -100,6 +106,10 @@ def main():
     if not m:
         sys.exit(f"ncu_ptx.py: no .entry {a.kernel} in {path}")
     kinds = re.findall(rb"\.param\s+\.(\w+)", m.group(1))
+    ntid = re.search(rb"\.reqntid\s+(\d+)", ptx[m.end():m.end() + 200])
+    if ntid and int(ntid.group(1)) != 32 * a.warps:
+        sys.exit(f"ncu_ptx.py: the program was built for {int(ntid.group(1)) // 32} warps, "
+                 f"not --warps {a.warps}")
 
     torch.cuda.init()
     torch.zeros(1, device="cuda")  # the primary context, current
@@ -122,7 +132,9 @@ def main():
     g = torch.Generator(device="cuda").manual_seed(1)
     dt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[a.dtype]
     q, k, v = (torch.randn(B, N, H, D, device="cuda", generator=g).to(dt) for _ in range(3))
-    o = torch.empty_like(q)
+    # NaN until written: a build that returns at once (FCL_NONFINITE=1 with
+    # no flag set, or the wrong program) shows in the check below.
+    o = torch.full_like(q, float("nan"))
     lse = torch.empty(B, H, N, device="cuda")  # f32 in every dtype
     nf = torch.zeros(H, dtype=torch.int32, device="cuda")
     sb, ss, sh = N * H * D, H * D, D
@@ -155,8 +167,10 @@ def main():
     for _ in range(a.timed):
         ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         ev0.record()
-        cuda.cuLaunchKernel(fn, grid[0], grid[1], grid[2], wg, 1, 1, 0, None, params, None)
+        err = cuda.cuLaunchKernel(fn, grid[0], grid[1], grid[2], wg, 1, 1, 0, None, params, None)
         ev1.record()
+        if err:
+            sys.exit(f"ncu_ptx.py: cuLaunchKernel: error {err}")
         torch.cuda.synchronize()
         times.append(ev0.elapsed_time(ev1))
     ms = sorted(times)[len(times) // 2] if times else float("nan")

@@ -5,9 +5,10 @@
  * A value x is split into big = x rounded to TF32 (10 mantissa bits, to
  * nearest) and small = x - big (exact in f32), which the tensor cores cut to
  * TF32. Then a * b = a_big * b_big + a_big * b_small + a_small * b_big up
- * to |a_small * b_small| (2^-22 |a b|) and the cut of small (below 2^-21
- * |a b|): the order of f32's own rounding, where one TF32 product errs by
- * 2^-11.
+ * to |a_small * b_small| (2^-22 |a b|) and the cuts of the small parts
+ * (below 2^-21 |a b| in each cross term; 2^-21.0 the largest measured over
+ * the three products): the order of f32's own rounding, where one TF32
+ * product errs by 2^-11.
  *
  * Fragments (PTX m16n8k8 .tf32, lane = 4 * g + t): A (16x8, row) is a uint4
  * holding (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4); B (8x8, col) a
