@@ -16,7 +16,7 @@ starts as NaN). The launch is the
 library's (src/attention_fastpath.c): one work-group of WARPS warps per 16
 WARPS query rows and (batch, head), arguments in the kernel's order.
 
-  ncu --set full python3 bench/ncu_ptx.py FILE.ptx --warps 4 [--head-dim 128]
+  ncu -k regex:fcl -c 1 --set full python3 bench/ncu_ptx.py FILE.ptx --warps 4 [--head-dim 128]
       [--batch 4 --heads 32 --seqlen 4096 --causal 0] [--maxnreg N]
 
 Without ncu it times the kernel (median of --timed runs), checks batch 0
@@ -181,6 +181,8 @@ def main():
     flop = 4 * B * H * N * N * D / (2 if a.causal else 1)
     print(f"ncu_ptx.py: {a.kernel} grid {grid} x {wg}: {ms:.3f} ms, "
           f"{flop / ms / 1e9:.2f} TFLOP/s, max |o - ref| (batch 0) {err:.2e}")
+    if not math.isfinite(err) or err > {"f32": 1e-5, "f16": 1e-2, "bf16": 5e-2}[a.dtype]:
+        sys.exit("ncu_ptx.py: the output does not match the reference (wrong program?)")
 
 
 if __name__ == "__main__":
