@@ -52,14 +52,6 @@ inline uint mma_pack(float lo, float hi) {
   return r;
 }
 
-/* 16 bytes global -> local without registers; bytes past src_bytes (0 or
- * 16) are zero-filled, and nothing is read when it is 0. */
-inline void mma_cp16(__local ushort *base, int off, const __global ushort *src,
-                     uint src_bytes) {
-  FCL_ASM volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
-               :: "r"(MMA_SADDR(base + off)), "l"((ulong)src), "r"(src_bytes)
-               : "memory");
-}
 
 #else /* FCL_MMA_EMULATE */
 
@@ -134,11 +126,13 @@ inline uint mma_pack(float lo, float hi) {
   return (uint)mma_round(lo) | ((uint)mma_round(hi) << 16);
 }
 
+#endif
+
+/* 8 elements global -> local (mma_cp16b in mma_warp.cl). */
 inline void mma_cp16(__local ushort *base, int off, const __global ushort *src,
                      uint src_bytes) {
-  for (int e = 0; e < 8; ++e) base[off + e] = src_bytes ? src[e] : (ushort)0;
+  mma_cp16b((__local uchar *)(base + off), (const __global uchar *)src, src_bytes);
 }
-#endif
 
 /* Rows [row0, row0 + rows) of a strided matrix into a local tile of pitch
  * ld and width (a multiple of 8) columns, by nthreads work-items; zero past
@@ -152,28 +146,8 @@ inline void mma_tile_load(__local ushort *dst, int ld, int rows, int width,
                           const __global ushort *src, long base, long row_stride,
                           int row0, int nvalid, int cols, int lid, int nthreads) {
 #if MMA_VEC
-  const int cpr = width / 8;
-  /* Whole rows a pass (the kernels' shapes; constants once inlined): each
-   * work-item copies one column chunk of every rstep-th row, its address
-   * advanced by an add, not recomputed from the index (a division, 64-bit
-   * products: 28 instructions a copy in SASS, as many as the mma). */
-  if (nthreads % cpr == 0 && rows % (nthreads / cpr) == 0) {
-    const int rstep = nthreads / cpr, r = lid / cpr, c = (lid - r * cpr) * 8;
-    const __global ushort *p = src + base + (long)(row0 + r) * row_stride + c;
-    const long pstep = (long)rstep * row_stride;
-    MMA_UNROLL for (int i = 0; i < rows / rstep; ++i) {
-      const bool ok = row0 + r + i * rstep < nvalid && c < cols;
-      mma_cp16(dst, (r + i * rstep) * ld + c, ok ? p : src, ok ? 16u : 0u);
-      p += pstep;
-    }
-    return;
-  }
-  for (int e = lid; e < rows * cpr; e += nthreads) {
-    const int r = e / cpr, c = (e - r * cpr) * 8;
-    const bool ok = row0 + r < nvalid && c < cols;
-    const __global ushort *p = ok ? src + base + (long)(row0 + r) * row_stride + c : src;
-    mma_cp16(dst, r * ld + c, p, ok ? 16u : 0u);
-  }
+  mma_tile_cp16((__local uchar *)dst, 2 * ld, rows, 2 * width, (const __global uchar *)src,
+                2 * base, 2 * row_stride, row0, nvalid, 2 * cols, lid, nthreads);
 #else
   for (int e = lid; e < rows * width; e += nthreads) {
     const int r = e / width, c = e - r * width;

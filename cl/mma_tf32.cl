@@ -38,11 +38,6 @@ inline float4 mma_1688(uint4 a, uint2 b, float4 c) {
   return (float4)(d0, d1, d2, d3);
 }
 
-/* 16 bytes global -> local; zero-filled when src_bytes is 0. */
-inline void mma_cp16f(__local float *dst, const __global float *src, uint src_bytes) {
-  FCL_ASM volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
-               :: "r"(MMA_SADDR(dst)), "l"((ulong)src), "r"(src_bytes) : "memory");
-}
 
 #else /* FCL_MMA_EMULATE */
 
@@ -86,10 +81,12 @@ inline float4 mma_1688_e(uint4 a, uint2 b, float4 c, __local uint *emu) {
 }
 #define mma_1688(a, b, c) mma_1688_e((a), (b), (c), emu)
 
-inline void mma_cp16f(__local float *dst, const __global float *src, uint src_bytes) {
-  for (int e = 0; e < 4; ++e) dst[e] = src_bytes ? src[e] : 0.0f;
-}
 #endif
+
+/* 4 floats global -> local (mma_cp16b in mma_warp.cl). */
+inline void mma_cp16f(__local float *dst, const __global float *src, uint src_bytes) {
+  mma_cp16b((__local uchar *)dst, (const __global uchar *)src, src_bytes);
+}
 
 /* The two TF32 parts of x: big in .x, small in .y. big is x rounded to
  * nearest by an integer add and mask: cvt.rna's result for finite x, without
@@ -135,26 +132,8 @@ inline void tf32_tile_load(__local float *dst, int ld, int rows, int width,
                            const __global float *src, long base, long row_stride,
                            int row0, int nvalid, int cols, int lid, int nthreads) {
 #if MMA_VEC
-  const int cpr = width / 4;
-  /* Whole rows a pass: one column chunk of every rstep-th row, the address
-   * advanced by an add (as mma_tile_load in mma_common.cl). */
-  if (nthreads % cpr == 0 && rows % (nthreads / cpr) == 0) {
-    const int rstep = nthreads / cpr, r = lid / cpr, c = (lid - r * cpr) * 4;
-    const __global float *p = src + base + (long)(row0 + r) * row_stride + c;
-    const long pstep = (long)rstep * row_stride;
-    MMA_UNROLL for (int i = 0; i < rows / rstep; ++i) {
-      const bool ok = row0 + r + i * rstep < nvalid && c < cols;
-      mma_cp16f(dst + (r + i * rstep) * ld + c, ok ? p : src, ok ? 16u : 0u);
-      p += pstep;
-    }
-    return;
-  }
-  for (int e = lid; e < rows * cpr; e += nthreads) {
-    const int r = e / cpr, c = (e - r * cpr) * 4;
-    const bool ok = row0 + r < nvalid && c < cols;
-    const __global float *p = ok ? src + base + (long)(row0 + r) * row_stride + c : src;
-    mma_cp16f(dst + r * ld + c, p, ok ? 16u : 0u);
-  }
+  mma_tile_cp16((__local uchar *)dst, 4 * ld, rows, 4 * width, (const __global uchar *)src,
+                4 * base, 4 * row_stride, row0, nvalid, 4 * cols, lid, nthreads);
 #else
   for (int e = lid; e < rows * width; e += nthreads) {
     const int r = e / width, c = e - r * width;

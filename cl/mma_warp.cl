@@ -51,6 +51,12 @@ inline float mma_exp2(float x) {
   return r;
 }
 
+/* 16 bytes global -> local without registers; bytes past src_bytes (0 or
+ * 16) are zero-filled, and nothing is read when it is 0. */
+inline void mma_cp16b(__local uchar *dst, const __global uchar *src, uint src_bytes) {
+  FCL_ASM volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+               :: "r"(MMA_SADDR(dst)), "l"((ulong)src), "r"(src_bytes) : "memory");
+}
 inline void mma_cp_commit(void) { FCL_ASM volatile("cp.async.commit_group;" ::: "memory"); }
 inline void mma_cp_wait_all(void) { FCL_ASM volatile("cp.async.wait_group 0;" ::: "memory"); }
 
@@ -91,9 +97,44 @@ inline uint2 mma_shfl_idx2_e(uint2 x, int src, __local uint *emu) {
 
 #define mma_exp2(x) native_exp2(x)
 
+inline void mma_cp16b(__local uchar *dst, const __global uchar *src, uint src_bytes) {
+  for (int e = 0; e < 16; ++e) dst[e] = src_bytes ? src[e] : (uchar)0;
+}
 inline void mma_cp_commit(void) {}
 inline void mma_cp_wait_all(void) {}
 #endif
+
+/* Rows [row0, row0 + rows) of a strided matrix into a local tile of pitch
+ * ld, width bytes a row (a multiple of 16), by nthreads work-items with
+ * 16-byte cp.async copies; zero past nvalid rows and cols bytes. Every size,
+ * offset and stride in bytes, multiples of 16 (the dtype helpers,
+ * mma_common.cl and mma_tf32.cl, scale theirs). */
+inline void mma_tile_cp16(__local uchar *dst, int ld, int rows, int width,
+                          const __global uchar *src, long base, long row_stride,
+                          int row0, int nvalid, int cols, int lid, int nthreads) {
+  const int cpr = width / 16;
+  /* Whole rows a pass (the kernels' shapes; constants once inlined): each
+   * work-item copies one column chunk of every rstep-th row, its address
+   * advanced by an add, not recomputed from the index (a division, 64-bit
+   * products: 28 instructions a copy in SASS, as many as the mma). */
+  if (nthreads % cpr == 0 && rows % (nthreads / cpr) == 0) {
+    const int rstep = nthreads / cpr, r = lid / cpr, c = (lid - r * cpr) * 16;
+    const __global uchar *p = src + base + (long)(row0 + r) * row_stride + c;
+    const long pstep = (long)rstep * row_stride;
+    MMA_UNROLL for (int i = 0; i < rows / rstep; ++i) {
+      const bool ok = row0 + r + i * rstep < nvalid && c < cols;
+      mma_cp16b(dst + (r + i * rstep) * ld + c, ok ? p : src, ok ? 16u : 0u);
+      p += pstep;
+    }
+    return;
+  }
+  for (int e = lid; e < rows * cpr; e += nthreads) {
+    const int r = e / cpr, c = (e - r * cpr) * 16;
+    const bool ok = row0 + r < nvalid && c < cols;
+    const __global uchar *p = ok ? src + base + (long)(row0 + r) * row_stride + c : src;
+    mma_cp16b(dst + r * ld + c, p, ok ? 16u : 0u);
+  }
+}
 
 /* The special paths' barriers and shuffles (non-finite operands of masked
  * products, see mma_common.cl) run under a condition uniform over the
