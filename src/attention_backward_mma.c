@@ -76,8 +76,8 @@ fcl_status fcl_attention_backward_fast(fcl_context *ctx, const fcl_attention_des
            "-DMMA_VEC=%d -DMMA_GENERAL=%d -DFCL_MMA_EMULATE=%d%s",
            (int)p->dtype, (int)d->head_dim, (int)d->head_dim_v, warps, block_n, vec, general,
            fcl_mma_emulate(), fcl_mma_asm_option(ctx, p->dtype));
-  static const char *const files[] = {"dtype.cl", "attention_common.cl", "mma_warp.cl",
-                                       "mma_common.cl", "attention_bwd_mma.cl"};
+  static const char *const files[] = {"common/dtype.cl", "attention/attention_common.cl", "common/mma_warp.cl",
+                                       "common/mma_common.cl", "attention/attention_bwd_mma.cl"};
   const int nf = (int)FCL_COUNT(files);
   const size_t nstat = (size_t)(d->heads_q * p->total_q);
   /* dQ and dK/dV built without and with the handling of inf and NaN in

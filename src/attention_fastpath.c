@@ -114,10 +114,10 @@ fcl_status fcl_attention_forward_fast(fcl_context *ctx, const fcl_attention_desc
            "-DMMA_VEC=%d -DMMA_GENERAL=%d -DFCL_MMA_EMULATE=%d%s",
            (int)p->dtype, (int)d->head_dim, (int)d->head_dim_v, warps, block_n, vec, general,
            fcl_mma_emulate(), fcl_mma_asm_option(ctx, p->dtype));
-  static const char *const files16[] = {"dtype.cl", "attention_common.cl", "mma_warp.cl",
-                                         "mma_common.cl", "attention_fwd_mma.cl"};
-  static const char *const files32[] = {"dtype.cl", "attention_common.cl", "mma_warp.cl",
-                                         "mma_tf32.cl", "attention_fwd_tf32.cl"};
+  static const char *const files16[] = {"common/dtype.cl", "attention/attention_common.cl", "common/mma_warp.cl",
+                                         "common/mma_common.cl", "attention/attention_fwd_mma.cl"};
+  static const char *const files32[] = {"common/dtype.cl", "attention/attention_common.cl", "common/mma_warp.cl",
+                                         "common/mma_tf32.cl", "attention/attention_fwd_tf32.cl"};
   const bool f32 = p->dtype == FCL_F32;
   /* Built without and with the handling of inf and NaN in masked products
    * (nonfinite_flags.c), and the scan that chooses between them, before

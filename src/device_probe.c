@@ -3,7 +3,7 @@
 
 fcl_status fcl_device_probe(fcl_context *ctx) {
   if (ctx->info.preferred_multiple) return FCL_OK;
-  static const char *const files[] = {"probe.cl"};
+  static const char *const files[] = {"common/probe.cl"};
   cl_kernel  k;
   fcl_status s = fcl_get_kernel(ctx, files, 1, "", "fcl_probe", &k);
   if (s != FCL_OK) return s;

@@ -48,10 +48,10 @@ static const char *emulate_opts(void) { return fcl_mma_emulate() ? " -cl-opt-dis
 /* Builds the probe of dtype t with the first asm keyword that works; NULL
  * when none does. */
 static cl_kernel build_probe(fcl_context *ctx, fcl_dtype t, int *variant) {
-  static const char *const files16[] = {"dtype.cl", "mma_warp.cl", "mma_common.cl",
-                                         "mma_probe.cl"};
-  static const char *const files32[] = {"dtype.cl", "mma_warp.cl", "mma_tf32.cl",
-                                         "mma_tf32_probe.cl"};
+  static const char *const files16[] = {"common/dtype.cl", "common/mma_warp.cl", "common/mma_common.cl",
+                                         "common/mma_probe.cl"};
+  static const char *const files32[] = {"common/dtype.cl", "common/mma_warp.cl", "common/mma_tf32.cl",
+                                         "common/mma_tf32_probe.cl"};
   const bool f32 = t == FCL_F32;
   for (int i = 0; i < 2; ++i) {
     char opts[128];

@@ -8,7 +8,7 @@
 #include <stdio.h>
 
 fcl_status fcl_nonfinite_kernel(fcl_context *ctx, fcl_dtype dtype, cl_kernel out[2]) {
-  static const char *const files[] = {"dtype.cl", "nonfinite_flags.cl"};
+  static const char *const files[] = {"common/dtype.cl", "attention/nonfinite_flags.cl"};
   fcl_status s = FCL_OK;
   for (int vec = 0; vec < 2 && s == FCL_OK; ++vec) {
     char opts[48];

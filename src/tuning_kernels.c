@@ -9,21 +9,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const attn_fwd_files[] = {"dtype.cl", "attention_common.cl",
-                                             "attention_fwd.cl"};
-static const char *const attn_bwd_files[] = {"dtype.cl", "attention_common.cl",
-                                             "attention_bwd.cl"};
-static const char *const rwkv6_fwd_files[] = {"dtype.cl", "rwkv6_common.cl",
-                                              "rwkv6_recurrent.cl", "rwkv6_chunked.cl"};
-static const char *const rwkv6_bwd_files[] = {"dtype.cl", "rwkv6_common.cl",
-                                              "rwkv6_backward.cl"};
+static const char *const attn_fwd_files[] = {"common/dtype.cl", "attention/attention_common.cl",
+                                             "attention/attention_fwd.cl"};
+static const char *const attn_bwd_files[] = {"common/dtype.cl", "attention/attention_common.cl",
+                                             "attention/attention_bwd.cl"};
+static const char *const rwkv6_fwd_files[] = {"common/dtype.cl", "rwkv6/rwkv6_common.cl",
+                                              "rwkv6/rwkv6_recurrent.cl", "rwkv6/rwkv6_chunked.cl"};
+static const char *const rwkv6_bwd_files[] = {"common/dtype.cl", "rwkv6/rwkv6_common.cl",
+                                              "rwkv6/rwkv6_backward.cl"};
 
 /* Both tensor-core forwards (16-bit and f32) guard the rows. */
-static const char *const attn_mma_files[] = {"dtype.cl", "attention_common.cl",
-                                             "mma_warp.cl", "mma_common.cl",
-                                             "attention_fwd_mma.cl",
-                                             "mma_tf32.cl", "attention_fwd_tf32.cl",
-                                             "nonfinite_flags.cl"};
+static const char *const attn_mma_files[] = {"common/dtype.cl", "attention/attention_common.cl",
+                                             "common/mma_warp.cl", "common/mma_common.cl",
+                                             "attention/attention_fwd_mma.cl",
+                                             "common/mma_tf32.cl", "attention/attention_fwd_tf32.cl",
+                                             "attention/nonfinite_flags.cl"};
 static void mma_defaults(const fcl_device_info *dev, const fcl_tuning_class *c, void *cfg) {
   fcl_attention_mma_choose(dev, c->dtype, c->head_dim, c->head_dim_v, cfg);
 }
@@ -31,8 +31,8 @@ static bool mma_valid(const fcl_device_info *dev, const fcl_tuning_class *c,
                       const void *cfg, char *why, size_t n) {
   return fcl_attention_mma_valid(dev, c->dtype, c->head_dim, c->head_dim_v, cfg, why, n);
 }
-static const char *const attn_cpu_files[] = {"dtype.cl", "attention_common.cl",
-                                             "attention_fwd_cpu.cl"};
+static const char *const attn_cpu_files[] = {"common/dtype.cl", "attention/attention_common.cl",
+                                             "attention/attention_fwd_cpu.cl"};
 static void cpu_defaults(const fcl_device_info *dev, const fcl_tuning_class *c, void *cfg) {
   fcl_attention_cpu_choose(dev, c->head_dim, c->head_dim_v, cfg);
 }

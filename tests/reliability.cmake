@@ -4,7 +4,7 @@
 # Runs one flashcl operation on dense host arrays and checks it against the
 # references (op_harness.h); links the library.
 add_library(fcl_ophelp STATIC op_harness.c op_verify.c)
-target_link_libraries(fcl_ophelp PUBLIC fcl_testref flashcl m)
+target_link_libraries(fcl_ophelp PUBLIC fcl_ref flashcl m)
 target_compile_options(fcl_ophelp PRIVATE ${FCL_TEST_WARNINGS})
 
 # --- Oclgrind: out-of-bounds accesses, API misuse and data races ----------
@@ -114,7 +114,7 @@ set_tests_properties(test_numerics_pocl_mma_emulated PROPERTIES TIMEOUT 600 LABE
 #   cmake -S . -B build -DFCL_TEST_LARGE=ON && cmake --build build -j
 #   ctest --test-dir build -L large --output-on-failure
 add_executable(test_large test_large.c)
-target_link_libraries(test_large PRIVATE fcl_testref flashcl m)
+target_link_libraries(test_large PRIVATE fcl_ref flashcl m)
 target_compile_options(test_large PRIVATE ${FCL_TEST_WARNINGS})
 option(FCL_TEST_LARGE "Register test_large (needs a GPU with ~40 GiB)" OFF)
 set(FCL_TEST_LARGE_DEVICE "nvidia" CACHE STRING "Device selector for test_large")

@@ -59,18 +59,23 @@ static int copy_file(const char *from, const char *to, const char *append) {
 
 static void build_failure(fcl_context *ctx, const char *tmp) {
   /* Both forwards broken: the portable one and the CPU one (PoCL's). */
-  static const char *const files[] = {"dtype.cl",         "attention_common.cl",
-                                      "attention_fwd.cl", "attention_fwd_cpu.cl",
-                                      "attention_bwd.cl", "probe.cl"};
+  static const char *const files[] = {"common/dtype.cl",         "attention/attention_common.cl",
+                                      "attention/attention_fwd.cl", "attention/attention_fwd_cpu.cl",
+                                      "attention/attention_bwd.cl", "common/probe.cl"};
   char dir[512], from[1024], to[1024], why[2048] = "";
   snprintf(dir, sizeof dir, "%s/kernels", tmp);
   if (mkdir(dir, 0755) != 0) expect(0, "build failure: mkdir", dir);
+  static const char *const subdirs[] = {"common", "attention"};
+  for (size_t i = 0; i < 2; ++i) {
+    snprintf(to, sizeof to, "%s/%s", dir, subdirs[i]);
+    if (mkdir(to, 0755) != 0) expect(0, "build failure: mkdir", to);
+  }
   int ok = 1;
   for (size_t i = 0; i < sizeof files / sizeof files[0]; ++i) {
     snprintf(from, sizeof from, "%s/%s", FCL_SOURCE_CL_DIR, files[i]);
     snprintf(to, sizeof to, "%s/%s", dir, files[i]);
     ok &= copy_file(from, to,
-                    strncmp(files[i], "attention_fwd", 13) == 0
+                    strncmp(files[i], "attention/attention_fwd", 23) == 0
                         ? "\n__kernel void broken_on_purpose(void) { this is not C; }\n"
                         : NULL);
   }
@@ -97,11 +102,11 @@ static void build_failure(fcl_context *ctx, const char *tmp) {
          "build failure: the output is untouched", NULL);
 
   /* A missing file. */
-  snprintf(to, sizeof to, "%s/attention_common.cl", dir);
+  snprintf(to, sizeof to, "%s/attention/attention_common.cl", dir);
   remove(to);
   s = fcl_attention_forward(ctx, &d, &q, &q, &q, &o, NULL);
   msg = fcl_context_last_error(ctx);
-  expect(s == FCL_ERROR_BUILD && strstr(msg, "attention_common.cl") != NULL,
+  expect(s == FCL_ERROR_BUILD && strstr(msg, "attention/attention_common.cl") != NULL,
          "build failure: a missing .cl -> FCL_ERROR_BUILD naming it", msg);
 
   unsetenv("FCL_KERNEL_DIR");

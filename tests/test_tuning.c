@@ -231,7 +231,7 @@ static void test_tuned(const char *db) {
 static void test_stale_kernel(const char *db) {
   /* A copy of the kernel sources with attention_fwd.cl changed. */
   const char *dir = path("changed-cl");
-  sh("rm -rf '%s' && cp -r '%s' '%s' && echo '/* changed */' >> '%s/attention_fwd.cl'", dir,
+  sh("rm -rf '%s' && cp -r '%s' '%s' && echo '/* changed */' >> '%s/attention/attention_fwd.cl'", dir,
      g_cl, dir, dir);
   setenv("FCL_KERNEL_DIR", dir, 1);
   fcl_config_info info;
