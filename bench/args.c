@@ -33,9 +33,8 @@ static const char usage[] =
     "                    in f32 device memory), impl 'unfused', with the fusion gain\n"
     "  --peak 0|1        measure the device's f32 FMA rate and copy bandwidth first,\n"
     "                    for the %alu and %bw columns (1)\n"
-    "  --plot FILE.png   also draw throughput against sequence length, one line per\n"
-    "                    configuration (op, dtype, D, causal, impl, algorithm)\n"
-    "  --csv, --json     machine-readable output instead of the table\n"
+    "  --csv, --json     machine-readable output instead of the table (bench/plot.py\n"
+    "                    draws the JSON)\n"
     "LIST is comma-separated; every combination of the lists is run.\n"
     "\n"
     "Columns: ms is the median device time (OpenCL profiling events, first\n"
@@ -164,7 +163,7 @@ static int one_len(const char *opt, const char *s, int i, void *dst) {
 int bench_parse_args(int argc, char **argv, bench_args *a) {
   bench_args d = {NULL, 1, 8, 0, 64, 0, {1024}, {1024}, 1, {FCL_F32, FCL_F16}, 2,
                   {0, 1}, 2, {OP_FWD, OP_RWKV6_FWD}, 2, {FCL_RWKV6_AUTO}, 1, 0, 0, 0,
-                  OUT_TABLE, 0, 1, NULL};
+                  OUT_TABLE, 0, 1};
   int64_t sq = 0, sk = 0, iters = 10, warmup = 2, check = 1, peak = 1;
   const struct { const char *name; int64_t *dst, min, max; } ints[] = {
       {"--batch", &a->batch, 1, INT_MAX},       {"--heads", &a->heads, 1, INT_MAX},
@@ -174,7 +173,7 @@ int bench_parse_args(int argc, char **argv, bench_args *a) {
       {"--warmup", &warmup, 0, INT_MAX},        {"--check", &check, 0, 1},
       {"--peak", &peak, 0, 1}};
   const char *const others[] = {"--device", "--seqlen", "--dtype", "--causal", "--op",
-                                "--algorithm", "--plot"};
+                                "--algorithm"};
   const int n_others = (int)(sizeof others / sizeof others[0]);
   *a = d;
   for (int i = 1; i < argc; i++) {
@@ -210,8 +209,6 @@ int bench_parse_args(int argc, char **argv, bench_args *a) {
       rc = parse_int(arg, val, ints[known].min, ints[known].max, ints[known].dst);
     } else if (!strcmp(arg, "--device")) {
       a->device = val;
-    } else if (!strcmp(arg, "--plot")) {
-      a->plot = val;
     } else if (!strcmp(arg, "--seqlen")) {
       rc = (a->n_seqlen = parse_list(arg, val, one_len, a->seqlen_q)) < 0;
       memcpy(a->seqlen_k, a->seqlen_q, sizeof a->seqlen_k);

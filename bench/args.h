@@ -30,7 +30,6 @@ typedef struct {
   bench_output output;
   int         baseline;  /* --baseline: also the unfused attention forward */
   int         peak;      /* --peak 0|1: measure the device's peaks (1) */
-  const char *plot;      /* --plot FILE.png, or NULL */
 } bench_args;
 
 /* Fills *a from argv. Returns 0 to go on, 1 when --help was printed (exit 0),

@@ -4,31 +4,20 @@
  * with the unfused baseline of baseline.c beside fwd (--baseline); RWKV6
  * forward and backward (rwkv6-fwd, rwkv6-bwd), in rwkv6_bench.c. The
  * device's peaks (peak.c) are measured first; output.c prints the rows (a
- * table, CSV or JSON) and plot.c draws them (--plot). args.c parses. */
+ * table, CSV or JSON; bench/plot.py draws the JSON). args.c parses. */
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "args.h"
 #include "bench.h"
 #include "output.h"
 #include "peak.h"
-#include "plot.h"
 
-static int        g_failed = 0;
-static bench_row *g_rows;
-static int        g_n_rows, g_cap_rows;
+static int g_failed = 0;
 
 static void emit(const bench_row *r) {
   g_failed |= bench_failed(r->check);
   out_row(r);
-  if (g_n_rows == g_cap_rows) { /* kept for --plot */
-    int cap = g_cap_rows ? 2 * g_cap_rows : 64;
-    bench_row *p = realloc(g_rows, (size_t)cap * sizeof *p);
-    if (!p) return;
-    g_rows = p, g_cap_rows = cap;
-  }
-  g_rows[g_n_rows++] = *r;
 }
 
 int main(int argc, char **argv) {
@@ -53,8 +42,6 @@ int main(int argc, char **argv) {
                                              : bench_rwkv6(ctx, &a, op, emit);
   }
   out_end();
-  if (a.plot && plot_write(a.plot, g_rows, g_n_rows, device)) g_failed = 1;
-  free(g_rows);
   fcl_context_destroy(ctx);
   return g_failed;
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmarks flashcl against PyTorch on an NVIDIA GPU (written for an H100),
-# printing every table to stdout and keeping fa-bench's JSON and plots:
+# printing every table to stdout and keeping the JSON and the plots:
 #   fa-bench fwd        B=4 H=32 N=4096, D=64 and 128, f16 and f32, causal 0 and 1,
 #                       with the unfused baseline (--baseline, fusion gain)
 #   fa-bench bwd        the same shapes, f16, causal 1
@@ -8,11 +8,14 @@
 #                       recurrent and chunked
 #   fa-bench sweep      fwd f16 B=1 H=32, N = 1024 .. 16384, D=64 and 128, causal 0
 #                       and 1, flashcl and unfused (skipped, with a message, where S
-#                       exceeds the largest allocation), drawn to OUT/fwd_sweep_dD.png
+#                       exceeds the largest allocation), to OUT/fwd_sweep_dD.json
 #   torch_sdpa.py       the same attention shapes (flash, cuDNN, efficient), then
 #                       --bwd: the backward of the flash and cuDNN backends, f16;
 #                       each prints fa-bench's rows (from the JSON) above its own
-#                       and the ratios flashcl / PyTorch
+#                       and the ratios flashcl / PyTorch; then the sweep's shapes,
+#                       to OUT/torch_sweep_dD.json
+#   plot.py             each sweep beside PyTorch's, to OUT/fwd_sweep_dD.svg (where
+#                       python3 imports matplotlib; else a message says so)
 #
 # usage: bench/h100.sh [BUILD_DIR [OUT_DIR]]   (defaults: build, h100-results)
 #
@@ -53,6 +56,7 @@ step_json() {
 }
 
 attn=(--batch 4 --heads 32 --seqlen 4096)
+sweep=(--batch 1 --heads 32 --seqlen "1024,2048,4096,8192,16384")
 rwkv=(--batch 8 --heads 32 --seqlen 4096 --head-dim 64 --dtype "bf16,f32"
       --algorithm "recurrent,chunked")
 
@@ -65,8 +69,8 @@ for d in 64 128; do
 done
 step "$fab" --op rwkv6-fwd,rwkv6-bwd "${rwkv[@]}"
 for d in 64 128; do
-  step "$fab" --op fwd --batch 1 --heads 32 --seqlen 1024,2048,4096,8192,16384 --head-dim $d \
-    --dtype f16 --causal 0,1 --baseline --iters 5 --plot "$out/fwd_sweep_d$d.png"
+  step_json "$out/fwd_sweep_d$d.json" "$fab" --op fwd "${sweep[@]}" --head-dim $d --dtype f16 \
+    --causal 0,1 --baseline --iters 5
 done
 
 export PYTHONUNBUFFERED=1
@@ -78,6 +82,24 @@ for d in 64 128; do
   step python3 "$here/torch_sdpa.py" --bwd "${attn[@]}" --head-dim $d --dtype f16 --causal 1 \
     --backend flash,cudnn --compare "$out/bwd_d$d.json"
 done
+for d in 64 128; do
+  step_json "$out/torch_sweep_d$d.json" python3 "$here/torch_sdpa.py" "${sweep[@]}" \
+    --head-dim $d --dtype f16 --causal 0,1
+done
+
+if python3 -c "import matplotlib" 2>/dev/null; then
+  for d in 64 128; do
+    runs=()
+    for f in "$out/fwd_sweep_d$d.json" "$out/torch_sweep_d$d.json"; do
+      [[ -s $f ]] && runs+=("$f")
+    done
+    ((${#runs[@]})) && step python3 "$here/plot.py" "$out/fwd_sweep_d$d.svg" "${runs[@]}"
+  done
+else
+  echo
+  echo "h100.sh: python3 cannot import matplotlib: no plots; elsewhere, draw the sweeps with"
+  echo "  python3 bench/plot.py fwd_sweep_d64.svg $out/fwd_sweep_d64.json $out/torch_sweep_d64.json"
+fi
 echo
 echo "h100.sh: the JSON files and the plots are in $out/"
 exit $status
