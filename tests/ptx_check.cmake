@@ -21,13 +21,13 @@ file(MAKE_DIRECTORY "${WORK}")
 set(programs
   "probe16|common/dtype.cl common/mma_warp.cl common/mma_common.cl common/mma_probe.cl|-DFCL_DTYPE=1|mma.sync"
   "probe32|common/dtype.cl common/mma_warp.cl common/mma_tf32.cl common/mma_tf32_probe.cl|-DFCL_DTYPE=0|mma.sync"
-  "fwd_f16|common/dtype.cl attention/attention_common.cl common/mma_warp.cl common/mma_common.cl attention/attention_fwd_mma.cl|-DFCL_DTYPE=1 -DHEAD_DIM=64 -DMMA_VEC=1 -DMMA_GENERAL=0|cp.async"
-  "fwd_f16_d128|common/dtype.cl attention/attention_common.cl common/mma_warp.cl common/mma_common.cl attention/attention_fwd_mma.cl|-DFCL_DTYPE=1 -DHEAD_DIM=128 -DMMA_VEC=1 -DMMA_GENERAL=0|cp.async"
-  "fwd_bf16|common/dtype.cl attention/attention_common.cl common/mma_warp.cl common/mma_common.cl attention/attention_fwd_mma.cl|-DFCL_DTYPE=2 -DHEAD_DIM=80 -DHEAD_DIM_V=40 -DMMA_VEC=0 -DMMA_GENERAL=1|mma.sync"
-  "fwd_tf32|common/dtype.cl attention/attention_common.cl common/mma_warp.cl common/mma_tf32.cl attention/attention_fwd_tf32.cl|-DFCL_DTYPE=0 -DHEAD_DIM=128 -DBLOCK_N=32 -DMMA_VEC=1 -DMMA_GENERAL=0|mma.sync"
-  "fwd_tf32_odd|common/dtype.cl attention/attention_common.cl common/mma_warp.cl common/mma_tf32.cl attention/attention_fwd_tf32.cl|-DFCL_DTYPE=0 -DHEAD_DIM=38 -DHEAD_DIM_V=20 -DMMA_VEC=0 -DMMA_GENERAL=1|mma.sync"
-  "bwd_f16|common/dtype.cl attention/attention_common.cl common/mma_warp.cl common/mma_common.cl attention/attention_bwd_mma.cl|-DFCL_DTYPE=1 -DHEAD_DIM=128 -DBLOCK_N=32 -DMMA_VEC=1 -DMMA_GENERAL=0|mma.sync"
-  "bwd_bf16|common/dtype.cl attention/attention_common.cl common/mma_warp.cl common/mma_common.cl attention/attention_bwd_mma.cl|-DFCL_DTYPE=2 -DHEAD_DIM=40 -DMMA_VEC=0 -DMMA_GENERAL=1|mma.sync")
+  "fwd_f16|attention/attention_abi.h common/dtype.cl attention/attention_common.cl common/mma_warp.cl common/mma_common.cl attention/attention_fwd_mma.cl|-DFCL_DTYPE=1 -DHEAD_DIM=64 -DMMA_VEC=1 -DMMA_GENERAL=0|cp.async"
+  "fwd_f16_d128|attention/attention_abi.h common/dtype.cl attention/attention_common.cl common/mma_warp.cl common/mma_common.cl attention/attention_fwd_mma.cl|-DFCL_DTYPE=1 -DHEAD_DIM=128 -DMMA_VEC=1 -DMMA_GENERAL=0|cp.async"
+  "fwd_bf16|attention/attention_abi.h common/dtype.cl attention/attention_common.cl common/mma_warp.cl common/mma_common.cl attention/attention_fwd_mma.cl|-DFCL_DTYPE=2 -DHEAD_DIM=80 -DHEAD_DIM_V=40 -DMMA_VEC=0 -DMMA_GENERAL=1|mma.sync"
+  "fwd_tf32|attention/attention_abi.h common/dtype.cl attention/attention_common.cl common/mma_warp.cl common/mma_tf32.cl attention/attention_fwd_tf32.cl|-DFCL_DTYPE=0 -DHEAD_DIM=128 -DBLOCK_N=32 -DMMA_VEC=1 -DMMA_GENERAL=0|mma.sync"
+  "fwd_tf32_odd|attention/attention_abi.h common/dtype.cl attention/attention_common.cl common/mma_warp.cl common/mma_tf32.cl attention/attention_fwd_tf32.cl|-DFCL_DTYPE=0 -DHEAD_DIM=38 -DHEAD_DIM_V=20 -DMMA_VEC=0 -DMMA_GENERAL=1|mma.sync"
+  "bwd_f16|attention/attention_abi.h common/dtype.cl attention/attention_common.cl common/mma_warp.cl common/mma_common.cl attention/attention_bwd_mma.cl|-DFCL_DTYPE=1 -DHEAD_DIM=128 -DBLOCK_N=32 -DMMA_VEC=1 -DMMA_GENERAL=0|mma.sync"
+  "bwd_bf16|attention/attention_abi.h common/dtype.cl attention/attention_common.cl common/mma_warp.cl common/mma_common.cl attention/attention_bwd_mma.cl|-DFCL_DTYPE=2 -DHEAD_DIM=40 -DMMA_VEC=0 -DMMA_GENERAL=1|mma.sync")
 foreach(p IN LISTS programs)
   string(REPLACE "|" ";" parts "${p}")
   list(GET parts 0 name)

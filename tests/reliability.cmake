@@ -56,7 +56,8 @@ if(FCL_FUZZ_OK)
   # The tuning-database reader, fed damaged SQLite files (seeds: valid
   # databases in tests/fuzz/corpus_db).
   add_executable(fuzz_tuning_db fuzz/fuzz_tuning_db.c)
-  target_include_directories(fuzz_tuning_db PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_include_directories(fuzz_tuning_db PRIVATE ${PROJECT_SOURCE_DIR}/src
+    ${PROJECT_SOURCE_DIR}/cl)
   target_link_libraries(fuzz_tuning_db PRIVATE flashcl_static SQLite::SQLite3 m)
   target_compile_options(fuzz_tuning_db PRIVATE ${FCL_TEST_WARNINGS} -fsanitize=fuzzer)
   target_link_options(fuzz_tuning_db PRIVATE -fsanitize=fuzzer)

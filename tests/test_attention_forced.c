@@ -16,7 +16,8 @@
  * sizes its defaults do not take (3 warps, key tiles of 16 and 40).
  * Elsewhere each mode says that its kernel does not run and passes. */
 #include "op_harness.h"
-#include "attention.h"
+#define FCL_STATIC_LINKING_ONLY
+#include "flashcl_tuning.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -24,7 +25,7 @@
 #include <string.h>
 
 typedef struct {
-  fcl_kernel_id kernel;
+  const char *kernel; /* the variant */
   const char *params;
   fcl_dtype   dt;
   int64_t     b, sq, sk, hq, hkv, d, dv;
@@ -43,17 +44,17 @@ typedef struct {
 #define P4 "ROWS=16,QB=2,BLOCK_N=16,KEY_CHUNK=256,BLOCK_DV=45,WG_SIZE=4"
 
 static const forced_case cpu_cases[] = {
-  {FCL_KERNEL_ATTN_FWD_CPU, P1, FCL_F32, 2, 300, 300, 2, 1, 64, 64, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},
-  {FCL_KERNEL_ATTN_FWD_CPU, P1, FCL_F32, 1, 200, 333, 2, 2, 64, 64, 0, 40, 9, 0, 1, 0, {0}, {0}, 0},
-  {FCL_KERNEL_ATTN_FWD_CPU, P1, FCL_BF16, 1, 129, 70, 2, 2, 64, 64, 1, -1, -1, 0, 0, 0, {0}, {0}, 1},
-  {FCL_KERNEL_ATTN_FWD_CPU, P2, FCL_F32, 1, 257, 199, 4, 2, 64, 64, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},
-  {FCL_KERNEL_ATTN_FWD_CPU, P2, FCL_F32, 0, 0, 0, 2, 2, 64, 64, 0, 17, 3, 5.0, 1, 4, {100, 0, 61, 3}, {90, 7, 130, 0}, 0},
-  {FCL_KERNEL_ATTN_FWD_CPU, P2, FCL_F32, 1, 90, 40, 2, 2, 64, 64, 0, 5, 5, 0, 0, 0, {0}, {0}, 0},
-  {FCL_KERNEL_ATTN_FWD_CPU, P2, FCL_F32, 1, 64, 64, 2, 2, 64, 64, 0, 3, 3, 0, 0, 0, {0}, {0}, 1},
-  {FCL_KERNEL_ATTN_FWD_CPU, P3, FCL_F16, 1, 150, 171, 2, 1, 37, 37, 1, -1, -1, 0, 1, 0, {0}, {0}, 0},
-  {FCL_KERNEL_ATTN_FWD_CPU, P3, FCL_F16, 2, 33, 33, 3, 3, 37, 37, 0, -1, -1, 3.0, 0, 0, {0}, {0}, 1},
-  {FCL_KERNEL_ATTN_FWD_CPU, P4, FCL_BF16, 1, 300, 500, 2, 2, 19, 45, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},
-  {FCL_KERNEL_ATTN_FWD_CPU, P4, FCL_BF16, 0, 0, 0, 2, 1, 19, 45, 1, -1, -1, 0, 1, 3, {1, 40, 77}, {300, 40, 60}, 0},
+  {"attention_fwd_cpu", P1, FCL_F32, 2, 300, 300, 2, 1, 64, 64, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},
+  {"attention_fwd_cpu", P1, FCL_F32, 1, 200, 333, 2, 2, 64, 64, 0, 40, 9, 0, 1, 0, {0}, {0}, 0},
+  {"attention_fwd_cpu", P1, FCL_BF16, 1, 129, 70, 2, 2, 64, 64, 1, -1, -1, 0, 0, 0, {0}, {0}, 1},
+  {"attention_fwd_cpu", P2, FCL_F32, 1, 257, 199, 4, 2, 64, 64, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},
+  {"attention_fwd_cpu", P2, FCL_F32, 0, 0, 0, 2, 2, 64, 64, 0, 17, 3, 5.0, 1, 4, {100, 0, 61, 3}, {90, 7, 130, 0}, 0},
+  {"attention_fwd_cpu", P2, FCL_F32, 1, 90, 40, 2, 2, 64, 64, 0, 5, 5, 0, 0, 0, {0}, {0}, 0},
+  {"attention_fwd_cpu", P2, FCL_F32, 1, 64, 64, 2, 2, 64, 64, 0, 3, 3, 0, 0, 0, {0}, {0}, 1},
+  {"attention_fwd_cpu", P3, FCL_F16, 1, 150, 171, 2, 1, 37, 37, 1, -1, -1, 0, 1, 0, {0}, {0}, 0},
+  {"attention_fwd_cpu", P3, FCL_F16, 2, 33, 33, 3, 3, 37, 37, 0, -1, -1, 3.0, 0, 0, {0}, {0}, 1},
+  {"attention_fwd_cpu", P4, FCL_BF16, 1, 300, 500, 2, 2, 19, 45, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},
+  {"attention_fwd_cpu", P4, FCL_BF16, 0, 0, 0, 2, 1, 19, 45, 1, -1, -1, 0, 1, 3, {1, 40, 77}, {300, 40, 60}, 0},
 };
 
 #define M1 "WARPS=3,BLOCK_N=16"
@@ -61,10 +62,10 @@ static const forced_case cpu_cases[] = {
 #define M3 "WARPS=2,BLOCK_N=32"
 
 static const forced_case mma_cases[] = {
-  {FCL_KERNEL_ATTN_FWD_MMA, M1, FCL_F32, 1, 100, 77, 2, 1, 128, 128, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},
-  {FCL_KERNEL_ATTN_FWD_MMA, M1, FCL_F32, 0, 0, 0, 2, 2, 64, 64, 0, 30, 2, 4.0, 1, 3, {40, 0, 70}, {33, 9, 91}, 0},
-  {FCL_KERNEL_ATTN_FWD_MMA, M2, FCL_F32, 1, 61, 130, 2, 2, 38, 20, 0, -1, -1, 0, 0, 0, {0}, {0}, 1},
-  {FCL_KERNEL_ATTN_FWD_MMA, M3, FCL_F16, 1, 70, 70, 2, 1, 64, 64, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},
+  {"attention_fwd_mma", M1, FCL_F32, 1, 100, 77, 2, 1, 128, 128, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},
+  {"attention_fwd_mma", M1, FCL_F32, 0, 0, 0, 2, 2, 64, 64, 0, 30, 2, 4.0, 1, 3, {40, 0, 70}, {33, 9, 91}, 0},
+  {"attention_fwd_mma", M2, FCL_F32, 1, 61, 130, 2, 2, 38, 20, 0, -1, -1, 0, 0, 0, {0}, {0}, 1},
+  {"attention_fwd_mma", M3, FCL_F16, 1, 70, 70, 2, 1, 64, 64, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},
 };
 
 static int g_failed = 0;
@@ -98,10 +99,10 @@ static int run(fcl_context *ctx, const forced_case *c, int idx) {
   if (c->nan_v) v[(p.seqlen_k / 2) * c->hkv * c->dv + 3] = NAN;
 
   char why[2048] = "";
-  fcl_status s = fcl_tuning_override(ctx, c->kernel, c->params);
+  fcl_status s = fcl_tuning_override(ctx, fcl_variant_find(c->kernel), c->params);
   const int ok = s == FCL_OK && oh_attention_verify(ctx, &p, c->dt, q, k, v, NULL, 1, why,
                                                     sizeof why);
-  fcl_tuning_override(ctx, c->kernel, NULL);
+  fcl_tuning_override(ctx, fcl_variant_find(c->kernel), NULL);
   printf("%s %-4s %s | b%lld sq%lld sk%lld h%lld/%lld d%lld/%lld%s%s%s%s%s |%s\n",
          ok ? "PASS" : "FAIL", tu_dtype_name(c->dt), c->params, (long long)p.batch,
          (long long)p.seqlen_q, (long long)p.seqlen_k, (long long)c->hq, (long long)c->hkv,
@@ -129,7 +130,7 @@ int main(int argc, char **argv) {
   const double t0 = tu_now();
   const bool mma = argc > 1 && strcmp(argv[1], "mma") == 0;
   const forced_case *cases = mma ? mma_cases : cpu_cases;
-  const int n = mma ? (int)FCL_COUNT(mma_cases) : (int)FCL_COUNT(cpu_cases);
+  const int n = mma ? (int)(sizeof mma_cases / sizeof *mma_cases) : (int)(sizeof cpu_cases / sizeof *cpu_cases);
   const char *kernel = mma ? "attention_fwd_mma" : "attention_fwd_cpu";
   fcl_context *ctx = NULL;
   if (fcl_context_create(NULL, &ctx) != FCL_OK) {
@@ -138,7 +139,7 @@ int main(int argc, char **argv) {
   }
   printf("device: %s\n", fcl_context_device_name(ctx));
   char params[512] = "";
-  if (fcl_device_probe(ctx) != FCL_OK || !reports(ctx, cases[0].dt, kernel, params,
+  if (!reports(ctx, cases[0].dt, kernel, params,
                                                   sizeof params)) {
     printf("%s does not run on this device (%s): nothing to test\n", kernel, params);
     printf("test_attention_forced: 0 cases, 0 failed\n");

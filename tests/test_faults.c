@@ -59,7 +59,8 @@ static int copy_file(const char *from, const char *to, const char *append) {
 
 static void build_failure(fcl_context *ctx, const char *tmp) {
   /* Both forwards broken: the portable one and the CPU one (PoCL's). */
-  static const char *const files[] = {"common/dtype.cl",         "attention/attention_common.cl",
+  static const char *const files[] = {"attention/attention_abi.h", "common/dtype.cl",
+                                      "attention/attention_common.cl",
                                       "attention/attention_fwd.cl", "attention/attention_fwd_cpu.cl",
                                       "attention/attention_bwd.cl", "common/probe.cl"};
   char dir[512], from[1024], to[1024], why[2048] = "";
@@ -90,26 +91,34 @@ static void build_failure(fcl_context *ctx, const char *tmp) {
   fcl_attention_desc d = FCL_ATTENTION_DESC_INIT;
   d.batch = 1; d.seqlen_q = d.seqlen_k = 9; d.heads_q = d.heads_kv = 2;
   d.head_dim = d.head_dim_v = 16;
+  /* The environment is read when a context is created: a second context
+   * on the same queue (and buffers) reads the kernels from dir. */
   setenv("FCL_KERNEL_DIR", dir, 1);
-  fcl_status s = fcl_attention_forward(ctx, &d, &q, &q, &q, &o, NULL);
-  const char *msg = fcl_context_last_error(ctx);
+  fcl_context *kctx = NULL;
+  fcl_status s = fcl_context_create_from_queue(fcl_context_queue(ctx), &kctx);
+  unsetenv("FCL_KERNEL_DIR");
+  expect(s == FCL_OK, "build failure: a context reading FCL_KERNEL_DIR",
+         fcl_context_last_error(NULL));
+  if (s != FCL_OK) return;
+  s = fcl_attention_forward(kctx, &d, &q, &q, &q, &o, NULL);
+  const char *msg = fcl_context_last_error(kctx);
   expect(s == FCL_ERROR_BUILD, "build failure: broken .cl -> FCL_ERROR_BUILD", fcl_status_string(s));
   const char *log = strstr(msg, "build log:");
   expect(log != NULL && strstr(log, "error") != NULL,
          "build failure: the message carries the build log", msg);
-  clFinish(fcl_context_queue(ctx));
-  expect(tu_buffer_poison_left(fcl_context_queue(ctx), ob, 0, bytes, NULL) == 0,
+  clFinish(fcl_context_queue(kctx));
+  expect(tu_buffer_poison_left(fcl_context_queue(kctx), ob, 0, bytes, NULL) == 0,
          "build failure: the output is untouched", NULL);
 
   /* A missing file. */
   snprintf(to, sizeof to, "%s/attention/attention_common.cl", dir);
   remove(to);
-  s = fcl_attention_forward(ctx, &d, &q, &q, &q, &o, NULL);
-  msg = fcl_context_last_error(ctx);
+  s = fcl_attention_forward(kctx, &d, &q, &q, &q, &o, NULL);
+  msg = fcl_context_last_error(kctx);
   expect(s == FCL_ERROR_BUILD && strstr(msg, "attention/attention_common.cl") != NULL,
          "build failure: a missing .cl -> FCL_ERROR_BUILD naming it", msg);
+  fcl_context_destroy(kctx);
 
-  unsetenv("FCL_KERNEL_DIR");
   expect(small_attention(ctx, why, sizeof why), "build failure: the context works afterwards",
          why);
   clReleaseMemObject(ob);

@@ -8,7 +8,6 @@
  * leave a valid database; export and import round-trip.
  * usage: test_tuning FA_TUNE_PATH CL_SOURCE_DIR WORK_DIR */
 #define _POSIX_C_SOURCE 200809L
-#include "attention.h"
 #include "tune.h"
 
 #include <dirent.h>
@@ -95,20 +94,25 @@ static bool db_exec(const char *db_path, const char *sql) {
 
 /* The class fa-tune was asked for below: f32, head dim 16, causal,
  * bucket 0 (a length of at most 256). */
-static const fcl_tuning_class classes[FCL_KERNEL_COUNT] = {
-    [FCL_KERNEL_ATTN_FWD] = {FCL_KERNEL_ATTN_FWD, FCL_F32, 16, 16, 1, 0},
-    [FCL_KERNEL_ATTN_BWD] = {FCL_KERNEL_ATTN_BWD, FCL_F32, 16, 16, 1, 0},
-    [FCL_KERNEL_RWKV6_RECURRENT] = {FCL_KERNEL_RWKV6_RECURRENT, FCL_F32, 16, 16, 0, 0},
-    [FCL_KERNEL_RWKV6_CHUNKED] = {FCL_KERNEL_RWKV6_CHUNKED, FCL_F32, 16, 16, 0, 0},
-    [FCL_KERNEL_RWKV6_BWD] = {FCL_KERNEL_RWKV6_BWD, FCL_F32, 16, 16, 0, 0},
-    [FCL_KERNEL_ATTN_FWD_MMA] = {FCL_KERNEL_ATTN_FWD_MMA, FCL_F32, 16, 16, 1, 0},
-    [FCL_KERNEL_ATTN_FWD_CPU] = {FCL_KERNEL_ATTN_FWD_CPU, FCL_F32, 16, 16, 1, 0}};
+typedef enum {
+  K_ATTN_FWD, K_ATTN_BWD, K_RWKV6_RECURRENT, K_RWKV6_CHUNKED, K_RWKV6_BWD, K_ATTN_FWD_MMA,
+  K_ATTN_FWD_CPU, K_COUNT
+} kid;
+static const char *const knames[K_COUNT] = {
+    "attention_fwd", "attention_bwd",     "rwkv6_recurrent",  "rwkv6_chunked",
+    "rwkv6_bwd",     "attention_fwd_mma", "attention_fwd_cpu"};
+static bool is_attention(kid k) {
+  return k == K_ATTN_FWD || k == K_ATTN_BWD || k == K_ATTN_FWD_MMA || k == K_ATTN_FWD_CPU;
+}
+static fcl_tuning_class class_of(kid k) {
+  return (fcl_tuning_class){fcl_variant_find(knames[k]), FCL_F32, 16, 16, is_attention(k), 0};
+}
 
 /* On a CPU the forward is attention_fwd_cpu, on NVIDIA the f32 forward is
  * attention_fwd_mma (3xTF32); FCL_CPU_KERNEL=0 and FCL_F32_TENSOR_CORES=0
  * bring back the portable attention_fwd, whose rows these tests also check. */
-static void select_forward(fcl_kernel_id k) {
-  if (k == FCL_KERNEL_ATTN_FWD) {
+static void select_forward(kid k) {
+  if (k == K_ATTN_FWD) {
     setenv("FCL_CPU_KERNEL", "0", 1);
     setenv("FCL_F32_TENSOR_CORES", "0", 1);
   } else {
@@ -119,67 +123,65 @@ static void select_forward(fcl_kernel_id k) {
 
 /* Whether the library runs kernel k for its class above on this device
  * (fa-tune's `all` tunes exactly those; attention_fwd is named besides). */
-static bool runs_here(fcl_kernel_id k) {
-  if (k == FCL_KERNEL_ATTN_FWD || k == FCL_KERNEL_ATTN_BWD) return true;
-  if (k != FCL_KERNEL_ATTN_FWD_MMA && k != FCL_KERNEL_ATTN_FWD_CPU) return true;
+static bool runs_here(kid k) {
+  if (k == K_ATTN_FWD || k == K_ATTN_BWD) return true;
+  if (k != K_ATTN_FWD_MMA && k != K_ATTN_FWD_CPU) return true;
   setenv("FCL_TUNING_DB", "off", 1);
   select_forward(k);
   fcl_context *ctx = NULL;
-  bool fast = false, cpu = false;
-  if (fcl_context_create(NULL, &ctx) == FCL_OK) {
-    fcl_attention_desc d = FCL_ATTENTION_DESC_INIT;
-    d.head_dim = d.head_dim_v = classes[k].head_dim;
-    if (fcl_attention_fast_applies(ctx, &d, classes[k].dtype, &fast) != FCL_OK) fast = false;
-    cpu = fcl_attention_cpu_applies(ctx);
-  }
+  bool runs = false;
+  const fcl_tuning_class c = class_of(k);
+  if (fcl_context_create(NULL, &ctx) == FCL_OK && fcl_tuning_runs(ctx, &c, false, &runs) != FCL_OK)
+    runs = false;
   fcl_context_destroy(ctx);
-  return k == FCL_KERNEL_ATTN_FWD_MMA ? fast : cpu;
+  return runs;
 }
 
 /* The configuration a fresh context with FCL_TUNING_DB=db chooses for a
  * kernel's class, through the public API. */
-static bool config_of(const char *db, fcl_kernel_id k, fcl_config_info *info) {
+static bool config_of(const char *db, kid k, fcl_config_info *info) {
   setenv("FCL_TUNING_DB", db, 1);
   select_forward(k);
   fcl_context *ctx = NULL;
   if (fcl_context_create(NULL, &ctx) != FCL_OK) return false;
   fcl_status s;
-  if (fcl_kernel_is_attention(k)) {
+  if (is_attention(k)) {
     fcl_attention_desc d = FCL_ATTENTION_DESC_INIT;
     d.batch = 1, d.seqlen_q = d.seqlen_k = 200, d.heads_q = d.heads_kv = 2;
     d.head_dim = d.head_dim_v = 16, d.causal = 1;
-    s = fcl_attention_config(ctx, &d, FCL_F32, k == FCL_KERNEL_ATTN_BWD, info);
+    s = fcl_attention_config(ctx, &d, FCL_F32, k == K_ATTN_BWD, info);
   } else {
     fcl_rwkv6_desc d = FCL_RWKV6_DESC_INIT;
     d.batch = 1, d.seqlen = 200, d.heads = 2, d.head_dim_k = d.head_dim_v = 16;
-    d.algorithm = k == FCL_KERNEL_RWKV6_CHUNKED ? FCL_RWKV6_CHUNKED : FCL_RWKV6_RECURRENT;
-    s = fcl_rwkv6_config(ctx, &d, FCL_F32, k == FCL_KERNEL_RWKV6_BWD, info);
+    d.algorithm = k == K_RWKV6_CHUNKED ? FCL_RWKV6_CHUNKED : FCL_RWKV6_RECURRENT;
+    s = fcl_rwkv6_config(ctx, &d, FCL_F32, k == K_RWKV6_BWD, info);
   }
   fcl_context_destroy(ctx);
-  select_forward(FCL_KERNEL_COUNT);
-  return s == FCL_OK && strcmp(info->kernel, fcl_kernel_get(k)->name) == 0;
+  select_forward(K_COUNT);
+  return s == FCL_OK && strcmp(info->kernel, knames[k]) == 0;
 }
 
 /* Runs a kernel's check problem in a fresh context with FCL_TUNING_DB=db
  * and compares with the double-precision reference. */
-static bool answers_ok(const char *db, fcl_kernel_id k, char *why, size_t n) {
+static bool answers_ok(const char *db, kid k, char *why, size_t n) {
   setenv("FCL_TUNING_DB", db, 1);
   select_forward(k);
   fcl_context *ctx = NULL;
   if (fcl_context_create(NULL, &ctx) != FCL_OK) {
     snprintf(why, n, "context: %s", fcl_context_last_error(NULL));
-    select_forward(FCL_KERNEL_COUNT);
+    select_forward(K_COUNT);
     return false;
   }
-  tune_workload *w = tune_workload_create(ctx, &classes[k],
-                                          fcl_kernel_is_attention(k) ? 203 : 151, 2, true,
+  const fcl_tuning_class c = class_of(k);
+  tune_workload *w = tune_workload_create(ctx, &c,
+                                          is_attention(k) ? 203 : 151, 2, true,
                                           why, n);
   bool ok = w && tune_workload_poison(w) == FCL_OK && tune_workload_run(w) == FCL_OK &&
             tune_workload_check(w, why, n);
   if (w && !ok && !*why) snprintf(why, n, "%s", fcl_context_last_error(ctx));
   tune_workload_free(w);
   fcl_context_destroy(ctx);
-  select_forward(FCL_KERNEL_COUNT);
+  select_forward(K_COUNT);
   return ok;
 }
 
@@ -191,11 +193,11 @@ static void copy_file(const char *from, const char *to) {
 
 static void test_missing(void) {
   fcl_config_info info;
-  bool ok = config_of(path("missing.db"), FCL_KERNEL_ATTN_FWD, &info);
+  bool ok = config_of(path("missing.db"), K_ATTN_FWD, &info);
   check(ok && contains(info.source, "built-in defaults") && contains(info.source, "no file"),
         "missing database: defaults (%s)", info.source);
   char why[512] = "";
-  check(answers_ok(path("missing.db"), FCL_KERNEL_ATTN_FWD, why, sizeof why),
+  check(answers_ok(path("missing.db"), K_ATTN_FWD, why, sizeof why),
         "missing database: attention forward matches the reference %s", why);
 }
 
@@ -207,21 +209,21 @@ static void test_tuned(const char *db) {
   check(rc == 0, "tiny fa-tune of every kernel exits 0 (got %d)", rc);
   /* Every kernel the device runs: the tensor-core forward on NVIDIA, the
    * CPU forward on CPUs. */
-  for (int k = 0; k < FCL_KERNEL_COUNT; ++k) {
-    if (!runs_here((fcl_kernel_id)k)) continue;
-    const char *name = fcl_kernel_get((fcl_kernel_id)k)->name;
+  for (int k = 0; k < K_COUNT; ++k) {
+    if (!runs_here((kid)k)) continue;
+    const char *name = knames[k];
     char sql[256], stored[160] = "";
     snprintf(sql, sizeof sql, "SELECT params FROM tuning WHERE kernel='%s'", name);
     bool have = db_text(db, sql, stored, sizeof stored);
     check(have, "%s: a row was written (%s)", name, stored);
     fcl_config_info info;
-    bool ok = config_of(db, (fcl_kernel_id)k, &info);
+    bool ok = config_of(db, (kid)k, &info);
     check(ok && contains(info.source, "tuning database") && contains(info.source, "this driver") &&
               strcmp(info.params, stored) == 0,
           "%s: a second context uses the stored row (%s from %s)", name, info.params, info.source);
     char why1[512] = "", why2[512] = "";
-    bool tuned_ok = answers_ok(db, (fcl_kernel_id)k, why1, sizeof why1);
-    bool def_ok = answers_ok("off", (fcl_kernel_id)k, why2, sizeof why2);
+    bool tuned_ok = answers_ok(db, (kid)k, why1, sizeof why1);
+    bool def_ok = answers_ok("off", (kid)k, why2, sizeof why2);
     check(tuned_ok && def_ok, "%s: tuned and default configurations both match the reference %s%s",
           name, why1, why2);
   }
@@ -235,14 +237,14 @@ static void test_stale_kernel(const char *db) {
      g_cl, dir, dir);
   setenv("FCL_KERNEL_DIR", dir, 1);
   fcl_config_info info;
-  bool ok = config_of(db, FCL_KERNEL_ATTN_FWD, &info);
+  bool ok = config_of(db, K_ATTN_FWD, &info);
   check(ok && contains(info.source, "built-in defaults") && contains(info.source, "changed kernel"),
         "changed kernel source: its rows are not used (%s)", info.source);
-  ok = config_of(db, FCL_KERNEL_RWKV6_BWD, &info);
+  ok = config_of(db, K_RWKV6_BWD, &info);
   check(ok && contains(info.source, "tuning database"),
         "changed kernel source: other kernels' rows still are (%s)", info.source);
   char why[512] = "";
-  check(answers_ok(db, FCL_KERNEL_ATTN_FWD, why, sizeof why),
+  check(answers_ok(db, K_ATTN_FWD, why, sizeof why),
         "changed kernel source: attention forward matches the reference %s", why);
   unsetenv("FCL_KERNEL_DIR");
 }
@@ -252,12 +254,12 @@ static void test_driver(const char *db) {
   copy_file(db, other);
   db_exec(other, "UPDATE tuning SET driver='0.0-another-driver'");
   fcl_config_info tuned, info, def;
-  config_of(db, FCL_KERNEL_ATTN_FWD, &tuned);
-  bool ok = config_of(other, FCL_KERNEL_ATTN_FWD, &info);
+  config_of(db, K_ATTN_FWD, &tuned);
+  bool ok = config_of(other, K_ATTN_FWD, &info);
   check(ok && contains(info.source, "another driver") && strcmp(info.params, tuned.params) == 0,
         "rows of another driver serve as a fallback (%s)", info.source);
   /* With a row for this driver too, that one wins. */
-  config_of("off", FCL_KERNEL_ATTN_FWD, &def);
+  config_of("off", K_ATTN_FWD, &def);
   char sql[1024];
   snprintf(sql, sizeof sql,
            "INSERT INTO tuning SELECT platform, vendor, device, compute_units, '%s', kernel,"
@@ -278,7 +280,7 @@ static void test_driver(const char *db) {
   snprintf(final_sql, sizeof final_sql, "%.*s%s%s", (int)(at - sql), sql, driver,
            at + strlen("__DRIVER__"));
   db_exec(other, final_sql);
-  ok = config_of(other, FCL_KERNEL_ATTN_FWD, &info);
+  ok = config_of(other, K_ATTN_FWD, &info);
   check(ok && contains(info.source, "this driver") && strcmp(info.params, def.params) == 0,
         "a row of this driver is preferred to another driver's (%s from %s)", info.params,
         info.source);
@@ -290,19 +292,19 @@ static void test_damaged(const char *db) {
   for (int i = 0; f && i < 512; ++i) fputs("this is not a database ", f);
   if (f) fclose(f);
   fcl_config_info info;
-  bool ok = config_of(bad, FCL_KERNEL_ATTN_FWD, &info);
+  bool ok = config_of(bad, K_ATTN_FWD, &info);
   check(ok && contains(info.source, "built-in defaults"), "garbage file: defaults (%s)",
         info.source);
   char why[512] = "";
-  check(answers_ok(bad, FCL_KERNEL_ATTN_FWD, why, sizeof why),
+  check(answers_ok(bad, K_ATTN_FWD, why, sizeof why),
         "garbage file: attention forward still runs and matches %s", why);
   /* A truncated copy of a real database. */
   const char *cut = path("truncated.db");
   copy_file(db, cut);
   sh("truncate -s 3000 '%s'", cut);
-  ok = config_of(cut, FCL_KERNEL_ATTN_BWD, &info);
+  ok = config_of(cut, K_ATTN_BWD, &info);
   check(ok, "truncated database: the choice does not fail (%s)", info.source);
-  check(answers_ok(cut, FCL_KERNEL_ATTN_BWD, why, sizeof why),
+  check(answers_ok(cut, K_ATTN_BWD, why, sizeof why),
         "truncated database: attention backward runs and matches %s", why);
   /* fa-tune keeps the damaged file aside and starts anew. */
   int rc = sh("'%s' --db '%s' --ops rwkv6_bwd --dtypes f32 --head-dims 16 --buckets 0 "
@@ -329,15 +331,15 @@ static void test_locked(const char *db) {
   sqlite3_exec(holder, "PRAGMA journal_mode=DELETE; BEGIN EXCLUSIVE; "
                        "UPDATE tuning SET time_ms = time_ms;", NULL, NULL, NULL);
   fcl_config_info info;
-  bool ok = config_of(locked, FCL_KERNEL_ATTN_FWD, &info);
+  bool ok = config_of(locked, K_ATTN_FWD, &info);
   check(ok && contains(info.source, "locked"), "locked database: defaults (%s)",
         info.source);
   char why[512] = "";
-  check(answers_ok(locked, FCL_KERNEL_ATTN_FWD, why, sizeof why),
+  check(answers_ok(locked, K_ATTN_FWD, why, sizeof why),
         "locked database: attention forward runs and matches %s", why);
   sqlite3_exec(holder, "ROLLBACK", NULL, NULL, NULL);
   sqlite3_close(holder);
-  ok = config_of(locked, FCL_KERNEL_ATTN_FWD, &info);
+  ok = config_of(locked, K_ATTN_FWD, &info);
   check(ok && contains(info.source, "tuning database"), "unlocked again: rows used (%s)",
         info.source);
 }
@@ -350,7 +352,7 @@ static void test_read_only(const char *db) {
   char ro[4200];
   snprintf(ro, sizeof ro, "%s/tuning.db", dir);
   fcl_config_info info;
-  bool ok = config_of(ro, FCL_KERNEL_RWKV6_BWD, &info);
+  bool ok = config_of(ro, K_RWKV6_BWD, &info);
   check(ok && contains(info.source, "tuning database"),
         "read-only database in a read-only directory: rows used (%s)", info.source);
   sh("chmod 0755 '%s'", dir);
@@ -396,7 +398,7 @@ static void test_export_import(const char *db) {
   const long long b = db_scalar(copy, "SELECT count(*) FROM tuning");
   check(rc == 0 && a > 0 && a == b, "export then import: %lld rows, %lld imported", a, b);
   fcl_config_info x, y;
-  check(config_of(db, FCL_KERNEL_ATTN_BWD, &x) && config_of(copy, FCL_KERNEL_ATTN_BWD, &y) &&
+  check(config_of(db, K_ATTN_BWD, &x) && config_of(copy, K_ATTN_BWD, &y) &&
             strcmp(x.params, y.params) == 0,
         "imported rows give the same choice (%s)", y.params);
   FILE *f = fopen(path("bad.json"), "w");

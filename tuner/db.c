@@ -2,7 +2,6 @@
  * timeout, damaged files kept aside, never overwritten), one transaction
  * per device with bound parameters, and --show. */
 #include "tune.h"
-#include "tuning_db.h"
 
 #include <errno.h>
 #include <sqlite3.h>
@@ -169,7 +168,9 @@ bool tune_db_put(sqlite3 *db, fcl_context *ctx, const fcl_tuning_class *cls,
       " time_ms, throughput, unit, default_params, default_time_ms, lengths, tool_version,"
       " created) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
   char hash[33], lengths[64], created[32];
-  if (fcl_kernel_hash(ctx, cls->kernel, hash) != FCL_OK) {
+  fcl_tuning_device d_;
+  if (fcl_variant_hash(ctx, cls->variant, hash) != FCL_OK ||
+      fcl_tuning_device_info(ctx, &d_) != FCL_OK) {
     snprintf(why, n, "kernel sources: %s", fcl_context_last_error(ctx));
     return false;
   }
@@ -177,17 +178,17 @@ bool tune_db_put(sqlite3 *db, fcl_context *ctx, const fcl_tuning_class *cls,
            (long long)r->bh);
   time_t t = time(NULL);
   strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
-  const fcl_device_info *d = &ctx->info;
+  const fcl_tuning_device *d = &d_;
   sqlite3_stmt *st = NULL;
   int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
   if (rc == SQLITE_OK) {
     int i = 1;
-    sqlite3_bind_text(st, i++, d->platform_name, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, i++, d->platform, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, i++, d->vendor, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, i++, d->device_name, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, i++, d->device, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(st, i++, (sqlite3_int64)d->compute_units);
-    sqlite3_bind_text(st, i++, d->driver_version, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(st, i++, fcl_kernel_get(cls->kernel)->name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, i++, d->driver, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, i++, fcl_variant_name(cls->variant), -1, SQLITE_STATIC);
     sqlite3_bind_text(st, i++, hash, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(st, i++, fcl_dtype_name(cls->dtype), -1, SQLITE_STATIC);
     sqlite3_bind_int(st, i++, cls->head_dim);
@@ -196,8 +197,8 @@ bool tune_db_put(sqlite3 *db, fcl_context *ctx, const fcl_tuning_class *cls,
     sqlite3_bind_int(st, i++, cls->bucket);
     sqlite3_bind_text(st, i++, r->params, -1, SQLITE_TRANSIENT);
     sqlite3_bind_double(st, i++, r->ms);
-    sqlite3_bind_double(st, i++, tune_throughput(cls->kernel, r->work, r->ms));
-    sqlite3_bind_text(st, i++, tune_unit(cls->kernel), -1, SQLITE_STATIC);
+    sqlite3_bind_double(st, i++, tune_throughput(cls->variant, r->work, r->ms));
+    sqlite3_bind_text(st, i++, tune_unit(cls->variant), -1, SQLITE_STATIC);
     sqlite3_bind_text(st, i++, r->default_params, -1, SQLITE_TRANSIENT);
     sqlite3_bind_double(st, i++, r->default_ms);
     sqlite3_bind_text(st, i++, lengths, -1, SQLITE_TRANSIENT);
@@ -219,16 +220,19 @@ bool tune_db_has(sqlite3 *db, fcl_context *ctx, const fcl_tuning_class *cls) {
       " AND compute_units=?4 AND driver=?5 AND kernel=?6 AND kernel_hash=?7 AND dtype=?8"
       " AND head_dim=?9 AND head_dim_v=?10 AND causal=?11 AND seqlen_bucket=?12";
   char hash[33];
-  if (fcl_kernel_hash(ctx, cls->kernel, hash) != FCL_OK) return false;
-  const fcl_device_info *d = &ctx->info;
+  fcl_tuning_device d_;
+  if (fcl_variant_hash(ctx, cls->variant, hash) != FCL_OK ||
+      fcl_tuning_device_info(ctx, &d_) != FCL_OK)
+    return false;
+  const fcl_tuning_device *d = &d_;
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return false;
-  sqlite3_bind_text(st, 1, d->platform_name, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 1, d->platform, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 2, d->vendor, -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, 3, d->device_name, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 3, d->device, -1, SQLITE_STATIC);
   sqlite3_bind_int64(st, 4, (sqlite3_int64)d->compute_units);
-  sqlite3_bind_text(st, 5, d->driver_version, -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, 6, fcl_kernel_get(cls->kernel)->name, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 5, d->driver, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 6, fcl_variant_name(cls->variant), -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 7, hash, -1, SQLITE_TRANSIENT);
   sqlite3_bind_text(st, 8, fcl_dtype_name(cls->dtype), -1, SQLITE_STATIC);
   sqlite3_bind_int(st, 9, cls->head_dim);
@@ -246,15 +250,20 @@ int tune_db_show(sqlite3 *db, fcl_context *ctx) {
       " throughput, unit, default_time_ms, driver, kernel_hash, created FROM tuning"
       " WHERE platform=?1 AND vendor=?2 AND device=?3 AND compute_units=?4"
       " ORDER BY kernel, dtype, head_dim, head_dim_v, causal, seqlen_bucket, driver";
-  const fcl_device_info *d = &ctx->info;
+  fcl_tuning_device d_;
+  if (fcl_tuning_device_info(ctx, &d_) != FCL_OK) {
+    fprintf(stderr, "fa-tune: --show: %s\n", fcl_context_last_error(ctx));
+    return 1;
+  }
+  const fcl_tuning_device *d = &d_;
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
     fprintf(stderr, "fa-tune: --show: %s\n", sqlite3_errmsg(db));
     return 1;
   }
-  sqlite3_bind_text(st, 1, d->platform_name, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 1, d->platform, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 2, d->vendor, -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, 3, d->device_name, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 3, d->device, -1, SQLITE_STATIC);
   sqlite3_bind_int64(st, 4, (sqlite3_int64)d->compute_units);
   printf("device: %s (%u compute units)\n", d->label, d->compute_units);
   printf("%-16s %-5s %7s %-6s %-6s %-58s %9s %10s %8s  %s\n", "kernel", "dtype", "d/dv",
@@ -262,12 +271,12 @@ int tune_db_show(sqlite3 *db, fcl_context *ctx) {
   int rows = 0;
   while (sqlite3_step(st) == SQLITE_ROW) {
     const char *kernel = txt(st, 0);
-    fcl_kernel_id id;
+    const fcl_variant *id = kernel ? fcl_variant_find(kernel) : NULL;
     char hash[33] = "", note[200] = "";
-    if (kernel && fcl_kernel_from_name(kernel, &id) && fcl_kernel_hash(ctx, id, hash) == FCL_OK &&
+    if (id && fcl_variant_hash(ctx, id, hash) == FCL_OK &&
         strcmp(hash, txt(st, 12)) != 0)
       snprintf(note, sizeof note, "stale: kernel changed since");
-    if (strcmp(txt(st, 11), d->driver_version) != 0)
+    if (strcmp(txt(st, 11), d->driver) != 0)
       snprintf(note + strlen(note), sizeof note - strlen(note), "%sdriver %s", *note ? "; " : "",
                txt(st, 11));
     char dims[24];

@@ -3,8 +3,6 @@
  * reads. See --help. */
 #include "tune.h"
 
-#include "attention.h"
-
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -16,8 +14,9 @@
 typedef struct {
   const char *device, *db, *export_file, *import_file, *replay_file;
   bool        list, show, all_devices, resume;
-  int         kernels[FCL_KERNEL_COUNT], nkernels;
-  bool        named[FCL_KERNEL_COUNT]; /* asked for by name, not by an alias */
+  /* The variants asked for, and whether by name (not by an alias); a
+   * variant's index is its place in the registry (fcl_variant_at). */
+  bool        wanted[32], named[32];
   fcl_dtype   dtypes[3];
   int         ndtypes;
   int         dims[8], ndims;
@@ -76,34 +75,31 @@ static int split(const char *s, char items[][32], int max) {
   return n;
 }
 
-static bool add_kernel(options *o, fcl_kernel_id k) {
-  for (int i = 0; i < o->nkernels; ++i)
-    if (o->kernels[i] == (int)k) return true;
-  o->kernels[o->nkernels++] = (int)k;
-  return true;
+/* Adds every variant of op (all with op < 0). */
+static void add_op(options *o, int op) {
+  for (int i = 0; i < fcl_variant_count(); ++i)
+    if (op < 0 || fcl_variant_op(fcl_variant_at(i)) == (fcl_tuning_op)op) o->wanted[i] = true;
 }
 
 static bool parse_ops(options *o, const char *s) {
   char items[16][32];
   int n = split(s, items, 16);
   for (int i = 0; i < n; ++i) {
-    fcl_kernel_id k;
+    const fcl_variant *v = fcl_variant_find(items[i]);
     if (strcmp(items[i], "all") == 0) {
-      for (int j = 0; j < FCL_KERNEL_COUNT; ++j) add_kernel(o, (fcl_kernel_id)j);
+      add_op(o, -1);
     } else if (strcmp(items[i], "fwd") == 0) {
-      add_kernel(o, FCL_KERNEL_ATTN_FWD);
-      add_kernel(o, FCL_KERNEL_ATTN_FWD_MMA);
-      add_kernel(o, FCL_KERNEL_ATTN_FWD_CPU);
+      add_op(o, FCL_TUNING_ATTENTION_FWD);
     } else if (strcmp(items[i], "bwd") == 0) {
-      add_kernel(o, FCL_KERNEL_ATTN_BWD);
+      add_op(o, FCL_TUNING_ATTENTION_BWD);
     } else if (strcmp(items[i], "rwkv6-fwd") == 0) {
-      add_kernel(o, FCL_KERNEL_RWKV6_RECURRENT);
-      add_kernel(o, FCL_KERNEL_RWKV6_CHUNKED);
+      add_op(o, FCL_TUNING_RWKV6_RECURRENT);
+      add_op(o, FCL_TUNING_RWKV6_CHUNKED);
     } else if (strcmp(items[i], "rwkv6-bwd") == 0) {
-      add_kernel(o, FCL_KERNEL_RWKV6_BWD);
-    } else if (fcl_kernel_from_name(items[i], &k)) {
-      add_kernel(o, k);
-      o->named[k] = true;
+      add_op(o, FCL_TUNING_RWKV6_BWD);
+    } else if (v) {
+      for (int j = 0; j < fcl_variant_count(); ++j)
+        if (fcl_variant_at(j) == v) o->wanted[j] = o->named[j] = true;
     } else {
       fprintf(stderr, "fa-tune: --ops: unknown op '%s'\n", items[i]);
       return false;
@@ -208,7 +204,9 @@ static int parse(int argc, char **argv, options *o) {
       return 2;
     }
   }
-  if (!o->nkernels) parse_ops(o, "all");
+  bool any = false;
+  for (int i = 0; i < fcl_variant_count(); ++i) any |= o->wanted[i];
+  if (!any) parse_ops(o, "all");
   if (!o->ndtypes) {
     o->dtypes[0] = FCL_F32, o->dtypes[1] = FCL_F16, o->dtypes[2] = FCL_BF16;
     o->ndtypes = 3;
@@ -249,39 +247,28 @@ typedef struct {
 } tuned;
 
 static void describe(const fcl_tuning_class *c, char *out, size_t n) {
-  const bool attn = fcl_kernel_is_attention(c->kernel);
-  snprintf(out, n, "%s %s d=%d%s len %lld", fcl_kernel_get(c->kernel)->name,
+  const bool attn = tune_is_attention(c->variant);
+  snprintf(out, n, "%s %s d=%d%s len %lld", fcl_variant_name(c->variant),
            fcl_dtype_name(c->dtype), c->head_dim, attn ? (c->causal ? " causal" : " full") : "",
            (long long)fcl_seqlen_bucket_length(c->bucket));
 }
 
-/* Tuning order: what the library runs most first, so that a budget spent
- * early (builds cost seconds a candidate on some drivers) leaves the less
- * used classes untuned, not the forward: the forwards, the attention
- * backward, the RWKV6 recurrent forward (AUTO's choice) and backward, the
- * chunked RWKV6 forward last. */
-static const fcl_kernel_id tune_order[FCL_KERNEL_COUNT] = {
-    FCL_KERNEL_ATTN_FWD_MMA, FCL_KERNEL_ATTN_FWD_CPU,    FCL_KERNEL_ATTN_FWD,
-    FCL_KERNEL_ATTN_BWD,     FCL_KERNEL_RWKV6_RECURRENT, FCL_KERNEL_RWKV6_BWD,
-    FCL_KERNEL_RWKV6_CHUNKED};
-
+/* Tuning order: the registry's (flashcl_tuning.h), what the library runs
+ * most first, so that a budget spent early leaves the less used classes
+ * untuned, not the forward. */
 static int classes_of(const options *o, fcl_tuning_class *out, int max) {
-  int order[FCL_KERNEL_COUNT], nk = 0;
-  for (int r = 0; r < FCL_KERNEL_COUNT; ++r)
-    for (int k = 0; k < o->nkernels; ++k)
-      if (o->kernels[k] == (int)tune_order[r]) order[nk++] = o->kernels[k];
   int n = 0;
-  for (int ki = 0; ki < nk; ++ki)
+  for (int ki = 0; ki < fcl_variant_count(); ++ki) {
+    if (!o->wanted[ki]) continue;
+    const fcl_variant *v = fcl_variant_at(ki);
+    const bool attn = tune_is_attention(v);
     for (int t = 0; t < o->ndtypes; ++t)
-      for (int d = 0; d < o->ndims; ++d) {
-        const int k = order[ki];
-        const bool attn = fcl_kernel_is_attention((fcl_kernel_id)k);
+      for (int d = 0; d < o->ndims; ++d)
         for (int c = 0; c < (attn ? o->ncausal : 1); ++c)
           for (int b = 0; b < o->nbuckets && n < max; ++b)
-            out[n++] = (fcl_tuning_class){(fcl_kernel_id)k, o->dtypes[t],
-                                          o->dims[d], o->dims[d], attn ? o->causal[c] : 0,
-                                          o->buckets[b]};
-      }
+            out[n++] = (fcl_tuning_class){v, o->dtypes[t], o->dims[d], o->dims[d],
+                                          attn ? o->causal[c] : 0, o->buckets[b]};
+  }
   return n;
 }
 
@@ -312,8 +299,8 @@ static int drop_tuned(const char *path, fcl_context *ctx, fcl_tuning_class *cls,
   if (!db) return 0; /* tuning will say why it cannot store */
   int held = 0;
   for (int i = 0; i < n; ++i)
-    if (cls[i].kernel != FCL_KERNEL_COUNT && tune_db_has(db, ctx, &cls[i])) {
-      cls[i].kernel = FCL_KERNEL_COUNT;
+    if (cls[i].variant && tune_db_has(db, ctx, &cls[i])) {
+      cls[i].variant = NULL;
       ++held;
     }
   tune_db_close(db);
@@ -360,34 +347,23 @@ static int tune_device(const options *o, const char *sel, const char *path) {
     fcl_context_destroy(ctx);
     return status;
   }
-  /* Each kernel only for the classes the library runs it on here: the
-   * tensor-core forward and backward take f16 and bf16 (and f32 with
-   * FCL_F32_TENSOR_CORES) on NVIDIA, the CPU forward replaces the portable
-   * one on CPUs. The portable kernels are still tuned where they stand in
-   * if named in --ops (not by an alias). Without this the H100's budget
-   * went to portable classes that never run (274 of 480 s). */
-  const bool cpu_fwd = fcl_attention_cpu_applies(ctx);
-  for (int i = 0, m = n; i < m; ++i) {
-    const fcl_kernel_id k = cls[i].kernel;
-    fcl_attention_desc d = FCL_ATTENTION_DESC_INIT;
-    d.head_dim = cls[i].head_dim, d.head_dim_v = cls[i].head_dim_v;
-    bool applies = true, fast = false;
-    if (k == FCL_KERNEL_ATTN_FWD_CPU) applies = cpu_fwd;
-    if (k == FCL_KERNEL_ATTN_FWD_MMA || (k == FCL_KERNEL_ATTN_FWD && !o->named[k])) {
-      if (fcl_attention_fast_applies(ctx, &d, cls[i].dtype, &fast) != FCL_OK) fast = false;
-      applies = k == FCL_KERNEL_ATTN_FWD_MMA ? fast : !fast && !cpu_fwd;
-    }
-    if (k == FCL_KERNEL_ATTN_BWD && !o->named[k]) {
-      if (fcl_attention_bwd_fast_applies(ctx, &d, cls[i].dtype, &fast) != FCL_OK) fast = false;
-      applies = !fast;
-    }
-    if (!applies) cls[i].kernel = FCL_KERNEL_COUNT; /* dropped below */
+  /* Each variant only for the classes the library runs it on here (its
+   * plan: the tensor cores on NVIDIA, the CPU forward on CPUs), or where it
+   * stands in if named in --ops (not by an alias): the portable kernels.
+   * Without this the H100's budget went to portable classes that never
+   * run (274 of 480 s). */
+  for (int i = 0; i < n; ++i) {
+    int vi = 0;
+    while (fcl_variant_at(vi) != cls[i].variant) ++vi;
+    bool runs = false;
+    if (fcl_tuning_runs(ctx, &cls[i], o->named[vi], &runs) != FCL_OK) runs = false;
+    if (!runs) cls[i].variant = NULL; /* dropped below */
   }
   int held = 0;
   if (o->resume) held = drop_tuned(path, ctx, cls, n);
   int kept = 0;
   for (int i = 0; i < n; ++i)
-    if (cls[i].kernel != FCL_KERNEL_COUNT) cls[kept++] = cls[i];
+    if (cls[i].variant) cls[kept++] = cls[i];
   n = kept;
   if (o->resume) fprintf(stderr, "fa-tune: --resume: %d classes tuned already\n", held);
   int ndone = 0;
@@ -409,7 +385,7 @@ static int tune_device(const options *o, const char *sel, const char *path) {
     st.budget_s = (o->budget_s - (tu_now() - t0)) / (n - i);
     if (st.budget_s < 0.5) st.budget_s = 0.5;
     for (int j = ndone - 1; j >= 0 && !st.seed; --j)
-      if (done[j].cls.kernel == cls[i].kernel && done[j].cls.dtype == cls[i].dtype &&
+      if (done[j].cls.variant == cls[i].variant && done[j].cls.dtype == cls[i].dtype &&
           done[j].cls.head_dim == cls[i].head_dim)
         st.seed = done[j].res.params;
     tune_result r;
@@ -422,7 +398,7 @@ static int tune_device(const options *o, const char *sel, const char *path) {
     tune_log("fa-tune: %-44s %s  %.4f ms, %.2fx the defaults (%.3g %s; %d of %d points "
              "tried, %d rejected)",
              what, r.params, r.ms, r.default_ms / r.ms,
-             tune_throughput(cls[i].kernel, r.work, r.ms), tune_unit(cls[i].kernel), r.tried,
+             tune_throughput(cls[i].variant, r.work, r.ms), tune_unit(cls[i].variant), r.tried,
              r.points, r.rejected);
   }
   tune_progress_end();

@@ -42,10 +42,12 @@ int tune_db_export(sqlite3 *db, fcl_context *ctx, const char *file) {
     fprintf(stderr, "fa-tune: --export: %s\n", sqlite3_errmsg(db));
     return 1;
   }
-  const fcl_device_info *d = &ctx->info;
-  sqlite3_bind_text(st, 1, d->platform_name, -1, SQLITE_STATIC);
+  fcl_tuning_device d_;
+  fcl_tuning_device_info(ctx, &d_);
+  const fcl_tuning_device *d = &d_;
+  sqlite3_bind_text(st, 1, d->platform, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 2, d->vendor, -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, 3, d->device_name, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 3, d->device, -1, SQLITE_STATIC);
   sqlite3_bind_int64(st, 4, (sqlite3_int64)d->compute_units);
   FILE *f = strcmp(file, "-") == 0 ? stdout : fopen(file, "w");
   if (!f) {
@@ -222,8 +224,7 @@ int tune_db_import(sqlite3 *db, const char *file) {
         snprintf(r.err, sizeof r.err, "row %d: \"%s\" is missing", rows + 1, columns[i]);
         status = 1;
       }
-    fcl_kernel_id k;
-    if (status == 0 && !fcl_kernel_from_name(vals[5].text, &k)) {
+    if (status == 0 && !fcl_variant_find(vals[5].text)) {
       snprintf(r.err, sizeof r.err, "row %d: unknown kernel \"%s\"", rows + 1, vals[5].text);
       status = 1;
     }

@@ -8,8 +8,6 @@
  * class's time budget. */
 #include "tune.h"
 
-#include "attention.h"
-#include "rwkv6.h"
 #include "test_util.h"
 
 #include <math.h>
@@ -33,7 +31,7 @@
 #define CUTOFF_FACTOR 2.0
 
 typedef struct {
-  int    idx[TUNE_MAX_AXES];
+  int    idx[FCL_TUNING_MAX_AXES];
   char   params[160];
   double ms; /* < 0: not yet timed; INFINITY: rejected */
 } point;
@@ -99,7 +97,7 @@ static double replayed(search *s, const char *params, char *why, size_t n) {
 /* Checks and times one parameter set. */
 static double evaluate(search *s, const char *params, char *why, size_t n) {
   if (s->st->replay) return replayed(s, params, why, n);
-  fcl_kernel_id k = s->sp.kernel;
+  const fcl_variant *k = s->sp.cls.variant;
   const double t0 = now();
   fcl_status st = fcl_tuning_override(s->ctx, k, params);
   double ms = -1;
@@ -121,47 +119,20 @@ static double evaluate(search *s, const char *params, char *why, size_t n) {
   return ms;
 }
 
-/* Points legal on the device but not worth building there. */
-static bool worth_trying(const fcl_device_info *dev, const fcl_tuning_class *cls,
-                         const void *cfg) {
-  const fcl_kernel_id k = cls->kernel;
-  size_t wg = 0, pm = dev->preferred_multiple;
-  if (k == FCL_KERNEL_ATTN_FWD) {
-    const fcl_attention_fwd_config *c = cfg;
-    wg = (size_t)c->wg_rows * c->wg_cols;
-  } else if (k == FCL_KERNEL_ATTN_BWD) {
-    const fcl_attention_bwd_config *c = cfg;
-    wg = (size_t)c->wg_rows * c->wg_cols;
-  } else if ((k == FCL_KERNEL_RWKV6_RECURRENT || k == FCL_KERNEL_RWKV6_CHUNKED) &&
-             !dev->is_cpu) {
-    const fcl_rwkv6_fwd_config *c = cfg;
-    const int kr = (cls->head_dim + c->ks - 1) / c->ks;
-    wg = (size_t)c->vs * c->ks;
-    /* A GPU keeps the state block in registers: past 64 floats it spills.
-     * On the H100 a 128-float block (TC=16 KS=4 VS=2 VC=4, K=128) took
-     * 166 s to build and ran 40x slower than the defaults. */
-    if (kr * c->vc > 64) return false;
-  }
-  /* Whole warps or SIMD groups: a work-group of whole preferred multiples. */
-  return wg == 0 || pm <= 1 || pm > 64 || wg % pm == 0;
-}
-
 /* Enumerates the valid points of the space (in axis order). */
 static void enumerate(search *s) {
-  const fcl_kernel_desc *kd = fcl_kernel_get(s->sp.kernel);
-  int idx[TUNE_MAX_AXES] = {0};
-  fcl_device_probe(s->ctx); /* the preferred multiple worth_trying() reads */
+  int idx[FCL_TUNING_MAX_AXES] = {0};
   s->pts = calloc(MAX_POINTS, sizeof *s->pts);
   if (!s->pts) return;
   for (;;) {
-    _Alignas(16) unsigned char cfg[256];
-    kd->defaults(&s->ctx->info, &s->sp.cls, cfg);
-    tune_space_config(&s->sp, idx, cfg);
-    if (s->npts < MAX_POINTS && kd->valid(&s->ctx->info, &s->sp.cls, cfg, NULL, 0) &&
-        worth_trying(&s->ctx->info, &s->sp.cls, cfg)) {
+    fcl_config cfg;
+    fcl_tuning_defaults(s->ctx, &s->sp.cls, &cfg);
+    tune_space_config(&s->sp, idx, &cfg);
+    if (s->npts < MAX_POINTS && fcl_tuning_valid(s->ctx, &s->sp.cls, &cfg, NULL, 0) &&
+        fcl_tuning_worth_trying(s->ctx, &s->sp.cls, &cfg)) {
       point *p = &s->pts[s->npts];
       memcpy(p->idx, idx, sizeof idx);
-      fcl_params_format(s->sp.kernel, cfg, p->params, sizeof p->params);
+      fcl_params_format(s->sp.cls.variant, &cfg, p->params, sizeof p->params);
       p->ms = -1;
       bool dup = false;
       for (int i = 0; i < s->npts && !dup; ++i) dup = strcmp(s->pts[i].params, p->params) == 0;
@@ -212,7 +183,7 @@ static void descend(search *s, point *start) {
     improved = false;
     for (int a = 0; a < s->sp.naxes && !out_of_time(s); ++a) {
       for (int dir = -1; dir <= 1; dir += 2) {
-        int idx[TUNE_MAX_AXES];
+        int idx[FCL_TUNING_MAX_AXES];
         memcpy(idx, cur->idx, sizeof idx);
         for (;;) {
           idx[a] += dir;
@@ -274,7 +245,7 @@ static int64_t pow2_floor(double x) {
  * would take far too long at T (the attention backward at 16384 on a CPU:
  * 15 to 50 s), the class is given up after short runs. */
 static bool affordable(search *s, int64_t T, char *why, size_t n) {
-  const bool attn = fcl_kernel_is_attention(s->sp.kernel);
+  const bool attn = tune_is_attention(s->sp.cls.variant);
   for (int64_t len = 1024; len < T; len *= 4) {
     s->timing = tune_workload_create(s->ctx, &s->sp.cls, len, 1, false, why, n);
     if (!s->timing) return false;
@@ -303,16 +274,18 @@ static bool affordable(search *s, int64_t T, char *why, size_t n) {
  * stored an RWKV6 backward that was 1.4x faster there and 2.4x slower
  * with 256 sequences. */
 static bool make_timing(search *s, int64_t T, char *why, size_t n) {
-  const bool attn = fcl_kernel_is_attention(s->sp.kernel);
+  const bool attn = tune_is_attention(s->sp.cls.variant);
   int64_t max_bh = attn ? 128 : 256;
-  const double target = s->ctx->info.is_cpu ? TARGET_RUN_MS_CPU : TARGET_RUN_MS_GPU;
+  fcl_tuning_device dev;
+  const bool is_cpu = fcl_tuning_device_info(s->ctx, &dev) == FCL_OK && dev.is_cpu;
+  const double target = is_cpu ? TARGET_RUN_MS_CPU : TARGET_RUN_MS_GPU;
   if (!affordable(s, T, why, n)) return false;
   /* GPU attention is timed with at least the heads of one model (32
    * sequences) where runs allow: with fewer, the last wave of work-groups
    * weighs more than in real work, and smaller blocks win for that reason
    * alone (the H100 stored a backward tuned on 8 sequences of 4096 that ran
    * 1.04x the defaults there and 0.92x at B=4, H=32). */
-  int64_t bh = attn && !s->ctx->info.is_cpu ? MIN_GPU_ATTENTION_BH : 1, prev_bh = 0;
+  int64_t bh = attn && !is_cpu ? MIN_GPU_ATTENTION_BH : 1, prev_bh = 0;
   double prev_ms = 0;
   bool shrunk = false;
   for (int attempt = 0; attempt < 12; ++attempt) {
@@ -371,9 +344,9 @@ bool tune_class(fcl_context *ctx, const fcl_tuning_class *cls, const tune_settin
   res->ms = INFINITY;
   search s = {.ctx = ctx, .st = st, .res = res};
   s.deadline = now() + st->budget_s;
-  tune_space_init(&s.sp, &ctx->info, cls);
+  tune_space_init(&s.sp, cls);
   bool ok = false;
-  const bool attn = fcl_kernel_is_attention(cls->kernel);
+  const bool attn = tune_is_attention(cls->variant);
   /* The check problem: several tiles and chunks, odd length. */
   if (!st->replay) {
     s.check = tune_workload_create(ctx, cls, attn ? 203 : 151, 2, true, why, why_size);
@@ -383,9 +356,9 @@ bool tune_class(fcl_context *ctx, const fcl_tuning_class *cls, const tune_settin
   /* The built-in defaults first: the baseline, and the result if nothing
    * beats them. */
   {
-    _Alignas(16) unsigned char cfg[256];
-    fcl_kernel_get(cls->kernel)->defaults(&ctx->info, cls, cfg);
-    fcl_params_format(cls->kernel, cfg, res->default_params, sizeof res->default_params);
+    fcl_config cfg;
+    fcl_tuning_defaults(ctx, cls, &cfg);
+    fcl_params_format(cls->variant, &cfg, res->default_params, sizeof res->default_params);
   }
   double dms = evaluate(&s, res->default_params, why, why_size);
   if (dms < 0) goto done;

@@ -1,13 +1,12 @@
 /* fa-tune internals shared by its files. fa-tune links the static library
- * and reads its internal headers (src/): the kernel parameter table, the
- * tuning classes and the override hook through which it times candidates
- * on the library's own code path. */
+ * and uses its advanced header, flashcl_tuning.h: the kernel variants and
+ * their parameters and search spaces, the tuning classes and the override
+ * through which it times candidates on the library's own code path. */
 #ifndef FCL_TUNE_H
 #define FCL_TUNE_H
 
-#include "flashcl.h"
-#include "internal.h"
-#include "tuning.h"
+#define FCL_STATIC_LINKING_ONLY
+#include "flashcl_tuning.h"
 
 #include <signal.h>
 #include <stdbool.h>
@@ -30,29 +29,23 @@ bool           tune_workload_check(tune_workload *w, char *why, size_t why_size)
 double         tune_workload_work(const tune_workload *w);
 void           tune_workload_free(tune_workload *w);
 /* "TFLOP/s" or "GB/s", for tune_workload_work per second / 1e12 or 1e9. */
-const char    *tune_unit(fcl_kernel_id k);
-double         tune_throughput(fcl_kernel_id k, double work, double ms);
+const char    *tune_unit(const fcl_variant *v);
+double         tune_throughput(const fcl_variant *v, double work, double ms);
+/* Whether a variant is attention's (classes by causal, FLOPs as work). */
+bool           tune_is_attention(const fcl_variant *v);
 
-/* ---- search spaces --------------------------------------------------- */
-#define TUNE_MAX_AXES 8
-#define TUNE_MAX_VALUES 12
+/* ---- search spaces: the variant's axes (fcl_tuning_axes) ------------- */
 typedef struct {
-  const char *name;
-  int         n;
-  int         values[TUNE_MAX_VALUES];
-} tune_axis;
-typedef struct {
-  fcl_kernel_id    kernel;
   fcl_tuning_class cls;
   int              naxes;
-  tune_axis        axes[TUNE_MAX_AXES];
+  fcl_axis         axes[FCL_TUNING_MAX_AXES];
 } tune_space;
-void   tune_space_init(tune_space *sp, const fcl_device_info *dev,
-                       const fcl_tuning_class *cls);
-/* The configuration at coordinates idx (one value index per axis). */
-void   tune_space_config(const tune_space *sp, const int *idx, void *cfg);
+void tune_space_init(tune_space *sp, const fcl_tuning_class *cls);
+/* The configuration at coordinates idx (one value index per axis), over
+ * the defaults in cfg. */
+void tune_space_config(const tune_space *sp, const int *idx, fcl_config *cfg);
 /* Points of the full product (before validity pruning). */
-long   tune_space_size(const tune_space *sp);
+long tune_space_size(const tune_space *sp);
 
 /* ---- replay: recorded timings instead of measurements ----------------- */
 typedef struct tune_replay tune_replay;

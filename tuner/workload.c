@@ -41,11 +41,15 @@ struct tune_workload {
   double             work;
 };
 
-static bool is_attention(fcl_kernel_id k) { return fcl_kernel_is_attention(k); }
+bool tune_is_attention(const fcl_variant *v) {
+  return fcl_variant_op(v) == FCL_TUNING_ATTENTION_FWD ||
+         fcl_variant_op(v) == FCL_TUNING_ATTENTION_BWD;
+}
+static bool is_attention(const fcl_variant *v) { return tune_is_attention(v); }
 
-const char *tune_unit(fcl_kernel_id k) { return is_attention(k) ? "TFLOP/s" : "GB/s"; }
+const char *tune_unit(const fcl_variant *k) { return is_attention(k) ? "TFLOP/s" : "GB/s"; }
 
-double tune_throughput(fcl_kernel_id k, double work, double ms) {
+double tune_throughput(const fcl_variant *k, double work, double ms) {
   return ms > 0 ? work / (ms * 1e-3) / (is_attention(k) ? 1e12 : 1e9) : 0.0;
 }
 
@@ -128,7 +132,7 @@ static bool attention_create(tune_workload *w, int64_t T, int64_t H, char *why, 
   *d = (fcl_attention_desc)FCL_ATTENTION_DESC_INIT;
   d->batch = 1, d->seqlen_q = d->seqlen_k = T, d->heads_q = d->heads_kv = H;
   d->head_dim = D, d->head_dim_v = Dv, d->causal = c->causal;
-  const bool bwd = c->kernel == FCL_KERNEL_ATTN_BWD;
+  const bool bwd = fcl_variant_op(c->variant) == FCL_TUNING_ATTENTION_BWD;
   double *q = NULL, *k = NULL, *v = NULL, *g = NULL;
   if (w->check) {
     NEED(q = randoms(w, 0, nq, t, 1, 0));
@@ -209,10 +213,10 @@ static bool rwkv6_create(tune_workload *w, int64_t T, int64_t H, char *why, size
   fcl_rwkv6_desc *d = &w->rd;
   *d = (fcl_rwkv6_desc)FCL_RWKV6_DESC_INIT;
   d->batch = 1, d->seqlen = T, d->heads = H, d->head_dim_k = K, d->head_dim_v = V;
-  d->algorithm = c->kernel == FCL_KERNEL_RWKV6_CHUNKED ? FCL_RWKV6_CHUNKED
-                 : c->kernel == FCL_KERNEL_RWKV6_RECURRENT ? FCL_RWKV6_RECURRENT
+  d->algorithm = fcl_variant_op(c->variant) == FCL_TUNING_RWKV6_CHUNKED ? FCL_RWKV6_CHUNKED
+                 : fcl_variant_op(c->variant) == FCL_TUNING_RWKV6_RECURRENT ? FCL_RWKV6_RECURRENT
                                                            : FCL_RWKV6_AUTO;
-  const bool bwd = c->kernel == FCL_KERNEL_RWKV6_BWD;
+  const bool bwd = fcl_variant_op(c->variant) == FCL_TUNING_RWKV6_BWD;
   double *r = NULL, *k = NULL, *v = NULL, *wd = NULL, *u = NULL, *h0 = NULL, *g = NULL,
          *gh = NULL;
   if (w->check) {
@@ -300,7 +304,7 @@ tune_workload *tune_workload_create(fcl_context *ctx, const fcl_tuning_class *cl
   w->cls = *cls;
   w->check = with_reference;
   why[0] = '\0';
-  bool ok = is_attention(cls->kernel) ? attention_create(w, seqlen, bh, why, why_size)
+  bool ok = is_attention(cls->variant) ? attention_create(w, seqlen, bh, why, why_size)
                                       : rwkv6_create(w, seqlen, bh, why, why_size);
   if (ok && clFinish(fcl_context_queue(ctx)) != CL_SUCCESS) {
     snprintf(why, why_size, "clFinish failed after setting up the inputs");
@@ -314,19 +318,17 @@ tune_workload *tune_workload_create(fcl_context *ctx, const fcl_tuning_class *cl
 }
 
 fcl_status tune_workload_run(tune_workload *w) {
-  switch (w->cls.kernel) {
-  case FCL_KERNEL_ATTN_FWD:
-  case FCL_KERNEL_ATTN_FWD_MMA:
-  case FCL_KERNEL_ATTN_FWD_CPU:
+  switch (fcl_variant_op(w->cls.variant)) {
+  case FCL_TUNING_ATTENTION_FWD:
     return fcl_attention_forward(w->ctx, &w->ad, &w->q, &w->k, &w->v, &w->o, w->lse);
-  case FCL_KERNEL_ATTN_BWD:
+  case FCL_TUNING_ATTENTION_BWD:
     return fcl_attention_backward(w->ctx, &w->ad, &w->q, &w->k, &w->v, &w->o, w->lse,
                                   &w->dout, &w->dq, &w->dk, &w->dv);
-  case FCL_KERNEL_RWKV6_RECURRENT:
-  case FCL_KERNEL_RWKV6_CHUNKED:
+  case FCL_TUNING_RWKV6_RECURRENT:
+  case FCL_TUNING_RWKV6_CHUNKED:
     return fcl_rwkv6_forward(w->ctx, &w->rd, &w->q, &w->k, &w->v, &w->w, w->u, w->h0,
                              &w->o, w->ht);
-  case FCL_KERNEL_RWKV6_BWD:
+  case FCL_TUNING_RWKV6_BWD:
     return fcl_rwkv6_backward(w->ctx, &w->rd, &w->q, &w->k, &w->v, &w->w, w->u, w->h0,
                               &w->dout, w->dht, &w->dq, &w->dk, &w->dv, &w->dw, w->du,
                               w->dh0);
@@ -376,6 +378,6 @@ bool tune_workload_check(tune_workload *w, char *why, size_t why_size) {
 void tune_workload_free(tune_workload *w) {
   if (!w) return;
   for (int i = 0; i < w->nbufs; ++i) clReleaseMemObject(w->bufs[i]);
-  for (size_t i = 0; i < FCL_COUNT(w->host); ++i) free(w->host[i]);
+  for (size_t i = 0; i < sizeof w->host / sizeof w->host[0]; ++i) free(w->host[i]);
   free(w);
 }

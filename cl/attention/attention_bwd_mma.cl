@@ -3,11 +3,11 @@
  * atomics: delta, dQ and dK/dV are separate kernels, and each gradient
  * element is summed by one lane in a fixed order.
  *
- * fcl_attention_bwd_mma_dq: a work-group of MMA_WARPS warps owns
- * 16 * MMA_WARPS query rows (16 a warp, Q and dO fragments in registers)
+ * fcl_attention_bwd_mma_dq: a work-group of WARPS warps owns
+ * 16 * WARPS query rows (16 a warp, Q and dO fragments in registers)
  * and walks key tiles of BLOCK_N keys: S = Q K^T, dP = dO V^T,
  * P = exp2(S - lse), dS = P (dP - delta) scaled, dQ += dS K.
- * fcl_attention_bwd_mma_dkdv: a work-group owns 16 * MMA_WARPS keys of one
+ * fcl_attention_bwd_mma_dkdv: a work-group owns 16 * WARPS keys of one
  * kv head (K in local memory, V fragments in registers) and walks tiles of
  * BLOCK_N queries of every query head of its group: S^T = K Q^T,
  * dP^T = V dO^T, dV += P^T dO, dK += dS^T Q.
@@ -27,8 +27,8 @@
 #ifndef HEAD_DIM_V
 #define HEAD_DIM_V HEAD_DIM
 #endif
-#ifndef MMA_WARPS
-#define MMA_WARPS 4
+#ifndef WARPS
+#define WARPS 4
 #endif
 #ifndef BLOCK_N
 #define BLOCK_N 64
@@ -40,8 +40,8 @@
 #define FCL_NONFINITE 1
 #endif
 
-#define WG (MMA_WARPS * 32)
-#define BLOCK_M (16 * MMA_WARPS)
+#define WG (WARPS * 32)
+#define BLOCK_M (16 * WARPS)
 #define DP ((HEAD_DIM + 15) / 16 * 16)
 #define DVP ((HEAD_DIM_V + 15) / 16 * 16)
 #define LDK (DP + 8)
@@ -159,7 +159,7 @@ void fcl_attention_bwd_mma_delta(
   __local ushort o_s[BLOCK_M * LDV] __attribute__((aligned(16)));
   __local ushort do_s[BLOCK_M * LDV] __attribute__((aligned(16)));
   __local float dsum_s[BLOCK_M];
-  MMA_EMU_DECL(MMA_WARPS)
+  MMA_EMU_DECL(WARPS)
   const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
   const int g = lane >> 2, t4 = lane & 3;
   const int b = get_group_id(2) / heads_q, h = get_group_id(2) % heads_q;
@@ -197,7 +197,7 @@ void fcl_attention_bwd_mma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR(d
   __local ushort k_s[BIG_ROWS * LDK] __attribute__((aligned(16))); /* Q, then K tiles */
   __local ushort v_s[BIG_ROWS * LDV] __attribute__((aligned(16))); /* dO, then V tiles */
   __local uint nf_s[NFW]; /* keys of the K tile holding inf or NaN */
-  MMA_EMU_DECL(MMA_WARPS)
+  MMA_EMU_DECL(WARPS)
   const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
   const int g = lane >> 2, t4 = lane & 3;
   const int rblk = get_num_groups(0) - 1 - get_group_id(0);
@@ -320,7 +320,7 @@ void fcl_attention_bwd_mma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR
   __local ushort do_s[BIG_ROWS * LDV] __attribute__((aligned(16))); /* V, then dO tiles */
   __local float st_s[2 * BLOCK_N]; /* lse (log2, +inf: no P) and delta of the tile */
   __local uint nf_s[2 * NFW];      /* queries of the Q, dO tiles holding inf or NaN */
-  MMA_EMU_DECL(MMA_WARPS)
+  MMA_EMU_DECL(WARPS)
   const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
   const int g = lane >> 2, t4 = lane & 3;
   const int heads_kv = heads_q / group;

@@ -72,20 +72,7 @@ inline void load_tile(__local float *dst, int rows, int cols, int ld,
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void fcl_attention_fwd(
-    const __global fcl_elem *q, const __global fcl_elem *k,
-    const __global fcl_elem *v, __global fcl_elem *o, __global float *lse,
-    const __global float *alibi, const __global int *cu_q,
-    const __global int *cu_k,
-    long q_off, long q_sb, long q_ss, long q_sh,
-    long k_off, long k_sb, long k_ss, long k_sh,
-    long v_off, long v_sb, long v_ss, long v_sh,
-    long o_off, long o_sb, long o_ss, long o_sh,
-    long lse_sb, long lse_sh,
-    int seqlen_q, int seqlen_k, int heads_q, int group,
-    int window_left, int window_right, /* >= 0, causal folded in */
-    float qk_scale,    /* scale*log2(e), or scale/softcap with softcap */
-    float softcap_l2,  /* softcap*log2(e); 0 = no softcap */
-    int flags,         /* 1: lse, 2: alibi, 4: varlen, 8: split partials */
+    ATTN_FWD_PARAMS(fcl_elem), /* attention_common.cl */
     int keys_per_split, int nslice, __global float *o_part,
     __global float *lse_part, long nrows)
 {
@@ -106,34 +93,20 @@ void fcl_attention_fwd(
   const int b = get_group_id(2) / heads_q, h = get_group_id(2) % heads_q;
   const int hk = h / group;
 
-  int sq = seqlen_q, sk = seqlen_k;
-  long q_row0 = (long)b * q_sb, k_row0 = (long)b * k_sb;
-  long v_row0 = (long)b * v_sb, o_row0 = (long)b * o_sb;
-  long lse_row0 = (long)b * lse_sb;
-  if (flags & 4) {
-    const int tq = cu_q[b], tk = cu_k[b];
-    sq = cu_q[b + 1] - tq;
-    sk = cu_k[b + 1] - tk;
-    q_row0 = (long)tq * q_ss; o_row0 = (long)tq * o_ss;
-    k_row0 = (long)tk * k_ss; v_row0 = (long)tk * v_ss;
-    lse_row0 = tq;
-  }
+  const attn_block bi = ATTN_BLOCK_INFO(b, h, hk);
+  const int sq = bi.sq, sk = bi.sk, diag = bi.diag;
+  const long q_base = bi.q, k_base = bi.k, v_base = bi.v, o_base = bi.o;
+  const float slope_l2 = bi.slope_l2;
   const int i0 = qblk * BLOCK_M;
   if (i0 >= sq) return; /* whole work-group: this sequence is shorter */
 
-  const long q_base = q_off + q_row0 + (long)h * q_sh;
-  const long k_base = k_off + k_row0 + (long)hk * k_sh;
-  const long v_base = v_off + v_row0 + (long)hk * v_sh;
-  const long o_base = o_off + o_row0 + (long)h * o_sh;
   const int dv0 = slice * BLOCK_DV;
-  const int diag = sk - sq; /* bottom-right alignment */
   const int i_last = min(i0 + BLOCK_M, sq) - 1;
-  const float slope_l2 = (flags & 2) ? alibi[h] * FCL_LOG2E : 0.0f;
 
   /* Keys any row of this block can see; blocks outside are never touched. */
   int j_lo = max(0, i0 + diag - window_left);
   int j_hi = min(sk - 1, i_last + diag + window_right);
-  if (flags & 8) { /* this work-group's share of the keys */
+  if (flags & FCL_ATTN_SPLIT) { /* this work-group's share of the keys */
     j_lo = max(j_lo, split * keys_per_split);
     j_hi = min(j_hi, (split + 1) * keys_per_split - 1);
   }
@@ -238,19 +211,19 @@ void fcl_attention_fwd(
     if (i >= sq) continue;
     /* sum == 0: the row saw no key -> 0. A NaN sum stays NaN. */
     const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
-    const long row_id = lse_row0 + (long)h * lse_sh + i;
+    const long row_id = bi.lse + i;
     for (int c = 0; c < CV; ++c) {
       const int d = dv0 + tx + c * WG_COLS;
       if (d >= HEAD_DIM_V) continue;
-      if (flags & 8)
+      if (flags & FCL_ATTN_SPLIT)
         o_part[((long)split * nrows + row_id) * HEAD_DIM_V + d] = acc[r][c] * inv;
       else
         FCL_STORE(o, o_base + (long)i * o_ss + d, acc[r][c] * inv);
     }
     if (slice != 0 || tx != 0) continue;
-    if (flags & 8) /* log2 domain */
+    if (flags & FCL_ATTN_SPLIT) /* log2 domain */
       lse_part[(long)split * nrows + row_id] = sum == 0.0f ? -INFINITY : m[r] + log2(sum);
-    else if (flags & 1)
+    else if (flags & FCL_ATTN_LSE)
       lse[row_id] = sum == 0.0f ? -INFINITY : m[r] * FCL_LN2 + log(sum);
   }
 }
@@ -277,13 +250,13 @@ __kernel void fcl_attention_fwd_combine(
     acc = fma(wgt, o_part[((long)s * nrows + row) * HEAD_DIM_V + d], acc);
   }
   long at;
-  if (flags & 4) { /* varlen: row = h * total_q + token */
+  if (flags & FCL_ATTN_VARLEN) { /* varlen: row = h * total_q + token */
     at = o_off + (row % lse_sh) * o_ss + (row / lse_sh) * o_sh;
   } else {          /* row = (b * heads_q + h) * seqlen_q + i */
     const long bh = row / lse_sh, i = row % lse_sh;
     at = o_off + (bh / heads_q) * o_sb + i * o_ss + (bh % heads_q) * o_sh;
   }
   FCL_STORE(o, at + d, sum == 0.0f ? 0.0f : acc / sum);
-  if ((flags & 1) && d == 0)
+  if ((flags & FCL_ATTN_LSE) && d == 0)
     lse[row] = sum == 0.0f ? -INFINITY : (m_use + log2(sum)) * FCL_LN2;
 }

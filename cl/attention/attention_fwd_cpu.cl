@@ -91,20 +91,7 @@ inline void stage_row(__private float *dst, const __global fcl_elem *src, long a
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void fcl_attention_fwd_cpu(
-    const __global fcl_elem *q, const __global fcl_elem *k,
-    const __global fcl_elem *v, __global fcl_elem *o, __global float *lse,
-    const __global float *alibi, const __global int *cu_q,
-    const __global int *cu_k,
-    long q_off, long q_sb, long q_ss, long q_sh,
-    long k_off, long k_sb, long k_ss, long k_sh,
-    long v_off, long v_sb, long v_ss, long v_sh,
-    long o_off, long o_sb, long o_ss, long o_sh,
-    long lse_sb, long lse_sh,
-    int seqlen_q, int seqlen_k, int heads_q, int group,
-    int window_left, int window_right, /* >= 0, causal folded in */
-    float qk_scale,    /* scale*log2(e), or scale/softcap with softcap */
-    float softcap_l2,  /* softcap*log2(e); 0 = no softcap */
-    int flags,         /* 1: lse, 2: alibi, 4: varlen */
+    ATTN_FWD_PARAMS(fcl_elem), /* attention_common.cl */
     int qbs,           /* query blocks per work-item, at most QB */
     int nitems)        /* work-items per (batch, head): qbs * ROWS rows each */
 {
@@ -115,30 +102,16 @@ void fcl_attention_fwd_cpu(
   const int b = get_global_id(2) / heads_q, h = get_global_id(2) % heads_q;
   const int hk = h / group;
 
-  int sq = seqlen_q, sk = seqlen_k;
-  long q_row0 = (long)b * q_sb, k_row0 = (long)b * k_sb;
-  long v_row0 = (long)b * v_sb, o_row0 = (long)b * o_sb;
-  long lse_row0 = (long)b * lse_sb;
-  if (flags & 4) {
-    const int tq = cu_q[b], tk = cu_k[b];
-    sq = cu_q[b + 1] - tq;
-    sk = cu_k[b + 1] - tk;
-    q_row0 = (long)tq * q_ss; o_row0 = (long)tq * o_ss;
-    k_row0 = (long)tk * k_ss; v_row0 = (long)tk * v_ss;
-    lse_row0 = tq;
-  }
+  const attn_block bi = ATTN_BLOCK_INFO(b, h, hk);
+  const int sq = bi.sq, sk = bi.sk, diag = bi.diag;
+  const long q_base = bi.q, k_base = bi.k, v_base = bi.v, o_base = bi.o;
+  const float slope_l2 = bi.slope_l2;
   const int r0 = item * qbs * ROWS; /* first row of the work-item */
   if (r0 >= sq) return;              /* this sequence is shorter */
   const int nqb = min(min(qbs, QB), (sq - r0 + ROWS - 1) / ROWS);
 
-  const long q_base = q_off + q_row0 + (long)h * q_sh;
-  const long k_base = k_off + k_row0 + (long)hk * k_sh;
-  const long v_base = v_off + v_row0 + (long)hk * v_sh;
-  const long o_base = o_off + o_row0 + (long)h * o_sh;
   const int dv0 = slice * BLOCK_DV;
   const int ndv = min(BLOCK_DV, HEAD_DIM_V - dv0);
-  const int diag = sk - sq; /* bottom-right alignment */
-  const float slope_l2 = (flags & 2) ? alibi[h] * FCL_LOG2E : 0.0f;
 
   /* Q transposed into lanes, the scale folded in; rows past the end are 0.
    * Whole vectors, so that loads and stores are aligned. */
@@ -212,7 +185,7 @@ void fcl_attention_fwd_cpu(
         for (int jj = 0; jj < BLOCK_N; ++jj) {
           rvec x = s[jj];
           if (softcap_l2 > 0.0f) x = softcap_l2 * tanh(x);
-          if (flags & 2)
+          if (flags & FCL_ATTN_ALIBI)
             x -= slope_l2 * CONVERT_F(abs(rows_i + diag - (j0 + jj)));
           if (!full) {
             const int j = j0 + jj;
@@ -278,7 +251,7 @@ void fcl_attention_fwd_cpu(
     for (int r = 0; r < nrow; ++r) {
       const long at = o_base + (long)(i0 + r) * o_ss + dv0;
       for (int c = 0; c < ndv; ++c) FCL_STORE(o, at + c, ot_f[c * ROWS + r] * inv[r]);
-      if (slice == 0 && (flags & 1)) lse[lse_row0 + (long)h * lse_sh + i0 + r] = lsev[r];
+      if (slice == 0 && (flags & FCL_ATTN_LSE)) lse[bi.lse + i0 + r] = lsev[r];
     }
   }
 }

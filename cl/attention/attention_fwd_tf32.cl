@@ -2,8 +2,8 @@
  * dtype.cl, attention_common.cl and mma_tf32.cl): both products in 3xTF32,
  * so the result keeps f32 accuracy at tensor-core speed.
  *
- * As in attention_fwd_mma.cl: a work-group of MMA_WARPS warps owns
- * BLOCK_M = 16 * MMA_WARPS query rows of one (batch, head); a warp owns 16
+ * As in attention_fwd_mma.cl: a work-group of WARPS warps owns
+ * BLOCK_M = 16 * WARPS query rows of one (batch, head); a warp owns 16
  * rows and keeps Q, S and the O accumulator in registers (f32), and walks
  * the visible key tiles of BLOCK_N keys with the online softmax in the log2
  * domain. K and V tiles pass through local memory, double-buffered (V of
@@ -29,8 +29,8 @@
 #ifndef HEAD_DIM_V
 #define HEAD_DIM_V HEAD_DIM
 #endif
-#ifndef MMA_WARPS
-#define MMA_WARPS 4
+#ifndef WARPS
+#define WARPS 4
 #endif
 #ifndef BLOCK_N
 #define BLOCK_N 32
@@ -44,16 +44,18 @@
 /* x * scale - mu must not become an fma (see attention_fwd_mma.cl). */
 #pragma OPENCL FP_CONTRACT OFF
 
-#define WG (MMA_WARPS * 32)
-#define BLOCK_M (16 * MMA_WARPS)
-#define DP ((HEAD_DIM + 7) / 8 * 8)
-#define DVP ((HEAD_DIM_V + 7) / 8 * 8)
-#define LDK (DP + (DP % 16 ? 16 : 8))
-#define LDV (DVP + 4)
+#define WG (WARPS * 32)
+#define BLOCK_M (16 * WARPS)
+/* Padded head dims and tile pitches: attention_abi.h, which the host's
+ * local-memory check (FCL_TF32_FWD_LOCAL) reads too. */
+#define DP FCL_TF32_PAD(HEAD_DIM)
+#define DVP FCL_TF32_PAD(HEAD_DIM_V)
+#define LDK FCL_TF32_LDK(HEAD_DIM)
+#define LDV FCL_TF32_LDV(HEAD_DIM_V)
 #define NT_S (BLOCK_N / 8)
 #define NT_O (DVP / 8)
 #define KQ (DP / 8)
-#define NFW ((BLOCK_N + 31) / 32)
+#define NFW FCL_MMA_NFW(BLOCK_N)
 /* Output tiles per pass of P V: registers for the fresh sums against
  * splitting P once per pass (8 rather than 4: 4% faster at D=128 on the
  * H100, 2026-11-24). */
@@ -65,23 +67,6 @@
 #error "BLOCK_N must be a multiple of 8 and head dims at most 256"
 #endif
 
-#if MMA_GENERAL
-#define MMA_SCORE(x, i, j)                                                    \
-  do {                                                                        \
-    float t_;                                                                 \
-    x = attn_score(x, i, j, diag, qk_scale, softcap_l2, slope_l2, &t_);       \
-    if (!full && !attn_visible(i, j, diag, sk, window_left, window_right))    \
-      x = -INFINITY;                                                          \
-  } while (0)
-#else
-#define MMA_SCORE(x, i, j)                                                    \
-  do {                                                                        \
-    if (!full && !attn_visible(i, j, diag, sk, window_left, window_right))    \
-      x = -INFINITY;                                                          \
-  } while (0)
-#endif
-
-#define FWD_VISIBLE(i, j) attn_visible(i, j, diag, sk, window_left, window_right)
 
 /* Q of row r, columns c and c + 1 (zero outside the matrix). */
 inline float2 tf32_q_pair(const __global float *q, long base, long ss, int r, int sq, int c) {
@@ -96,25 +81,14 @@ inline float2 tf32_q_pair(const __global float *q, long base, long ss, int r, in
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void fcl_attention_fwd_tf32(
-    const __global float *q, const __global float *k,
-    const __global float *v, __global float *o, __global float *lse,
-    const __global float *alibi, const __global int *cu_q,
-    const __global int *cu_k,
-    long q_off, long q_sb, long q_ss, long q_sh,
-    long k_off, long k_sb, long k_ss, long k_sh,
-    long v_off, long v_sb, long v_ss, long v_sh,
-    long o_off, long o_sb, long o_ss, long o_sh,
-    long lse_sb, long lse_sh,
-    int seqlen_q, int seqlen_k, int heads_q, int group,
-    int window_left, int window_right, float qk_scale, float softcap_l2,
-    int flags, /* 1: lse, 2: alibi, 4: varlen */
+    ATTN_FWD_PARAMS(float), /* attention_common.cl */
     const __global int *nf_flags)
 {
   __local float k_s[BLOCK_N * LDK] __attribute__((aligned(16)));
   __local float v_s[BLOCK_N * LDV] __attribute__((aligned(16)));
   __local uint nf_s[NFW];  /* rows of the V tile holding inf or NaN */
   __local uint nfk_s[NFW]; /* and of the K tile */
-  MMA_EMU_DECL(MMA_WARPS)
+  MMA_EMU_DECL(WARPS)
 
   const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
   const int g = lane >> 2, t4 = lane & 3;
@@ -123,28 +97,14 @@ void fcl_attention_fwd_tf32(
   const int hk = h / group;
   if ((nf_flags[hk] != 0) != FCL_NONFINITE) return; /* the other build's */
 
-  int sq = seqlen_q, sk = seqlen_k;
-  long q_row0 = (long)b * q_sb, k_row0 = (long)b * k_sb;
-  long v_row0 = (long)b * v_sb, o_row0 = (long)b * o_sb;
-  long lse_row0 = (long)b * lse_sb;
-  if (flags & 4) {
-    const int tq = cu_q[b], tk = cu_k[b];
-    sq = cu_q[b + 1] - tq;
-    sk = cu_k[b + 1] - tk;
-    q_row0 = (long)tq * q_ss; o_row0 = (long)tq * o_ss;
-    k_row0 = (long)tk * k_ss; v_row0 = (long)tk * v_ss;
-    lse_row0 = tq;
-  }
+  const attn_block bi = ATTN_BLOCK_INFO(b, h, hk);
+  const int sq = bi.sq, sk = bi.sk, diag = bi.diag;
+  const long q_base = bi.q, k_base = bi.k, v_base = bi.v, o_base = bi.o;
+  const float slope_l2 = bi.slope_l2;
   const int i0 = qblk * BLOCK_M;
   if (i0 >= sq) return; /* whole work-group */
 
-  const long q_base = q_off + q_row0 + (long)h * q_sh;
-  const long k_base = k_off + k_row0 + (long)hk * k_sh;
-  const long v_base = v_off + v_row0 + (long)hk * v_sh;
-  const long o_base = o_off + o_row0 + (long)h * o_sh;
-  const int diag = sk - sq;
   const int i_last = min(i0 + BLOCK_M, sq) - 1;
-  const float slope_l2 = (flags & 2) ? alibi[h] * FCL_LOG2E : 0.0f;
   const int j_lo = max(0, i0 + diag - window_left);
   const int j_hi = min(sk - 1, i_last + diag + window_right);
   const int jt0 = (j_lo / BLOCK_N) * BLOCK_N;
@@ -313,8 +273,8 @@ void fcl_attention_fwd_tf32(
       if (d + 1 < HEAD_DIM_V) o[at + 1] = acc[n].w * inv1;
     }
   }
-  if ((flags & 1) && t4 == 0) {
-    const long row_id = lse_row0 + (long)h * lse_sh;
+  if ((flags & FCL_ATTN_LSE) && t4 == 0) {
+    const long row_id = bi.lse;
     if (r0 < sq) lse[row_id + r0] = l0 == 0.0f ? -INFINITY : m0 * FCL_LN2 + log(l0);
     if (r1 < sq) lse[row_id + r1] = l1 == 0.0f ? -INFINITY : m1 * FCL_LN2 + log(l1);
   }

@@ -14,15 +14,7 @@
 #define TC 16
 #endif
 
-#define RW_H0 1
-#define RW_HT 2
-#define RW_VARLEN 4
-#define RW_REVERSE 8
-#define RW_CHECKPOINT 16
-#define RW_NO_OUTPUT 32
-#define RW_DHT 64
-#define RW_DH0 128
-#define RW_ACCUMULATE 256 /* add to the du partials of an earlier segment */
+/* The flags' bits (RW_H0, RW_VARLEN, ...): rwkv6_abi.h. */
 
 /* A launch may cover only positions [p_begin, p_end) (a multiple of TC
  * apart): long sequences are walked in segments on devices that bound the

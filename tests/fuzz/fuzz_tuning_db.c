@@ -6,7 +6,7 @@
  * (rows or a reason), never crash, hang or touch memory out of bounds
  * (build with -fsanitize=fuzzer,address,undefined). */
 #define _POSIX_C_SOURCE 200809L
-#include "tuning.h"
+#include "tuning/tuning.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -43,15 +43,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char why[512];
   if (fcl_tuning_db_read(g_path, &g_dev, &rows, &n, why, sizeof why)) {
     for (int i = 0; i < n; ++i) {
-      const fcl_tuning_row *r = &rows[i];
-      const fcl_kernel_desc *kd = fcl_kernel_get(r->cls.kernel);
-      /* The reader keeps known kernels and classes in range only. */
-      if (!kd || !fcl_tuning_class_valid(&r->cls)) __builtin_trap();
-      _Alignas(16) unsigned char cfg[256];
-      kd->defaults(&g_dev, &r->cls, cfg);
+      /* As the lookup does: a row of a known variant and a class in range
+       * is parsed over the defaults and checked. */
+      fcl_tuning_class cls = rows[i].cls;
+      cls.variant = fcl_variant_find(rows[i].kernel);
+      if (!cls.variant || !fcl_tuning_class_valid(&cls)) continue;
+      fcl_config cfg;
+      cls.variant->defaults(&g_dev, &cls, &cfg);
       char pw[160];
-      if (fcl_params_parse(r->cls.kernel, r->params, cfg, pw, sizeof pw))
-        (void)kd->valid(&g_dev, &r->cls, cfg, pw, sizeof pw);
+      if (fcl_params_parse(cls.variant, rows[i].params, &cfg, pw, sizeof pw))
+        (void)cls.variant->valid(&g_dev, &cls, &cfg, pw, sizeof pw);
     }
   }
   free(rows);

@@ -1,0 +1,38 @@
+/* The contract between the attention kernels and the host code that
+ * launches them, included by both (OpenCL C: it is the first file of every
+ * attention program; C: src/attention/). Change it here, never in one side. */
+#ifndef FCL_ATTENTION_ABI_H
+#define FCL_ATTENTION_ABI_H
+
+/* Bits of the kernels' `flags` argument. */
+#define FCL_ATTN_LSE 1    /* write the log-sum-exp (forward)               */
+#define FCL_ATTN_ALIBI 2  /* alibi slopes given                            */
+#define FCL_ATTN_VARLEN 4 /* cu_seqlens_q/k give the sequences             */
+#define FCL_ATTN_SPLIT 8  /* keys (or queries) split across work-groups: f32 partials */
+
+/* Tensor-core tiles in local memory: rows padded against bank conflicts.
+ * 16-bit (m16n8k16): head dims in steps of 16, rows 8 elements longer.
+ * f32 (3xTF32, m16n8k8): steps of 8; K rows LDK = 8 or 24 mod 32 words,
+ * V rows 4 mod 8 words (attention_fwd_tf32.cl says why). */
+#define FCL_MMA16_PAD(d) (((d) + 15) / 16 * 16)
+#define FCL_MMA16_LD(d) (FCL_MMA16_PAD(d) + 8)
+#define FCL_TF32_PAD(d) (((d) + 7) / 8 * 8)
+#define FCL_TF32_LDK(d) (FCL_TF32_PAD(d) + (FCL_TF32_PAD(d) % 16 ? 16 : 8))
+#define FCL_TF32_LDV(d) (FCL_TF32_PAD(d) + 4)
+/* Words of one bit a key of a tile of n keys (non-finite flags). */
+#define FCL_MMA_NFW(n) (((n) + 31) / 32)
+
+/* Local memory of the tensor-core forwards, in bytes (without the 1 KiB a
+ * warp that the emulation adds). 16-bit: the K tile plus the larger of the
+ * Q and V tiles, and one bit a key of the V tile. f32: K and V tiles, and
+ * one bit a key of each. */
+#define FCL_MMA16_FWD_LOCAL(d, dv, warps, block_n)                               \
+  (2 * ((block_n) * FCL_MMA16_LD(d) +                                          \
+        (16 * (warps) * FCL_MMA16_LD(d) > (block_n) * FCL_MMA16_LD(dv)          \
+             ? 16 * (warps) * FCL_MMA16_LD(d)                                  \
+             : (block_n) * FCL_MMA16_LD(dv))) +                                \
+   4 * FCL_MMA_NFW(block_n))
+#define FCL_TF32_FWD_LOCAL(d, dv, block_n)                                       \
+  (4 * (block_n) * (FCL_TF32_LDK(d) + FCL_TF32_LDV(dv)) + 8 * FCL_MMA_NFW(block_n))
+
+#endif

@@ -1,0 +1,18 @@
+/* The contract between the RWKV6 kernels and the host code that launches
+ * them, included by both (OpenCL C: it is the first file of every RWKV6
+ * program; C: src/rwkv6/). Change it here, never in one side. */
+#ifndef FCL_RWKV6_ABI_H
+#define FCL_RWKV6_ABI_H
+
+/* Bits of the kernels' `flags` argument. */
+#define RW_H0 1           /* an initial state (or a carried one) is read   */
+#define RW_HT 2           /* the final state (or one to carry) is written  */
+#define RW_VARLEN 4       /* cu_seqlens gives the sequences                */
+#define RW_REVERSE 8      /* time runs from the last step to the first     */
+#define RW_CHECKPOINT 16  /* chunked: the state at each chunk's start is kept */
+#define RW_NO_OUTPUT 32   /* chunked: the state pass writes no output      */
+#define RW_DHT 64         /* backward: a final-state gradient is read      */
+#define RW_DH0 128        /* backward: the initial-state gradient is written */
+#define RW_ACCUMULATE 256 /* add to the du partials of an earlier segment  */
+
+#endif

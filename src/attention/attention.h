@@ -1,0 +1,144 @@
+/* The attention operations: a problem described once per call, one table
+ * of kernel variants per pass (forward, backward), the plan that picks a
+ * row and its configuration, and the rows' launches. */
+#ifndef FCL_ATTENTION_H
+#define FCL_ATTENTION_H
+#include "attention/attention_abi.h" /* flags and tile layouts shared with the kernels */
+#include "tuning/tuning.h"
+
+/* Scalar kernel arguments derived from a descriptor, shared by forward and
+ * backward. Windows are clamped to >= 0 with causal folded in. */
+typedef struct {
+  cl_int   seqlen_q, seqlen_k, heads_q, group, window_left, window_right;
+  cl_float scale;      /* softmax scale (natural units)                    */
+  cl_float qk_scale;   /* scale*log2(e), or scale/softcap with softcap      */
+  cl_float softcap_l2; /* softcap*log2(e), 0 without softcap                */
+  cl_long  stat_sb, stat_sh; /* lse layout: batch and head strides         */
+} fcl_attention_scalars;
+
+/* One call's problem, validated: the descriptor, the tensors (the
+ * backward's four are NULL in a forward), and what follows from them. */
+typedef struct {
+  const fcl_attention_desc *d;
+  fcl_dtype                 dtype;
+  bool                      varlen;
+  int64_t                   total_q, total_k; /* tokens (varlen) or batch * seqlen */
+  fcl_attention_scalars     sc;
+  const fcl_tensor         *q, *k, *v, *o;
+  cl_mem                    lse; /* forward: NULL or f32; backward: required */
+  const fcl_tensor         *dout, *dq, *dk, *dv;
+} fcl_attention_problem;
+
+/* attention_check.c: the descriptor alone (shapes, flags, alibi_slopes'
+ * size), then q, k, v, o and lse (forward) into p. */
+fcl_status fcl_check_attention_desc(fcl_context *ctx, const fcl_attention_desc *d);
+fcl_status fcl_check_attention(fcl_context *ctx, const fcl_attention_desc *d,
+                               const fcl_tensor *q, const fcl_tensor *k,
+                               const fcl_tensor *v, const fcl_tensor *o,
+                               fcl_attention_problem *p);
+/* The backward's views (dout, dq, dk, dv) and lse. */
+fcl_status fcl_check_attention_grads(fcl_context *ctx, fcl_attention_problem *p);
+
+/* attention_args.c: the kernels' shared arguments, in the order of
+ * ATTN_FWD_PARAMS (attention_common.cl) and of the backward passes. */
+void fcl_attention_scalars_init(const fcl_attention_desc *d, bool varlen, int64_t total_q,
+                                fcl_attention_scalars *sc);
+/* q, k, v, o, lse, alibi, cu_q, cu_k, their views, the lse layout, the
+ * scalars and flags: every forward kernel's leading arguments. */
+void fcl_attention_fwd_args(fcl_args *a, const fcl_attention_problem *p, cl_int flags);
+/* The dQ and dK/dV kernels' leading arguments: q, k, v, dout, lse, delta,
+ * alibi, cu_q, cu_k, their views, the lse layout, the scalars, the scale
+ * and flags. */
+void fcl_attention_bwd_args(fcl_args *a, const fcl_attention_problem *p, cl_mem delta,
+                            cl_int flags);
+/* The FCL_ATTN_* flags of a problem (lse, alibi, varlen). */
+cl_int fcl_attention_flags(const fcl_attention_problem *p);
+
+/* One row of a pass's table of kernel variants. */
+typedef struct fcl_attention_plan fcl_attention_plan;
+typedef struct {
+  const fcl_variant *variant;
+  /* Whether the row takes problems like d in dtype on this device (may
+   * probe the device once); NULL: always. */
+  fcl_status (*applies)(fcl_context *ctx, const fcl_attention_desc *d, fcl_dtype dtype,
+                        bool *yes);
+  /* A configuration that is not valid here moves on to the next row (the
+   * tensor cores' tiles may not fit); otherwise the build says. */
+  bool skip_invalid;
+  /* Build options after the parameters (NULL: none). */
+  const char *(*options_tail)(const fcl_context *ctx, fcl_dtype dtype);
+  /* Enqueues the pass; *fallback when its kernels do not build here and
+   * the next row should run instead (nothing was enqueued). */
+  fcl_status (*launch)(fcl_context *ctx, const fcl_attention_plan *pl,
+                       const fcl_attention_problem *p, bool *fallback);
+} fcl_attention_row;
+
+/* What one call runs: the row, its class, configuration (and where it came
+ * from) and build options. */
+struct fcl_attention_plan {
+  const fcl_attention_row *row;
+  int                      index; /* of row in its table */
+  fcl_tuning_class         cls;
+  fcl_config               cfg;
+  char                     from[512];
+  char                     options[512];
+};
+
+/* attention_plan.c: the plan for a problem of d in dtype, from row `first`
+ * of the pass's table on. fcl_attention_config() reports it; the entry
+ * points run it. */
+fcl_status fcl_attention_plan_make(fcl_context *ctx, const fcl_attention_desc *d,
+                                   fcl_dtype dtype, bool backward, int first,
+                                   fcl_attention_plan *pl);
+/* The class of a problem for one variant. */
+void fcl_attention_class(const fcl_attention_desc *d, fcl_dtype dtype, const fcl_variant *v,
+                         fcl_tuning_class *cls);
+/* The tables, for the variant registry (tuning_api.c). */
+extern const fcl_attention_row fcl_attention_fwd_rows[];
+extern const int               fcl_attention_fwd_nrows;
+extern const fcl_attention_row fcl_attention_bwd_rows[];
+extern const int               fcl_attention_bwd_nrows;
+
+/* The variants (one file each). */
+extern const fcl_variant fcl_variant_attention_fwd;     /* attention_fwd.c     */
+extern const fcl_variant fcl_variant_attention_fwd_cpu; /* attention_fwd_cpu.c */
+extern const fcl_variant fcl_variant_attention_fwd_mma; /* attention_fwd_mma.c */
+extern const fcl_variant fcl_variant_attention_bwd;     /* attention_bwd.c     */
+extern const fcl_variant fcl_variant_attention_bwd_mma; /* attention_bwd_mma.c */
+fcl_status fcl_attention_fwd_launch(fcl_context *ctx, const fcl_attention_plan *pl,
+                                    const fcl_attention_problem *p, bool *fallback);
+fcl_status fcl_attention_fwd_cpu_applies(fcl_context *ctx, const fcl_attention_desc *d,
+                                         fcl_dtype dtype, bool *yes);
+const char *fcl_attention_fwd_cpu_tail(const fcl_context *ctx, fcl_dtype t); /* "-w" */
+fcl_status fcl_attention_fwd_cpu_launch(fcl_context *ctx, const fcl_attention_plan *pl,
+                                        const fcl_attention_problem *p, bool *fallback);
+fcl_status fcl_attention_fwd_mma_applies(fcl_context *ctx, const fcl_attention_desc *d,
+                                         fcl_dtype dtype, bool *yes);
+fcl_status fcl_attention_fwd_mma_launch(fcl_context *ctx, const fcl_attention_plan *pl,
+                                        const fcl_attention_problem *p, bool *fallback);
+fcl_status fcl_attention_bwd_launch(fcl_context *ctx, const fcl_attention_plan *pl,
+                                    const fcl_attention_problem *p, bool *fallback);
+fcl_status fcl_attention_bwd_mma_applies(fcl_context *ctx, const fcl_attention_desc *d,
+                                         fcl_dtype dtype, bool *yes);
+fcl_status fcl_attention_bwd_mma_launch(fcl_context *ctx, const fcl_attention_plan *pl,
+                                        const fcl_attention_problem *p, bool *fallback);
+
+/* Shared by the tensor-core rows: whether the problem's shape suits them
+ * (head dims up to 128, no loop budget) and the device's helpers work. */
+fcl_status fcl_attention_mma_applies(fcl_context *ctx, const fcl_attention_desc *d,
+                                     fcl_dtype dtype, bool *yes);
+
+/* nonfinite_flags.c: per-head inf/NaN flags for the tensor-core kernels. */
+typedef struct {
+  const fcl_tensor *t;
+  bool              varlen;
+  int64_t           rows, seqlen; /* rows: batch * seqlen, or tokens when varlen */
+  int64_t           heads, dim, group; /* head h sets flag h / group */
+} fcl_nf_input;
+/* The scan kernels for a dtype (scalar, 16-byte loads): built before
+ * anything is enqueued. */
+fcl_status fcl_nonfinite_kernel(fcl_context *ctx, fcl_dtype dtype, cl_kernel out[2]);
+/* Enqueues the flags' zeroing (nflags ints) and one scan per input. */
+fcl_status fcl_nonfinite_flags(fcl_context *ctx, const cl_kernel k[2], const fcl_nf_input *in,
+                               int nin, int nflags, cl_mem *flags);
+#endif

@@ -1,0 +1,92 @@
+/* The attention kernels' shared arguments: the one place their order is
+ * written on the host (the kernels' side: ATTN_FWD_PARAMS in
+ * cl/attention/attention_common.cl and the backward kernels' heads). */
+#include "attention/attention.h"
+
+#include <math.h>
+
+static cl_int clamp_window(int64_t w, int64_t limit) {
+  return (cl_int)(w < 0 || w > limit ? limit : w);
+}
+
+void fcl_attention_scalars_init(const fcl_attention_desc *d, bool varlen, int64_t total_q,
+                                fcl_attention_scalars *sc) {
+  const double log2e = 1.4426950408889634;
+  const double scale =
+      d->softmax_scale != 0.0f ? d->softmax_scale : 1.0 / sqrt((double)d->head_dim);
+  const int64_t limit = d->seqlen_q + d->seqlen_k; /* wider is unlimited */
+  sc->seqlen_q = (cl_int)d->seqlen_q;
+  sc->seqlen_k = (cl_int)d->seqlen_k;
+  sc->heads_q = (cl_int)d->heads_q;
+  sc->group = (cl_int)(d->heads_q / d->heads_kv);
+  sc->window_left = clamp_window(d->window_left, limit);
+  sc->window_right = clamp_window(d->window_right, limit);
+  if (d->causal && sc->window_right > 0) sc->window_right = 0;
+  sc->scale = (cl_float)scale;
+  sc->qk_scale = (cl_float)(d->softcap > 0 ? scale / d->softcap : scale * log2e);
+  sc->softcap_l2 = (cl_float)(d->softcap > 0 ? d->softcap * log2e : 0.0);
+  sc->stat_sb = varlen ? 0 : d->heads_q * d->seqlen_q;
+  sc->stat_sh = varlen ? total_q : d->seqlen_q;
+}
+
+cl_int fcl_attention_flags(const fcl_attention_problem *p) {
+  return (p->lse && !p->dout ? FCL_ATTN_LSE : 0) | (p->d->alibi_slopes ? FCL_ATTN_ALIBI : 0) |
+         (p->varlen ? FCL_ATTN_VARLEN : 0);
+}
+
+static void arg_scalars(fcl_args *a, const fcl_attention_scalars *sc) {
+  FCL_ARG(a, sc->stat_sb);
+  FCL_ARG(a, sc->stat_sh);
+  FCL_ARG(a, sc->seqlen_q);
+  FCL_ARG(a, sc->seqlen_k);
+  FCL_ARG(a, sc->heads_q);
+  FCL_ARG(a, sc->group);
+  FCL_ARG(a, sc->window_left);
+  FCL_ARG(a, sc->window_right);
+  FCL_ARG(a, sc->qk_scale);
+  FCL_ARG(a, sc->softcap_l2);
+}
+
+/* Unused pointer arguments get a valid buffer that is never dereferenced. */
+static void arg_side_buffers(fcl_args *a, const fcl_attention_problem *p) {
+  cl_mem alibi = p->d->alibi_slopes ? p->d->alibi_slopes : p->q->buffer;
+  cl_mem cuq = p->varlen ? p->d->cu_seqlens_q : p->q->buffer;
+  cl_mem cuk = p->varlen ? p->d->cu_seqlens_k : p->q->buffer;
+  FCL_ARG(a, alibi);
+  FCL_ARG(a, cuq);
+  FCL_ARG(a, cuk);
+}
+
+void fcl_attention_fwd_args(fcl_args *a, const fcl_attention_problem *p, cl_int flags) {
+  cl_mem lse = p->lse ? p->lse : p->q->buffer;
+  FCL_ARG(a, p->q->buffer);
+  FCL_ARG(a, p->k->buffer);
+  FCL_ARG(a, p->v->buffer);
+  FCL_ARG(a, p->o->buffer);
+  FCL_ARG(a, lse);
+  arg_side_buffers(a, p);
+  fcl_arg_tensor(a, p->q);
+  fcl_arg_tensor(a, p->k);
+  fcl_arg_tensor(a, p->v);
+  fcl_arg_tensor(a, p->o);
+  arg_scalars(a, &p->sc);
+  FCL_ARG(a, flags);
+}
+
+void fcl_attention_bwd_args(fcl_args *a, const fcl_attention_problem *p, cl_mem delta,
+                            cl_int flags) {
+  FCL_ARG(a, p->q->buffer);
+  FCL_ARG(a, p->k->buffer);
+  FCL_ARG(a, p->v->buffer);
+  FCL_ARG(a, p->dout->buffer);
+  FCL_ARG(a, p->lse);
+  FCL_ARG(a, delta);
+  arg_side_buffers(a, p);
+  fcl_arg_tensor(a, p->q);
+  fcl_arg_tensor(a, p->k);
+  fcl_arg_tensor(a, p->v);
+  fcl_arg_tensor(a, p->dout);
+  arg_scalars(a, &p->sc);
+  FCL_ARG(a, p->sc.scale);
+  FCL_ARG(a, flags);
+}

@@ -1,0 +1,159 @@
+/* The NVIDIA tensor-core forward of attention: which problems it takes,
+ * its descriptor and its launch. f16 and bf16 run
+ * cl/attention/attention_fwd_mma.cl (m16n8k16), f32 runs
+ * cl/attention/attention_fwd_tf32.cl (m16n8k8 in 3xTF32); one variant,
+ * attention_fwd_mma, tuned per dtype. The probes that decide whether the
+ * helpers work are in core/mma_probe.c. */
+#include "attention/attention.h"
+
+#include <stdio.h>
+
+/* Warps of 16 query rows each, keys per tile. */
+#define PARAMS(X) X(WARPS) X(BLOCK_N)
+FCL_PARAM_STRUCT(mma_params, PARAMS);
+
+/* Local memory: the kernels' tiles (attention_abi.h) and what the
+ * emulation adds. */
+static size_t local_bytes(const fcl_device_info *dev, const fcl_tuning_class *cls,
+                          const mma_params *c) {
+  const size_t emu = dev->mma_emulate ? 1024u * (size_t)c->WARPS : 0;
+  const size_t d = (size_t)cls->head_dim, dv = (size_t)cls->head_dim_v;
+  const size_t w = (size_t)c->WARPS, n = (size_t)c->BLOCK_N;
+  return (cls->dtype == FCL_F32 ? FCL_TF32_FWD_LOCAL(d, dv, n)
+                                : FCL_MMA16_FWD_LOCAL(d, dv, w, n)) + emu;
+}
+
+static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fcl_config *cfg) {
+  mma_params *c = FCL_PARAMS(mma_params, cfg);
+  /* H100: 4 warps and 64 keys; 8 warps were 10-20% slower, 128 keys the
+   * same. f32 tiles are twice the bytes: 64 keys up to head dim 64. */
+  c->WARPS = 4, c->BLOCK_N = 64;
+  while (local_bytes(dev, cls, c) + 256 > dev->local_mem) {
+    if (c->BLOCK_N > 16) c->BLOCK_N /= 2;
+    else if (c->WARPS > 1) c->WARPS /= 2;
+    else break;
+  }
+}
+
+static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const fcl_config *cfg,
+                  char *why, size_t why_size) {
+  const mma_params *c = FCL_CPARAMS(mma_params, cfg);
+  const bool f32 = cls->dtype == FCL_F32;
+  const char *bad = NULL;
+  if (c->WARPS < 1 || c->WARPS > 8 || c->BLOCK_N < 16 || c->BLOCK_N > 128 ||
+      (!f32 && c->BLOCK_N % 16))
+    bad = "WARPS in 1..8 and BLOCK_N a multiple of 16 in 16..128";
+  else if ((size_t)c->WARPS * 32 > dev->max_wg)
+    bad = "work-group larger than the device allows";
+  else if (f32 && c->BLOCK_N % 8)
+    bad = "BLOCK_N a multiple of 8";
+  else if (local_bytes(dev, cls, c) + 256 > dev->local_mem)
+    bad = "local memory exceeded";
+  if (bad && why) snprintf(why, why_size, "%s", bad);
+  return bad == NULL;
+}
+
+static int axes(const fcl_tuning_class *cls, fcl_axis *a) {
+  (void)cls;
+  a[0] = (fcl_axis){"WARPS", 4, {1, 2, 4, 8}};
+  a[1] = (fcl_axis){"BLOCK_N", 8, {16, 32, 48, 64, 80, 96, 112, 128}};
+  return 2;
+}
+
+static void point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg) {
+  (void)cls;
+  mma_params *c = FCL_PARAMS(mma_params, cfg);
+  c->WARPS = v[0], c->BLOCK_N = v[1];
+}
+
+/* Both forwards (16-bit and f32) guard the rows; a launch builds one. */
+static const char *const files[] = {
+    "attention/attention_abi.h", "common/dtype.cl", "attention/attention_common.cl",
+    "common/mma_warp.cl",        "common/mma_common.cl", "attention/attention_fwd_mma.cl",
+    "common/mma_tf32.cl",        "attention/attention_fwd_tf32.cl",
+    "attention/nonfinite_flags.cl"};
+static const char *const files16[] = {"attention/attention_abi.h", "common/dtype.cl",
+                                      "attention/attention_common.cl", "common/mma_warp.cl",
+                                      "common/mma_common.cl", "attention/attention_fwd_mma.cl"};
+static const char *const files32[] = {"attention/attention_abi.h", "common/dtype.cl",
+                                      "attention/attention_common.cl", "common/mma_warp.cl",
+                                      "common/mma_tf32.cl", "attention/attention_fwd_tf32.cl"};
+const fcl_variant fcl_variant_attention_fwd_mma = {
+    "attention_fwd_mma", FCL_TUNING_ATTENTION_FWD, files, (int)FCL_COUNT(files),
+    {"HEAD_DIM", "HEAD_DIM_V"}, FCL_MAX_HEAD_DIM, true, FCL_PARAM_COUNT(PARAMS),
+    FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, NULL};
+
+fcl_status fcl_attention_mma_applies(fcl_context *ctx, const fcl_attention_desc *d,
+                                     fcl_dtype dtype, bool *yes) {
+  *yes = false;
+  /* Head dims above 128 would not fit the registers; loop budgets (which
+   * split the keys) are the portable kernels'. */
+  if (d->head_dim > 128 || d->head_dim_v > 128 || ctx->info.loop_budget > 0) return FCL_OK;
+  return fcl_mma_ready(ctx, dtype, yes);
+}
+
+fcl_status fcl_attention_fwd_mma_applies(fcl_context *ctx, const fcl_attention_desc *d,
+                                         fcl_dtype dtype, bool *yes) {
+  /* f32 in 3xTF32 unless FCL_F32_TENSOR_CORES=0 (on the H100 1.6x to 1.75x
+   * the portable kernel, with its accuracy). */
+  if (dtype == FCL_F32 && !ctx->opt.f32_tensor_cores) return *yes = false, FCL_OK;
+  return fcl_attention_mma_applies(ctx, d, dtype, yes);
+}
+
+fcl_status fcl_attention_fwd_mma_launch(fcl_context *ctx, const fcl_attention_plan *pl,
+                                        const fcl_attention_problem *p, bool *fallback) {
+  const fcl_attention_desc *d = p->d;
+  const mma_params *c = FCL_CPARAMS(mma_params, &pl->cfg);
+  const bool f32 = p->dtype == FCL_F32;
+  const size_t es = fcl_dtype_size(p->dtype);
+  /* 16-byte copies: 8 elements of 16 bits or 4 of f32 */
+  const int64_t vw = f32 ? 4 : 8;
+  const int vec = d->head_dim % vw == 0 && d->head_dim_v % vw == 0 &&
+                  fcl_tensor_aligned(p->q, es, p->varlen, vw) &&
+                  fcl_tensor_aligned(p->k, es, p->varlen, vw) &&
+                  fcl_tensor_aligned(p->v, es, p->varlen, vw);
+  const int general = d->softcap > 0 || d->alibi_slopes || !(p->sc.qk_scale > 0);
+  /* Built without and with the handling of inf and NaN in masked products
+   * (nonfinite_flags.c), and the scan that chooses between them, before
+   * anything is enqueued. */
+  cl_kernel kern[2], scan[2];
+  for (int nf = 0; nf < 2; ++nf) {
+    char opts[640];
+    snprintf(opts, sizeof opts, "%s -DMMA_VEC=%d -DMMA_GENERAL=%d -DFCL_NONFINITE=%d",
+             pl->options, vec, general, nf);
+    if (fcl_get_kernel(ctx, f32 ? files32 : files16, 6, opts,
+                       f32 ? "fcl_attention_fwd_tf32" : "fcl_attention_fwd_mma", &kern[nf]) ||
+        (nf == 1 && fcl_nonfinite_kernel(ctx, p->dtype, scan))) {
+      /* The next kernel of the table still works: say why and use it. */
+      fcl_log(ctx, "fast path: the forward does not build, using the next kernel: %s",
+              ctx->message);
+      fcl_clear_error(ctx);
+      *fallback = true;
+      return FCL_OK;
+    }
+  }
+  /* V holds the operand of masked products (P V); in 3xTF32 K too, whose
+   * split of inf is NaN even where visible. Flags per kv head. */
+  const fcl_nf_input nfin[2] = {
+      {p->v, p->varlen, p->total_k, d->seqlen_k, d->heads_kv, d->head_dim_v, 1},
+      {p->k, p->varlen, p->total_k, d->seqlen_k, d->heads_kv, d->head_dim, 1}};
+  cl_mem nf_flags;
+  fcl_status s;
+  if ((s = fcl_nonfinite_flags(ctx, scan, nfin, f32 ? 2 : 1, (int)d->heads_kv, &nf_flags)))
+    return s;
+  const size_t wg = (size_t)c->WARPS * 32, block_m = (size_t)c->WARPS * 16;
+  const size_t nqb = ((size_t)d->seqlen_q + block_m - 1) / block_m;
+  size_t global[3] = {nqb * wg, 1, (size_t)(d->batch * d->heads_q)};
+  size_t local[3] = {wg, 1, 1};
+  fcl_log(ctx, "attention forward: tensor cores%s, %d warps, %d keys per tile%s%s",
+          f32 ? " (3xTF32)" : "", c->WARPS, c->BLOCK_N, vec ? ", cp.async" : "",
+          general ? ", general scores" : "");
+  for (int nf = 0; nf < 2; ++nf) {
+    fcl_args a = {kern[nf], 0, CL_SUCCESS};
+    fcl_attention_fwd_args(&a, p, fcl_attention_flags(p));
+    FCL_ARG(&a, nf_flags);
+    if ((s = fcl_launch(ctx, kern[nf], &a, global, local, "enqueueing attention forward (mma)")))
+      return s;
+  }
+  return FCL_OK;
+}

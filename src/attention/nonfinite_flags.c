@@ -1,0 +1,65 @@
+/* Per-head inf/NaN flags for the tensor-core kernels (cl/nonfinite_flags.cl
+ * says why): each of those kernels is built without (FCL_NONFINITE=0) and
+ * with (=1) the handling of non-finite operands of masked products, both
+ * are launched after the flags, and a work-group runs in the one its head's
+ * flag chooses. Flags live in scratch slot 5. */
+#include "attention/attention.h"
+
+#include <stdio.h>
+
+fcl_status fcl_nonfinite_kernel(fcl_context *ctx, fcl_dtype dtype, cl_kernel out[2]) {
+  static const char *const files[] = {"common/dtype.cl", "attention/nonfinite_flags.cl"};
+  fcl_status s = FCL_OK;
+  for (int vec = 0; vec < 2 && s == FCL_OK; ++vec) {
+    char opts[48];
+    snprintf(opts, sizeof opts, "-DFCL_DTYPE=%d -DNF_VEC=%d", (int)dtype, vec);
+    s = fcl_get_kernel(ctx, files, 2, opts, "fcl_nonfinite_flags", &out[vec]);
+  }
+  return s;
+}
+
+/* rows of a tensor given to fcl_nonfinite_flags: padded (batch, seqlen) or
+ * varlen tokens (total rows, one "sequence"). */
+static fcl_status scan_one(fcl_context *ctx, const cl_kernel kern[2], const fcl_nf_input *in,
+                           cl_mem flags) {
+  /* 16-byte loads where every row and head starts on 16 bytes */
+  const size_t es = fcl_dtype_size(in->t->dtype);
+  const int64_t per = 16 / (int64_t)es;
+  const int vec = in->dim % per == 0 && fcl_tensor_aligned(in->t, es, in->varlen, per);
+  const cl_kernel k = kern[vec];
+  const cl_int seqlen = (cl_int)(in->varlen ? in->rows : in->seqlen);
+  const cl_int rows = (cl_int)in->rows, heads = (cl_int)in->heads, dim = (cl_int)in->dim;
+  const cl_int group = (cl_int)in->group;
+  fcl_args a = {k, 0, CL_SUCCESS};
+  FCL_ARG(&a, in->t->buffer);
+  fcl_arg_tensor(&a, in->t);
+  FCL_ARG(&a, seqlen); FCL_ARG(&a, rows); FCL_ARG(&a, heads); FCL_ARG(&a, dim);
+  FCL_ARG(&a, group); FCL_ARG(&a, flags);
+  /* Work-groups of whole rows, about 256 work-items (the runtime's own
+   * choice was a few work-items a group on NVIDIA: 10x slower); rows and
+   * chunks share dimension 0, whose work-group size limit is the largest.
+   * The kernel skips work-items past the last row. */
+  const size_t chunks = (size_t)(vec ? dim / per : dim);
+  const size_t cap = ctx->info.max_wg < 256 ? ctx->info.max_wg : 256;
+  const size_t nrows = chunks <= cap ? cap / chunks : 1;
+  size_t global[3] = {((size_t)rows + nrows - 1) / nrows * nrows * chunks, (size_t)heads, 1};
+  size_t local[3] = {nrows * chunks, 1, 1};
+  if (chunks > cap) /* a scalar scan of a row of more than cap elements */
+    return fcl_launch(ctx, k, &a, global, NULL, "enqueueing the non-finite scan");
+  return fcl_launch(ctx, k, &a, global, local, "enqueueing the non-finite scan");
+}
+
+fcl_status fcl_nonfinite_flags(fcl_context *ctx, const cl_kernel k[2], const fcl_nf_input *in, int nin,
+                               int nflags, cl_mem *flags) {
+  fcl_status s = fcl_scratch(ctx, 5, (size_t)nflags * sizeof(cl_int), flags);
+  if (s) return s;
+  const cl_int zero = 0;
+  cl_event ev = NULL;
+  cl_int err = clEnqueueFillBuffer(ctx->queue, *flags, &zero, sizeof zero, 0,
+                                   (size_t)nflags * sizeof zero, 0, NULL,
+                                   ctx->profiling ? &ev : NULL);
+  if (err != CL_SUCCESS) return fcl_fail_cl(ctx, err, "clearing the non-finite flags");
+  if (ev) fcl_op_record(ctx, ev);
+  for (int i = 0; i < nin && s == FCL_OK; ++i) s = scan_one(ctx, k, &in[i], *flags);
+  return s;
+}

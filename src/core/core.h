@@ -1,0 +1,212 @@
+/* The core of the library, under everything else: contexts, devices and
+ * their probes, options, errors and the log, kernel sources, program builds
+ * and the binary cache, tensor checks, launches and timing. Nothing here
+ * knows an operation or a tuning class (src/README.md: the layers). */
+#ifndef FCL_CORE_H
+#define FCL_CORE_H
+
+#include "flashcl.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+
+#define FCL_MSG_MAX 8192
+#define FCL_COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The environment, read once when a context is created (options.c); no
+ * other file reads it. */
+typedef struct {
+  char device[256];          /* FCL_DEVICE: the selector when none is given  */
+  bool log;                  /* FCL_LOG set and not "0"                      */
+  char kernel_dir[4096];     /* FCL_KERNEL_DIR: "" reads the embedded copies */
+  char build_options[1024];  /* FCL_BUILD_OPTIONS, appended to every build   */
+  char cache_dir[4096];      /* program cache; "" when FCL_CACHE=0 or no home */
+  char tuning_db[4096];      /* tuning database; "" when off or no home      */
+  long loop_budget;          /* FCL_LOOP_BUDGET, -1 when unset               */
+  bool f32_tensor_cores;     /* FCL_F32_TENSOR_CORES (default on)            */
+  bool cpu_kernel;           /* FCL_CPU_KERNEL (default on)                  */
+  bool mma_emulate;          /* FCL_MMA_EMULATE                              */
+  bool disable_fastpath;     /* FCL_DISABLE_FASTPATH                         */
+  int  rwkv6_algorithm;      /* FCL_RWKV6_ALGORITHM: 0 unset, 1 recurrent, 2 chunked */
+} fcl_options;
+void fcl_options_read(fcl_options *o);
+/* The tuning database's path from the environment ($FCL_TUNING_DB, else
+ * $XDG_CACHE_HOME/flashcl/tuning.db, else ~/.cache/flashcl/tuning.db);
+ * false when FCL_TUNING_DB is "off" or none can be formed. */
+bool fcl_options_tuning_db(char *out, size_t size);
+
+/* What kernels need to know about the device, read once per context. */
+typedef struct {
+  char   platform_name[256], platform_version[256];
+  char   vendor[256], device_name[256], driver_version[128];
+  char   label[900]; /* "platform / device / driver" */
+  cl_device_type type;
+  cl_ulong local_mem;      /* bytes of local memory per work-group */
+  cl_ulong global_mem;
+  cl_ulong max_alloc;
+  size_t   max_wg;         /* max work-group size                  */
+  cl_uint  compute_units;
+  cl_uint  native_float_width; /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT */
+  size_t   preferred_multiple; /* 0 until fcl_device_probe() has run */
+  bool     has_subgroups;  /* cl_khr_subgroups or cl_intel_subgroups */
+  bool     is_nvidia, is_amd, is_intel, is_cpu;
+  /* Loop iterations one work-item may run before the implementation ends
+   * the kernel early, 0 if unlimited. Mesa's llvmpipe (rusticl on CPU)
+   * stops every kernel after 65535 iterations summed over all its loops
+   * (LP_MAX_TGSI_LOOP_ITERATIONS); long walks are split across work-groups
+   * or launches to stay under it. */
+  long     loop_budget;
+  bool     is_llvmpipe; /* llvmpipe: wide work-groups stretch the budget */
+  /* FCL_MMA_EMULATE: the tensor-core kernels run here with their warp
+   * instructions emulated, which takes 1 KiB of local memory a warp. */
+  bool     mma_emulate;
+} fcl_device_info;
+
+/* One built program, kept for the context's lifetime. */
+typedef struct fcl_program_entry {
+  unsigned long long        key[2];
+  cl_program                program;
+  cl_kernel                 kernels[4]; /* created on first use, by name */
+  char                      kernel_names[4][64];
+  struct fcl_program_entry *next;
+} fcl_program_entry;
+
+struct fcl_context {
+  cl_platform_id   platform;
+  cl_device_id     device;
+  cl_context       cl_ctx;
+  cl_command_queue queue;
+  fcl_device_info  info;
+  fcl_program_entry *programs;
+  fcl_context_stats stats;
+  cl_mem           scratch[6];      /* grown on demand, see fcl_scratch() */
+  size_t           scratch_size[6];
+  fcl_options      opt; /* the environment when the context was created */
+  bool             profiling; /* the queue has CL_QUEUE_PROFILING_ENABLE */
+  cl_event         op_first, op_last; /* kernels of the last operation */
+  /* The tuning layer's rows and overrides (tuning_choose.c), made on first
+   * use and freed by the function it leaves here. */
+  struct fcl_tuning_state *tuning;
+  void (*tuning_free)(struct fcl_tuning_state *);
+  signed char      mma_state[3]; /* per dtype, tensor cores: 0 unprobed, -1 off,
+                                    1 or 2 on (mma_probe.c) */
+  char             message[FCL_MSG_MAX];
+};
+
+/* errors.c: record a failure in ctx (or the thread's create error when ctx is
+ * NULL) and return s. */
+fcl_status  fcl_fail(fcl_context *ctx, fcl_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+fcl_status  fcl_fail_cl(fcl_context *ctx, cl_int err, const char *what);
+const char *fcl_cl_error_name(cl_int err);
+void        fcl_clear_error(fcl_context *ctx);
+
+/* log.c: FCL_LOG=1 prints decisions on stderr. */
+void fcl_log(const fcl_context *ctx, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* device_select.c: selector NULL or "" takes opt->device. */
+fcl_status fcl_select_device(const char *selector, const fcl_options *opt,
+                             cl_platform_id *platform, cl_device_id *device);
+/* opt (NULL: none) adds what the environment says of the device. */
+void       fcl_read_device_info(cl_platform_id p, cl_device_id d, const fcl_options *opt,
+                                fcl_device_info *info);
+bool       fcl_str_icontains(const char *haystack, const char *needle);
+
+/* device_probe.c: fills the facts that need a built kernel, once. */
+fcl_status fcl_device_probe(fcl_context *ctx);
+
+/* hash.c: 128-bit non-cryptographic hash of byte strings. */
+typedef struct { unsigned long long h[2]; } fcl_hash;
+void fcl_hash_init(fcl_hash *hs);
+void fcl_hash_bytes(fcl_hash *hs, const void *data, size_t n);
+void fcl_hash_str(fcl_hash *hs, const char *s); /* includes the terminator */
+
+/* kernel_source.c: a kernel file's text, embedded or from $FCL_KERNEL_DIR.
+ * The caller frees *text. */
+fcl_status fcl_kernel_source(fcl_context *ctx, const char *name, char **text,
+                             size_t *size);
+
+/* binary_cache.c: the on-disk program cache. */
+bool fcl_cache_load(const fcl_context *ctx, const unsigned long long key[2],
+                    unsigned char **binary, size_t *size);
+bool fcl_cache_store(const fcl_context *ctx, const unsigned long long key[2],
+                     const unsigned char *binary, size_t size);
+
+/* program.c: a built program for files (concatenated in order) and build
+ * options, owned by the context. */
+fcl_status fcl_get_program(fcl_context *ctx, const char *const *files,
+                           int nfiles, const char *options, cl_program *out);
+/* A kernel of that program, created once and kept with it. */
+fcl_status fcl_get_kernel(fcl_context *ctx, const char *const *files,
+                          int nfiles, const char *options, const char *name,
+                          cl_kernel *out);
+void       fcl_release_programs(fcl_context *ctx);
+
+/* launch.c: device buffer number slot (0..5) of at least bytes, kept by
+ * the context; an operation uses distinct slots for distinct buffers. More
+ * than the device can allocate (CL_DEVICE_MAX_MEM_ALLOC_SIZE, global
+ * memory) is FCL_ERROR_OUT_OF_MEMORY. */
+fcl_status fcl_scratch(fcl_context *ctx, int slot, size_t bytes, cl_mem *out);
+/* The product of five non-negative factors, or SIZE_MAX when it does not
+ * fit: scratch sizes of huge problems then fail as out of memory instead of
+ * wrapping around to a small buffer. */
+size_t     fcl_bytes(int64_t a, int64_t b, int64_t c, int64_t d, int64_t e);
+
+/* Kernel arguments set in order, stopping at the first failure. */
+typedef struct {
+  cl_kernel k;
+  cl_uint   i;
+  cl_int    err;
+} fcl_args;
+void fcl_arg(fcl_args *a, size_t size, const void *value);
+#define FCL_ARG(a, x) fcl_arg((a), sizeof(x), &(x))
+/* Appends a tensor view: (offset in elements, strides[0..2]). */
+void fcl_arg_tensor(fcl_args *a, const fcl_tensor *t);
+/* Enqueues k over a 3-D range (skipping an empty one) after checking that
+ * its arguments (a, may be NULL) were all set; what names it in errors. */
+fcl_status fcl_launch(fcl_context *ctx, cl_kernel k, const fcl_args *a,
+                      const size_t global[3], const size_t local[3],
+                      const char *what);
+
+/* timing.c: an operation's first and last kernel events, kept when the
+ * queue profiles, for fcl_context_last_op_time(). */
+void fcl_op_begin(fcl_context *ctx);
+void fcl_op_record(fcl_context *ctx, cl_event ev); /* takes ev */
+void fcl_op_release(fcl_context *ctx);
+
+/* tensor.c: validation of strided views. */
+typedef struct {
+  const char *name;   /* "q", "k", ... for messages */
+  int64_t     dims[4];/* extents for (batch, seq, head, dim) */
+} fcl_tensor_shape;
+fcl_status fcl_check_tensor(fcl_context *ctx, const fcl_tensor *t,
+                            const fcl_tensor_shape *shape);
+fcl_status fcl_check_buffer(fcl_context *ctx, cl_mem buf, const char *name,
+                            size_t bytes_needed);
+/* fcl_check_tensor, ignoring strides[0] for varlen, and requiring the dtype
+ * of `like` (named like_name in messages) when like is not NULL. */
+fcl_status fcl_check_view(fcl_context *ctx, const fcl_tensor *t,
+                          const fcl_tensor_shape *shape, bool varlen,
+                          const fcl_tensor *like, const char *like_name);
+size_t     fcl_buffer_size(cl_mem buf);
+/* Whether a view's offset and strides (strides[0] unless varlen) are
+ * multiples of n elements of esize bytes. */
+bool       fcl_tensor_aligned(const fcl_tensor *t, size_t esize, bool varlen, int64_t n);
+/* Reads and checks cu_seqlens (int32 [batch + 1], non-decreasing from >= 0,
+ * no sequence longer than max_len); *total = its last entry. Blocking. */
+fcl_status fcl_check_cu_seqlens(fcl_context *ctx, cl_mem buf, const char *name,
+                                int64_t batch, int64_t max_len, int64_t *total);
+/* mma_probe.c: whether the tensor-core helpers work for dtype t on this
+ * device (probed once per context and dtype; FCL_DISABLE_FASTPATH turns
+ * them off, FCL_MMA_EMULATE on anywhere), and the build options their
+ * kernels need (the asm keyword, or the emulation's). */
+fcl_status  fcl_mma_ready(fcl_context *ctx, fcl_dtype t, bool *ready);
+const char *fcl_mma_build_options(const fcl_context *ctx, fcl_dtype t);
+#endif

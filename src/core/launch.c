@@ -1,0 +1,74 @@
+/* Kernel launches: per-context scratch memory, arguments and enqueueing. */
+#include "core/core.h"
+
+#include <stdint.h>
+
+size_t fcl_bytes(int64_t a, int64_t b, int64_t c, int64_t d, int64_t e) {
+  const int64_t f[5] = {a, b, c, d, e};
+  size_t p = 1;
+  for (int i = 0; i < 5; ++i) {
+    if (f[i] < 0) return SIZE_MAX;
+    if (f[i] != 0 && p > SIZE_MAX / (uint64_t)f[i]) return SIZE_MAX;
+    p *= (size_t)f[i];
+  }
+  return p;
+}
+
+fcl_status fcl_scratch(fcl_context *ctx, int slot, size_t bytes, cl_mem *out) {
+  if (bytes == 0) bytes = 4;
+  if (ctx->scratch[slot] && ctx->scratch_size[slot] >= bytes) {
+    *out = ctx->scratch[slot];
+    return FCL_OK;
+  }
+  /* clCreateBuffer reports a size above the device's limit as
+   * CL_INVALID_BUFFER_SIZE; for the caller it is memory the device lacks. */
+  if ((ctx->info.max_alloc && bytes > ctx->info.max_alloc) ||
+      (ctx->info.global_mem && bytes > ctx->info.global_mem))
+    return fcl_fail(ctx, FCL_ERROR_OUT_OF_MEMORY,
+                    "this problem needs %.4g bytes of scratch memory in one buffer; the "
+                    "device allows %llu per buffer (%llu in all)",
+                    bytes == SIZE_MAX ? 0x1p64 : (double)bytes,
+                    (unsigned long long)ctx->info.max_alloc,
+                    (unsigned long long)ctx->info.global_mem);
+  /* Released buffers live on until the commands that use them complete. */
+  cl_int err;
+  cl_mem m = clCreateBuffer(ctx->cl_ctx, CL_MEM_READ_WRITE, bytes, NULL, &err);
+  if (err == CL_INVALID_BUFFER_SIZE)
+    return fcl_fail(ctx, FCL_ERROR_OUT_OF_MEMORY,
+                    "allocating %zu bytes of scratch memory failed: %s", bytes,
+                    fcl_cl_error_name(err));
+  if (err != CL_SUCCESS) return fcl_fail_cl(ctx, err, "allocating scratch memory");
+  if (ctx->scratch[slot]) clReleaseMemObject(ctx->scratch[slot]);
+  ctx->scratch[slot] = m;
+  ctx->scratch_size[slot] = bytes;
+  *out = m;
+  return FCL_OK;
+}
+
+void fcl_arg_tensor(fcl_args *a, const fcl_tensor *t) {
+  cl_long off = (cl_long)(t->offset / fcl_dtype_size(t->dtype));
+  FCL_ARG(a, off);
+  FCL_ARG(a, t->strides[0]);
+  FCL_ARG(a, t->strides[1]);
+  FCL_ARG(a, t->strides[2]);
+}
+
+void fcl_arg(fcl_args *a, size_t size, const void *value) {
+  if (a->err == CL_SUCCESS) a->err = clSetKernelArg(a->k, a->i, size, value);
+  a->i++;
+}
+
+fcl_status fcl_launch(fcl_context *ctx, cl_kernel k, const fcl_args *a,
+                      const size_t global[3], const size_t local[3],
+                      const char *what) {
+  if (a && a->err != CL_SUCCESS) return fcl_fail_cl(ctx, a->err, "clSetKernelArg");
+  /* An empty range (all varlen sequences empty) has nothing to do, and
+   * OpenCL 1.2 rejects a zero global size. */
+  if (global[0] == 0 || global[1] == 0 || global[2] == 0) return FCL_OK;
+  cl_event ev = NULL;
+  cl_int err = clEnqueueNDRangeKernel(ctx->queue, k, 3, NULL, global, local, 0, NULL,
+                                      ctx->profiling ? &ev : NULL);
+  if (err != CL_SUCCESS) return fcl_fail_cl(ctx, err, what);
+  if (ev) fcl_op_record(ctx, ev);
+  return FCL_OK;
+}

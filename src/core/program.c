@@ -1,0 +1,191 @@
+/* Programs: built once per (sources, options, device) in a context, and kept
+ * in the on-disk binary cache so that a second process does not recompile. */
+#include "core/core.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void program_key(const fcl_context *ctx, char *const *texts, int n,
+                        const char *options, unsigned long long key[2]) {
+  fcl_hash hs;
+  fcl_hash_init(&hs);
+  fcl_hash_str(&hs, "flashcl program v1");
+  for (int i = 0; i < n; ++i) fcl_hash_str(&hs, texts[i]);
+  fcl_hash_str(&hs, options);
+  fcl_hash_str(&hs, ctx->info.device_name);
+  fcl_hash_str(&hs, ctx->info.driver_version);
+  fcl_hash_str(&hs, ctx->info.platform_version);
+  key[0] = hs.h[0];
+  key[1] = hs.h[1];
+}
+
+static fcl_status build_failure(fcl_context *ctx, cl_program prog, cl_int err,
+                                const char *options) {
+  char   log[6000] = "";
+  size_t n = 0;
+  clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, sizeof log - 1,
+                        log, &n);
+  log[sizeof log - 1] = '\0';
+  return fcl_fail(ctx, FCL_ERROR_BUILD, "building kernels (%s) with \"%s\": %s\n%s",
+                  fcl_cl_error_name(err), options, n > 1 ? "build log:" : "no log",
+                  log);
+}
+
+/* Loads a cached binary; false (and nothing kept) if the driver refuses it. */
+static bool from_cache(fcl_context *ctx, const unsigned long long key[2],
+                       const char *options, cl_program *out) {
+  unsigned char *bin;
+  size_t         size;
+  if (!fcl_cache_load(ctx, key, &bin, &size)) return false;
+  cl_int     status = CL_SUCCESS, err;
+  const unsigned char *bins[1] = {bin};
+  cl_program prog = clCreateProgramWithBinary(ctx->cl_ctx, 1, &ctx->device, &size,
+                                              bins, &status, &err);
+  free(bin);
+  if (err == CL_SUCCESS && status == CL_SUCCESS)
+    err = clBuildProgram(prog, 1, &ctx->device, options, NULL, NULL);
+  if (err != CL_SUCCESS || status != CL_SUCCESS) {
+    fcl_log(ctx, "cache: driver refused a cached binary (%s); rebuilding",
+            fcl_cl_error_name(err != CL_SUCCESS ? err : status));
+    if (prog) clReleaseProgram(prog);
+    return false;
+  }
+  *out = prog;
+  return true;
+}
+
+static void to_cache(fcl_context *ctx, cl_program prog,
+                     const unsigned long long key[2]) {
+  size_t size = 0;
+  if (clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL) !=
+          CL_SUCCESS || size == 0)
+    return;
+  unsigned char *bin = malloc(size);
+  if (!bin) return;
+  unsigned char *bins[1] = {bin};
+  if (clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bins, bins, NULL) ==
+          CL_SUCCESS &&
+      fcl_cache_store(ctx, key, bin, size))
+    ctx->stats.cache_writes++;
+  free(bin);
+}
+
+static fcl_status from_source(fcl_context *ctx, char *const *texts,
+                              const size_t *sizes, int n, const char *options,
+                              cl_program *out) {
+  cl_int     err;
+  cl_program prog = clCreateProgramWithSource(ctx->cl_ctx, (cl_uint)n,
+                                              (const char **)texts, sizes, &err);
+  if (err != CL_SUCCESS) return fcl_fail_cl(ctx, err, "clCreateProgramWithSource");
+  err = clBuildProgram(prog, 1, &ctx->device, options, NULL, NULL);
+  if (err != CL_SUCCESS) {
+    fcl_status s = build_failure(ctx, prog, err, options);
+    clReleaseProgram(prog);
+    return s;
+  }
+  *out = prog;
+  return FCL_OK;
+}
+
+static fcl_status get_entry(fcl_context *ctx, const char *const *files,
+                           int nfiles, const char *options,
+                           fcl_program_entry **out) {
+  char      *texts[8] = {0};
+  size_t     sizes[8] = {0};
+  fcl_status s = FCL_OK;
+  if (nfiles > 8) return fcl_fail(ctx, FCL_ERROR_INTERNAL, "too many kernel files");
+  for (int i = 0; i < nfiles && s == FCL_OK; ++i)
+    s = fcl_kernel_source(ctx, files[i], &texts[i], &sizes[i]);
+
+  /* $FCL_BUILD_OPTIONS (kernel work, like $FCL_KERNEL_DIR): appended to
+   * every program's options, and so to its cache key. */
+  char        with_extra[2048];
+  const char *extra = ctx->opt.build_options;
+  if (*extra) {
+    snprintf(with_extra, sizeof with_extra, "%s %s", options, extra);
+    options = with_extra;
+  }
+  unsigned long long key[2] = {0, 0};
+  if (s == FCL_OK) program_key(ctx, texts, nfiles, options, key);
+  for (fcl_program_entry *e = ctx->programs; s == FCL_OK && e; e = e->next) {
+    if (e->key[0] == key[0] && e->key[1] == key[1]) {
+      *out = e;
+      goto done;
+    }
+  }
+  if (s == FCL_OK) {
+    fcl_program_entry *e = calloc(1, sizeof *e);
+    if (!e) {
+      s = fcl_fail(ctx, FCL_ERROR_OUT_OF_MEMORY, "program table");
+      goto done;
+    }
+    if (from_cache(ctx, key, options, &e->program)) {
+      ctx->stats.programs_from_cache++;
+      fcl_log(ctx, "program %s [%s]: loaded from the binary cache", files[nfiles - 1],
+              options);
+    } else if ((s = from_source(ctx, texts, sizes, nfiles, options, &e->program)) ==
+               FCL_OK) {
+      ctx->stats.programs_built++;
+      fcl_log(ctx, "program %s [%s]: built from source", files[nfiles - 1], options);
+      to_cache(ctx, e->program, key);
+    }
+    if (s != FCL_OK) {
+      free(e);
+      goto done;
+    }
+    e->key[0] = key[0];
+    e->key[1] = key[1];
+    e->next = ctx->programs;
+    ctx->programs = e;
+    *out = e;
+  }
+done:
+  for (int i = 0; i < nfiles; ++i) free(texts[i]);
+  return s;
+}
+
+fcl_status fcl_get_program(fcl_context *ctx, const char *const *files,
+                           int nfiles, const char *options, cl_program *out) {
+  fcl_program_entry *e;
+  fcl_status         s = get_entry(ctx, files, nfiles, options, &e);
+  if (s == FCL_OK) *out = e->program;
+  return s;
+}
+
+fcl_status fcl_get_kernel(fcl_context *ctx, const char *const *files,
+                          int nfiles, const char *options, const char *name,
+                          cl_kernel *out) {
+  fcl_program_entry *e;
+  fcl_status         s = get_entry(ctx, files, nfiles, options, &e);
+  if (s != FCL_OK) return s;
+  int slot = 0;
+  for (; slot < (int)FCL_COUNT(e->kernels) && e->kernels[slot]; ++slot) {
+    if (strcmp(e->kernel_names[slot], name) == 0) {
+      *out = e->kernels[slot];
+      return FCL_OK;
+    }
+  }
+  if (slot == (int)FCL_COUNT(e->kernels) || strlen(name) >= sizeof e->kernel_names[0])
+    return fcl_fail(ctx, FCL_ERROR_INTERNAL, "kernel table full for %s", name);
+  cl_int err;
+  cl_kernel k = clCreateKernel(e->program, name, &err);
+  if (err != CL_SUCCESS) return fcl_fail_cl(ctx, err, "clCreateKernel");
+  strcpy(e->kernel_names[slot], name);
+  e->kernels[slot] = k;
+  *out = k;
+  return FCL_OK;
+}
+
+void fcl_release_programs(fcl_context *ctx) {
+  fcl_program_entry *e = ctx->programs;
+  while (e) {
+    fcl_program_entry *next = e->next;
+    for (int i = 0; i < (int)FCL_COUNT(e->kernels) && e->kernels[i]; ++i)
+      clReleaseKernel(e->kernels[i]);
+    clReleaseProgram(e->program);
+    free(e);
+    e = next;
+  }
+  ctx->programs = NULL;
+}

@@ -1,0 +1,119 @@
+/* fcl_rwkv6_backward: forward-time pass (dr, du partials, checkpoints),
+ * reverse-time pass (dk, dw partials, dv, dh0), then fixed-order sums. */
+#include "rwkv6/rwkv6.h"
+
+#include <math.h>
+#include <stdio.h>
+
+
+fcl_status fcl_rwkv6_backward(fcl_context *ctx, const fcl_rwkv6_desc *d,
+                              const fcl_tensor *r, const fcl_tensor *k,
+                              const fcl_tensor *v, const fcl_tensor *w, cl_mem u,
+                              cl_mem h0, const fcl_tensor *dout, cl_mem dht,
+                              const fcl_tensor *dr, const fcl_tensor *dk,
+                              const fcl_tensor *dv, const fcl_tensor *dw,
+                              cl_mem du, cl_mem dh0) {
+  if (!ctx) return fcl_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "ctx: is NULL");
+  fcl_clear_error(ctx);
+  fcl_op_begin(ctx);
+  fcl_rwkv6_problem p;
+  fcl_status s = fcl_check_rwkv6(ctx, d, r, k, v, w, u, h0, &p);
+  if (s != FCL_OK) return s;
+  if ((s = fcl_check_rwkv6_view(ctx, d, &p, dout, "dout", true, r)) ||
+      (s = fcl_check_rwkv6_view(ctx, d, &p, dr, "dr", false, r)) ||
+      (s = fcl_check_rwkv6_view(ctx, d, &p, dk, "dk", false, r)) ||
+      (s = fcl_check_rwkv6_view(ctx, d, &p, dv, "dv", true, r)) ||
+      (s = fcl_check_rwkv6_view(ctx, d, &p, dw, "dw", false, r)) ||
+      (s = fcl_check_buffer(ctx, du, "du", p.u_bytes)) ||
+      (dht && (s = fcl_check_buffer(ctx, dht, "dht", p.state_bytes))) ||
+      (dh0 && (s = fcl_check_buffer(ctx, dh0, "dh0", p.state_bytes))))
+    return s;
+
+  const int K = (int)d->head_dim_k, V = (int)d->head_dim_v;
+  fcl_rwkv6_plan pl;
+  if ((s = fcl_rwkv6_plan_make(ctx, d, p.dtype, true, &p, &pl))) return s;
+  const fcl_rwkv6_bwd_params *c = FCL_CPARAMS(fcl_rwkv6_bwd_params, &pl.cfg);
+  const fcl_variant *kd = pl.cls.variant;
+  const char *opts = pl.options;
+  fcl_log(ctx, "rwkv6 backward: %s", opts);
+  cl_kernel kf, kr, kfin, kdu;
+  if ((s = fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, "fcl_rwkv6_bwd_forward", &kf)) ||
+      (s = fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, "fcl_rwkv6_bwd_reverse", &kr)) ||
+      (s = fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, "fcl_rwkv6_bwd_finish", &kfin)) ||
+      (s = fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, "fcl_rwkv6_bwd_du", &kdu)))
+    return s;
+
+  const cl_int nchunk = (cl_int)((d->seqlen + c->TC - 1) / c->TC);
+  const cl_int nvb = (V + c->BVB - 1) / c->BVB;
+  const size_t part = fcl_bytes(nvb, p.ntok, d->heads, K, sizeof(float));
+  cl_mem ck, drp, dkp, dwp, dup;
+  if ((s = fcl_scratch(ctx, 0, fcl_bytes(d->batch * d->heads, nchunk, K, V, 4), &ck)) ||
+      (s = fcl_scratch(ctx, 1, part, &drp)) || (s = fcl_scratch(ctx, 2, part, &dkp)) ||
+      (s = fcl_scratch(ctx, 3, part, &dwp)) ||
+      (s = fcl_scratch(ctx, 4, fcl_bytes(nvb, d->batch * d->heads, K, 4, 1), &dup)))
+    return s;
+
+  /* Segments of positions, one launch each (one unless the device bounds
+   * loop iterations): the state, then its gradient, pass between them
+   * through `carry`. */
+  const int64_t per_launch = fcl_rwkv6_bwd_positions_per_launch(&ctx->info, K, c);
+  const int64_t seg = per_launch > 0 ? per_launch : d->seqlen;
+  const int64_t nseg = (d->seqlen + seg - 1) / seg;
+  cl_mem carry = r->buffer;
+  if (nseg > 1 && (s = fcl_scratch(ctx, 5, p.state_bytes, &carry))) return s;
+
+  cl_int seqlen = (cl_int)d->seqlen, heads = (cl_int)d->heads;
+  cl_long ntok = p.ntok;
+  cl_float scale = d->scale != 0.0f ? d->scale : (cl_float)(1.0 / sqrt((double)K));
+  const cl_int base_flags = (p.varlen ? RW_VARLEN : 0) | (d->reverse ? RW_REVERSE : 0);
+  cl_mem cu_b = p.varlen ? d->cu_seqlens : r->buffer;
+  const size_t bh = (size_t)(d->batch * d->heads);
+  size_t gp[3] = {(size_t)nvb * K, bh, 1}, lp[3] = {(size_t)K, 1, 1};
+
+  /* Pass 1 walks the segments forward, pass 2 backward. */
+  for (int pass = 0; pass < 2; ++pass)
+    for (int64_t n = 0; n < nseg; ++n) {
+      const int64_t si = pass == 0 ? n : nseg - 1 - n;
+      const bool first = n == 0, last = n == nseg - 1;
+      cl_int p_begin = (cl_int)(si * seg);
+      cl_int p_end = (cl_int)(si == nseg - 1 ? d->seqlen : (si + 1) * seg);
+      cl_mem in = first ? (pass == 0 ? h0 : dht) : carry;
+      cl_mem out = last ? (pass == 0 ? NULL : dh0) : carry;
+      cl_int flags = base_flags;
+      if (pass == 0) flags |= (in ? RW_H0 : 0) | (out ? RW_HT : 0) | (first ? 0 : RW_ACCUMULATE);
+      else flags |= (in ? RW_DHT : 0) | (out ? RW_DH0 : 0);
+      if (!in) in = r->buffer;
+      if (!out) out = r->buffer;
+      fcl_args a = {pass == 0 ? kf : kr, 0, CL_SUCCESS};
+      FCL_ARG(&a, r->buffer); FCL_ARG(&a, k->buffer); FCL_ARG(&a, v->buffer);
+      FCL_ARG(&a, w->buffer); FCL_ARG(&a, u); FCL_ARG(&a, dout->buffer); FCL_ARG(&a, cu_b);
+      fcl_arg_tensor(&a, r); fcl_arg_tensor(&a, k); fcl_arg_tensor(&a, v);
+      fcl_arg_tensor(&a, w); fcl_arg_tensor(&a, dout);
+      FCL_ARG(&a, seqlen); FCL_ARG(&a, heads); FCL_ARG(&a, nchunk); FCL_ARG(&a, ntok);
+      FCL_ARG(&a, scale); FCL_ARG(&a, flags); FCL_ARG(&a, p_begin); FCL_ARG(&a, p_end);
+      if (pass == 0) {
+        FCL_ARG(&a, in); FCL_ARG(&a, ck); FCL_ARG(&a, drp); FCL_ARG(&a, dup); FCL_ARG(&a, out);
+      } else {
+        FCL_ARG(&a, in); FCL_ARG(&a, ck); FCL_ARG(&a, dkp); FCL_ARG(&a, dwp);
+        FCL_ARG(&a, dv->buffer); fcl_arg_tensor(&a, dv); FCL_ARG(&a, out);
+      }
+      if ((s = fcl_launch(ctx, a.k, &a, gp, lp, "enqueueing rwkv6 backward"))) return s;
+    }
+
+  fcl_args af = {kfin, 0, CL_SUCCESS};
+  FCL_ARG(&af, drp); FCL_ARG(&af, dkp); FCL_ARG(&af, dwp);
+  FCL_ARG(&af, dr->buffer); FCL_ARG(&af, dk->buffer); FCL_ARG(&af, dw->buffer);
+  fcl_arg_tensor(&af, dr); fcl_arg_tensor(&af, dk); fcl_arg_tensor(&af, dw);
+  FCL_ARG(&af, seqlen); FCL_ARG(&af, heads); FCL_ARG(&af, nvb); FCL_ARG(&af, ntok);
+  FCL_ARG(&af, base_flags);
+  cl_int nseq = (cl_int)d->batch;
+  fcl_args ad = {kdu, 0, CL_SUCCESS};
+  FCL_ARG(&ad, dup); FCL_ARG(&ad, du); FCL_ARG(&ad, heads); FCL_ARG(&ad, nvb);
+  FCL_ARG(&ad, nseq);
+  const size_t kr16 = (size_t)(K + 15) / 16 * 16;
+  size_t gf[3] = {kr16, (size_t)p.ntok, (size_t)d->heads}, lf[3] = {16, 1, 1};
+  size_t gd[3] = {kr16, (size_t)d->heads, 1}, ld[3] = {16, 1, 1};
+  if ((s = fcl_launch(ctx, kfin, &af, gf, lf, "enqueueing rwkv6 backward sums")))
+    return s;
+  return fcl_launch(ctx, kdu, &ad, gd, ld, "enqueueing rwkv6 du");
+}

@@ -1,0 +1,93 @@
+/* fcl_rwkv6_forward: the fused recurrent kernel, or the chunked pair (state
+ * pass with checkpoints, then all chunks' outputs in parallel). */
+#include "rwkv6/rwkv6.h"
+
+#include <math.h>
+#include <stdio.h>
+
+
+fcl_status fcl_rwkv6_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
+                             const fcl_tensor *r, const fcl_tensor *k,
+                             const fcl_tensor *v, const fcl_tensor *w, cl_mem u,
+                             cl_mem h0, const fcl_tensor *o, cl_mem ht) {
+  if (!ctx) return fcl_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "ctx: is NULL");
+  fcl_clear_error(ctx);
+  fcl_op_begin(ctx);
+  fcl_rwkv6_problem p;
+  fcl_status s = fcl_check_rwkv6(ctx, d, r, k, v, w, u, h0, &p);
+  if (s != FCL_OK) return s;
+  if ((s = fcl_check_rwkv6_view(ctx, d, &p, o, "o", true, r))) return s;
+  if (ht && (s = fcl_check_buffer(ctx, ht, "ht", p.state_bytes))) return s;
+
+  fcl_rwkv6_plan pl;
+  if ((s = fcl_rwkv6_plan_make(ctx, d, p.dtype, false, &p, &pl))) return s;
+  const fcl_variant *kd = pl.cls.variant;
+  const bool chunked = kd == &fcl_variant_rwkv6_chunked;
+  const fcl_rwkv6_fwd_params *c = FCL_CPARAMS(fcl_rwkv6_fwd_params, &pl.cfg);
+  const int K = (int)d->head_dim_k;
+  const char *opts = pl.options;
+  fcl_log(ctx, "rwkv6 forward: %s, %s", kd->name, opts);
+  cl_kernel krec, kout = NULL;
+  if ((s = fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, "fcl_rwkv6_fwd_recurrent", &krec)))
+    return s;
+  if (chunked &&
+      (s = fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, "fcl_rwkv6_fwd_chunk_output", &kout)))
+    return s;
+  const cl_int nchunk = (cl_int)((d->seqlen + c->TC - 1) / c->TC);
+  cl_mem ck = o->buffer; /* never written unless chunked */
+  if (chunked &&
+      (s = fcl_scratch(ctx, 0, fcl_bytes(d->batch * d->heads, nchunk, d->head_dim_k,
+                                         d->head_dim_v, sizeof(float)), &ck)))
+    return s;
+
+  /* Segments of positions, each one launch (one unless the device bounds
+   * loop iterations); the state passes between them through `carry`. */
+  const int64_t per_launch = fcl_rwkv6_fwd_positions_per_launch(&ctx->info, K, c);
+  const int64_t seg = per_launch > 0 ? per_launch : d->seqlen;
+  const int64_t nseg = (d->seqlen + seg - 1) / seg;
+  cl_mem carry = r->buffer;
+  if (nseg > 1 &&
+      (s = fcl_scratch(ctx, 5, p.state_bytes, &carry)))
+    return s;
+
+  cl_int seqlen = (cl_int)d->seqlen, heads = (cl_int)d->heads;
+  cl_float scale = d->scale != 0.0f ? d->scale : (cl_float)(1.0 / sqrt((double)K));
+  const cl_int base_flags = (p.varlen ? RW_VARLEN : 0) | (d->reverse ? RW_REVERSE : 0);
+  cl_mem cu_b = p.varlen ? d->cu_seqlens : r->buffer;
+  const size_t bh = (size_t)(d->batch * d->heads);
+  const size_t wg = (size_t)(c->VS * c->KS), bv = (size_t)(c->VS * c->VC);
+  size_t g1[3] = {((size_t)d->head_dim_v + bv - 1) / bv * wg, bh, 1};
+  size_t l1[3] = {wg, 1, 1};
+
+  for (int64_t si = 0; si < nseg; ++si) {
+    const bool first = si == 0, last = si == nseg - 1;
+    cl_mem in = first ? h0 : carry, out = last ? ht : carry;
+    cl_int flags = base_flags | (in ? RW_H0 : 0) | (out ? RW_HT : 0) | (chunked ? RW_CHECKPOINT | RW_NO_OUTPUT : 0);
+    cl_int p_begin = (cl_int)(si * seg), p_end = (cl_int)(last ? d->seqlen : (si + 1) * seg);
+    if (!in) in = r->buffer;
+    if (!out) out = r->buffer;
+    fcl_args a = {krec, 0, CL_SUCCESS};
+    FCL_ARG(&a, r->buffer); FCL_ARG(&a, k->buffer); FCL_ARG(&a, v->buffer);
+    FCL_ARG(&a, w->buffer); FCL_ARG(&a, u); FCL_ARG(&a, in); FCL_ARG(&a, o->buffer);
+    FCL_ARG(&a, out); FCL_ARG(&a, ck); FCL_ARG(&a, cu_b);
+    fcl_arg_tensor(&a, r); fcl_arg_tensor(&a, k); fcl_arg_tensor(&a, v);
+    fcl_arg_tensor(&a, w); fcl_arg_tensor(&a, o);
+    FCL_ARG(&a, seqlen); FCL_ARG(&a, heads); FCL_ARG(&a, nchunk); FCL_ARG(&a, scale);
+    FCL_ARG(&a, flags); FCL_ARG(&a, p_begin); FCL_ARG(&a, p_end);
+    if ((s = fcl_launch(ctx, krec, &a, g1, l1, "enqueueing rwkv6 forward"))) return s;
+  }
+  if (!chunked) return FCL_OK;
+
+  fcl_args b = {kout, 0, CL_SUCCESS};
+  FCL_ARG(&b, r->buffer); FCL_ARG(&b, k->buffer); FCL_ARG(&b, v->buffer);
+  FCL_ARG(&b, w->buffer); FCL_ARG(&b, u); FCL_ARG(&b, o->buffer); FCL_ARG(&b, ck);
+  FCL_ARG(&b, cu_b);
+  fcl_arg_tensor(&b, r); fcl_arg_tensor(&b, k); fcl_arg_tensor(&b, v);
+  fcl_arg_tensor(&b, w); fcl_arg_tensor(&b, o);
+  FCL_ARG(&b, seqlen); FCL_ARG(&b, heads); FCL_ARG(&b, nchunk); FCL_ARG(&b, scale);
+  FCL_ARG(&b, base_flags);
+  const size_t wg2 = (size_t)(c->TC * c->BVC);
+  size_t g2[3] = {(size_t)nchunk * wg2, (size_t)((d->head_dim_v + c->BVC - 1) / c->BVC), bh};
+  size_t l2[3] = {wg2, 1, 1};
+  return fcl_launch(ctx, kout, &b, g2, l2, "enqueueing rwkv6 chunk output");
+}

@@ -1,0 +1,214 @@
+/* The RWKV6 variants' descriptors: built-in block sizes fitted to local
+ * memory and work-group limits, checks, search spaces, and the loop
+ * budgets' segment lengths. */
+#include "rwkv6/rwkv6.h"
+
+#include <stdio.h>
+
+typedef fcl_rwkv6_fwd_params fwd_params;
+typedef fcl_rwkv6_bwd_params bwd_params;
+
+static int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+static size_t budget(const fcl_device_info *dev) {
+  return dev->local_mem > 1024 ? dev->local_mem - 512 : 0;
+}
+
+/* Local memory of the recurrent (state) kernel, of the chunk-output kernel
+ * and of the backward. */
+static size_t recurrent_bytes(int K, const fwd_params *c) {
+  const int kpad = c->KS * ceil_div(K, c->KS), bv = c->VS * c->VC;
+  return 4 * (size_t)c->TC * (3 * kpad + bv + (c->KS > 1 ? bv * c->KS : 0));
+}
+static size_t chunk_output_bytes(int K, const fwd_params *c) {
+  return 4 * ((size_t)c->TC * (4 * (K + 1) + c->BVC) + (size_t)K * c->BVC +
+              (size_t)c->TC * (c->TC + 1));
+}
+static size_t bwd_bytes(int K, const bwd_params *c) {
+  return 4 * ((size_t)c->TC * (3 * K + 2 * c->BVB) + 2 * (size_t)c->TC * c->BVB * K);
+}
+
+static void fwd_choose(const fcl_device_info *dev, int K, int V, bool chunked, fwd_params *c) {
+  if (!dev->is_cpu) {
+    /* 8 x 8 state blocks: few local reads per multiply-add, and enough
+     * work-items to hide the latency of the chunk loads. */
+    c->KS = ceil_div(K, 8);
+    c->VC = V < 8 ? V : 8;
+    c->VS = 8;
+  } else {
+    /* Whole columns of up to 64 rows (8 on llvmpipe, where fewer loop
+     * iterations per work-item mean longer launches). */
+    c->KS = ceil_div(K, dev->is_llvmpipe ? 8 : 64);
+    c->VC = 1;
+    c->VS = 32;
+  }
+  while (c->VS > 1 && c->VS * c->VC >= 2 * V) c->VS /= 2;
+  while (c->VS > 1 && (size_t)(c->VS * c->KS) > dev->max_wg) c->VS /= 2;
+  c->TC = 16;
+  c->BVC = V < 16 ? V : 16;
+  for (;;) {
+    bool fits = recurrent_bytes(K, c) <= budget(dev) &&
+                (!chunked || chunk_output_bytes(K, c) <= budget(dev)) &&
+                (!chunked || (size_t)(c->TC * c->BVC) <= dev->max_wg);
+    if (fits || c->TC == 1) break;
+    if (chunked && c->BVC > 4) c->BVC /= 2;
+    else c->TC /= 2;
+  }
+}
+
+/* Checks of tuned parameters (fa-tune candidates, database rows): sizes,
+ * work-group and local-memory limits, and the per-work-item state block
+ * (KR x VC floats in registers). */
+static bool fwd_valid(const fcl_device_info *dev, int K, int V, bool chunked,
+                      const fwd_params *c, char *why, size_t why_size) {
+  const char *bad = NULL;
+  if (c->TC < 1 || c->KS < 1 || c->VS < 1 || c->VC < 1 || c->BVC < 1 || c->TC > 256 ||
+      c->KS > K || c->VC > V || c->BVC > V)
+    bad = "a size out of range";
+  else if ((size_t)c->VS * c->KS > dev->max_wg ||
+           (chunked && (size_t)c->TC * c->BVC > dev->max_wg))
+    bad = "work-group larger than the device allows";
+  else if (c->VS * c->VC >= 2 * V && c->VS > 1)
+    bad = "more value columns than the head has";
+  else if (recurrent_bytes(K, c) > budget(dev) ||
+           (chunked && chunk_output_bytes(K, c) > budget(dev)))
+    bad = "local memory exceeded";
+  else if (ceil_div(K, c->KS) * c->VC > 128)
+    bad = "state block too large for registers";
+  if (bad && why) snprintf(why, why_size, "%s", bad);
+  return bad == NULL;
+}
+
+static bool is_chunked(const fcl_tuning_class *c) {
+  return c->variant == &fcl_variant_rwkv6_chunked;
+}
+
+static void fwd_defaults(const fcl_device_info *dev, const fcl_tuning_class *c, fcl_config *cfg) {
+  fwd_choose(dev, c->head_dim, c->head_dim_v, is_chunked(c), FCL_PARAMS(fwd_params, cfg));
+}
+
+static bool fwd_valid_cfg(const fcl_device_info *dev, const fcl_tuning_class *c,
+                          const fcl_config *cfg, char *why, size_t n) {
+  return fwd_valid(dev, c->head_dim, c->head_dim_v, is_chunked(c), FCL_CPARAMS(fwd_params, cfg),
+                   why, n);
+}
+
+static int fwd_axes(const fcl_tuning_class *c, fcl_axis *a) {
+  a[0] = (fcl_axis){"TC", 5, {4, 8, 16, 32, 64}};
+  a[1] = (fcl_axis){"K_ROWS_PER_ITEM", 7, {1, 2, 4, 8, 16, 32, 64}};
+  a[2] = (fcl_axis){"VS", 7, {1, 2, 4, 8, 16, 32, 64}};
+  a[3] = (fcl_axis){"VC", 5, {1, 2, 4, 8, 16}};
+  if (!is_chunked(c)) return 4;
+  a[4] = (fcl_axis){"BVC", 5, {4, 8, 16, 32, 64}};
+  return 5;
+}
+
+static void fwd_point(const fcl_tuning_class *c, const int *v, fcl_config *cfg) {
+  fwd_params *r = FCL_PARAMS(fwd_params, cfg);
+  r->TC = v[0];
+  r->KS = ceil_div(c->head_dim, v[1]);
+  r->VS = v[2], r->VC = v[3];
+  r->BVC = is_chunked(c) ? v[4] : (c->head_dim_v < 16 ? c->head_dim_v : 16);
+}
+
+static bool fwd_worth_trying(const fcl_device_info *dev, const fcl_tuning_class *c,
+                             const fcl_config *cfg) {
+  const fwd_params *r = FCL_CPARAMS(fwd_params, cfg);
+  if (dev->is_cpu) return true;
+  /* A GPU keeps the state block in registers: past 64 floats it spills.
+   * On the H100 a 128-float block (TC=16 KS=4 VS=2 VC=4, K=128) took
+   * 166 s to build and ran 40x slower than the defaults. */
+  const int kr = (c->head_dim + r->KS - 1) / r->KS;
+  if (kr * r->VC > 64) return false;
+  return fcl_whole_warps(dev, (size_t)r->VS * r->KS);
+}
+
+static void bwd_defaults(const fcl_device_info *dev, const fcl_tuning_class *cls,
+                         fcl_config *cfg) {
+  bwd_params *c = FCL_PARAMS(bwd_params, cfg);
+  const int K = cls->head_dim, V = cls->head_dim_v;
+  c->BVB = V < 8 ? V : 8;
+  c->TC = 8;
+  for (;;) {
+    if (bwd_bytes(K, c) <= budget(dev) || (c->TC == 1 && c->BVB == 1)) break;
+    if (c->TC > 2) c->TC /= 2;
+    else if (c->BVB > 1) c->BVB /= 2;
+    else c->TC /= 2;
+  }
+}
+
+static bool bwd_valid(const fcl_device_info *dev, const fcl_tuning_class *cls,
+                      const fcl_config *cfg, char *why, size_t why_size) {
+  const bwd_params *c = FCL_CPARAMS(bwd_params, cfg);
+  const int K = cls->head_dim, V = cls->head_dim_v;
+  const char *bad = NULL;
+  if (c->TC < 1 || c->BVB < 1 || c->TC > 256 || c->BVB > V || c->BVB > 64)
+    bad = "a size out of range";
+  else if ((size_t)K > dev->max_wg)
+    bad = "work-group larger than the device allows";
+  else if (bwd_bytes(K, c) > budget(dev))
+    bad = "local memory exceeded";
+  if (bad && why) snprintf(why, why_size, "%s", bad);
+  return bad == NULL;
+}
+
+static int bwd_axes(const fcl_tuning_class *c, fcl_axis *a) {
+  (void)c;
+  a[0] = (fcl_axis){"TC", 6, {1, 2, 4, 8, 16, 32}};
+  a[1] = (fcl_axis){"BVB", 6, {1, 2, 4, 8, 16, 32}};
+  return 2;
+}
+
+static void bwd_point(const fcl_tuning_class *c, const int *v, fcl_config *cfg) {
+  (void)c;
+  bwd_params *b = FCL_PARAMS(bwd_params, cfg);
+  b->TC = v[0], b->BVB = v[1];
+}
+
+static const char *const fwd_files[] = {"rwkv6/rwkv6_abi.h", "common/dtype.cl",
+                                        "rwkv6/rwkv6_common.cl", "rwkv6/rwkv6_recurrent.cl",
+                                        "rwkv6/rwkv6_chunked.cl"};
+static const char *const bwd_files[] = {"rwkv6/rwkv6_abi.h", "common/dtype.cl",
+                                        "rwkv6/rwkv6_common.cl", "rwkv6/rwkv6_backward.cl"};
+#define DIMS {"K_DIM", "V_DIM"}
+const fcl_variant fcl_variant_rwkv6_recurrent = {
+    "rwkv6_recurrent", FCL_TUNING_RWKV6_RECURRENT, fwd_files, (int)FCL_COUNT(fwd_files), DIMS,
+    FCL_RWKV6_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV6_FWD_PARAMS),
+    FCL_PARAM_NAMES(FCL_RWKV6_FWD_PARAMS), fwd_defaults, fwd_valid_cfg, fwd_axes, fwd_point,
+    fwd_worth_trying};
+const fcl_variant fcl_variant_rwkv6_chunked = {
+    "rwkv6_chunked", FCL_TUNING_RWKV6_CHUNKED, fwd_files, (int)FCL_COUNT(fwd_files), DIMS,
+    FCL_RWKV6_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV6_CHUNKED_PARAMS),
+    FCL_PARAM_NAMES(FCL_RWKV6_CHUNKED_PARAMS), fwd_defaults, fwd_valid_cfg, fwd_axes, fwd_point,
+    fwd_worth_trying};
+const fcl_variant fcl_variant_rwkv6_bwd = {
+    "rwkv6_bwd", FCL_TUNING_RWKV6_BWD, bwd_files, (int)FCL_COUNT(bwd_files), DIMS,
+    FCL_RWKV6_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV6_BWD_PARAMS),
+    FCL_PARAM_NAMES(FCL_RWKV6_BWD_PARAMS), bwd_defaults, bwd_valid, bwd_axes, bwd_point, NULL};
+
+static int64_t positions(const fcl_device_info *dev, long per_chunk, int tc) {
+  if (dev->loop_budget <= 0) return 0;
+  long chunks = (dev->loop_budget * 3 / 4) / per_chunk;
+  return (int64_t)(chunks < 1 ? 1 : chunks) * tc;
+}
+
+/* Loop iterations per chunk, counted as llvmpipe does (every iteration of
+ * every loop, nested ones included). */
+int64_t fcl_rwkv6_fwd_positions_per_launch(const fcl_device_info *dev, int K,
+                                           const fwd_params *c) {
+  const int kr = ceil_div(K, c->KS), kpad = kr * c->KS, bv = c->VS * c->VC;
+  const int wg = c->VS * c->KS;
+  long it = 1 + kr * (1 + c->VC) + 3 * ceil_div(c->TC * kpad, wg) +
+            ceil_div(c->TC * bv, wg) + c->TC * (1 + c->VC + kr * (1 + c->VC));
+  if (c->KS > 1) it += c->TC * c->VC + ceil_div(c->TC * bv, wg) * (1 + c->KS);
+  return positions(dev, it, c->TC);
+}
+
+int64_t fcl_rwkv6_bwd_positions_per_launch(const fcl_device_info *dev, int K,
+                                           const bwd_params *c) {
+  const long loads = 3 * c->TC + 2 * ceil_div(c->TC * c->BVB, K);
+  const long fwd = 1 + c->BVB + loads + c->TC * (1 + c->BVB);
+  const long rev = 1 + loads + c->BVB + 2 * c->TC * (1 + c->BVB) +
+                   ceil_div(c->TC * c->BVB, K) * (1 + K);
+  return positions(dev, fwd > rev ? fwd : rev, c->TC);
+}

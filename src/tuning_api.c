@@ -1,0 +1,119 @@
+/* flashcl_tuning.h: the variants of every operation in one registry, and
+ * what fa-tune and the tests ask of them. This file stands above the
+ * operations (src/README.md): it is the only one that knows them all. */
+#include "attention/attention.h"
+#include "rwkv6/rwkv6.h"
+
+#include <string.h>
+
+/* Tuning order: what the library runs most first, so that a budget spent
+ * early (builds cost seconds a candidate on some drivers) leaves the less
+ * used classes untuned, not the forward: the forwards, the attention
+ * backward, the RWKV6 recurrent forward (AUTO's choice) and backward, the
+ * chunked RWKV6 forward last. */
+static const fcl_variant *const registry[] = {
+    &fcl_variant_attention_fwd_mma, &fcl_variant_attention_fwd_cpu,
+    &fcl_variant_attention_fwd,     &fcl_variant_attention_bwd_mma,
+    &fcl_variant_attention_bwd,     &fcl_variant_rwkv6_recurrent,
+    &fcl_variant_rwkv6_bwd,         &fcl_variant_rwkv6_chunked};
+
+int fcl_variant_count(void) { return (int)FCL_COUNT(registry); }
+
+const fcl_variant *fcl_variant_at(int i) {
+  return i >= 0 && i < fcl_variant_count() ? registry[i] : NULL;
+}
+
+const fcl_variant *fcl_variant_find(const char *name) {
+  for (int i = 0; i < fcl_variant_count(); ++i)
+    if (strcmp(registry[i]->name, name) == 0) return registry[i];
+  return NULL;
+}
+
+const char   *fcl_variant_name(const fcl_variant *v) { return v->name; }
+fcl_tuning_op fcl_variant_op(const fcl_variant *v) { return v->op; }
+int           fcl_variant_nparams(const fcl_variant *v) { return v->nparams; }
+const char   *fcl_variant_param(const fcl_variant *v, int i) {
+  return i >= 0 && i < v->nparams ? v->params[i] : NULL;
+}
+
+int fcl_tuning_axes(const fcl_tuning_class *c, fcl_axis axes[FCL_TUNING_MAX_AXES]) {
+  return c->variant->axes(c, axes);
+}
+
+void fcl_tuning_point(const fcl_tuning_class *c, const int *values, fcl_config *cfg) {
+  c->variant->point(c, values, cfg);
+}
+
+void fcl_tuning_defaults(fcl_context *ctx, const fcl_tuning_class *c, fcl_config *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  c->variant->defaults(&ctx->info, c, cfg);
+}
+
+bool fcl_tuning_valid(fcl_context *ctx, const fcl_tuning_class *c, const fcl_config *cfg,
+                      char *why, size_t why_size) {
+  return c->variant->valid(&ctx->info, c, cfg, why, why_size);
+}
+
+bool fcl_tuning_worth_trying(fcl_context *ctx, const fcl_tuning_class *c,
+                             const fcl_config *cfg) {
+  return !c->variant->worth_trying || c->variant->worth_trying(&ctx->info, c, cfg);
+}
+
+/* The plan of a problem of the class: its head dims, causal flag and
+ * bucket length. */
+static fcl_status plans(fcl_context *ctx, const fcl_tuning_class *c, bool *runs) {
+  const fcl_variant *v = c->variant;
+  const int64_t len = fcl_seqlen_bucket_length(c->bucket);
+  fcl_status s;
+  if (v->op == FCL_TUNING_ATTENTION_FWD || v->op == FCL_TUNING_ATTENTION_BWD) {
+    fcl_attention_desc d = FCL_ATTENTION_DESC_INIT;
+    d.batch = 1, d.seqlen_q = d.seqlen_k = len, d.heads_q = d.heads_kv = 1;
+    d.head_dim = c->head_dim, d.head_dim_v = c->head_dim_v, d.causal = c->causal;
+    fcl_attention_plan pl;
+    s = fcl_attention_plan_make(ctx, &d, c->dtype, v->op == FCL_TUNING_ATTENTION_BWD, 0, &pl);
+    *runs = s == FCL_OK && pl.cls.variant == v;
+  } else {
+    fcl_rwkv6_desc d = FCL_RWKV6_DESC_INIT;
+    d.batch = 1, d.seqlen = len, d.heads = 1;
+    d.head_dim_k = c->head_dim, d.head_dim_v = c->head_dim_v;
+    d.algorithm = v->op == FCL_TUNING_RWKV6_CHUNKED ? FCL_RWKV6_CHUNKED : FCL_RWKV6_RECURRENT;
+    fcl_rwkv6_plan pl;
+    s = fcl_rwkv6_plan_make(ctx, &d, c->dtype, v->op == FCL_TUNING_RWKV6_BWD, NULL, &pl);
+    *runs = s == FCL_OK && pl.cls.variant == v;
+  }
+  return s;
+}
+
+fcl_status fcl_tuning_runs(fcl_context *ctx, const fcl_tuning_class *c, bool forced,
+                           bool *runs) {
+  fcl_status s = fcl_device_probe(ctx);
+  *runs = false;
+  if (s || !forced) return s ? s : plans(ctx, c, runs);
+  fcl_config cfg;
+  char params[160];
+  fcl_tuning_defaults(ctx, c, &cfg);
+  fcl_params_format(c->variant, &cfg, params, sizeof params);
+  if ((s = fcl_tuning_override(ctx, c->variant, params))) return s;
+  s = plans(ctx, c, runs);
+  fcl_tuning_override(ctx, c->variant, NULL);
+  if (s != FCL_OK) fcl_clear_error(ctx), s = FCL_OK; /* the defaults do not fit here */
+  return s;
+}
+
+fcl_status fcl_tuning_device_info(fcl_context *ctx, fcl_tuning_device *out) {
+  fcl_status s = fcl_device_probe(ctx);
+  if (s) return s;
+  const fcl_device_info *i = &ctx->info;
+  memset(out, 0, sizeof *out);
+  memcpy(out->platform, i->platform_name, sizeof out->platform);
+  memcpy(out->vendor, i->vendor, sizeof out->vendor);
+  memcpy(out->device, i->device_name, sizeof out->device);
+  memcpy(out->driver, i->driver_version, sizeof out->driver);
+  memcpy(out->label, i->label, sizeof out->label);
+  out->compute_units = i->compute_units;
+  out->is_cpu = i->is_cpu;
+  out->preferred_multiple = i->preferred_multiple;
+  return FCL_OK;
+}
+
+bool fcl_tuning_db_path(char *out, size_t size) { return fcl_options_tuning_db(out, size); }
