@@ -5,7 +5,9 @@
  * read-only databases fall back or read without failing an operation; a
  * changed kernel source or driver string is not served stale rows;
  * fa-tune keeps a damaged file aside; two concurrent fa-tune processes
- * leave a valid database; export and import round-trip.
+ * leave a valid database; export and import round-trip, and a malformed
+ * file or a bad row imports nothing; fa-tune's exit statuses (0 finished,
+ * 1 failure, 2 usage, 3 stopped with classes left).
  * usage: test_tuning FA_TUNE_PATH CL_SOURCE_DIR WORK_DIR */
 #define _POSIX_C_SOURCE 200809L
 #include "tune.h"
@@ -186,6 +188,14 @@ static bool answers_ok(const char *db, kid k, char *why, size_t n) {
 }
 
 static bool contains(const char *s, const char *sub) { return strstr(s, sub) != NULL; }
+
+/* The first n-1 bytes of a file (a log), "" if none. */
+static const char *slurp(const char *file, char *text, size_t n) {
+  text[0] = '\0';
+  FILE *f = fopen(file, "r");
+  if (f) text[fread(text, 1, n - 1, f)] = '\0', fclose(f);
+  return text;
+}
 
 static void copy_file(const char *from, const char *to) {
   sh("cp '%s' '%s'", from, to);
@@ -380,9 +390,8 @@ static void test_resume(void) {
   int rc = sh("'%s' --db '%s' --ops rwkv6_bwd,rwkv6_recurrent --dtypes f32 --head-dims 16 "
               "--buckets 0,1 --budget 600 --max-tries 2 --iters 1 --resume 2>'%s'",
               g_tune, db, log);
-  char text[8192] = "";
-  FILE *f = fopen(log, "r");
-  if (f) text[fread(text, 1, sizeof text - 1, f)] = '\0', fclose(f);
+  char text[8192];
+  slurp(log, text, sizeof text);
   check(rc == 0 && contains(text, "2 classes tuned already") &&
             contains(text, "2 of 2 classes tuned") &&
             db_scalar(db, "SELECT count(*) FROM tuning") == 4 &&
@@ -391,7 +400,12 @@ static void test_resume(void) {
 }
 
 static void test_export_import(const char *db) {
-  const char *json = path("rows.json"), *copy = path("imported.db");
+  /* Copies: path() reuses its 8 buffers. */
+  char json[4096], copy[4096], fresh[4096], log[4096];
+  snprintf(json, sizeof json, "%s", path("rows.json"));
+  snprintf(copy, sizeof copy, "%s", path("imported.db"));
+  snprintf(fresh, sizeof fresh, "%s", path("fresh.db"));
+  snprintf(log, sizeof log, "%s", path("import.log"));
   int rc = sh("'%s' --db '%s' --export '%s' && '%s' --db '%s' --import '%s'", g_tune, db, json,
               g_tune, copy, json);
   const long long a = db_scalar(db, "SELECT count(*) FROM tuning");
@@ -404,8 +418,123 @@ static void test_export_import(const char *db) {
   FILE *f = fopen(path("bad.json"), "w");
   if (f) fputs("[{\"platform\": \"x\"}]", f), fclose(f);
   rc = sh("'%s' --db '%s' --import '%s' 2>/dev/null", g_tune, copy, path("bad.json"));
-  check(rc != 0 && db_scalar(copy, "SELECT count(*) FROM tuning") == b,
+  check(rc == 1 && db_scalar(copy, "SELECT count(*) FROM tuning") == b,
         "an incomplete JSON row is refused and nothing is imported (rc %d)", rc);
+  /* A malformed file (cut short), and a document that is not an array. */
+  sh("head -c 300 '%s' > '%s' && echo '{\"rows\": []}' > '%s'", json, path("cut.json"),
+     path("object.json"));
+  char text[4096];
+  rc = sh("'%s' --db '%s' --import '%s' 2>'%s'", g_tune, fresh, path("cut.json"), log);
+  check(rc == 1 && contains(slurp(log, text, sizeof text), "not valid JSON") &&
+            db_scalar(fresh, "SELECT count(*) FROM tuning") == 0,
+        "a malformed JSON file is refused, nothing imported (rc %d): %s", rc, text);
+  rc = sh("'%s' --db '%s' --import '%s' 2>'%s'", g_tune, fresh, path("object.json"), log);
+  check(rc == 1 && contains(slurp(log, text, sizeof text), "not an array"),
+        "a JSON object instead of an array is refused (rc %d): %s", rc, text);
+  /* Good rows and one bad field: the file is all or nothing. SQLite's
+   * json_set edits the exported file. */
+  char *all = NULL;
+  {
+    FILE *jf = fopen(json, "r");
+    static char buf[1 << 20];
+    size_t len = jf ? fread(buf, 1, sizeof buf - 1, jf) : 0;
+    if (jf) fclose(jf);
+    buf[len] = '\0';
+    all = buf;
+  }
+  static const struct {
+    const char *name, *edit, *expect;
+  } bad[] = {
+      {"dtype.json", "json_set(?1, '$[1].dtype', 'f64')", "row 2 rejected: unknown dtype"},
+      {"dim.json", "json_set(?1, '$[0].head_dim', 'sixteen')", "\"head_dim\" is not an integer"},
+      {"params.json", "json_set(?1, '$[0].params', 'NOPE=1')", "params \"NOPE=1\""},
+      {"kernel.json", "json_set(?1, '$[0].kernel', 'attention_fwd_nope')", "unknown kernel"},
+      {"missing.json", "json_remove(?1, '$[1].kernel_hash')", "\"kernel_hash\" is missing"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+    sqlite3 *mem = NULL;
+    sqlite3_stmt *st = NULL;
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT %s", bad[i].edit);
+    FILE *out = fopen(path(bad[i].name), "w");
+    if (sqlite3_open(":memory:", &mem) == SQLITE_OK &&
+        sqlite3_prepare_v2(mem, sql, -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_bind_text(st, 1, all, -1, SQLITE_STATIC) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW && out)
+      fputs((const char *)sqlite3_column_text(st, 0), out);
+    if (out) fclose(out);
+    sqlite3_finalize(st);
+    sqlite3_close(mem);
+    rc = sh("'%s' --db '%s' --import '%s' 2>'%s'", g_tune, fresh, path(bad[i].name), log);
+    check(rc == 1 && contains(slurp(log, text, sizeof text), bad[i].expect) &&
+              contains(text, "nothing imported") &&
+              db_scalar(fresh, "SELECT count(*) FROM tuning") == 0,
+          "a row with a bad field (%s) is rejected with its reason, nothing imported (rc %d): %s",
+          bad[i].name, rc, text);
+  }
+  rc = sh("'%s' --db '%s' --import - < '%s' 2>/dev/null", g_tune, fresh, json);
+  check(rc == 0 && db_scalar(fresh, "SELECT count(*) FROM tuning") == a,
+        "the unedited file imports from stdin (rc %d)", rc);
+}
+
+/* fa-tune's exit statuses: 0 finished (classes given up included), 3
+ * stopped by --budget or a signal with classes left (--resume goes on),
+ * 2 usage, 1 failure (no device, no database, a measurement error). */
+static void test_exit_status(void) {
+  char db[4096], log[4096];
+  snprintf(db, sizeof db, "%s", path("status.db"));
+  snprintf(log, sizeof log, "%s", path("status.log"));
+  const char *tiny = "--ops rwkv6_bwd --dtypes f32 --head-dims 16 --max-tries 1 --iters 1";
+  char text[16384];
+  int rc = sh("'%s' --db '%s' %s --buckets 0 2>/dev/null", g_tune, db, tiny);
+  check(rc == 0, "exit 0: a complete tiny run (rc %d)", rc);
+  /* On a CPU the attention backward at 16384 is given up (one run of the
+   * defaults takes seconds); elsewhere it is tuned: finished either way. */
+  rc = sh("'%s' --db '%s' --ops attention_bwd --dtypes f32 --head-dims 16 --causal 0 "
+          "--buckets 3 --max-tries 1 --iters 1 2>'%s'", g_tune, db, log);
+  slurp(log, text, sizeof text);
+  const bool given_up = contains(text, "given up (built-in defaults kept)");
+  check(rc == 0 && (given_up || contains(text, "1 of 1 classes tuned")),
+        "exit 0: a class given up is finished, its reason in the summary (rc %d, %s)", rc,
+        given_up ? "given up here" : "tuned here");
+  /* A budget spent after the first of four classes, then --resume. */
+  sh("rm -f '%s'", db);
+  rc = sh("'%s' --db '%s' %s --buckets 0,1,2,3 --budget 0.001 2>'%s'", g_tune, db, tiny, log);
+  check(rc == 3 && contains(slurp(log, text, sizeof text), "3 classes not tried") &&
+            db_scalar(db, "SELECT count(*) FROM tuning") == 1,
+        "exit 3: stopped by the budget with 3 classes left, 1 stored (rc %d)", rc);
+  rc = sh("'%s' --db '%s' %s --buckets 0,1,2,3 --resume 2>/dev/null", g_tune, db, tiny);
+  check(rc == 0 && db_scalar(db, "SELECT count(*) FROM tuning") == 4,
+        "exit 0: --resume finishes the 3 left (rc %d)", rc);
+  /* SIGTERM once the first class is under way: it is finished and stored. */
+  sh("rm -f '%s'", db);
+  rc = sh("'%s' --db '%s' %s --dtypes f32,f16 --buckets 0,1,2,3 2>'%s' & pid=$!; "
+          "for i in $(seq 400); do grep -qF '[1/' '%s' && break; sleep 0.05; done; "
+          "kill -TERM $pid; wait $pid",
+          g_tune, db, tiny, log, log);
+  check(rc == 3 && contains(slurp(log, text, sizeof text), "stopped by a signal"),
+        "exit 3: stopped by SIGTERM with classes left (rc %d)", rc);
+  rc = sh("'%s' --no-such-flag 2>/dev/null", g_tune);
+  check(rc == 2, "exit 2: an unknown flag (rc %d)", rc);
+  rc = sh("'%s' --db '%s' --budget soon 2>/dev/null", g_tune, db);
+  check(rc == 2, "exit 2: a bad value (rc %d)", rc);
+  rc = sh("'%s' --db '%s' --head-dims 16,0 2>/dev/null", g_tune, db);
+  check(rc == 2, "exit 2: a value out of range (rc %d)", rc);
+  rc = sh("'%s' --db 2>/dev/null", g_tune);
+  check(rc == 2, "exit 2: a missing value (rc %d)", rc);
+  rc = sh("'%s' --db '%s' --device no-such-device %s --buckets 0 2>/dev/null", g_tune, db, tiny);
+  check(rc == 1, "exit 1: no such device (rc %d)", rc);
+  rc = sh("'%s' --db /dev/null/tuning.db %s --buckets 0 2>/dev/null", g_tune, tiny);
+  check(rc == 1, "exit 1: a database that cannot be written (rc %d)", rc);
+  /* A measurement error: the defaults build but answer wrong (a kernel
+   * source whose exp is not exp). */
+  const char *dir = path("wrong-cl");
+  sh("rm -rf '%s' && cp -r '%s' '%s' && sed -i '1i #define exp(x) ((x) * 0.5f)' "
+     "'%s/rwkv6/rwkv6_recurrent.cl'", dir, g_cl, dir, dir);
+  rc = sh("FCL_KERNEL_DIR='%s' '%s' --db '%s' --ops rwkv6_recurrent --dtypes f32 --head-dims 16 "
+          "--buckets 0 --max-tries 1 --iters 1 2>'%s'", dir, g_tune, db, log);
+  check(rc == 1 && contains(slurp(log, text, sizeof text), "FAILED"),
+        "exit 1: a measurement error (wrong answers from the defaults) (rc %d)", rc);
 }
 
 int main(int argc, char **argv) {
@@ -429,6 +558,7 @@ int main(int argc, char **argv) {
   test_concurrent();
   test_resume();
   test_export_import(db);
+  test_exit_status();
   printf("%d of %d checks failed\n", g_failed, g_checks);
   free(g_icd_filenames);
   return g_failed ? 1 : 0;

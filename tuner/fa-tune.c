@@ -3,6 +3,7 @@
  * reads. See --help. */
 #include "tune.h"
 
+#include <math.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -55,24 +56,52 @@ static void usage(FILE *f) {
     "  --max-tries N      candidates per class at most (default: as the budget allows)\n"
     "  --warmup N         untimed runs first (default 1)\n"
     "  --show             print what the database holds for the device\n"
-    "  --export FILE      write the device's rows as JSON (- for stdout)\n"
-    "  --import FILE      add rows from such a JSON file\n"
+    "  --export FILE      write the device's rows as a JSON array of row objects, keyed\n"
+    "                     by the database's column names (- for stdout)\n"
+    "  --import FILE      add the rows of such a file (- for stdin; needs no device);\n"
+    "                     every row is checked first, and a bad one imports nothing\n"
     "  --verbose          every candidate and why it was rejected\n"
     "  --replay LOG       judge the search, not the device: take each candidate's time\n"
     "                     from LOG (the --exhaustive --verbose log of one class, which\n"
     "                     the other options must select), store nothing, and report\n"
-    "                     how far the search ends from LOG's best (exit 1 if over 3%%)\n");
+    "                     how far the search ends from LOG's best (exit 1 if over 3%%)\n"
+    "\n"
+    "Exit status:\n"
+    "  0  finished: every selected class was tuned, or given up and left at the\n"
+    "     built-in defaults with the reason in the summary (one run of the defaults\n"
+    "     too slow to time at the class's length, or they do not build on the\n"
+    "     device); --show, --export, --import: done\n"
+    "  1  failure: no such device, the database cannot be opened or written, an\n"
+    "     import refused (nothing imported), or a measurement error: the defaults\n"
+    "     of a class built but failed to run or gave wrong answers\n"
+    "  2  usage: an unknown option, a bad or missing value\n"
+    "  3  stopped by --budget or Ctrl-C/SIGTERM with classes not yet tried; what\n"
+    "     was measured is stored, and --resume goes on from there\n"
+    "  With --device all: the most serious over the devices, 1 over 3 over 0.\n"
+    "  With --replay: 0 within 3%% of LOG's best, 1 if not, 2 if the replay\n"
+    "  cannot be made (options selecting other than one class, no --max-tries,\n"
+    "  an unreadable LOG or one without the defaults).\n");
 }
 
-static int split(const char *s, char items[][32], int max) {
+/* Exit statuses (see usage). */
+enum { EXIT_DONE = 0, EXIT_FAILED = 1, EXIT_USAGE = 2, EXIT_STOPPED = 3 };
+
+/* The comma-separated items of a flag's value; -1 (said why) when there
+ * are none or more than max. */
+static int split(const char *flag, const char *s, char items[][32], int max) {
   int n = 0;
-  while (*s && n < max) {
+  while (*s) {
     const char *e = strchr(s, ',');
     size_t len = e ? (size_t)(e - s) : strlen(s);
+    if (n == max) {
+      fprintf(stderr, "fa-tune: %s: at most %d values\n", flag, max);
+      return -1;
+    }
     snprintf(items[n++], 32, "%.*s", (int)(len < 31 ? len : 31), s);
     s += len + (e != NULL);
   }
-  return n;
+  if (n == 0) fprintf(stderr, "fa-tune: %s: no value given\n", flag);
+  return n ? n : -1;
 }
 
 /* Adds every variant of op (all with op < 0). */
@@ -83,7 +112,8 @@ static void add_op(options *o, int op) {
 
 static bool parse_ops(options *o, const char *s) {
   char items[16][32];
-  int n = split(s, items, 16);
+  int n = split("--ops", s, items, 16);
+  if (n < 0) return false;
   for (int i = 0; i < n; ++i) {
     const fcl_variant *v = fcl_variant_find(items[i]);
     if (strcmp(items[i], "all") == 0) {
@@ -111,7 +141,8 @@ static bool parse_ops(options *o, const char *s) {
 static bool parse_ints(const char *flag, const char *s, int *out, int *n, int max, int lo,
                        int hi) {
   char items[16][32];
-  *n = split(s, items, max);
+  *n = split(flag, s, items, max);
+  if (*n < 0) return false;
   for (int i = 0; i < *n; ++i) {
     char *end;
     long v = strtol(items[i], &end, 10);
@@ -121,9 +152,10 @@ static bool parse_ints(const char *flag, const char *s, int *out, int *n, int ma
     }
     out[i] = (int)v;
   }
-  return *n > 0;
+  return true;
 }
 
+/* 0, or EXIT_USAGE (said why). */
 static int parse(int argc, char **argv, options *o) {
   memset(o, 0, sizeof *o);
   o->budget_s = 480;
@@ -140,7 +172,7 @@ static int parse(int argc, char **argv, options *o) {
                  strcmp(a, "--max-tries") == 0 || strcmp(a, "--replay") == 0;
     if (needs && !v) {
       fprintf(stderr, "fa-tune: %s needs a value\n", a);
-      return 2;
+      return EXIT_USAGE;
     }
     if (needs) ++i;
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -152,36 +184,38 @@ static int parse(int argc, char **argv, options *o) {
     } else if (strcmp(a, "--db") == 0) {
       o->db = v;
     } else if (strcmp(a, "--ops") == 0) {
-      if (!parse_ops(o, v)) return 2;
+      if (!parse_ops(o, v)) return EXIT_USAGE;
     } else if (strcmp(a, "--dtypes") == 0) {
       char items[8][32];
-      o->ndtypes = split(v, items, 3);
+      o->ndtypes = split(a, v, items, 3);
+      if (o->ndtypes < 0) return EXIT_USAGE;
       for (int j = 0; j < o->ndtypes; ++j)
         if (!fcl_dtype_from_name(items[j], &o->dtypes[j])) {
-          fprintf(stderr, "fa-tune: --dtypes: unknown dtype '%s'\n", items[j]);
-          return 2;
+          fprintf(stderr, "fa-tune: --dtypes: unknown dtype '%s' (f32, f16, bf16)\n", items[j]);
+          return EXIT_USAGE;
         }
     } else if (strcmp(a, "--head-dims") == 0) {
-      if (!parse_ints(a, v, o->dims, &o->ndims, 8, 1, 512)) return 2;
+      if (!parse_ints(a, v, o->dims, &o->ndims, 8, 1, 512)) return EXIT_USAGE;
     } else if (strcmp(a, "--causal") == 0) {
-      if (!parse_ints(a, v, o->causal, &o->ncausal, 2, 0, 1)) return 2;
+      if (!parse_ints(a, v, o->causal, &o->ncausal, 2, 0, 1)) return EXIT_USAGE;
     } else if (strcmp(a, "--buckets") == 0) {
       if (!parse_ints(a, v, o->buckets, &o->nbuckets, FCL_SEQLEN_BUCKETS, 0,
                       FCL_SEQLEN_BUCKETS - 1))
-        return 2;
+        return EXIT_USAGE;
     } else if (strcmp(a, "--budget") == 0) {
-      o->budget_s = atof(v);
-      if (!(o->budget_s > 0)) {
+      char *end;
+      o->budget_s = strtod(v, &end);
+      if (end == v || *end || !(o->budget_s > 0) || !isfinite(o->budget_s)) {
         fprintf(stderr, "fa-tune: --budget: '%s' is not a positive number of seconds\n", v);
-        return 2;
+        return EXIT_USAGE;
       }
     } else if (strcmp(a, "--iters") == 0 || strcmp(a, "--warmup") == 0) {
       int x, n;
-      if (!parse_ints(a, v, &x, &n, 1, a[2] == 'w' ? 0 : 1, 64)) return 2;
+      if (!parse_ints(a, v, &x, &n, 1, a[2] == 'w' ? 0 : 1, 64)) return EXIT_USAGE;
       *(a[2] == 'w' ? &o->st.warmup : &o->st.iters) = x;
     } else if (strcmp(a, "--max-tries") == 0) {
       int n;
-      if (!parse_ints(a, v, &o->st.max_tries, &n, 1, 1, 1 << 20)) return 2;
+      if (!parse_ints(a, v, &o->st.max_tries, &n, 1, 1, 1 << 20)) return EXIT_USAGE;
     } else if (strcmp(a, "--export") == 0) {
       o->export_file = v;
     } else if (strcmp(a, "--import") == 0) {
@@ -201,7 +235,7 @@ static int parse(int argc, char **argv, options *o) {
     } else {
       fprintf(stderr, "fa-tune: unknown option '%s'\n", a);
       usage(stderr);
-      return 2;
+      return EXIT_USAGE;
     }
   }
   bool any = false;
@@ -307,25 +341,50 @@ static int drop_tuned(const char *path, fcl_context *ctx, fcl_tuning_class *cls,
   return held;
 }
 
+static bool starts_with(const char *s, const char *prefix) {
+  return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* Whether a class that tune_class could not tune was given up, which is
+ * how some classes always end on some devices and not an error: one run
+ * of the defaults is too slow to time at the class's length (search.c:
+ * "one run of the defaults would take/takes ...", "could not size the
+ * timing problem"), or the defaults do not build or are not supported
+ * there. Anything else is a measurement error: the defaults built but a
+ * run failed (an OpenCL error, out of memory) or its answers were wrong. */
+static bool given_up(const char *why) {
+  return strstr(why, "one run of the defaults") || strstr(why, "could not size the timing") ||
+         starts_with(why, fcl_status_string(FCL_ERROR_BUILD)) ||
+         starts_with(why, fcl_status_string(FCL_ERROR_UNSUPPORTED));
+}
+
+/* A class not tuned, and why. */
+typedef struct {
+  fcl_tuning_class cls;
+  bool             failed; /* a measurement error, not given up */
+  char             why[512];
+} untuned;
+
+/* EXIT_DONE, EXIT_STOPPED (budget or Ctrl-C with classes left) or
+ * EXIT_FAILED; --show/--export and --replay keep their own. */
 static int tune_device(const options *o, const char *sel, const char *path) {
   fcl_context *ctx = NULL;
   if (fcl_context_create(sel, &ctx) != FCL_OK) {
     fprintf(stderr, "fa-tune: device '%s': %s\n", sel ? sel : "(default)",
             fcl_context_last_error(NULL));
-    return 1;
+    return EXIT_FAILED;
   }
-  int status = 0;
-  if (o->show || o->export_file || o->import_file) {
+  int status = EXIT_DONE;
+  if (o->show || o->export_file) {
     char why[1024];
     sqlite3 *db = tune_db_open(path, why, sizeof why);
     if (!db) {
       fprintf(stderr, "fa-tune: %s\n", why);
       fcl_context_destroy(ctx);
-      return 1;
+      return EXIT_FAILED;
     }
-    if (o->import_file) status |= tune_db_import(db, o->import_file);
-    if (o->show) status |= tune_db_show(db, ctx);
-    if (o->export_file) status |= tune_db_export(db, ctx, o->export_file);
+    if (o->show && tune_db_show(db, ctx)) status = EXIT_FAILED;
+    if (o->export_file && tune_db_export(db, ctx, o->export_file)) status = EXIT_FAILED;
     tune_db_close(db);
     fcl_context_destroy(ctx);
     return status;
@@ -338,7 +397,7 @@ static int tune_device(const options *o, const char *sel, const char *path) {
     if (n != 1) {
       fprintf(stderr, "fa-tune: --replay: the options select %d classes; name one (--ops, "
               "--dtypes, --head-dims, --causal, --buckets)\n", n);
-      status = 2;
+      status = EXIT_USAGE;
     } else {
       tune_settings st = o->st;
       st.budget_s = o->budget_s;
@@ -366,19 +425,15 @@ static int tune_device(const options *o, const char *sel, const char *path) {
     if (cls[i].variant) cls[kept++] = cls[i];
   n = kept;
   if (o->resume) fprintf(stderr, "fa-tune: --resume: %d classes tuned already\n", held);
-  int ndone = 0;
+  static untuned skipped[MAXC];
+  int ndone = 0, nskipped = 0, nfailed = 0;
   const double t0 = tu_now();
-  fprintf(stderr, "fa-tune: %s: %d problem classes, budget %.0f s\n",
+  fprintf(stderr, "fa-tune: %s: %d problem classes, budget %g s\n",
           fcl_context_device_name(ctx), n, o->budget_s);
   tune_progress_start(n, o->budget_s);
   for (int i = 0; i < n && !tune_interrupted; ++i) {
     char what[160], why[512];
-    if (tu_now() - t0 > o->budget_s) {
-      tune_log("fa-tune: the budget of %.0f s is spent; %d classes not tuned (give a larger "
-               "--budget, go on with --resume, or take fewer --ops/--dtypes/--head-dims/--buckets)",
-               o->budget_s, n - i);
-      break;
-    }
+    if (tu_now() - t0 > o->budget_s) break; /* said in the summary */
     describe(&cls[i], what, sizeof what);
     tune_progress_update(i, what);
     tune_settings st = o->st;
@@ -390,7 +445,13 @@ static int tune_device(const options *o, const char *sel, const char *path) {
         st.seed = done[j].res.params;
     tune_result r;
     if (!tune_class(ctx, &cls[i], &st, &r, why, sizeof why)) {
-      tune_log("fa-tune: %s: not tuned: %s", what, why);
+      untuned *u = &skipped[nskipped++];
+      u->cls = cls[i];
+      u->failed = !given_up(why);
+      nfailed += u->failed;
+      snprintf(u->why, sizeof u->why, "%s", why);
+      tune_log("fa-tune: %s: not tuned, %s: %s", what,
+               u->failed ? "failed" : "given up (built-in defaults kept)", why);
       continue;
     }
     done[ndone].cls = cls[i];
@@ -402,12 +463,43 @@ static int tune_device(const options *o, const char *sel, const char *path) {
              r.points, r.rejected);
   }
   tune_progress_end();
+  /* The summary: what was tuned, each class given up or failed and why,
+   * and what is left for --resume. */
+  const int left = n - ndone - nskipped;
   if (tune_interrupted) fprintf(stderr, "fa-tune: interrupted; keeping %d results\n", ndone);
-  fprintf(stderr, "fa-tune: %s: %d of %d classes tuned in %.0f s\n",
-          fcl_context_device_name(ctx), ndone, n, tu_now() - t0);
-  if (ndone) status = store(path, ctx, done, ndone);
+  fprintf(stderr, "fa-tune: %s: %d of %d classes tuned in %.0f s", fcl_context_device_name(ctx),
+          ndone, n, tu_now() - t0);
+  if (nskipped - nfailed) fprintf(stderr, "; %d given up", nskipped - nfailed);
+  if (nfailed) fprintf(stderr, "; %d failed", nfailed);
+  if (left) fprintf(stderr, "; %d not tried", left);
+  fprintf(stderr, "\n");
+  for (int pass = 0; pass < 2; ++pass)
+    for (int i = 0; i < nskipped; ++i) {
+      if (skipped[i].failed != (pass == 1)) continue;
+      char what[160];
+      describe(&skipped[i].cls, what, sizeof what);
+      fprintf(stderr, "fa-tune:   %s: %s: %s\n", what,
+              pass ? "FAILED" : "given up (built-in defaults kept)", skipped[i].why);
+    }
+  if (left && tune_interrupted)
+    fprintf(stderr, "fa-tune: stopped by a signal with %d classes not tried; go on with "
+            "--resume\n", left);
+  else if (left)
+    fprintf(stderr, "fa-tune: stopped: the budget of %g s is spent with %d classes not tried "
+            "(go on with --resume, give a larger --budget, or take fewer --ops/--dtypes/"
+            "--head-dims/--buckets)\n", o->budget_s, left);
+  if (ndone && store(path, ctx, done, ndone)) status = EXIT_FAILED;
   fcl_context_destroy(ctx);
-  return status || ndone < n;
+  if (status == EXIT_DONE && nfailed) status = EXIT_FAILED;
+  if (status == EXIT_DONE && left) status = EXIT_STOPPED;
+  return status;
+}
+
+/* The most serious of two statuses: 2 (usage, --replay) over 1 over 3
+ * over 0. */
+static int worst(int a, int b) {
+  static const int rank[4] = {0, 2, 3, 1};
+  return rank[a & 3] >= rank[b & 3] ? a : b;
 }
 
 /* Ctrl-C (or a SIGTERM from `timeout`): finish the candidate in hand, then
@@ -424,18 +516,38 @@ int main(int argc, char **argv) {
   char sel[64][16];
   if (o.list) {
     list_devices(sel, 64, true);
-    return 0;
+    return EXIT_DONE;
   }
   char path[4096];
   if (o.db) snprintf(path, sizeof path, "%s", o.db);
   else if (!fcl_tuning_db_path(path, sizeof path)) {
     fprintf(stderr, "fa-tune: no database path: give --db (FCL_TUNING_DB is off or HOME unset)\n");
-    return 2;
+    return EXIT_USAGE;
+  }
+  /* The database is opened (made if need be) before any device is
+   * measured, so that one that cannot be written fails at once, not after
+   * the budget is spent; an import needs no device. */
+  if (!o.replay_file) {
+    char why[1024];
+    sqlite3 *db = tune_db_open(path, why, sizeof why);
+    if (!db) {
+      fprintf(stderr, "fa-tune: %s\n", why);
+      return EXIT_FAILED;
+    }
+    if (o.import_file) rc = tune_db_import(db, o.import_file) ? EXIT_FAILED : EXIT_DONE;
+    tune_db_close(db);
+    if (o.import_file && (rc || (!o.show && !o.export_file))) return rc;
   }
   signal(SIGINT, on_stop);
   signal(SIGTERM, on_stop);
   if (!o.all_devices) return tune_device(&o, o.device, path);
   const int n = list_devices(sel, 64, false);
-  for (int i = 0; i < n && !tune_interrupted; ++i) rc |= tune_device(&o, sel[i], path);
+  if (n == 0) {
+    fprintf(stderr, "fa-tune: --device all: no OpenCL devices\n");
+    return EXIT_FAILED;
+  }
+  int i = 0;
+  for (; i < n && !tune_interrupted; ++i) rc = worst(rc, tune_device(&o, sel[i], path));
+  if (i < n) rc = worst(rc, EXIT_STOPPED); /* devices left after Ctrl-C */
   return rc;
 }

@@ -112,7 +112,10 @@ bool     tune_db_put(sqlite3 *db, fcl_context *ctx, const fcl_tuning_class *cls,
  * (same driver and kernel sources). */
 bool     tune_db_has(sqlite3 *db, fcl_context *ctx, const fcl_tuning_class *cls);
 int      tune_db_show(sqlite3 *db, fcl_context *ctx);
-/* --export/--import as JSON (an array of row objects). */
+/* --export/--import as JSON: an array of row objects keyed by the column
+ * names (FILE "-": stdout, stdin). The import checks every row (types,
+ * kernel, dtype, class, params, times) and writes all of them or, when
+ * any is bad, none: one transaction. 0, or 1 with the reasons printed. */
 int      tune_db_export(sqlite3 *db, fcl_context *ctx, const char *file);
 int      tune_db_import(sqlite3 *db, const char *file);
 
