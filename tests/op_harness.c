@@ -1,7 +1,6 @@
 /* One flashcl operation on dense host arrays; see op_harness.h. */
 #include "op_harness.h"
 
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +15,14 @@ void oh_set_layout(tu_layout layout, size_t offset_elems, size_t tail_elems) {
   g_tail = tail_elems;
 }
 
+/* The options oh_attention and oh_rwkv6 run with. */
+static void layout_opts(oh_opts *o) {
+  memset(o, 0, sizeof *o);
+  for (int i = 0; i < OH_NVIEWS; ++i) o->view[i] = (oh_view){g_layout, g_offset, g_tail};
+  o->in_tail = o->out_tail = 4 * g_tail;
+  o->bwd_runs = 1;
+}
+
 void oh_append(char *why, size_t nwhy, const char *fmt, ...) {
   const size_t used = strlen(why);
   if (used + 1 >= nwhy) return;
@@ -23,59 +30,6 @@ void oh_append(char *why, size_t nwhy, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(why + used, nwhy - used, fmt, ap);
   va_end(ap);
-}
-
-double oh_grad_tol(fcl_dtype t) {
-  switch (t) {
-  case FCL_F32: return 2e-4;
-  case FCL_F16: return 5e-3;
-  case FCL_BF16: return 3e-2;
-  }
-  return 0.0;
-}
-
-tu_tol oh_rwkv6_tol(fcl_dtype t) {
-  switch (t) {
-  case FCL_F32: return (tu_tol){.atol = 1e-4};
-  case FCL_F16: return (tu_tol){.atol = 3e-3};
-  case FCL_BF16: return (tu_tol){.atol = 2e-2};
-  }
-  return (tu_tol){.atol = 0.0};
-}
-
-tu_tol oh_rwkv6_state_tol(void) { return (tu_tol){.atol = 1e-4}; }
-
-int oh_check(const char *what, const double *got, const double *ref, size_t n,
-             tu_tol tol, int lse_style, char *why, size_t nwhy) {
-  double *g = malloc(8 * (n + 1)), *r = malloc(8 * (n + 1));
-  if (!g || !r) abort();
-  size_t nan_missing = 0, nan_extra = 0, first = 0;
-  for (size_t i = 0; i < n; ++i) {
-    g[i] = got[i];
-    r[i] = ref[i];
-    if (isnan(ref[i]) != isnan(got[i])) {
-      if (!nan_missing && !nan_extra) first = i;
-      if (isnan(ref[i])) ++nan_missing;
-      else ++nan_extra;
-    }
-    if (isnan(ref[i]) && isnan(got[i])) g[i] = r[i] = 0.0;
-  }
-  int ok = 1;
-  if (nan_missing || nan_extra) {
-    ok = 0;
-    oh_append(why, nwhy, " %s: %zu NaN missing, %zu NaN extra (first [%zu] got %g ref %g);",
-              what, nan_missing, nan_extra, first, got[first], ref[first]);
-  } else {
-    const tu_cmp c = tu_compare(g, r, n, tol, lse_style);
-    if (!c.ok) {
-      ok = 0;
-      oh_append(why, nwhy, " %s mismatch;", what);
-      tu_print_cmp(what, &c, NULL, 0);
-    }
-  }
-  free(g);
-  free(r);
-  return ok;
 }
 
 oh_attention_sizes oh_attention_count(const ref_attention_problem *p) {
@@ -116,58 +70,114 @@ oh_rwkv6_sizes oh_rwkv6_count(const ref_rwkv6_problem *p) {
   return s;
 }
 
-/* Device tensors of one call, released together. */
+/* ---- device buffers of one call, released together ------------------------ */
 typedef struct {
-  tu_tensor t[12];
-  cl_mem    m[12];
-  int       nt, nm;
+  cl_mem         m;
+  size_t         bytes;
+  const char    *name;
+  unsigned char *bytes_then;
+} watched;
+
+typedef struct {
+  fcl_context *ctx;
+  tu_tensor    t[12];
+  cl_mem       m[12];
+  watched      w[16];
+  int          nt, nm, nw;
 } pool;
 
-static tu_tensor *new_tensor(pool *pl, fcl_context *ctx, const double *dense,
-                             int64_t b, int64_t s, int64_t h, int64_t d, fcl_dtype dt) {
+static tu_tensor *new_tensor(pool *pl, const double *dense, int64_t b, int64_t s, int64_t h,
+                             int64_t d, fcl_dtype dt, const oh_view *v) {
   tu_tensor *t = &pl->t[pl->nt];
-  if (tu_tensor_create(fcl_context_cl(ctx), fcl_context_queue(ctx), dense, b, s, h, d,
-                       dt, g_layout, g_offset, g_tail, t))
+  if (tu_tensor_create(fcl_context_cl(pl->ctx), fcl_context_queue(pl->ctx), dense, b, s, h, d,
+                       dt, v->layout, v->offset, v->tail, t))
     return NULL;
   pl->nt++;
   return t;
 }
 
-static cl_mem new_buffer(pool *pl, fcl_context *ctx, const double *x, size_t n,
-                         fcl_dtype dt) {
-  const size_t es = tu_dtype_size(dt), bytes = n * es + 4 * g_tail;
+/* n values of x (NULL: poison) in dtype dt, then tail poison bytes. */
+static cl_mem new_buffer(pool *pl, const double *x, size_t n, fcl_dtype dt, size_t tail) {
+  const size_t es = tu_dtype_size(dt), bytes = n * es + tail;
   unsigned char *host = malloc(bytes + 1);
   if (!host) return NULL;
   memset(host, TU_POISON_BYTE, bytes + 1);
   for (size_t i = 0; x && i < n; ++i) tu_encode(host + i * es, x[i], dt);
-  cl_mem m = tu_buffer_from(fcl_context_cl(ctx), fcl_context_queue(ctx), host,
+  cl_mem m = tu_buffer_from(fcl_context_cl(pl->ctx), fcl_context_queue(pl->ctx), host,
                             bytes ? bytes : 1);
   free(host);
   if (m) pl->m[pl->nm++] = m;
   return m;
 }
 
+static cl_mem new_ints(pool *pl, const int32_t *x, int64_t n) {
+  cl_mem m = tu_buffer_from(fcl_context_cl(pl->ctx), NULL, x, (size_t)n * 4);
+  if (m) pl->m[pl->nm++] = m;
+  return m;
+}
+
+static unsigned char *read_all(pool *pl, cl_mem m, size_t bytes) {
+  unsigned char *h = malloc(bytes + 1);
+  if (h && tu_buffer_read(fcl_context_queue(pl->ctx), m, h, bytes)) {
+    free(h);
+    return NULL;
+  }
+  return h;
+}
+
+static size_t mem_bytes(cl_mem m) {
+  size_t n = 0;
+  clGetMemObjectInfo(m, CL_MEM_SIZE, sizeof n, &n, NULL);
+  return n;
+}
+
+/* Remembers the bytes of m (NULL: nothing) to check later that they stay. */
+static void watch(pool *pl, cl_mem m, const char *name) {
+  if (!m) return;
+  watched *w = &pl->w[pl->nw++];
+  w->m = m;
+  w->bytes = mem_bytes(m);
+  w->name = name;
+  w->bytes_then = read_all(pl, m, w->bytes);
+}
+
+static int check_watched(pool *pl, char *why, size_t nwhy) {
+  int bad = 0;
+  for (int i = 0; i < pl->nw; ++i) {
+    unsigned char *now = read_all(pl, pl->w[i].m, pl->w[i].bytes);
+    if (!now || !pl->w[i].bytes_then || memcmp(now, pl->w[i].bytes_then, pl->w[i].bytes)) {
+      oh_append(why, nwhy, " input %s was modified;", pl->w[i].name);
+      bad = 1;
+    }
+    free(now);
+  }
+  return bad;
+}
+
 static void release(pool *pl) {
   for (int i = 0; i < pl->nt; ++i) tu_tensor_release(&pl->t[i]);
   for (int i = 0; i < pl->nm; ++i) clReleaseMemObject(pl->m[i]);
+  for (int i = 0; i < pl->nw; ++i) free(pl->w[i].bytes_then);
 }
 
 /* Reads a tensor, noting bytes outside its view that changed. */
-static int read_tensor(fcl_context *ctx, const tu_tensor *t, double *dense,
-                       const char *name, char *why, size_t nwhy) {
-  const long bad = tu_tensor_read(fcl_context_queue(ctx), t, dense, NULL);
+static int read_tensor(pool *pl, const tu_tensor *t, double *dense, const char *name, char *why,
+                       size_t nwhy) {
+  size_t first = 0;
+  const long bad = tu_tensor_read(fcl_context_queue(pl->ctx), t, dense, &first);
   if (bad < 0) oh_append(why, nwhy, " reading %s failed;", name);
-  else if (bad > 0) oh_append(why, nwhy, " %s: %ld bytes outside the view written;", name, bad);
+  else if (bad > 0)
+    oh_append(why, nwhy, " %s: %ld bytes outside the view written (first at byte %zu);", name,
+              bad, first);
   return bad != 0;
 }
 
 /* Reads n values of dtype dt; the tail after them must still be poison. */
-static int read_buffer(fcl_context *ctx, cl_mem m, double *x, size_t n, fcl_dtype dt,
+static int read_buffer(pool *pl, cl_mem m, double *x, size_t n, fcl_dtype dt, size_t tail,
                        const char *name, char *why, size_t nwhy) {
-  const size_t es = tu_dtype_size(dt), bytes = n * es + 4 * g_tail;
-  unsigned char *host = malloc(bytes + 1);
-  if (!host || tu_buffer_read(fcl_context_queue(ctx), m, host, bytes)) {
-    free(host);
+  const size_t es = tu_dtype_size(dt), bytes = n * es + tail;
+  unsigned char *host = read_all(pl, m, bytes);
+  if (!host) {
     oh_append(why, nwhy, " reading %s failed;", name);
     return 1;
   }
@@ -179,50 +189,153 @@ static int read_buffer(fcl_context *ctx, cl_mem m, double *x, size_t n, fcl_dtyp
   return bad != 0;
 }
 
-static int finish(fcl_context *ctx, fcl_status st, const char *op, char *why, size_t nwhy) {
+static int finish(pool *pl, fcl_status st, const char *op, char *why, size_t nwhy) {
   if (st != FCL_OK) {
     oh_append(why, nwhy, " %s: %s: %s;", op, fcl_status_string(st),
-              fcl_context_last_error(ctx));
+              fcl_context_last_error(pl->ctx));
     return 1;
   }
-  if (tu_cl_check(clFinish(fcl_context_queue(ctx)), op)) {
+  if (tu_cl_check(clFinish(fcl_context_queue(pl->ctx)), op)) {
     oh_append(why, nwhy, " %s: clFinish failed;", op);
     return 1;
   }
   return 0;
 }
 
-int oh_attention(fcl_context *ctx, const ref_attention_problem *p, fcl_dtype dt,
-                 const double *q, const double *k, const double *v,
-                 const double *dout, double *o, double *lse, double *dq,
-                 double *dk, double *dv, char *why, size_t nwhy) {
+/* The backward outputs, for repeated runs. */
+typedef struct {
+  cl_mem         m[6];
+  size_t         bytes[6];
+  const char    *name[6];
+  unsigned char *first[6];
+  int            n;
+} grads;
+
+static void grads_add(grads *g, cl_mem m, size_t bytes, const char *name) {
+  if (!m) return;
+  g->m[g->n] = m;
+  g->bytes[g->n] = bytes;
+  g->name[g->n++] = name;
+}
+
+static void grads_poison(pool *pl, const grads *g) {
+  for (int i = 0; i < g->n; ++i)
+    tu_buffer_repoison(fcl_context_queue(pl->ctx), g->m[i], g->bytes[i]);
+}
+
+/* The first run's bytes are kept; a later run's must equal them. */
+static int grads_same(pool *pl, grads *g, int run, char *why, size_t nwhy) {
+  int bad = 0;
+  for (int i = 0; i < g->n; ++i) {
+    unsigned char *now = read_all(pl, g->m[i], g->bytes[i]);
+    if (run == 0) {
+      g->first[i] = now;
+      continue;
+    }
+    if (!now || !g->first[i] || memcmp(now, g->first[i], g->bytes[i])) {
+      oh_append(why, nwhy, " %s differs between two backward runs (not deterministic);",
+                g->name[i]);
+      bad = 1;
+    }
+    free(now);
+  }
+  return bad;
+}
+
+/* Runs the backward `runs` times (at least once), each run after the first
+ * into re-poisoned outputs and bit-identical to the first; read() reads
+ * the first run's results. */
+typedef fcl_status (*bwd_call)(pool *pl, const void *args);
+typedef int (*bwd_read)(pool *pl, const void *args, char *why, size_t nwhy);
+static int run_backward(pool *pl, bwd_call call, bwd_read read, const void *args, grads *g,
+                        int runs, double *secs, const char *op, char *why, size_t nwhy) {
+  int fail = 0;
+  for (int run = 0; run < (runs > 1 ? runs : 1) && !fail; ++run) {
+    if (run) grads_poison(pl, g);
+    const double t0 = tu_now();
+    fail = finish(pl, call(pl, args), op, why, nwhy);
+    if (run == 0) *secs = tu_now() - t0;
+    if (fail) break;
+    if (run == 0) fail |= read(pl, args, why, nwhy);
+    if (runs > 1) fail |= grads_same(pl, g, run, why, nwhy);
+  }
+  for (int i = 0; i < g->n; ++i) free(g->first[i]);
+  return fail;
+}
+
+/* ---- attention ---------------------------------------------------------------- */
+typedef struct {
+  const fcl_attention_desc *desc;
+  tu_tensor *q, *k, *v, *o, *dout, *dq, *dk, *dv;
+  cl_mem lse;
+  oh_attention_out *out;
+} att_args;
+
+static fcl_status att_bwd(pool *pl, const void *args) {
+  const att_args *a = args;
+  return fcl_attention_backward(pl->ctx, a->desc, &a->q->t, &a->k->t, &a->v->t, &a->o->t,
+                                a->lse, &a->dout->t, &a->dq->t, &a->dk->t, &a->dv->t);
+}
+
+static int att_read(pool *pl, const void *args, char *why, size_t nwhy) {
+  const att_args *a = args;
+  a->out->bwd_read = 1;
+  return read_tensor(pl, a->dq, a->out->dq, "dq", why, nwhy) |
+         read_tensor(pl, a->dk, a->out->dk, "dk", why, nwhy) |
+         read_tensor(pl, a->dv, a->out->dv, "dv", why, nwhy);
+}
+
+int oh_attention_run(fcl_context *ctx, const ref_attention_problem *p, fcl_dtype dt,
+                     const oh_opts *opts, const oh_attention_in *in, oh_attention_out *out,
+                     char *why, size_t nwhy) {
+  oh_opts dflt;
+  if (!opts) {
+    layout_opts(&dflt);
+    opts = &dflt;
+  }
+  const oh_view *vw = opts->view;
   pool pl;
   memset(&pl, 0, sizeof pl);
+  pl.ctx = ctx;
   const int varlen = p->cu_seqlens_q != NULL;
   const oh_attention_sizes n = oh_attention_count(p);
   const int64_t nb = varlen ? 1 : p->batch;
   const int64_t rq = varlen ? p->cu_seqlens_q[p->batch] : p->seqlen_q;
   const int64_t rk = varlen ? p->cu_seqlens_k[p->batch] : p->seqlen_k;
   const int64_t hq = p->heads_q, hk = p->heads_kv, d = p->head_dim, dvd = p->head_dim_v;
-  int fail = 0;
-  tu_tensor *tq = new_tensor(&pl, ctx, q, nb, rq, hq, d, dt);
-  tu_tensor *tk = new_tensor(&pl, ctx, k, nb, rk, hk, d, dt);
-  tu_tensor *tv = new_tensor(&pl, ctx, v, nb, rk, hk, dvd, dt);
-  tu_tensor *to = new_tensor(&pl, ctx, NULL, nb, rq, hq, dvd, dt);
-  cl_mem blse = lse ? new_buffer(&pl, ctx, NULL, n.lse, FCL_F32) : NULL;
-  cl_mem alibi = NULL, cuq = NULL, cuk = NULL;
-  if (p->alibi_slopes) alibi = new_buffer(&pl, ctx, p->alibi_slopes, (size_t)hq, FCL_F32);
-  if (varlen) {
-    cuq = tu_buffer_from(fcl_context_cl(ctx), NULL, p->cu_seqlens_q, (size_t)(p->batch + 1) * 4);
-    cuk = tu_buffer_from(fcl_context_cl(ctx), NULL, p->cu_seqlens_k, (size_t)(p->batch + 1) * 4);
-    if (cuq) pl.m[pl.nm++] = cuq;
-    if (cuk) pl.m[pl.nm++] = cuk;
+  att_args a;
+  memset(&a, 0, sizeof a);
+  a.out = out;
+  a.q = new_tensor(&pl, in->q, nb, rq, hq, d, dt, &vw[OH_Q]);
+  a.k = new_tensor(&pl, in->k, nb, rk, hk, d, dt, &vw[OH_K]);
+  a.v = new_tensor(&pl, in->v, nb, rk, hk, dvd, dt, &vw[OH_V]);
+  a.o = new_tensor(&pl, NULL, nb, rq, hq, dvd, dt, &vw[OH_O]);
+  if (in->dout) {
+    a.dout = new_tensor(&pl, in->dout, nb, rq, hq, dvd, dt, &vw[OH_DOUT]);
+    a.dq = new_tensor(&pl, NULL, nb, rq, hq, d, dt, &vw[OH_DQ]);
+    a.dk = new_tensor(&pl, NULL, nb, rk, hk, d, dt, &vw[OH_DK]);
+    a.dv = new_tensor(&pl, NULL, nb, rk, hk, dvd, dt, &vw[OH_DV]);
   }
-  if (!tq || !tk || !tv || !to || (lse && !blse) || (p->alibi_slopes && !alibi) ||
-      (varlen && (!cuq || !cuk))) {
+  a.lse = out->lse ? new_buffer(&pl, NULL, n.lse, FCL_F32, opts->out_tail) : NULL;
+  cl_mem alibi = NULL, cuq = NULL, cuk = NULL;
+  if (p->alibi_slopes) alibi = new_buffer(&pl, p->alibi_slopes, (size_t)hq, FCL_F32, opts->in_tail);
+  if (varlen) {
+    cuq = new_ints(&pl, p->cu_seqlens_q, p->batch + 1);
+    cuk = new_ints(&pl, p->cu_seqlens_k, p->batch + 1);
+  }
+  if (!a.q || !a.k || !a.v || !a.o || (in->dout && (!a.dout || !a.dq || !a.dk || !a.dv)) ||
+      (out->lse && !a.lse) || (p->alibi_slopes && !alibi) || (varlen && (!cuq || !cuk))) {
     oh_append(why, nwhy, " could not create buffers;");
     release(&pl);
     return 1;
+  }
+  if (opts->junk_stride0)
+    for (int i = 0; i < pl.nt; ++i) pl.t[i].t.strides[0] = (int64_t)1 << 30;
+  if (opts->check_inputs) {
+    watch(&pl, a.q->buffer, "q"); watch(&pl, a.k->buffer, "k"); watch(&pl, a.v->buffer, "v");
+    if (a.dout) watch(&pl, a.dout->buffer, "dout");
+    watch(&pl, alibi, "alibi_slopes"); watch(&pl, cuq, "cu_seqlens_q");
+    watch(&pl, cuk, "cu_seqlens_k");
   }
   fcl_attention_desc desc = FCL_ATTENTION_DESC_INIT;
   desc.batch = p->batch; desc.seqlen_q = p->seqlen_q; desc.seqlen_k = p->seqlen_k;
@@ -235,31 +348,161 @@ int oh_attention(fcl_context *ctx, const ref_attention_problem *p, fcl_dtype dt,
   desc.alibi_slopes = alibi;
   desc.cu_seqlens_q = cuq;
   desc.cu_seqlens_k = cuk;
-  fail = finish(ctx, fcl_attention_forward(ctx, &desc, &tq->t, &tk->t, &tv->t, &to->t, blse),
-                "forward", why, nwhy);
+  a.desc = &desc;
+  const double t0 = tu_now();
+  int fail = finish(&pl, fcl_attention_forward(ctx, &desc, &a.q->t, &a.k->t, &a.v->t, &a.o->t,
+                                               a.lse),
+                    "forward", why, nwhy);
+  out->fwd_s = tu_now() - t0;
   if (!fail) {
-    fail |= read_tensor(ctx, to, o, "o", why, nwhy);
-    if (lse) fail |= read_buffer(ctx, blse, lse, n.lse, FCL_F32, "lse", why, nwhy);
+    out->fwd_read = 1;
+    fail |= read_tensor(&pl, a.o, out->o, "o", why, nwhy);
+    if (a.lse) fail |= read_buffer(&pl, a.lse, out->lse, n.lse, FCL_F32, opts->out_tail, "lse",
+                                   why, nwhy);
   }
-  if (!fail && dout) {
-    tu_tensor *tdo = new_tensor(&pl, ctx, dout, nb, rq, hq, dvd, dt);
-    tu_tensor *tdq = new_tensor(&pl, ctx, NULL, nb, rq, hq, d, dt);
-    tu_tensor *tdk = new_tensor(&pl, ctx, NULL, nb, rk, hk, d, dt);
-    tu_tensor *tdv = new_tensor(&pl, ctx, NULL, nb, rk, hk, dvd, dt);
-    if (!tdo || !tdq || !tdk || !tdv) {
-      oh_append(why, nwhy, " could not create gradient buffers;");
-      fail = 1;
-    } else {
-      fail = finish(ctx, fcl_attention_backward(ctx, &desc, &tq->t, &tk->t, &tv->t, &to->t,
-                                                blse, &tdo->t, &tdq->t, &tdk->t, &tdv->t),
-                    "backward", why, nwhy);
-      if (!fail) {
-        fail |= read_tensor(ctx, tdq, dq, "dq", why, nwhy);
-        fail |= read_tensor(ctx, tdk, dk, "dk", why, nwhy);
-        fail |= read_tensor(ctx, tdv, dv, "dv", why, nwhy);
-      }
+  if (!fail && in->dout) {
+    if (opts->check_inputs) {
+      watch(&pl, a.o->buffer, "o");
+      watch(&pl, a.lse, "lse");
     }
+    grads g;
+    memset(&g, 0, sizeof g);
+    grads_add(&g, a.dq->buffer, a.dq->bytes, "dq");
+    grads_add(&g, a.dk->buffer, a.dk->bytes, "dk");
+    grads_add(&g, a.dv->buffer, a.dv->bytes, "dv");
+    fail = run_backward(&pl, att_bwd, att_read, &a, &g, opts->bwd_runs, &out->bwd_s,
+                        "backward", why, nwhy);
   }
+  if (opts->check_inputs) fail |= check_watched(&pl, why, nwhy);
+  release(&pl);
+  return fail;
+}
+
+int oh_attention(fcl_context *ctx, const ref_attention_problem *p, fcl_dtype dt,
+                 const double *q, const double *k, const double *v,
+                 const double *dout, double *o, double *lse, double *dq,
+                 double *dk, double *dv, char *why, size_t nwhy) {
+  const oh_attention_in in = {q, k, v, dout};
+  oh_attention_out out = {o, lse, dq, dk, dv, 0.0, 0.0, 0, 0};
+  return oh_attention_run(ctx, p, dt, NULL, &in, &out, why, nwhy);
+}
+
+/* ---- rwkv6 -------------------------------------------------------------------- */
+typedef struct {
+  const fcl_rwkv6_desc *desc;
+  tu_tensor *r, *k, *v, *w, *dout, *dr, *dk, *dv, *dw;
+  cl_mem u, h0, dht, du, dh0;
+  size_t nu, ns, out_tail;
+  fcl_dtype dt;
+  oh_rwkv6_out *out;
+} r6_args;
+
+static fcl_status r6_bwd(pool *pl, const void *args) {
+  const r6_args *a = args;
+  return fcl_rwkv6_backward(pl->ctx, a->desc, &a->r->t, &a->k->t, &a->v->t, &a->w->t, a->u,
+                            a->h0, &a->dout->t, a->dht, &a->dr->t, &a->dk->t, &a->dv->t,
+                            &a->dw->t, a->du, a->dh0);
+}
+
+static int r6_read(pool *pl, const void *args, char *why, size_t nwhy) {
+  const r6_args *a = args;
+  a->out->bwd_read = 1;
+  int fail = read_tensor(pl, a->dr, a->out->dr, "dr", why, nwhy) |
+             read_tensor(pl, a->dk, a->out->dk, "dk", why, nwhy) |
+             read_tensor(pl, a->dv, a->out->dv, "dv", why, nwhy) |
+             read_tensor(pl, a->dw, a->out->dw, "dw", why, nwhy) |
+             read_buffer(pl, a->du, a->out->du, a->nu, a->dt, a->out_tail, "du", why, nwhy);
+  if (a->dh0)
+    fail |= read_buffer(pl, a->dh0, a->out->dh0, a->ns, FCL_F32, a->out_tail, "dh0", why, nwhy);
+  return fail;
+}
+
+int oh_rwkv6_run(fcl_context *ctx, const ref_rwkv6_problem *p, fcl_dtype dt,
+                 fcl_rwkv6_algorithm algo, const oh_opts *opts, const oh_rwkv6_in *in,
+                 oh_rwkv6_out *out, char *why, size_t nwhy) {
+  oh_opts dflt;
+  if (!opts) {
+    layout_opts(&dflt);
+    opts = &dflt;
+  }
+  const oh_view *vw = opts->view;
+  pool pl;
+  memset(&pl, 0, sizeof pl);
+  pl.ctx = ctx;
+  const int varlen = p->cu_seqlens != NULL;
+  const oh_rwkv6_sizes n = oh_rwkv6_count(p);
+  const int64_t nb = varlen ? 1 : p->batch, nt = varlen ? p->cu_seqlens[p->batch] : p->seqlen;
+  const int64_t H = p->heads, K = p->head_dim_k, V = p->head_dim_v;
+  const size_t st = opts->out_tail;
+  r6_args a;
+  memset(&a, 0, sizeof a);
+  a.nu = n.u; a.ns = n.state; a.out_tail = st; a.dt = dt; a.out = out;
+  a.r = new_tensor(&pl, in->r, nb, nt, H, K, dt, &vw[OH_R6_R]);
+  a.k = new_tensor(&pl, in->k, nb, nt, H, K, dt, &vw[OH_R6_K]);
+  a.v = new_tensor(&pl, in->v, nb, nt, H, V, dt, &vw[OH_R6_V]);
+  a.w = new_tensor(&pl, in->w, nb, nt, H, K, dt, &vw[OH_R6_W]);
+  tu_tensor *to = new_tensor(&pl, NULL, nb, nt, H, V, dt, &vw[OH_R6_O]);
+  a.u = new_buffer(&pl, in->u, n.u, dt, opts->in_tail);
+  a.h0 = in->h0 ? new_buffer(&pl, in->h0, n.state, FCL_F32, opts->in_tail) : NULL;
+  cl_mem bht = out->ht ? new_buffer(&pl, NULL, n.state, FCL_F32, st) : NULL;
+  if (in->dout) {
+    a.dout = new_tensor(&pl, in->dout, nb, nt, H, V, dt, &vw[OH_R6_DOUT]);
+    a.dr = new_tensor(&pl, NULL, nb, nt, H, K, dt, &vw[OH_R6_DR]);
+    a.dk = new_tensor(&pl, NULL, nb, nt, H, K, dt, &vw[OH_R6_DK]);
+    a.dv = new_tensor(&pl, NULL, nb, nt, H, V, dt, &vw[OH_R6_DV]);
+    a.dw = new_tensor(&pl, NULL, nb, nt, H, K, dt, &vw[OH_R6_DW]);
+    a.dht = in->dht ? new_buffer(&pl, in->dht, n.state, FCL_F32, opts->in_tail) : NULL;
+    a.du = new_buffer(&pl, NULL, n.u, dt, st);
+    a.dh0 = out->dh0 ? new_buffer(&pl, NULL, n.state, FCL_F32, st) : NULL;
+  }
+  cl_mem cu = varlen ? new_ints(&pl, p->cu_seqlens, p->batch + 1) : NULL;
+  if (!a.r || !a.k || !a.v || !a.w || !to || !a.u || (in->h0 && !a.h0) || (out->ht && !bht) ||
+      (varlen && !cu) ||
+      (in->dout && (!a.dout || !a.dr || !a.dk || !a.dv || !a.dw || (in->dht && !a.dht) ||
+                    !a.du || (out->dh0 && !a.dh0)))) {
+    oh_append(why, nwhy, " could not create buffers;");
+    release(&pl);
+    return 1;
+  }
+  if (opts->junk_stride0)
+    for (int i = 0; i < pl.nt; ++i) pl.t[i].t.strides[0] = ((int64_t)1 << 40) + 12345;
+  if (opts->check_inputs) {
+    watch(&pl, a.r->buffer, "r"); watch(&pl, a.k->buffer, "k"); watch(&pl, a.v->buffer, "v");
+    watch(&pl, a.w->buffer, "w"); watch(&pl, a.u, "u"); watch(&pl, a.h0, "h0");
+    if (a.dout) watch(&pl, a.dout->buffer, "dout");
+    watch(&pl, a.dht, "dht"); watch(&pl, cu, "cu_seqlens");
+  }
+  fcl_rwkv6_desc desc = FCL_RWKV6_DESC_INIT;
+  desc.batch = p->batch; desc.seqlen = p->seqlen; desc.heads = H;
+  desc.head_dim_k = K; desc.head_dim_v = V;
+  desc.scale = (float)p->scale;
+  desc.reverse = p->reverse;
+  desc.cu_seqlens = cu;
+  desc.algorithm = algo;
+  a.desc = &desc;
+  const double t0 = tu_now();
+  int fail = finish(&pl, fcl_rwkv6_forward(ctx, &desc, &a.r->t, &a.k->t, &a.v->t, &a.w->t, a.u,
+                                           a.h0, &to->t, bht),
+                    "rwkv6 forward", why, nwhy);
+  out->fwd_s = tu_now() - t0;
+  if (!fail) {
+    out->fwd_read = 1;
+    fail |= read_tensor(&pl, to, out->o, "o", why, nwhy);
+    if (bht) fail |= read_buffer(&pl, bht, out->ht, n.state, FCL_F32, st, "ht", why, nwhy);
+  }
+  if (!fail && in->dout) {
+    grads g;
+    memset(&g, 0, sizeof g);
+    grads_add(&g, a.dr->buffer, a.dr->bytes, "dr");
+    grads_add(&g, a.dk->buffer, a.dk->bytes, "dk");
+    grads_add(&g, a.dv->buffer, a.dv->bytes, "dv");
+    grads_add(&g, a.dw->buffer, a.dw->bytes, "dw");
+    grads_add(&g, a.du, n.u * tu_dtype_size(dt) + st, "du");
+    grads_add(&g, a.dh0, n.state * 4 + st, "dh0");
+    fail = run_backward(&pl, r6_bwd, r6_read, &a, &g, opts->bwd_runs, &out->bwd_s,
+                        "rwkv6 backward", why, nwhy);
+  }
+  if (opts->check_inputs) fail |= check_watched(&pl, why, nwhy);
   release(&pl);
   return fail;
 }
@@ -270,72 +513,7 @@ int oh_rwkv6(fcl_context *ctx, const ref_rwkv6_problem *p, fcl_dtype dt,
              const double *dout, const double *dht, double *o, double *ht,
              double *dr, double *dk, double *dv, double *dw, double *du,
              double *dh0, char *why, size_t nwhy) {
-  pool pl;
-  memset(&pl, 0, sizeof pl);
-  const int varlen = p->cu_seqlens != NULL;
-  const oh_rwkv6_sizes n = oh_rwkv6_count(p);
-  const int64_t nb = varlen ? 1 : p->batch, nt = varlen ? p->cu_seqlens[p->batch] : p->seqlen;
-  const int64_t H = p->heads, K = p->head_dim_k, V = p->head_dim_v;
-  tu_tensor *tr = new_tensor(&pl, ctx, r, nb, nt, H, K, dt);
-  tu_tensor *tk = new_tensor(&pl, ctx, k, nb, nt, H, K, dt);
-  tu_tensor *tv = new_tensor(&pl, ctx, v, nb, nt, H, V, dt);
-  tu_tensor *tw = new_tensor(&pl, ctx, w, nb, nt, H, K, dt);
-  tu_tensor *to = new_tensor(&pl, ctx, NULL, nb, nt, H, V, dt);
-  cl_mem bu = new_buffer(&pl, ctx, u, n.u, dt);
-  cl_mem bh0 = h0 ? new_buffer(&pl, ctx, h0, n.state, FCL_F32) : NULL;
-  cl_mem bht = ht ? new_buffer(&pl, ctx, NULL, n.state, FCL_F32) : NULL;
-  cl_mem cu = NULL;
-  if (varlen) {
-    cu = tu_buffer_from(fcl_context_cl(ctx), NULL, p->cu_seqlens, (size_t)(p->batch + 1) * 4);
-    if (cu) pl.m[pl.nm++] = cu;
-  }
-  if (!tr || !tk || !tv || !tw || !to || !bu || (h0 && !bh0) || (ht && !bht) ||
-      (varlen && !cu)) {
-    oh_append(why, nwhy, " could not create buffers;");
-    release(&pl);
-    return 1;
-  }
-  fcl_rwkv6_desc desc = FCL_RWKV6_DESC_INIT;
-  desc.batch = p->batch; desc.seqlen = p->seqlen; desc.heads = H;
-  desc.head_dim_k = K; desc.head_dim_v = V;
-  desc.scale = (float)p->scale;
-  desc.reverse = p->reverse;
-  desc.cu_seqlens = cu;
-  desc.algorithm = algo;
-  int fail = finish(ctx, fcl_rwkv6_forward(ctx, &desc, &tr->t, &tk->t, &tv->t, &tw->t, bu,
-                                           bh0, &to->t, bht),
-                    "rwkv6 forward", why, nwhy);
-  if (!fail) {
-    fail |= read_tensor(ctx, to, o, "o", why, nwhy);
-    if (ht) fail |= read_buffer(ctx, bht, ht, n.state, FCL_F32, "ht", why, nwhy);
-  }
-  if (!fail && dout) {
-    tu_tensor *tdo = new_tensor(&pl, ctx, dout, nb, nt, H, V, dt);
-    tu_tensor *tdr = new_tensor(&pl, ctx, NULL, nb, nt, H, K, dt);
-    tu_tensor *tdk = new_tensor(&pl, ctx, NULL, nb, nt, H, K, dt);
-    tu_tensor *tdv = new_tensor(&pl, ctx, NULL, nb, nt, H, V, dt);
-    tu_tensor *tdw = new_tensor(&pl, ctx, NULL, nb, nt, H, K, dt);
-    cl_mem bdht = dht ? new_buffer(&pl, ctx, dht, n.state, FCL_F32) : NULL;
-    cl_mem bdu = new_buffer(&pl, ctx, NULL, n.u, dt);
-    cl_mem bdh0 = dh0 ? new_buffer(&pl, ctx, NULL, n.state, FCL_F32) : NULL;
-    if (!tdo || !tdr || !tdk || !tdv || !tdw || (dht && !bdht) || !bdu || (dh0 && !bdh0)) {
-      oh_append(why, nwhy, " could not create gradient buffers;");
-      fail = 1;
-    } else {
-      fail = finish(ctx, fcl_rwkv6_backward(ctx, &desc, &tr->t, &tk->t, &tv->t, &tw->t, bu,
-                                            bh0, &tdo->t, bdht, &tdr->t, &tdk->t, &tdv->t,
-                                            &tdw->t, bdu, bdh0),
-                    "rwkv6 backward", why, nwhy);
-      if (!fail) {
-        fail |= read_tensor(ctx, tdr, dr, "dr", why, nwhy);
-        fail |= read_tensor(ctx, tdk, dk, "dk", why, nwhy);
-        fail |= read_tensor(ctx, tdv, dv, "dv", why, nwhy);
-        fail |= read_tensor(ctx, tdw, dw, "dw", why, nwhy);
-        fail |= read_buffer(ctx, bdu, du, n.u, dt, "du", why, nwhy);
-        if (dh0) fail |= read_buffer(ctx, bdh0, dh0, n.state, FCL_F32, "dh0", why, nwhy);
-      }
-    }
-  }
-  release(&pl);
-  return fail;
+  const oh_rwkv6_in in = {r, k, v, w, u, h0, dout, dht};
+  oh_rwkv6_out out = {o, ht, dr, dk, dv, dw, du, dh0, 0.0, 0.0, 0, 0};
+  return oh_rwkv6_run(ctx, p, dt, algo, NULL, &in, &out, why, nwhy);
 }

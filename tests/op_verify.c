@@ -1,11 +1,99 @@
-/* Runs an operation through op_harness.c and checks it against the double
- * references; see op_harness.h. */
+/* Comparisons with the double references, and oh_attention_verify /
+ * oh_rwkv6_verify, which run an operation through op_harness.c and check
+ * every output; see op_harness.h. */
 #include "op_harness.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+double oh_grad_tol(fcl_dtype t) { return tu_tol_grad(t).atol; }
+tu_tol oh_rwkv6_tol(fcl_dtype t) { return tu_tol_rwkv6(t); }
+tu_tol oh_rwkv6_state_tol(void) { return tu_tol_rwkv6_state(); }
+
+fcl_dtype oh_tol_dtype(oh_tol_class c, fcl_dtype run) {
+  switch (c) {
+  case OH_TOL_F32: return FCL_F32;
+  case OH_TOL_F16: return FCL_F16;
+  case OH_TOL_BF16: return FCL_BF16;
+  case OH_TOL_DTYPE: break;
+  }
+  return run;
+}
+
+uint64_t oh_case_seed(const char *name, fcl_dtype dt) {
+  uint64_t h = 1469598103934665603u; /* FNV-1a */
+  for (const char *s = name; *s; ++s) h = (h ^ (unsigned char)*s) * 1099511628211u;
+  h = (h ^ (uint64_t)(dt + 1)) * 1099511628211u;
+  return h;
+}
+
+int oh_selected(const char *name) {
+  const char *f = getenv("FCL_TEST_FILTER");
+  return !f || !*f || strstr(name, f) != NULL;
+}
+
+int oh_check_dims(const char *what, const double *got, const double *ref, size_t n,
+                  tu_tol tol, int lse_style, const int64_t *dims, int ndims, tu_cmp *cmp,
+                  char *why, size_t nwhy) {
+  double *g = calloc(n + 1, 8), *r = calloc(n + 1, 8);
+  if (!g || !r) abort();
+  size_t nan_missing = 0, nan_extra = 0, first = 0;
+  for (size_t i = 0; i < n; ++i) {
+    g[i] = got[i];
+    r[i] = ref[i];
+    if (isnan(ref[i]) != isnan(got[i])) {
+      if (!nan_missing && !nan_extra) first = i;
+      if (isnan(ref[i])) ++nan_missing;
+      else ++nan_extra;
+    }
+    if (isnan(ref[i]) && isnan(got[i])) g[i] = r[i] = 0.0;
+  }
+  const tu_cmp c = tu_compare(g, r, n, tol, lse_style);
+  if (cmp) *cmp = c;
+  int ok = 1;
+  if (nan_missing || nan_extra) {
+    ok = 0;
+    if (cmp) cmp->ok = 0;
+    oh_append(why, nwhy, " %s: %zu NaN missing, %zu NaN extra (first [%zu] got %g ref %g);",
+              what, nan_missing, nan_extra, first, got[first], ref[first]);
+  } else if (!c.ok) {
+    ok = 0;
+    oh_append(why, nwhy, " %s mismatch;", what);
+    tu_print_cmp(what, &c, dims, ndims);
+  }
+  free(g);
+  free(r);
+  return ok;
+}
+
+int oh_check(const char *what, const double *got, const double *ref, size_t n,
+             tu_tol tol, int lse_style, char *why, size_t nwhy) {
+  return oh_check_dims(what, got, ref, n, tol, lse_style, NULL, 0, NULL, why, nwhy);
+}
+
+size_t oh_empty_rows_nonzero(const ref_attention_problem *p, const double *lse_ref,
+                             const double *x, int64_t width, size_t *rows) {
+  const int varlen = p->cu_seqlens_q != NULL;
+  const int64_t nr = varlen ? p->cu_seqlens_q[p->batch] : p->batch * p->seqlen_q;
+  size_t empty = 0, bad = 0;
+  for (int64_t r = 0; r < nr; ++r)
+    for (int64_t h = 0; h < p->heads_q; ++h) {
+      const double lr = varlen ? lse_ref[h * nr + r]
+                               : lse_ref[((r / p->seqlen_q) * p->heads_q + h) * p->seqlen_q +
+                                         r % p->seqlen_q];
+      if (lr != -INFINITY) continue;
+      ++empty;
+      for (int64_t e = 0; e < width; ++e)
+        if (x[(r * p->heads_q + h) * width + e] != 0.0) {
+          ++bad;
+          break;
+        }
+    }
+  if (rows) *rows = empty;
+  return bad;
+}
 
 static double *dalloc(size_t n) {
   double *x = calloc(n + 1, sizeof *x);
@@ -39,21 +127,10 @@ int oh_attention_verify(fcl_context *ctx, const ref_attention_problem *p,
     ok &= oh_check("o", o, o_ref, n.o, tol_o, 0, why, nwhy);
     if (with_lse || dout) ok &= oh_check("lse", l, l_ref, n.lse, tol_l, 1, why, nwhy);
     /* A row that sees no key: exactly 0 (lse -inf is compared above). */
-    const int varlen = p->cu_seqlens_q != NULL;
-    const int64_t rows = varlen ? p->cu_seqlens_q[p->batch] : p->batch * p->seqlen_q;
-    size_t bad = 0;
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t h = 0; h < p->heads_q; ++h) {
-        const double lr = varlen ? l_ref[h * rows + r]
-                                 : l_ref[((r / p->seqlen_q) * p->heads_q + h) * p->seqlen_q +
-                                         r % p->seqlen_q];
-        if (lr != -INFINITY) continue;
-        for (int64_t e = 0; e < p->head_dim_v; ++e)
-          bad += o[(r * p->heads_q + h) * p->head_dim_v + e] != 0.0;
-      }
+    const size_t bad = oh_empty_rows_nonzero(p, l_ref, o, p->head_dim_v, NULL);
     if (bad) {
       ok = 0;
-      oh_append(why, nwhy, " %zu outputs of rows that see no key are not 0;", bad);
+      oh_append(why, nwhy, " %zu rows that see no key are not 0;", bad);
     }
   }
   if (ok && dout) {
