@@ -1,6 +1,7 @@
 # Runs a test program under Oclgrind and fails on any report.
 #   cmake -DOCLGRIND=oclgrind -DPROG=test_oclgrind -DLOG=file.log
-#         "-DOPTIONS=--check-api;--data-races" -P oclgrind_check.cmake
+#         "-DOPTIONS=--check-api;--data-races;--uninitialized;--build-options;-cl-opt-disable"
+#         -P oclgrind_check.cmake
 # Oclgrind does not change the program's exit status when it finds an error
 # (an out-of-bounds access, a data race, an API misuse, a barrier divergence,
 # an uninitialised value); it writes a report. --log sends the reports to a

@@ -1,21 +1,38 @@
 /* Every kernel on tiny shapes of every feature, meant to run under Oclgrind
  * (tests/oclgrind_check.cmake runs it as `oclgrind --check-api --data-races
- * --log FILE test_oclgrind` and fails on any report): attention forward and
- * backward (causal, windows, softcap, ALiBi, GQA/MQA, varlen, empty rows,
- * lse or not, head dims not powers of two, a contraction in chunks, several
- * key tiles), RWKV6 forward and backward with the fused-recurrent and the
- * chunked algorithm (h0/ht, dht/dh0, reverse, varlen with an empty
- * sequence), in f32, f16 and bf16. Run with FCL_LOOP_BUDGET=1 it takes the
- * split paths instead (split keys with the combine kernel, split gradient
- * sums, RWKV6 launches carrying the state). Results are checked against
+ * --uninitialized --build-options -cl-opt-disable --log FILE test_oclgrind`
+ * and fails on any report): attention forward and backward (causal,
+ * windows, softcap, ALiBi, GQA/MQA, varlen, empty rows, lse or not, head
+ * dims not powers of two, a contraction in chunks, several key tiles, a NaN
+ * in v of a key that causal masking hides), RWKV6 forward and backward with
+ * the fused-recurrent and the chunked algorithm (h0/ht, dht/dh0, reverse,
+ * varlen with an empty sequence), in f32, f16 and bf16. Run with
+ * FCL_LOOP_BUDGET=1 it takes the split paths instead (split keys with the
+ * combine kernel, split gradient sums, RWKV6 launches carrying the state);
+ * with FCL_CPU_KERNEL=0 the portable forward; with FCL_MMA_EMULATE=1 the
+ * tensor-core kernels and the non-finite scan. Results are checked against
  * the double references with the main suites' tolerances.
  *
  * Every view fills its buffer exactly, so any read or write past a view
- * leaves the buffer and Oclgrind reports it.
+ * leaves the buffer and Oclgrind reports it. Output buffers start as
+ * poison bytes written by the host, so to Oclgrind they hold defined
+ * values; what --uninitialized checks is every value a kernel computes
+ * from its private and local memory and from flashcl's scratch buffers
+ * (partial sums, checkpoints, statistics), which only kernels write.
+ * tests/oclgrind/shadow_shim.c, linked in, keeps Oclgrind's record of
+ * those exact (see shadow_shim.h) and counts the kernels launched.
  *
- * Environment: FCL_DEVICE (default "oclgrind"), FCL_TEST_FILTER. */
+ * Environment: FCL_DEVICE (default "oclgrind"); FCL_TEST_FILTER (parts of
+ * case names separated by |: the cases whose name has one); FCL_OCLGRIND_OPS
+ * (a comma-separated subset of "attention-fwd", "attention", "rwkv6":
+ * attention forward only, attention forward and backward, RWKV6; default
+ * all); FCL_OCLGRIND_KERNELS (kernels, separated by spaces or semicolons,
+ * that must have been launched: the test fails naming any that was not);
+ * SHADOW_SHIM=0 (shadow_shim.h). */
 #include "op_harness.h"
+#include "oclgrind/shadow_shim.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +47,7 @@ typedef struct {
   int         alibi, no_lse, fwd_only;
   int         nseq;
   int32_t     lq[4], lk[4];
+  int         nan_v; /* 1 + a key of sequence 0 whose v[kv head 0][0] is NaN */
 } acase;
 
 typedef struct {
@@ -56,6 +74,11 @@ static const acase att_cases[] = {
     .fwd_only = 1),
   A("alibi window right varlen bf16", FCL_BF16, 0, 0, 0, 2, 2, 6, 10, .wl = -1, .wr = 1,
     .alibi = 1, .nseq = 2, .lq = {6, 1}, .lk = {3, 7}),
+  /* Rows 0-5 of sequence 0 must not see the NaN (key 6); with
+   * FCL_MMA_EMULATE=1 the non-finite scan flags kv head 0 and the
+   * tensor-core kernels' non-finite variants run. */
+  A("NaN in v of a key causal masking hides, varlen GQA", FCL_F16, 0, 0, 0, 2, 1, 16, 16,
+    .causal = 1, .nseq = 2, .lq = {9, 4}, .lk = {9, 6}, .nan_v = 1 + 6),
 };
 
 #define R(...) {__VA_ARGS__}
@@ -72,9 +95,56 @@ static const rcase rwkv_cases[] = {
 
 static int g_run = 0, g_failed = 0;
 
+/* Whether name contains one of the |-separated parts of FCL_TEST_FILTER
+ * (unset or empty: every name). */
 static int selected(const char *name) {
   const char *f = getenv("FCL_TEST_FILTER");
-  return !f || !*f || strstr(name, f);
+  if (!f || !*f) return 1;
+  for (const char *p = f; *p;) {
+    const size_t len = strcspn(p, "|");
+    char part[128];
+    if (len > 0 && len < sizeof part) {
+      memcpy(part, p, len);
+      part[len] = '\0';
+      if (strstr(name, part)) return 1;
+    }
+    p += len + (p[len] == '|');
+  }
+  return 0;
+}
+
+/* Whether op is in FCL_OCLGRIND_OPS (unset: every op). */
+static int op_on(const char *op) {
+  const char *e = getenv("FCL_OCLGRIND_OPS");
+  if (!e || !*e) return 1;
+  const size_t n = strlen(op);
+  for (const char *p = e; *p;) {
+    const size_t len = strcspn(p, ",");
+    if (len == n && strncmp(p, op, n) == 0) return 1;
+    p += len + (p[len] == ',');
+  }
+  return 0;
+}
+
+/* The kernels of FCL_OCLGRIND_KERNELS that were not launched, printed;
+ * returns their number. */
+static int missing_kernels(void) {
+  const char *e = getenv("FCL_OCLGRIND_KERNELS");
+  int missing = 0;
+  for (const char *p = e ? e : ""; *p;) {
+    const size_t len = strcspn(p, " ;");
+    if (len > 0 && len < 96) {
+      char name[96];
+      memcpy(name, p, len);
+      name[len] = '\0';
+      if (shadow_shim_launches(name) == 0) {
+        printf("FAIL: kernel %s was not launched (FCL_OCLGRIND_KERNELS)\n", name);
+        ++missing;
+      }
+    }
+    p += len + (p[len] != '\0');
+  }
+  return missing;
 }
 
 static double *filled(tu_rng *g, size_t n, double lo, double hi, fcl_dtype dt) {
@@ -94,7 +164,7 @@ static void report(const char *kind, const char *name, fcl_dtype dt, int ok, con
   fflush(stdout);
 }
 
-static void run_attention(fcl_context *ctx, const acase *c, uint64_t seed) {
+static void run_attention(fcl_context *ctx, const acase *c, int fwd_only, uint64_t seed) {
   const double t0 = tu_now();
   int32_t cuq[5] = {0}, cuk[5] = {0};
   double slopes[8];
@@ -113,10 +183,13 @@ static void run_attention(fcl_context *ctx, const acase *c, uint64_t seed) {
   tu_rng_seed(&g, seed);
   double *q = filled(&g, n.q, -2, 2, c->dt), *k = filled(&g, n.k, -2, 2, c->dt);
   double *v = filled(&g, n.v, -1, 1, c->dt), *dout = filled(&g, n.o, -1, 1, c->dt);
+  /* Dense v is [b][s][hkv][dv], or [tokens][hkv][dv]: sequence 0 first. */
+  if (c->nan_v) v[(size_t)(c->nan_v - 1) * (size_t)(c->hkv * c->dv)] = NAN;
+  fwd_only |= c->fwd_only;
   char why[2048] = "";
-  const int ok = oh_attention_verify(ctx, &p, c->dt, q, k, v, c->fwd_only ? NULL : dout,
+  const int ok = oh_attention_verify(ctx, &p, c->dt, q, k, v, fwd_only ? NULL : dout,
                                      !c->no_lse, why, sizeof why);
-  report(c->fwd_only ? "attention fwd    " : "attention fwd+bwd", c->name, c->dt, ok, why, t0);
+  report(fwd_only ? "attention fwd    " : "attention fwd+bwd", c->name, c->dt, ok, why, t0);
   free(q); free(k); free(v); free(dout);
 }
 
@@ -163,11 +236,16 @@ int main(void) {
   printf("device: %s%s%s\n", fcl_context_device_name(ctx), budget ? ", FCL_LOOP_BUDGET=" : "",
          budget ? budget : "");
   uint64_t seed = 1000;
-  for (size_t i = 0; i < sizeof att_cases / sizeof att_cases[0]; ++i)
-    if (selected(att_cases[i].name)) run_attention(ctx, &att_cases[i], ++seed);
-  for (size_t i = 0; i < sizeof rwkv_cases / sizeof rwkv_cases[0]; ++i)
-    if (selected(rwkv_cases[i].name)) run_rwkv6(ctx, &rwkv_cases[i], ++seed);
+  const int att = op_on("attention"), att_fwd = att || op_on("attention-fwd");
+  for (size_t i = 0; i < sizeof att_cases / sizeof att_cases[0]; ++i, ++seed)
+    if (att_fwd && selected(att_cases[i].name)) run_attention(ctx, &att_cases[i], !att, seed + 1);
+  for (size_t i = 0; i < sizeof rwkv_cases / sizeof rwkv_cases[0]; ++i, ++seed)
+    if (op_on("rwkv6") && selected(rwkv_cases[i].name)) run_rwkv6(ctx, &rwkv_cases[i], seed + 1);
   fcl_context_destroy(ctx);
+  shadow_shim_finish();
+  printf("kernels launched:\n");
+  shadow_shim_print_launches("  ");
   printf("test_oclgrind: %d cases, %d failed, %.1f s\n", g_run, g_failed, tu_now() - t0);
-  return g_failed || g_run == 0 ? 1 : 0;
+  const int missing = missing_kernels();
+  return g_failed || g_run == 0 || shadow_shim_refused() || missing ? 1 : 0;
 }
