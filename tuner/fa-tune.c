@@ -345,6 +345,41 @@ static bool starts_with(const char *s, const char *prefix) {
   return strncmp(s, prefix, strlen(prefix)) == 0;
 }
 
+/* fa-tune --replay: the guided search of one class run on LOG's timings,
+ * judged against LOG's best (within 3%: 0, else 1; 2 for usage). */
+static int run_replay(fcl_context *ctx, const fcl_tuning_class *cls, const tune_settings *st,
+                    const char *file) {
+  char why[512];
+  if (st->max_tries <= 0) {
+    fprintf(stderr, "fa-tune: --replay needs --max-tries (no time passes in a replay)\n");
+    return 2;
+  }
+  tune_replay *r = tune_replay_load(file, why, sizeof why);
+  if (!r) {
+    fprintf(stderr, "fa-tune: --replay: %s\n", why);
+    return 2;
+  }
+  tune_settings rs = *st;
+  rs.replay = r;
+  rs.exhaustive = false;
+  tune_result res;
+  int rc = 2;
+  if (!tune_class(ctx, cls, &rs, &res, why, sizeof why)) {
+    fprintf(stderr, "fa-tune: --replay: %s\n", why);
+  } else {
+    const double best = res.replay_best_ms;
+    const double off = res.ms / best - 1.0;
+    printf("replay: search ended at %s, %.4f ms, after %d of %d valid points (%d recorded)\n"
+           "replay: recorded best    %s, %.4f ms; defaults %.4f ms\n"
+           "replay: %.1f%% from the best: %s\n",
+           res.params, res.ms, res.tried, res.points, tune_replay_count(r), res.replay_best,
+           best, res.default_ms, 100.0 * off, off <= 0.03 ? "within 3%" : "NOT within 3%");
+    rc = off <= 0.03 ? 0 : 1;
+  }
+  tune_replay_free(r);
+  return rc;
+}
+
 /* Whether a class that tune_class could not tune was given up, which is
  * how some classes always end on some devices and not an error: one run
  * of the defaults is too slow to time at the class's length (search.c:
@@ -401,7 +436,7 @@ static int tune_device(const options *o, const char *sel, const char *path) {
     } else {
       tune_settings st = o->st;
       st.budget_s = o->budget_s;
-      status = tune_replay_run(ctx, &cls[0], &st, o->replay_file);
+      status = run_replay(ctx, &cls[0], &st, o->replay_file);
     }
     fcl_context_destroy(ctx);
     return status;

@@ -84,36 +84,3 @@ double tune_replay_ms(const tune_replay *r, const char *params) {
 }
 
 int tune_replay_count(const tune_replay *r) { return r->n; }
-
-int tune_replay_run(fcl_context *ctx, const fcl_tuning_class *cls, const tune_settings *st,
-                    const char *file) {
-  char why[512];
-  if (st->max_tries <= 0) {
-    fprintf(stderr, "fa-tune: --replay needs --max-tries (no time passes in a replay)\n");
-    return 2;
-  }
-  tune_replay *r = tune_replay_load(file, why, sizeof why);
-  if (!r) {
-    fprintf(stderr, "fa-tune: --replay: %s\n", why);
-    return 2;
-  }
-  tune_settings rs = *st;
-  rs.replay = r;
-  rs.exhaustive = false;
-  tune_result res;
-  int rc = 2;
-  if (!tune_class(ctx, cls, &rs, &res, why, sizeof why)) {
-    fprintf(stderr, "fa-tune: --replay: %s\n", why);
-  } else {
-    const double best = res.replay_best_ms;
-    const double off = res.ms / best - 1.0;
-    printf("replay: search ended at %s, %.4f ms, after %d of %d valid points (%d recorded)\n"
-           "replay: recorded best    %s, %.4f ms; defaults %.4f ms\n"
-           "replay: %.1f%% from the best: %s\n",
-           res.params, res.ms, res.tried, res.points, tune_replay_count(r), res.replay_best,
-           best, res.default_ms, 100.0 * off, off <= 0.03 ? "within 3%" : "NOT within 3%");
-    rc = off <= 0.03 ? 0 : 1;
-  }
-  tune_replay_free(r);
-  return rc;
-}

@@ -89,11 +89,6 @@ typedef struct {
  * (why) when not even the defaults run correctly. */
 bool tune_class(fcl_context *ctx, const fcl_tuning_class *cls, const tune_settings *st,
                 tune_result *res, char *why, size_t why_size);
-/* fa-tune --replay: searches cls with the times recorded in file and
- * prints how far the result is from the recording's best; 0 if within 3%,
- * 1 if not, 2 on errors. */
-int  tune_replay_run(fcl_context *ctx, const fcl_tuning_class *cls, const tune_settings *st,
-                     const char *file);
 
 /* ---- database -------------------------------------------------------- */
 typedef struct sqlite3 sqlite3;
