@@ -162,6 +162,76 @@ FCL_API fcl_status fcl_attention_backward(fcl_context *ctx,
                                           const fcl_tensor *dv);
 
 /* ------------------------------------------------------------------ */
+/* Attention against a KV cache (inference: decode, chunked prefill)    */
+
+typedef struct {
+  int64_t batch;          /* sequences                                          */
+  int64_t seqlen_q;       /* new tokens per sequence (1: decode); ragged: the most */
+  int64_t heads_q, heads_kv, head_dim, head_dim_v; /* as fcl_attention_desc    */
+  int64_t cache_capacity; /* tokens one sequence's cache can hold               */
+  int64_t page_size;      /* 0: contiguous cache; > 0: paged, tokens per page   */
+  int64_t num_pages;      /* paged: pages in k_cache / v_cache                  */
+  int64_t cache_batch;    /* contiguous: rows of k_cache / v_cache (0: batch)   */
+  float   softmax_scale;  /* 0: 1/sqrt(head_dim)                                */
+  int     causal;         /* bottom-right aligned                               */
+  int64_t window_left, window_right; /* -1: unlimited                           */
+  float   softcap;        /* > 0: s = softcap * tanh(s / softcap)               */
+  cl_mem  alibi_slopes;   /* NULL or f32 [heads_q]                              */
+  cl_mem  cache_seqlens;  /* required, int32 [batch]: tokens cached before the call */
+  cl_mem  cache_batch_idx;/* contiguous only: NULL (row b) or int32 [batch]     */
+  cl_mem  block_table;    /* paged: int32 [batch, cache_capacity / page_size]   */
+  cl_mem  cu_seqlens_q;   /* NULL or int32 [batch + 1]: ragged new tokens       */
+  cl_mem  rotary_cos, rotary_sin; /* NULL or f32 [rotary_positions, rotary_dim / 2] */
+  int64_t rotary_dim, rotary_positions; /* rotary_dim even, <= head_dim         */
+  int     rotary_interleaved; /* 1: pairs (2i, 2i+1); 0: pairs (i, i + rotary_dim/2) */
+  int     num_splits;     /* 0: the library chooses; n >= 1: keys split n ways  */
+} fcl_kvcache_desc;
+
+#define FCL_KVCACHE_DESC_INIT                                                       \
+  { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, -1, -1, 0.0f, NULL, NULL, NULL, NULL, \
+    NULL, NULL, NULL, 0, 0, 0, 0 }
+
+/* Attention of new query tokens against a key/value cache, appending k_new
+ * and v_new (both or neither) to the cache first.
+ *
+ * Cache tensors are strided views of (slot, token, head, dim): a slot is a
+ * cache row (contiguous; token < cache_capacity) or a page (paged; token <
+ * page_size); head-major caches are the same call with other strides. q,
+ * k_new, v_new and o are (batch, token, head, dim), indexed by token when
+ * cu_seqlens_q is set. Sequence b has c = cache_seqlens[b] cached tokens and
+ * n new ones; new token i goes to position c + i (paged: page
+ * block_table[b][pos / page_size], slot pos % page_size; contiguous: row
+ * cache_batch_idx[b], or b), and the n queries are the last n of the keys:
+ * causal, window, softcap and ALiBi as in fcl_attention_forward with
+ * seqlen_q = n, seqlen_k = c + n (c without an append). Rotary (cos and sin
+ * both set) rotates q and k_new at position c + i on their first rotary_dim
+ * dims; the cache receives the rotated k. cache_seqlens is never changed.
+ * lse: NULL or f32 laid out as for fcl_attention_forward.
+ *
+ * Device-side indices (cache_seqlens, block_table, cache_batch_idx,
+ * cu_seqlens_q) are checked in the kernels: out of range, nothing outside
+ * the buffers is read or written (the result is unspecified). Nothing is
+ * read back to the host: the call only enqueues. num_splits: any value gives
+ * the same result within rounding; a fixed value and shape is bit-identical
+ * from run to run. */
+FCL_API fcl_status fcl_attention_kvcache(fcl_context *ctx, const fcl_kvcache_desc *d,
+                                         const fcl_tensor *q, const fcl_tensor *k_cache,
+                                         const fcl_tensor *v_cache,
+                                         const fcl_tensor *k_new, const fcl_tensor *v_new,
+                                         const fcl_tensor *o, cl_mem lse);
+
+/* Combines n partial results of the same queries over disjoint key sets,
+ * each with its lse: lse = log(sum_i exp(lse_i)), o = sum_i exp(lse_i - lse)
+ * o_i; a row whose parts are all -inf gets o = 0 and lse = -inf. Shapes come
+ * from d (batch, seqlen_q, heads_q, head_dim_v, cu_seqlens_q); lse_parts and
+ * lse are laid out as fcl_attention_forward's lse. Parts and o may differ in
+ * dtype; o may be o_parts[0] and lse may be lse_parts[0]. */
+FCL_API fcl_status fcl_attention_merge(fcl_context *ctx, const fcl_attention_desc *d,
+                                       int64_t n, const fcl_tensor *o_parts,
+                                       const cl_mem *lse_parts, const fcl_tensor *o,
+                                       cl_mem lse);
+
+/* ------------------------------------------------------------------ */
 /* RWKV6 linear attention                                              */
 
 typedef enum {
