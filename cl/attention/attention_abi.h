@@ -35,4 +35,13 @@
 #define FCL_TF32_FWD_LOCAL(d, dv, block_n)                                       \
   (4 * (block_n) * (FCL_TF32_LDK(d) + FCL_TF32_LDV(dv)) + 8 * FCL_MMA_NFW(block_n))
 
+/* Bits of the KV-cache kernels' `kv_flags` argument (kvcache.cl). */
+#define FCL_KV_PAGED 1        /* block_table maps positions to pages          */
+#define FCL_KV_BATCH_IDX 2    /* cache_batch_idx maps sequences to cache rows */
+#define FCL_KV_ROTARY 4       /* rotate q and k_new                           */
+#define FCL_KV_INTERLEAVED 8  /* rotary pairs (2i, 2i+1), else (i, i + rd/2)  */
+#define FCL_KV_APPEND 16      /* k_new, v_new were appended: keys c + n       */
+#define FCL_KV_FIXED_LEN 32   /* every sequence caches fixed_len tokens (no cache_seqlens) */
+#define FCL_KV_SPLIT 64       /* partial results to the split scratch         */
+
 #endif

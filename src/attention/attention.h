@@ -128,6 +128,42 @@ fcl_status fcl_attention_bwd_mma_launch(fcl_context *ctx, const fcl_attention_pl
 fcl_status fcl_attention_mma_applies(fcl_context *ctx, const fcl_attention_desc *d,
                                      fcl_dtype dtype, bool *yes);
 
+/* Attention against a KV cache (fcl_attention_kvcache), and the forward
+ * of few query rows against many keys, which runs the same kernels. */
+typedef struct {
+  const fcl_kvcache_desc *d;
+  fcl_dtype               dtype;
+  bool                    varlen, paged, append, rotary;
+  const fcl_tensor       *q, *k_cache, *v_cache, *k_new, *v_new, *o;
+  cl_mem                  lse;
+  /* Tokens every token-indexed view (q, o, k_new, v_new) holds: the bound
+   * the kernels check cu_seqlens_q against; and floats lse holds. */
+  int64_t                 tokens, lse_len;
+  /* forward: every sequence caches fixed_len tokens (cache_seqlens unused) */
+  int64_t                 fixed_len;
+  fcl_attention_scalars   sc; /* seqlen_k is the cache capacity */
+} fcl_kvcache_problem;
+
+/* kvcache_check.c: the descriptor and every argument into p. */
+fcl_status fcl_check_kvcache(fcl_context *ctx, const fcl_kvcache_desc *d, const fcl_tensor *q,
+                             const fcl_tensor *k_cache, const fcl_tensor *v_cache,
+                             const fcl_tensor *k_new, const fcl_tensor *v_new,
+                             const fcl_tensor *o, cl_mem lse, fcl_kvcache_problem *p);
+/* Tokens of a token-indexed view of heads x dim that fit its buffer. */
+int64_t fcl_view_tokens(const fcl_tensor *t, int64_t heads, int64_t dim);
+
+/* kvcache_decode.c: the decode variant; its class for a problem, and the
+ * launch (append, attention, merge of the splits). */
+extern const fcl_variant fcl_variant_attention_decode;
+void fcl_kvcache_class(const fcl_kvcache_problem *p, fcl_tuning_class *cls);
+fcl_status fcl_kvcache_decode_launch(fcl_context *ctx, const fcl_tuning_class *cls,
+                                     const fcl_config *cfg, const fcl_kvcache_problem *p);
+/* The forward row: few query rows a kv head, many keys, no varlen. */
+fcl_status fcl_attention_fwd_decode_applies(fcl_context *ctx, const fcl_attention_desc *d,
+                                            fcl_dtype dtype, bool *yes);
+fcl_status fcl_attention_fwd_decode_launch(fcl_context *ctx, const fcl_attention_plan *pl,
+                                           const fcl_attention_problem *p, bool *fallback);
+
 /* nonfinite_flags.c: per-head inf/NaN flags for the tensor-core kernels. */
 typedef struct {
   const fcl_tensor *t;

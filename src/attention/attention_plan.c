@@ -5,9 +5,12 @@
 
 #include <stdio.h>
 
-/* Forward: the tensor cores (NVIDIA), the CPU kernel (CPUs but llvmpipe),
- * the portable kernel (everywhere). */
+/* Forward: few query rows against many keys (the KV-cache kernels), the
+ * tensor cores (NVIDIA), the CPU kernel (CPUs but llvmpipe), the portable
+ * kernel (everywhere). */
 const fcl_attention_row fcl_attention_fwd_rows[] = {
+    {&fcl_variant_attention_decode, fcl_attention_fwd_decode_applies, true, NULL,
+     fcl_attention_fwd_decode_launch},
     {&fcl_variant_attention_fwd_mma, fcl_attention_fwd_mma_applies, true,
      fcl_mma_build_options, fcl_attention_fwd_mma_launch},
     {&fcl_variant_attention_fwd_cpu, fcl_attention_fwd_cpu_applies, false,
@@ -30,7 +33,7 @@ void fcl_attention_class(const fcl_attention_desc *d, fcl_dtype dtype, const fcl
   cls->dtype = dtype;
   cls->head_dim = (int)d->head_dim;
   cls->head_dim_v = (int)d->head_dim_v;
-  cls->causal = d->causal != 0;
+  cls->causal = v->causal_classes && d->causal != 0;
   cls->bucket = fcl_seqlen_bucket(d->seqlen_q > d->seqlen_k ? d->seqlen_q : d->seqlen_k);
 }
 

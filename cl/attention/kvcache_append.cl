@@ -1,0 +1,37 @@
+/* Appends the new tokens' keys (rotated) and values to a KV cache
+ * (prepend kvcache_common.cl): work-item (d, t, b * heads_kv + hk) writes
+ * element d of token t, kv head hk, of sequence b at position c + t. The
+ * attention kernel runs after it on the same in-order queue. */
+__kernel void fcl_kv_append(
+    const __global fcl_elem *k_new, const __global fcl_elem *v_new, __global fcl_elem *k_cache,
+    __global fcl_elem *v_cache, const __global int *cache_seqlens,
+    const __global int *batch_idx, const __global int *block_table, const __global int *cu_q,
+    const __global float *rcos, const __global float *rsin, long kn_off, long kn_sb,
+    long kn_ss, long kn_sh, long vn_off, long vn_sb, long vn_ss, long vn_sh, long kc_off,
+    long kc_sb, long kc_ss, long kc_sh, long vc_off, long vc_sb, long vc_ss, long vc_sh,
+    int head_dim, int head_dim_v, int heads_kv, int seqlen_q, int capacity, int cache_batch,
+    int page_size, int num_pages, int pages_per_seq, long q_tokens, int rotary_dim,
+    int rotary_positions, int kv_flags, int flags) {
+  const int d = get_global_id(0), t = get_global_id(1);
+  const int b = get_global_id(2) / heads_kv, hk = get_global_id(2) % heads_kv;
+  const kv_seq s = kv_seq_info(b, kv_flags, flags, cache_seqlens, batch_idx, cu_q, seqlen_q,
+                               capacity, cache_batch, 0, q_tokens);
+  const int pos = s.c + t;
+  if (t >= s.n || pos >= capacity || (!(kv_flags & FCL_KV_PAGED) && s.row < 0)) return;
+  if (d < head_dim) {
+    const long src = kv_token_index(&s, b, t, hk, kn_off, kn_sb, kn_ss, kn_sh);
+    const long dst = kv_cache_index(&s, b, pos, kv_flags, block_table, pages_per_seq,
+                                    num_pages, page_size, kc_off, kc_sb, kc_ss);
+    float x = FCL_LOAD(k_new, src + d);
+    if (kv_rotates(d, pos, kv_flags, rotary_dim, rotary_positions))
+      x = kv_rotate(x, FCL_LOAD(k_new, src + kv_partner(d, rotary_dim, kv_flags)), d, pos,
+                    rotary_dim, kv_flags, rcos, rsin);
+    if (dst >= 0) FCL_STORE(k_cache, dst + (long)hk * kc_sh + d, x);
+  }
+  if (d < head_dim_v) {
+    const long src = kv_token_index(&s, b, t, hk, vn_off, vn_sb, vn_ss, vn_sh);
+    const long dst = kv_cache_index(&s, b, pos, kv_flags, block_table, pages_per_seq,
+                                    num_pages, page_size, vc_off, vc_sb, vc_ss);
+    if (dst >= 0) FCL_STORE(v_cache, dst + (long)hk * vc_sh + d, FCL_LOAD(v_new, src + d));
+  }
+}

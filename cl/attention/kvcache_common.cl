@@ -1,0 +1,132 @@
+/* What the KV-cache kernels share (prepend attention_abi.h, dtype.cl and
+ * attention_common.cl): where a sequence's tokens and cache live, with every
+ * device-side index checked, the rotary embedding, and vector loads.
+ *
+ * Device-side indices come from the caller's buffers (cache_seqlens,
+ * cache_batch_idx, block_table, cu_seqlens_q). Out of range they are
+ * clamped or the position is skipped: nothing outside a buffer is read or
+ * written, and what is computed is unspecified (DESIGN.md). */
+
+/* One sequence of a KV-cache call. */
+typedef struct {
+  int  c;    /* cached tokens before the call, in [0, capacity]          */
+  int  n;    /* new tokens (queries)                                     */
+  int  sk;   /* keys: c + n with an append (at most capacity), else c    */
+  int  diag; /* sk - n: query t sits at key position t + diag            */
+  long tok0; /* varlen: index of the first new token; else -1            */
+  long row;  /* contiguous cache: the cache row; -1 when out of range    */
+} kv_seq;
+
+inline kv_seq kv_seq_info(int b, int kv_flags, int flags, const __global int *cache_seqlens,
+                          const __global int *batch_idx, const __global int *cu_q,
+                          int seqlen_q, int capacity, int cache_batch, int fixed_len,
+                          long q_tokens) {
+  kv_seq s;
+  int c = (kv_flags & FCL_KV_FIXED_LEN) ? fixed_len : cache_seqlens[b];
+  s.c = clamp(c, 0, capacity);
+  s.n = seqlen_q;
+  s.tok0 = -1;
+  if (flags & FCL_ATTN_VARLEN) {
+    const int t0 = cu_q[b], t1 = cu_q[b + 1];
+    const bool ok = t0 >= 0 && t1 >= t0 && (long)t1 <= q_tokens && t1 - t0 <= seqlen_q;
+    s.n = ok ? t1 - t0 : 0;
+    s.tok0 = ok ? t0 : 0;
+  }
+  s.row = b;
+  if (kv_flags & FCL_KV_BATCH_IDX) s.row = batch_idx[b];
+  if (!(kv_flags & FCL_KV_PAGED) && (s.row < 0 || s.row >= cache_batch)) {
+    s.row = -1;
+    s.c = 0; /* no cache to read, and none to append to */
+  }
+  s.sk = s.c;
+  if ((kv_flags & FCL_KV_APPEND) && s.row >= 0) s.sk = min(s.c + s.n, capacity);
+  s.diag = s.sk - s.n;
+  return s;
+}
+
+/* Element offset of token t's head h in a (batch, token, head, dim) view. */
+inline long kv_token_index(const kv_seq *s, int b, int t, int h, long off, long sb, long ss,
+                           long sh) {
+  return off + (s->tok0 >= 0 ? (s->tok0 + t) * ss : (long)b * sb + (long)t * ss) +
+         (long)h * sh;
+}
+
+/* Element offset of cache position pos (< capacity) of sequence b, before
+ * the head: the page's slot, or the cache row's token; -1 when the page id
+ * is out of range. */
+inline long kv_cache_index(const kv_seq *s, int b, int pos, int kv_flags,
+                           const __global int *block_table, int pages_per_seq, int num_pages,
+                           int page_size, long off, long sb, long ss) {
+  if (kv_flags & FCL_KV_PAGED) {
+    const int page = block_table[(long)b * pages_per_seq + pos / page_size];
+    if (page < 0 || page >= num_pages) return -1;
+    return off + (long)page * sb + (long)(pos % page_size) * ss;
+  }
+  return s->row < 0 ? -1 : off + s->row * sb + (long)pos * ss;
+}
+
+/* Rotary embedding of element d of a vector x (read through get), at table
+ * row pos: the pair (a, b) becomes (a cos - b sin, b cos + a sin). */
+inline float kv_rotate(float xd, float partner, int d, int pos, int rotary_dim,
+                       int kv_flags, const __global float *rcos, const __global float *rsin) {
+  const int half_rd = rotary_dim / 2;
+  const bool inter = (kv_flags & FCL_KV_INTERLEAVED) != 0;
+  const int j = inter ? d / 2 : (d < half_rd ? d : d - half_rd);
+  const bool first = inter ? (d & 1) == 0 : d < half_rd;
+  const float cs = rcos[(long)pos * half_rd + j], sn = rsin[(long)pos * half_rd + j];
+  return first ? xd * cs - partner * sn : xd * cs + partner * sn;
+}
+/* The index of d's partner in its rotary pair. */
+inline int kv_partner(int d, int rotary_dim, int kv_flags) {
+  if (kv_flags & FCL_KV_INTERLEAVED) return d ^ 1;
+  const int half_rd = rotary_dim / 2;
+  return d < half_rd ? d + half_rd : d - half_rd;
+}
+/* Whether element d of token position pos is rotated (in range of the
+ * table; positions past it are left alone). */
+inline bool kv_rotates(int d, int pos, int kv_flags, int rotary_dim, int rotary_positions) {
+  return (kv_flags & FCL_KV_ROTARY) && d < rotary_dim && pos < rotary_positions;
+}
+
+/* VEC elements from p[i] (i a multiple of VEC, 16-byte aligned when VEC
+ * elements are 16 bytes: the host picks VEC from the views' alignment). */
+#ifndef VEC
+#define VEC 1
+#endif
+#if FCL_DTYPE == 0
+#if VEC == 4
+#define KV_LOAD(x, p, i) vstore4(*(const __global float4 *)((p) + (i)), 0, x)
+#elif VEC == 2
+#define KV_LOAD(x, p, i) vstore2(*(const __global float2 *)((p) + (i)), 0, x)
+#else
+#define KV_LOAD(x, p, i) ((x)[0] = (p)[i])
+#endif
+#else /* 16-bit: raw bits, converted in registers */
+#if VEC == 8
+typedef uint4 kv_raw;
+#elif VEC == 4
+typedef uint2 kv_raw;
+#elif VEC == 2
+typedef uint kv_raw;
+#else
+typedef ushort kv_raw;
+#endif
+#if FCL_DTYPE == 1
+#define KV_CONVERT(x, r)                                                          \
+  do {                                                                            \
+    const __private half *h_ = (const __private half *)&(r);                     \
+    FCL_UNROLL for (int e_ = 0; e_ < VEC; ++e_) (x)[e_] = vload_half(e_, h_);     \
+  } while (0)
+#else
+#define KV_CONVERT(x, r)                                                          \
+  do {                                                                            \
+    const __private ushort *h_ = (const __private ushort *)&(r);                 \
+    FCL_UNROLL for (int e_ = 0; e_ < VEC; ++e_) (x)[e_] = fcl_bf16_to_f32(h_[e_]); \
+  } while (0)
+#endif
+#define KV_LOAD(x, p, i)                                                          \
+  do {                                                                            \
+    const kv_raw r_ = *(const __global kv_raw *)((const __global fcl_elem *)(p) + (i)); \
+    KV_CONVERT(x, r_);                                                            \
+  } while (0)
+#endif

@@ -1,0 +1,255 @@
+/* Attention of a few new query rows against a KV cache, one pass over the
+ * keys (prepend kvcache_common.cl). A work-group takes ROWS query rows of
+ * one kv head (GQA packing: row g is token g / group of query head
+ * hk * group + g % group, so the heads of a group share every K/V load),
+ * and one of num_splits ranges of the keys (flash-decoding); the splits'
+ * partial results go to f32 scratch and fcl_kv_merge_splits combines them.
+ *
+ * Per block of BN = WG / TPK keys: TPK work-items a key form its dot
+ * products with all rows from 16-byte loads straight from the cache (no
+ * staging: each key is read once), the scores and the online softmax go
+ * through local memory, then each work-item adds its keys' V vectors into
+ * a register tile of ROWS x NDV x VEC outputs; the key groups' tiles are
+ * summed at the end in a fixed order (run-to-run identical results).
+ *
+ * Build: HEAD_DIM, HEAD_DIM_V (multiples of VEC), WG (a power of two),
+ * TPK (a power of two dividing WG), ROWS, VEC (elements a load). */
+#define BN (WG / TPK)
+#define NVK (HEAD_DIM / VEC)
+#define KPT ((NVK + TPK - 1) / TPK)
+#define NVV (HEAD_DIM_V / VEC)
+/* Work-items across V's vectors (a power of two, at most WG), the key
+ * groups, the vectors a work-item and the keys a group. */
+#define DVT_(n, w) ((n) >= (w) ? (w) : (n) >= (w) / 2 ? (w) / 2 : (n) >= (w) / 4 ? (w) / 4 \
+                    : (n) >= (w) / 8 ? (w) / 8 : (n) >= (w) / 16 ? (w) / 16                 \
+                    : (n) >= (w) / 32 ? (w) / 32 : (n) >= (w) / 64 ? (w) / 64 : 1)
+#define DVT DVT_(NVV, WG)
+#define KG (WG / DVT)
+#define NDV ((NVV + DVT - 1) / DVT)
+#define KPG ((BN + KG - 1) / KG)
+
+#define KV_DECODE_PARAMS                                                           \
+  const __global fcl_elem *q, const __global fcl_elem *k_cache,                     \
+      const __global fcl_elem *v_cache, __global fcl_elem *o, __global float *lse,  \
+      __global float *part_o, __global float *part_lse, const __global float *alibi, \
+      const __global int *cache_seqlens, const __global int *batch_idx,             \
+      const __global int *block_table, const __global int *cu_q,                    \
+      const __global float *rcos, const __global float *rsin, long q_off, long q_sb, \
+      long q_ss, long q_sh, long k_off, long k_sb, long k_ss, long k_sh, long v_off, \
+      long v_sb, long v_ss, long v_sh, long o_off, long o_sb, long o_ss, long o_sh,  \
+      int batch, int seqlen_q, int heads_q, int group, int heads_kv, int capacity,   \
+      int cache_batch, int page_size, int num_pages, int pages_per_seq,              \
+      long q_tokens, long lse_len, int rotary_dim, int rotary_positions,             \
+      int window_left, int window_right, float qk_scale, float softcap_l2,           \
+      int num_splits, int min_split_keys, int fixed_len, int kv_flags, int flags
+
+#define KV_SEQ(b)                                                                  \
+  kv_seq_info(b, kv_flags, flags, cache_seqlens, batch_idx, cu_q, seqlen_q, capacity, \
+              cache_batch, fixed_len, q_tokens)
+
+/* lse's index of token t, head h (as fcl_attention_forward lays it out), or
+ * -1 past the buffer. */
+inline long kv_lse_index(const kv_seq *s, int b, int t, int h, int heads_q, int seqlen_q,
+                         int batch, const __global int *cu_q, long lse_len, int flags) {
+  long i = s->tok0 >= 0 ? (long)h * cu_q[batch] + s->tok0 + t
+                        : ((long)b * heads_q + h) * seqlen_q + t;
+  return i >= 0 && i < lse_len ? i : -1;
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_DECODE_PARAMS) {
+  __local float q_s[ROWS * HEAD_DIM];
+  __local float part_s[ROWS * WG];
+  __local float p_s[ROWS * BN];
+  __local float alpha_s[ROWS], m_s[ROWS], l_s[ROWS];
+  __local float out_s[ROWS * HEAD_DIM_V];
+
+  const int lid = get_local_id(0);
+  const int split = get_group_id(0), row0 = get_group_id(1) * ROWS;
+  const int b = get_group_id(2) / heads_kv, hk = get_group_id(2) % heads_kv;
+  const kv_seq s = KV_SEQ(b);
+
+  /* The tile's query rows, rotated at their positions c + t. */
+  for (int i = lid; i < ROWS * HEAD_DIM; i += WG) {
+    const int r = i / HEAD_DIM, d = i % HEAD_DIM, g = row0 + r;
+    const int t = g / group, h = hk * group + g % group;
+    float x = 0.0f;
+    if (t < s.n) {
+      const long qi = kv_token_index(&s, b, t, h, q_off, q_sb, q_ss, q_sh);
+      x = FCL_LOAD(q, qi + d);
+      if (kv_rotates(d, s.c + t, kv_flags, rotary_dim, rotary_positions))
+        x = kv_rotate(x, FCL_LOAD(q, qi + kv_partner(d, rotary_dim, kv_flags)), d, s.c + t,
+                      rotary_dim, kv_flags, rcos, rsin);
+    }
+    q_s[i] = x;
+  }
+
+  /* The keys the tile's rows see, and this split's blocks of them. */
+  const int t_lo = row0 / group, t_hi = min(s.n - 1, (row0 + ROWS - 1) / group);
+  int lo = 0, hi = 0;
+  if (t_lo < s.n) {
+    lo = max(0, t_lo + s.diag - window_left);
+    hi = min(s.sk, t_hi + s.diag + window_right + 1);
+  }
+  const int nblk = hi > lo ? (hi - lo + BN - 1) / BN : 0;
+  int ns = num_splits;
+  if (min_split_keys > 0) ns = clamp((hi - lo + min_split_keys - 1) / min_split_keys, 1, ns);
+  const int per_split = (nblk + ns - 1) / ns;
+  const int blk0 = split < ns ? split * per_split : nblk;
+  const int blk1 = min(nblk, blk0 + per_split);
+
+  const int key = lid / TPK, chunk = lid % TPK; /* K: a key, a slice of its vectors */
+  const int vcol = lid % DVT, kgrp = lid / DVT; /* V: a vector column, a key group */
+  float m_r = -INFINITY, l_r = 0.0f;            /* row lid's state (lid < ROWS)   */
+  float acc[ROWS][NDV][VEC];
+  FCL_UNROLL for (int r = 0; r < ROWS; ++r)
+    FCL_UNROLL for (int n = 0; n < NDV; ++n)
+      FCL_UNROLL for (int e = 0; e < VEC; ++e) acc[r][n][e] = 0.0f;
+  barrier(CLK_LOCAL_MEM_FENCE);
+
+  for (int blk = blk0; blk < blk1; ++blk) {
+    const int j0 = lo + blk * BN;
+    { /* partial dot products of one key with every row */
+      float dots[ROWS];
+      FCL_UNROLL for (int r = 0; r < ROWS; ++r) dots[r] = 0.0f;
+      const int j = j0 + key;
+      long kb = j < hi ? kv_cache_index(&s, b, j, kv_flags, block_table, pages_per_seq,
+                                         num_pages, page_size, k_off, k_sb, k_ss)
+                       : -1;
+      if (kb >= 0) {
+        kb += (long)hk * k_sh;
+        FCL_UNROLL for (int i = 0; i < KPT; ++i) {
+          const int vi = chunk + i * TPK;
+          if (vi < NVK) {
+            float x[VEC];
+            KV_LOAD(x, k_cache, kb + vi * VEC);
+            FCL_UNROLL for (int r = 0; r < ROWS; ++r)
+              FCL_UNROLL for (int e = 0; e < VEC; ++e)
+                dots[r] = fma(x[e], q_s[r * HEAD_DIM + vi * VEC + e], dots[r]);
+          }
+        }
+      }
+      FCL_UNROLL for (int r = 0; r < ROWS; ++r) part_s[r * WG + lid] = dots[r];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int i = lid; i < ROWS * BN; i += WG) { /* scores, log2 domain */
+      const int r = i / BN, kk = i % BN, j = j0 + kk, g = row0 + r;
+      const int t = g / group, h = hk * group + g % group;
+      float x = -INFINITY;
+      if (t < s.n && j < hi && attn_visible(t, j, s.diag, s.sk, window_left, window_right)) {
+        float sum = 0.0f, tt;
+        for (int c = 0; c < TPK; ++c) sum += part_s[r * WG + kk * TPK + c];
+        const float slope = (flags & FCL_ATTN_ALIBI) ? alibi[h] * FCL_LOG2E : 0.0f;
+        x = attn_score(sum, t, j, s.diag, qk_scale, softcap_l2, slope, &tt);
+      }
+      p_s[i] = x;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid < ROWS) { /* online softmax of row lid */
+      float mx = -INFINITY;
+      for (int kk = 0; kk < BN; ++kk) mx = fmax(mx, p_s[lid * BN + kk]);
+      const float mn = fmax(m_r, mx), mu = mn == -INFINITY ? 0.0f : mn;
+      const float al = exp2(m_r - mu);
+      float sum = 0.0f;
+      for (int kk = 0; kk < BN; ++kk) {
+        const float p = exp2(p_s[lid * BN + kk] - mu);
+        p_s[lid * BN + kk] = p;
+        sum += p;
+      }
+      l_r = l_r * al + sum;
+      m_r = mn;
+      alpha_s[lid] = al;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    { /* O = O * alpha + P V over this key group's keys */
+      FCL_UNROLL for (int r = 0; r < ROWS; ++r) {
+        const float al = alpha_s[r];
+        FCL_UNROLL for (int n = 0; n < NDV; ++n)
+          FCL_UNROLL for (int e = 0; e < VEC; ++e) acc[r][n][e] *= al;
+      }
+      FCL_UNROLL for (int i = 0; i < KPG; ++i) {
+        const int kk = kgrp + i * KG, j = j0 + kk;
+        long vb = kk < BN && j < hi ? kv_cache_index(&s, b, j, kv_flags, block_table,
+                                                      pages_per_seq, num_pages, page_size,
+                                                      v_off, v_sb, v_ss)
+                                    : -1;
+        if (vb < 0) continue;
+        vb += (long)hk * v_sh;
+        FCL_UNROLL for (int n = 0; n < NDV; ++n) {
+          const int vi = vcol + n * DVT;
+          if (vi < NVV) {
+            float x[VEC];
+            KV_LOAD(x, v_cache, vb + vi * VEC);
+            FCL_UNROLL for (int r = 0; r < ROWS; ++r) {
+              const float p = p_s[r * BN + kk];
+              FCL_UNROLL for (int e = 0; e < VEC; ++e) acc[r][n][e] = fma(p, x[e], acc[r][n][e]);
+            }
+          }
+        }
+      }
+    }
+  }
+
+  /* The key groups' tiles summed in a fixed order, then normalised. */
+  if (lid < ROWS) m_s[lid] = m_r, l_s[lid] = l_r;
+  for (int grp = 0; grp < KG; ++grp) {
+    if (kgrp == grp) {
+      FCL_UNROLL for (int r = 0; r < ROWS; ++r)
+        FCL_UNROLL for (int n = 0; n < NDV; ++n) {
+          const int vi = vcol + n * DVT;
+          if (vi < NVV)
+            FCL_UNROLL for (int e = 0; e < VEC; ++e) {
+              const int i = r * HEAD_DIM_V + vi * VEC + e;
+              out_s[i] = (grp == 0 ? 0.0f : out_s[i]) + acc[r][n][e];
+            }
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  for (int i = lid; i < ROWS * HEAD_DIM_V; i += WG) {
+    const int r = i / HEAD_DIM_V, d = i % HEAD_DIM_V, g = row0 + r;
+    const int t = g / group, h = hk * group + g % group;
+    if (t >= s.n) continue;
+    const float l = l_s[r];
+    const float val = l > 0.0f ? out_s[i] / l : 0.0f;
+    const float row_lse = l > 0.0f ? (m_s[r] + log2(l)) * FCL_LN2 : -INFINITY;
+    if (kv_flags & FCL_KV_SPLIT) {
+      const long pi = (((long)split * batch + b) * seqlen_q + t) * heads_q + h;
+      part_o[pi * HEAD_DIM_V + d] = val;
+      if (d == 0) part_lse[pi] = row_lse;
+    } else {
+      FCL_STORE(o, kv_token_index(&s, b, t, h, o_off, o_sb, o_ss, o_sh) + d, val);
+      if (d == 0 && (flags & FCL_ATTN_LSE)) {
+        const long li = kv_lse_index(&s, b, t, h, heads_q, seqlen_q, batch, cu_q, lse_len, flags);
+        if (li >= 0) lse[li] = row_lse;
+      }
+    }
+  }
+}
+
+/* Combines the splits' partial results: work-item (d, t * heads_q + h, b)
+ * writes element d of the output row (and its lse, d = 0). */
+__kernel void fcl_kv_merge_splits(KV_DECODE_PARAMS) {
+  const int d = get_global_id(0), th = get_global_id(1), b = get_global_id(2);
+  const int t = th / heads_q, h = th % heads_q;
+  if (d >= HEAD_DIM_V) return;
+  const kv_seq s = KV_SEQ(b);
+  if (t >= s.n) return;
+  float m = -INFINITY;
+  for (int sp = 0; sp < num_splits; ++sp)
+    m = fmax(m, part_lse[(((long)sp * batch + b) * seqlen_q + t) * heads_q + h]);
+  float sum = 0.0f, val = 0.0f;
+  if (m > -INFINITY) {
+    for (int sp = 0; sp < num_splits; ++sp) {
+      const long pi = (((long)sp * batch + b) * seqlen_q + t) * heads_q + h;
+      const float w = exp(part_lse[pi] - m);
+      sum += w;
+      val = fma(w, part_o[pi * HEAD_DIM_V + d], val);
+    }
+    val /= sum;
+  }
+  FCL_STORE(o, kv_token_index(&s, b, t, h, o_off, o_sb, o_ss, o_sh) + d, val);
+  if (d == 0 && (flags & FCL_ATTN_LSE)) {
+    const long li = kv_lse_index(&s, b, t, h, heads_q, seqlen_q, batch, cu_q, lse_len, flags);
+    if (li >= 0) lse[li] = m > -INFINITY ? m + log(sum) : -INFINITY;
+  }
+}

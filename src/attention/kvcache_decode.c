@@ -1,0 +1,300 @@
+/* The decode variant (cl/attention/kvcache_decode.cl): its descriptor
+ * (parameters, defaults fitted to the device, checks, search space) and
+ * its launch: the append of the new tokens, the attention over split key
+ * ranges, and the merge of the splits. Also the forward row that runs few
+ * query rows against many keys on the same kernels. */
+#include "attention/attention.h"
+
+#include <stdio.h>
+
+/* Work-group size, work-items a key, the most query rows a work-group,
+ * splits: work-groups the automatic choice aims at per compute unit, and
+ * the fewest keys it gives a split. */
+#define PARAMS(X) X(WG) X(TPK) X(MAX_ROWS) X(WAVES) X(SPLIT_KEYS)
+FCL_PARAM_STRUCT(decode_params, PARAMS);
+
+static bool pow2(int x) { return x > 0 && (x & (x - 1)) == 0; }
+
+static size_t local_bytes(const decode_params *c, int rows, int d, int dv) {
+  const int bn = c->WG / c->TPK;
+  return 4 * ((size_t)rows * (d + c->WG + bn + 3 + dv));
+}
+
+static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fcl_config *cfg) {
+  decode_params *c = FCL_PARAMS(decode_params, cfg);
+  c->WG = dev->is_cpu ? 64 : 128;
+  while ((size_t)c->WG > dev->max_wg && c->WG > 1) c->WG /= 2;
+  /* Four work-items a key of 16-byte loads (D=128 f16: 4 loads each). */
+  const int vec = cls->dtype == FCL_F32 ? 4 : 8;
+  const int nvk = (cls->head_dim + vec - 1) / vec;
+  c->TPK = 4;
+  while (c->TPK > 1 && c->TPK > nvk) c->TPK /= 2;
+  c->MAX_ROWS = 16;
+  while (c->MAX_ROWS > 1 &&
+         local_bytes(c, c->MAX_ROWS, cls->head_dim, cls->head_dim_v) + 512 > dev->local_mem)
+    c->MAX_ROWS /= 2;
+  c->WAVES = dev->is_cpu ? 1 : 2;
+  c->SPLIT_KEYS = 256;
+}
+
+static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const fcl_config *cfg,
+                  char *why, size_t why_size) {
+  const decode_params *c = FCL_CPARAMS(decode_params, cfg);
+  const char *bad = NULL;
+  if (!pow2(c->WG) || c->WG < 16 || c->WG > 1024 || !pow2(c->TPK) || c->TPK > c->WG ||
+      c->MAX_ROWS < 1 || c->MAX_ROWS > 64 || c->WAVES < 1 || c->SPLIT_KEYS < 16)
+    bad = "a size out of range (WG and TPK powers of two)";
+  else if ((size_t)c->WG > dev->max_wg)
+    bad = "work-group larger than the device allows";
+  else if (c->MAX_ROWS > c->WG)
+    bad = "more rows than work-items";
+  else if (local_bytes(c, c->MAX_ROWS, cls->head_dim, cls->head_dim_v) + 512 > dev->local_mem)
+    bad = "local memory exceeded";
+  if (bad && why) snprintf(why, why_size, "%s", bad);
+  return bad == NULL;
+}
+
+static int axes(const fcl_tuning_class *cls, fcl_axis *a) {
+  (void)cls;
+  a[0] = (fcl_axis){"WG", 3, {64, 128, 256}};
+  a[1] = (fcl_axis){"TPK", 4, {1, 2, 4, 8}};
+  a[2] = (fcl_axis){"MAX_ROWS", 3, {4, 8, 16}};
+  a[3] = (fcl_axis){"WAVES", 3, {1, 2, 4}};
+  a[4] = (fcl_axis){"SPLIT_KEYS", 3, {128, 256, 512}};
+  return 5;
+}
+
+static void point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg) {
+  (void)cls;
+  decode_params *c = FCL_PARAMS(decode_params, cfg);
+  c->WG = v[0], c->TPK = v[1], c->MAX_ROWS = v[2], c->WAVES = v[3], c->SPLIT_KEYS = v[4];
+}
+
+static bool worth_trying(const fcl_device_info *dev, const fcl_tuning_class *cls,
+                         const fcl_config *cfg) {
+  (void)cls;
+  return fcl_whole_warps(dev, (size_t)FCL_CPARAMS(decode_params, cfg)->WG);
+}
+
+static const char *const files[] = {"attention/attention_abi.h", "common/dtype.cl",
+                                    "attention/attention_common.cl",
+                                    "attention/kvcache_common.cl", "attention/kvcache_append.cl",
+                                    "attention/kvcache_decode.cl"};
+const fcl_variant fcl_variant_attention_decode = {
+    "attention_decode", FCL_TUNING_ATTENTION_DECODE, files, (int)FCL_COUNT(files),
+    {"HEAD_DIM", "HEAD_DIM_V"}, FCL_MAX_HEAD_DIM, false, FCL_PARAM_COUNT(PARAMS),
+    FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, worth_trying};
+
+void fcl_kvcache_class(const fcl_kvcache_problem *p, fcl_tuning_class *cls) {
+  *cls = (fcl_tuning_class){&fcl_variant_attention_decode, p->dtype, (int)p->d->head_dim,
+                            (int)p->d->head_dim_v, 0,
+                            fcl_seqlen_bucket(p->fixed_len >= 0 ? p->fixed_len
+                                                                : p->d->cache_capacity)};
+}
+
+/* Elements a load: 16 bytes where the head dims and the caches' views
+ * allow, else less. */
+static int vector_width(const fcl_kvcache_problem *p) {
+  const size_t es = fcl_dtype_size(p->dtype);
+  for (int vec = (int)(16 / es); vec > 1; vec /= 2)
+    if (p->d->head_dim % vec == 0 && p->d->head_dim_v % vec == 0 &&
+        fcl_tensor_aligned(p->k_cache, es, false, vec) &&
+        fcl_tensor_aligned(p->v_cache, es, false, vec))
+      return vec;
+  return 1;
+}
+
+static int next_pow2(int64_t x) {
+  int r = 1;
+  while (r < x && r < (1 << 20)) r *= 2;
+  return r;
+}
+
+/* The kernels' arguments, in the order of KV_DECODE_PARAMS. */
+static void decode_args(fcl_args *a, const fcl_kvcache_problem *p, cl_mem part_o,
+                        cl_mem part_lse, cl_int ns, cl_int min_split_keys, cl_int kv_flags,
+                        cl_int flags) {
+  const fcl_kvcache_desc *d = p->d;
+  const cl_mem any = p->q->buffer; /* for unused pointers: never dereferenced */
+  const cl_mem bufs[] = {p->q->buffer, p->k_cache->buffer, p->v_cache->buffer,
+                         p->o->buffer, p->lse ? p->lse : any, part_o, part_lse,
+                         d->alibi_slopes ? d->alibi_slopes : any,
+                         d->cache_seqlens ? d->cache_seqlens : any,
+                         d->cache_batch_idx ? d->cache_batch_idx : any,
+                         d->block_table ? d->block_table : any,
+                         d->cu_seqlens_q ? d->cu_seqlens_q : any,
+                         d->rotary_cos ? d->rotary_cos : any,
+                         d->rotary_sin ? d->rotary_sin : any};
+  for (size_t i = 0; i < FCL_COUNT(bufs); ++i) FCL_ARG(a, bufs[i]);
+  fcl_arg_tensor(a, p->q);
+  fcl_arg_tensor(a, p->k_cache);
+  fcl_arg_tensor(a, p->v_cache);
+  fcl_arg_tensor(a, p->o);
+  const cl_int ints[] = {(cl_int)d->batch, (cl_int)d->seqlen_q, (cl_int)d->heads_q,
+                         (cl_int)(d->heads_q / d->heads_kv), (cl_int)d->heads_kv,
+                         (cl_int)d->cache_capacity,
+                         (cl_int)(d->cache_batch ? d->cache_batch : d->batch),
+                         (cl_int)(d->page_size ? d->page_size : 1), (cl_int)d->num_pages,
+                         (cl_int)(d->page_size ? d->cache_capacity / d->page_size : 0)};
+  for (size_t i = 0; i < FCL_COUNT(ints); ++i) FCL_ARG(a, ints[i]);
+  const cl_long tokens = p->tokens, lse_len = p->lse_len;
+  FCL_ARG(a, tokens);
+  FCL_ARG(a, lse_len);
+  const cl_int rot[] = {(cl_int)d->rotary_dim, (cl_int)d->rotary_positions,
+                        p->sc.window_left, p->sc.window_right};
+  for (size_t i = 0; i < FCL_COUNT(rot); ++i) FCL_ARG(a, rot[i]);
+  FCL_ARG(a, p->sc.qk_scale);
+  FCL_ARG(a, p->sc.softcap_l2);
+  const cl_int fixed = (cl_int)(p->fixed_len >= 0 ? p->fixed_len : 0);
+  const cl_int tail[] = {ns, min_split_keys, fixed, kv_flags, flags};
+  for (size_t i = 0; i < FCL_COUNT(tail); ++i) FCL_ARG(a, tail[i]);
+}
+
+static void append_args(fcl_args *a, const fcl_kvcache_problem *p, cl_int kv_flags,
+                        cl_int flags) {
+  const fcl_kvcache_desc *d = p->d;
+  const cl_mem any = p->q->buffer;
+  const cl_mem bufs[] = {p->k_new->buffer, p->v_new->buffer, p->k_cache->buffer,
+                         p->v_cache->buffer, d->cache_seqlens,
+                         d->cache_batch_idx ? d->cache_batch_idx : any,
+                         d->block_table ? d->block_table : any,
+                         d->cu_seqlens_q ? d->cu_seqlens_q : any,
+                         d->rotary_cos ? d->rotary_cos : any,
+                         d->rotary_sin ? d->rotary_sin : any};
+  for (size_t i = 0; i < FCL_COUNT(bufs); ++i) FCL_ARG(a, bufs[i]);
+  fcl_arg_tensor(a, p->k_new);
+  fcl_arg_tensor(a, p->v_new);
+  fcl_arg_tensor(a, p->k_cache);
+  fcl_arg_tensor(a, p->v_cache);
+  const cl_int ints[] = {(cl_int)d->head_dim, (cl_int)d->head_dim_v, (cl_int)d->heads_kv,
+                         (cl_int)d->seqlen_q, (cl_int)d->cache_capacity,
+                         (cl_int)(d->cache_batch ? d->cache_batch : d->batch),
+                         (cl_int)(d->page_size ? d->page_size : 1), (cl_int)d->num_pages,
+                         (cl_int)(d->page_size ? d->cache_capacity / d->page_size : 0)};
+  for (size_t i = 0; i < FCL_COUNT(ints); ++i) FCL_ARG(a, ints[i]);
+  const cl_long tokens = p->tokens;
+  FCL_ARG(a, tokens);
+  const cl_int tail[] = {(cl_int)d->rotary_dim, (cl_int)d->rotary_positions, kv_flags, flags};
+  for (size_t i = 0; i < FCL_COUNT(tail); ++i) FCL_ARG(a, tail[i]);
+}
+
+/* Splits of the keys: the caller's, or enough work-groups for WAVES per
+ * compute unit with at least SPLIT_KEYS keys each (the kernel lowers it
+ * for short sequences). On devices that bound a work-item's loop (llvmpipe)
+ * no split walks more than the bound allows. */
+static cl_int split_count(const fcl_context *ctx, const decode_params *c,
+                          const fcl_kvcache_problem *p, int64_t groups, int64_t keys,
+                          cl_int *min_split_keys) {
+  const int bn = c->WG / c->TPK;
+  int64_t ns;
+  *min_split_keys = 0;
+  if (p->d->num_splits > 0) {
+    ns = p->d->num_splits;
+  } else {
+    const int64_t want = (int64_t)c->WAVES * ctx->info.compute_units;
+    ns = (want + groups - 1) / groups;
+    const int64_t most = (keys + c->SPLIT_KEYS - 1) / c->SPLIT_KEYS;
+    if (ns > most) ns = most;
+    *min_split_keys = c->SPLIT_KEYS;
+  }
+  if (ctx->info.loop_budget > 0) { /* ~40 loop iterations a key for each row */
+    const int64_t keys_per_walk = ctx->info.loop_budget / 2 / (40 * c->MAX_ROWS) / bn * bn;
+    const int64_t need = (keys + keys_per_walk - 1) / (keys_per_walk > 0 ? keys_per_walk : 1);
+    if (ns < need) ns = need, *min_split_keys = 0;
+  }
+  return (cl_int)(ns < 1 ? 1 : ns > 1024 ? 1024 : ns);
+}
+
+fcl_status fcl_kvcache_decode_launch(fcl_context *ctx, const fcl_tuning_class *cls,
+                                     const fcl_config *cfg, const fcl_kvcache_problem *p) {
+  const fcl_kvcache_desc *d = p->d;
+  const decode_params *c = FCL_CPARAMS(decode_params, cfg);
+  const fcl_variant *v = cls->variant;
+  const int64_t group = d->heads_q / d->heads_kv, rows_all = group * d->seqlen_q;
+  int rows = next_pow2(rows_all);
+  if (rows > c->MAX_ROWS) rows = c->MAX_ROWS;
+  const fcl_define extra[] = {{"ROWS", rows},
+                              {"VEC", vector_width(p)},
+                              {"FCL_UNROLL_HINTS", !ctx->info.is_cpu}};
+  char options[512];
+  fcl_build_options(cls, cfg, extra, (int)FCL_COUNT(extra), NULL, options, sizeof options);
+
+  const int64_t tiles = (rows_all + rows - 1) / rows;
+  cl_int min_split_keys;
+  const cl_int ns = split_count(ctx, c, p, d->batch * d->heads_kv * tiles,
+                                p->fixed_len >= 0 ? p->fixed_len : d->cache_capacity,
+                                &min_split_keys);
+  const cl_int flags = (p->lse ? FCL_ATTN_LSE : 0) | (d->alibi_slopes ? FCL_ATTN_ALIBI : 0) |
+                       (p->varlen ? FCL_ATTN_VARLEN : 0);
+  cl_int kv_flags = (p->paged ? FCL_KV_PAGED : 0) | (d->cache_batch_idx ? FCL_KV_BATCH_IDX : 0) |
+                    (p->rotary ? FCL_KV_ROTARY : 0) |
+                    (d->rotary_interleaved ? FCL_KV_INTERLEAVED : 0) |
+                    (p->append ? FCL_KV_APPEND : 0) | (p->fixed_len >= 0 ? FCL_KV_FIXED_LEN : 0);
+
+  /* Every kernel and buffer first: on error nothing is enqueued. */
+  cl_kernel kd, km = NULL, ka = NULL;
+  cl_mem part_o = p->q->buffer, part_lse = p->q->buffer;
+  fcl_status s;
+  if ((s = fcl_get_kernel(ctx, v->files, v->nfiles, options, "fcl_kv_decode", &kd)) ||
+      (p->append &&
+       (s = fcl_get_kernel(ctx, v->files, v->nfiles, options, "fcl_kv_append", &ka))))
+    return s;
+  if (ns > 1) {
+    kv_flags |= FCL_KV_SPLIT;
+    const int64_t nrows = d->batch * d->seqlen_q * d->heads_q;
+    if ((s = fcl_get_kernel(ctx, v->files, v->nfiles, options, "fcl_kv_merge_splits", &km)) ||
+        (s = fcl_scratch(ctx, 0, fcl_bytes(ns, nrows, d->head_dim_v, 4, 1), &part_o)) ||
+        (s = fcl_scratch(ctx, 1, fcl_bytes(ns, nrows, 4, 1, 1), &part_lse)))
+      return s;
+  }
+  fcl_log(ctx, "kvcache: %s rows %d, %d split(s)%s", options, rows, ns,
+          min_split_keys ? " (automatic)" : "");
+  fcl_args aa = {ka, 0, CL_SUCCESS}, ad = {kd, 0, CL_SUCCESS}, am = {km, 0, CL_SUCCESS};
+  if (ka) append_args(&aa, p, kv_flags, flags);
+  decode_args(&ad, p, part_o, part_lse, ns, min_split_keys, kv_flags, flags);
+  if (km) decode_args(&am, p, part_o, part_lse, ns, min_split_keys, kv_flags, flags);
+  if (aa.err || ad.err || am.err)
+    return fcl_fail_cl(ctx, aa.err ? aa.err : ad.err ? ad.err : am.err, "clSetKernelArg");
+
+  if (ka) {
+    const int64_t width = d->head_dim > d->head_dim_v ? d->head_dim : d->head_dim_v;
+    const size_t g[3] = {(size_t)(width + 63) / 64 * 64, (size_t)d->seqlen_q,
+                         (size_t)(d->batch * d->heads_kv)};
+    const size_t l[3] = {64, 1, 1};
+    if ((s = fcl_launch(ctx, ka, &aa, g, l, "enqueueing the KV-cache append"))) return s;
+  }
+  const size_t g[3] = {(size_t)ns * c->WG, (size_t)tiles, (size_t)(d->batch * d->heads_kv)};
+  const size_t l[3] = {(size_t)c->WG, 1, 1};
+  if ((s = fcl_launch(ctx, kd, &ad, g, l, "enqueueing KV-cache attention")) || !km) return s;
+  const size_t gm[3] = {(size_t)d->head_dim_v, (size_t)(d->seqlen_q * d->heads_q),
+                        (size_t)d->batch};
+  return fcl_launch(ctx, km, &am, gm, NULL, "enqueueing the KV-cache split merge");
+}
+
+/* The forward of few rows against many keys: a KV-cache call on k and v
+ * as a full contiguous cache, without cache_seqlens. */
+fcl_status fcl_attention_fwd_decode_applies(fcl_context *ctx, const fcl_attention_desc *d,
+                                            fcl_dtype dtype, bool *yes) {
+  (void)ctx, (void)dtype;
+  const int64_t rows = d->seqlen_q * (d->heads_q / d->heads_kv);
+  *yes = !d->cu_seqlens_q && !d->cu_seqlens_k && rows <= 16 && d->seqlen_k >= 256 &&
+         d->seqlen_k >= 16 * d->seqlen_q;
+  return FCL_OK;
+}
+
+fcl_status fcl_attention_fwd_decode_launch(fcl_context *ctx, const fcl_attention_plan *pl,
+                                           const fcl_attention_problem *p, bool *fallback) {
+  (void)fallback;
+  const fcl_attention_desc *a = p->d;
+  const fcl_kvcache_desc d = {
+      .batch = a->batch, .seqlen_q = a->seqlen_q, .heads_q = a->heads_q,
+      .heads_kv = a->heads_kv, .head_dim = a->head_dim, .head_dim_v = a->head_dim_v,
+      .cache_capacity = a->seqlen_k, .cache_batch = a->batch,
+      .softmax_scale = a->softmax_scale, .causal = a->causal, .window_left = a->window_left,
+      .window_right = a->window_right, .softcap = a->softcap, .alibi_slopes = a->alibi_slopes};
+  fcl_kvcache_problem kp = {.d = &d, .dtype = p->dtype, .q = p->q, .k_cache = p->k,
+                            .v_cache = p->v, .o = p->o, .lse = p->lse,
+                            .tokens = p->total_q, .lse_len = a->heads_q * p->total_q,
+                            .fixed_len = a->seqlen_k, .sc = p->sc};
+  return fcl_kvcache_decode_launch(ctx, &pl->cls, &pl->cfg, &kp);
+}

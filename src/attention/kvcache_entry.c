@@ -1,0 +1,41 @@
+/* fcl_attention_kvcache: validation, the table of KV-cache kernel
+ * variants, the plan (row, class, configuration) and its launch. */
+#include "attention/attention.h"
+
+/* One row of the KV-cache table: a variant and its launch. */
+typedef struct {
+  const fcl_variant *variant;
+  fcl_status (*launch)(fcl_context *ctx, const fcl_tuning_class *cls, const fcl_config *cfg,
+                       const fcl_kvcache_problem *p);
+} kvcache_row;
+
+/* The portable decode kernel runs everywhere (its loads are 16 bytes and
+ * it is bandwidth-bound, so it is the NVIDIA path too). */
+static const kvcache_row rows[] = {
+    {&fcl_variant_attention_decode, fcl_kvcache_decode_launch},
+};
+
+fcl_status fcl_attention_kvcache(fcl_context *ctx, const fcl_kvcache_desc *d,
+                                 const fcl_tensor *q, const fcl_tensor *k_cache,
+                                 const fcl_tensor *v_cache, const fcl_tensor *k_new,
+                                 const fcl_tensor *v_new, const fcl_tensor *o, cl_mem lse) {
+  if (!ctx) return fcl_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "ctx: is NULL");
+  fcl_clear_error(ctx);
+  fcl_op_begin(ctx);
+  fcl_kvcache_problem p;
+  fcl_status s;
+  if ((s = fcl_check_kvcache(ctx, d, q, k_cache, v_cache, k_new, v_new, o, lse, &p)) ||
+      (s = fcl_device_probe(ctx)))
+    return s;
+  const kvcache_row *r = &rows[0];
+  fcl_tuning_class cls;
+  fcl_config cfg;
+  char from[512];
+  fcl_kvcache_class(&p, &cls);
+  if ((s = fcl_tuning_choose(ctx, &cls, &cfg, from, sizeof from))) return s;
+  if (!r->variant->valid(&ctx->info, &cls, &cfg, NULL, 0)) {
+    fcl_log(ctx, "%s: %s is not valid here; the defaults", r->variant->name, from);
+    r->variant->defaults(&ctx->info, &cls, &cfg);
+  }
+  return r->launch(ctx, &cls, &cfg, &p);
+}
