@@ -88,20 +88,27 @@ inline bool kv_rotates(int d, int pos, int kv_flags, int rotary_dim, int rotary_
   return (kv_flags & FCL_KV_ROTARY) && d < rotary_dim && pos < rotary_positions;
 }
 
-/* VEC elements from p[i] (i a multiple of VEC, 16-byte aligned when VEC
- * elements are 16 bytes: the host picks VEC from the views' alignment). */
+/* Raw loads of VEC elements from p[i] (i a multiple of VEC; 16-byte
+ * aligned when VEC elements are 16 bytes: the host picks VEC from the
+ * views' alignment), kept as loaded so that a prefetch does not wait for
+ * them, and their conversion to f32 when used. */
 #ifndef VEC
 #define VEC 1
 #endif
 #if FCL_DTYPE == 0
 #if VEC == 4
-#define KV_LOAD(x, p, i) vstore4(*(const __global float4 *)((p) + (i)), 0, x)
+typedef float4 kv_raw;
 #elif VEC == 2
-#define KV_LOAD(x, p, i) vstore2(*(const __global float2 *)((p) + (i)), 0, x)
+typedef float2 kv_raw;
 #else
-#define KV_LOAD(x, p, i) ((x)[0] = (p)[i])
+typedef float kv_raw;
 #endif
-#else /* 16-bit: raw bits, converted in registers */
+#define KV_CONVERT(x, r)                                                          \
+  do {                                                                            \
+    const __private float *f_ = (const __private float *)&(r);                   \
+    FCL_UNROLL for (int e_ = 0; e_ < VEC; ++e_) (x)[e_] = f_[e_];                 \
+  } while (0)
+#else /* 16-bit */
 #if VEC == 8
 typedef uint4 kv_raw;
 #elif VEC == 4
@@ -124,9 +131,5 @@ typedef ushort kv_raw;
     FCL_UNROLL for (int e_ = 0; e_ < VEC; ++e_) (x)[e_] = fcl_bf16_to_f32(h_[e_]); \
   } while (0)
 #endif
-#define KV_LOAD(x, p, i)                                                          \
-  do {                                                                            \
-    const kv_raw r_ = *(const __global kv_raw *)((const __global fcl_elem *)(p) + (i)); \
-    KV_CONVERT(x, r_);                                                            \
-  } while (0)
 #endif
+#define KV_LOAD_RAW(p, i) (*(const __global kv_raw *)((const __global fcl_elem *)(p) + (i)))

@@ -6,11 +6,12 @@
  * partial results go to f32 scratch and fcl_kv_merge_splits combines them.
  *
  * Per block of BN = WG / TPK keys: TPK work-items a key form its dot
- * products with all rows from 16-byte loads straight from the cache (no
- * staging: each key is read once), the scores and the online softmax go
- * through local memory, then each work-item adds its keys' V vectors into
- * a register tile of ROWS x NDV x VEC outputs; the key groups' tiles are
- * summed at the end in a fixed order (run-to-run identical results).
+ * products with all rows from 16-byte loads straight from the cache into
+ * registers (no staging: each key is read once, a block ahead), the scores
+ * and the online softmax go through local memory, then each work-item adds
+ * its keys' V vectors into a register tile of ROWS x NDV x VEC outputs; the
+ * key groups' tiles are summed at the end in a fixed order (run-to-run
+ * identical results).
  *
  * Build: HEAD_DIM, HEAD_DIM_V (multiples of VEC), WG (a power of two),
  * TPK (a power of two dividing WG), ROWS, VEC (elements a load). */
@@ -104,32 +105,61 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
   FCL_UNROLL for (int r = 0; r < ROWS; ++r)
     FCL_UNROLL for (int n = 0; n < NDV; ++n)
       FCL_UNROLL for (int e = 0; e < VEC; ++e) acc[r][n][e] = 0.0f;
+
+/* This work-item's K vectors of the key block at j0 (zeros past the keys
+ * or where a page id is out of range). */
+#define LOAD_K(j0)                                                                 \
+  do {                                                                             \
+    const int j_ = (j0) + key;                                                     \
+    const long kb_ = j_ < hi ? kv_cache_index(&s, b, j_, kv_flags, block_table,     \
+                                              pages_per_seq, num_pages, page_size,  \
+                                              k_off, k_sb, k_ss)                    \
+                             : -1;                                                 \
+    FCL_UNROLL for (int i_ = 0; i_ < KPT; ++i_) {                                  \
+      const int vi_ = chunk + i_ * TPK;                                            \
+      kr[i_] = (kv_raw)(0);                                                        \
+      if (kb_ >= 0 && vi_ < NVK)                                                   \
+        kr[i_] = KV_LOAD_RAW(k_cache, kb_ + (long)hk * k_sh + vi_ * VEC);          \
+    }                                                                              \
+  } while (0)
+
+  /* Loads run a block ahead: V of block i and K of block i + 1 are in
+   * flight while block i's scores and softmax are formed. */
+  kv_raw kr[KPT];
+  if (blk0 < blk1) LOAD_K(lo + blk0 * BN);
   barrier(CLK_LOCAL_MEM_FENCE);
 
   for (int blk = blk0; blk < blk1; ++blk) {
     const int j0 = lo + blk * BN;
+    kv_raw vr[KPG][NDV];
+    FCL_UNROLL for (int i = 0; i < KPG; ++i) {
+      const int kk = kgrp + i * KG, j = j0 + kk;
+      const long vb = kk < BN && j < hi ? kv_cache_index(&s, b, j, kv_flags, block_table,
+                                                         pages_per_seq, num_pages, page_size,
+                                                         v_off, v_sb, v_ss)
+                                        : -1;
+      FCL_UNROLL for (int n = 0; n < NDV; ++n) {
+        const int vi = vcol + n * DVT;
+        vr[i][n] = (kv_raw)(0);
+        if (vb >= 0 && vi < NVV) vr[i][n] = KV_LOAD_RAW(v_cache, vb + (long)hk * v_sh + vi * VEC);
+      }
+    }
     { /* partial dot products of one key with every row */
       float dots[ROWS];
       FCL_UNROLL for (int r = 0; r < ROWS; ++r) dots[r] = 0.0f;
-      const int j = j0 + key;
-      long kb = j < hi ? kv_cache_index(&s, b, j, kv_flags, block_table, pages_per_seq,
-                                         num_pages, page_size, k_off, k_sb, k_ss)
-                       : -1;
-      if (kb >= 0) {
-        kb += (long)hk * k_sh;
-        FCL_UNROLL for (int i = 0; i < KPT; ++i) {
-          const int vi = chunk + i * TPK;
-          if (vi < NVK) {
-            float x[VEC];
-            KV_LOAD(x, k_cache, kb + vi * VEC);
-            FCL_UNROLL for (int r = 0; r < ROWS; ++r)
-              FCL_UNROLL for (int e = 0; e < VEC; ++e)
-                dots[r] = fma(x[e], q_s[r * HEAD_DIM + vi * VEC + e], dots[r]);
-          }
+      FCL_UNROLL for (int i = 0; i < KPT; ++i) {
+        const int vi = chunk + i * TPK;
+        if (vi < NVK) {
+          float x[VEC];
+          KV_CONVERT(x, kr[i]);
+          FCL_UNROLL for (int r = 0; r < ROWS; ++r)
+            FCL_UNROLL for (int e = 0; e < VEC; ++e)
+              dots[r] = fma(x[e], q_s[r * HEAD_DIM + vi * VEC + e], dots[r]);
         }
       }
       FCL_UNROLL for (int r = 0; r < ROWS; ++r) part_s[r * WG + lid] = dots[r];
     }
+    if (blk + 1 < blk1) LOAD_K(j0 + BN);
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int i = lid; i < ROWS * BN; i += WG) { /* scores, log2 domain */
       const int r = i / BN, kk = i % BN, j = j0 + kk, g = row0 + r;
@@ -160,34 +190,26 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
       alpha_s[lid] = al;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    { /* O = O * alpha + P V over this key group's keys */
-      FCL_UNROLL for (int r = 0; r < ROWS; ++r) {
-        const float al = alpha_s[r];
-        FCL_UNROLL for (int n = 0; n < NDV; ++n)
-          FCL_UNROLL for (int e = 0; e < VEC; ++e) acc[r][n][e] *= al;
-      }
-      FCL_UNROLL for (int i = 0; i < KPG; ++i) {
-        const int kk = kgrp + i * KG, j = j0 + kk;
-        long vb = kk < BN && j < hi ? kv_cache_index(&s, b, j, kv_flags, block_table,
-                                                      pages_per_seq, num_pages, page_size,
-                                                      v_off, v_sb, v_ss)
-                                    : -1;
-        if (vb < 0) continue;
-        vb += (long)hk * v_sh;
+    /* O = O * alpha + P V over this key group's keys */
+    FCL_UNROLL for (int r = 0; r < ROWS; ++r) {
+      const float al = alpha_s[r];
+      FCL_UNROLL for (int n = 0; n < NDV; ++n)
+        FCL_UNROLL for (int e = 0; e < VEC; ++e) acc[r][n][e] *= al;
+    }
+    FCL_UNROLL for (int i = 0; i < KPG; ++i) {
+      const int kk = kgrp + i * KG;
+      if (kk < BN)
         FCL_UNROLL for (int n = 0; n < NDV; ++n) {
-          const int vi = vcol + n * DVT;
-          if (vi < NVV) {
-            float x[VEC];
-            KV_LOAD(x, v_cache, vb + vi * VEC);
-            FCL_UNROLL for (int r = 0; r < ROWS; ++r) {
-              const float p = p_s[r * BN + kk];
-              FCL_UNROLL for (int e = 0; e < VEC; ++e) acc[r][n][e] = fma(p, x[e], acc[r][n][e]);
-            }
+          float x[VEC];
+          KV_CONVERT(x, vr[i][n]);
+          FCL_UNROLL for (int r = 0; r < ROWS; ++r) {
+            const float p = p_s[r * BN + kk];
+            FCL_UNROLL for (int e = 0; e < VEC; ++e) acc[r][n][e] = fma(p, x[e], acc[r][n][e]);
           }
         }
-      }
     }
   }
+#undef LOAD_K
 
   /* The key groups' tiles summed in a fixed order, then normalised. */
   if (lid < ROWS) m_s[lid] = m_r, l_s[lid] = l_r;

@@ -33,7 +33,7 @@ static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fc
   while (c->MAX_ROWS > 1 &&
          local_bytes(c, c->MAX_ROWS, cls->head_dim, cls->head_dim_v) + 512 > dev->local_mem)
     c->MAX_ROWS /= 2;
-  c->WAVES = dev->is_cpu ? 1 : 2;
+  c->WAVES = dev->is_cpu ? 1 : 8; /* GPUs: many work-groups a unit hide the loads' latency */
   c->SPLIT_KEYS = 256;
 }
 
@@ -59,7 +59,7 @@ static int axes(const fcl_tuning_class *cls, fcl_axis *a) {
   a[0] = (fcl_axis){"WG", 3, {64, 128, 256}};
   a[1] = (fcl_axis){"TPK", 4, {1, 2, 4, 8}};
   a[2] = (fcl_axis){"MAX_ROWS", 3, {4, 8, 16}};
-  a[3] = (fcl_axis){"WAVES", 3, {1, 2, 4}};
+  a[3] = (fcl_axis){"WAVES", 4, {1, 2, 8, 16}};
   a[4] = (fcl_axis){"SPLIT_KEYS", 3, {128, 256, 512}};
   return 5;
 }
