@@ -61,7 +61,8 @@ bool fcl_tuning_worth_trying(fcl_context *ctx, const fcl_tuning_class *c,
 }
 
 /* The plan of a problem of the class: its head dims, causal flag and
- * bucket length. */
+ * bucket length. fcl_attention_kvcache has one kernel, the decode variant:
+ * it runs every class it has. */
 static fcl_status plans(fcl_context *ctx, const fcl_tuning_class *c, bool *runs) {
   const fcl_variant *v = c->variant;
   const int64_t len = fcl_seqlen_bucket_length(c->bucket);
@@ -73,6 +74,9 @@ static fcl_status plans(fcl_context *ctx, const fcl_tuning_class *c, bool *runs)
     fcl_attention_plan pl;
     s = fcl_attention_plan_make(ctx, &d, c->dtype, v->op == FCL_TUNING_ATTENTION_BWD, 0, &pl);
     *runs = s == FCL_OK && pl.cls.variant == v;
+  } else if (v->op == FCL_TUNING_ATTENTION_DECODE) {
+    s = FCL_OK;
+    *runs = fcl_tuning_class_valid(c);
   } else {
     fcl_rwkv6_desc d = FCL_RWKV6_DESC_INIT;
     d.batch = 1, d.seqlen = len, d.heads = 1;

@@ -9,6 +9,8 @@
 #define FCL_ATTN_ALIBI 2  /* alibi slopes given                            */
 #define FCL_ATTN_VARLEN 4 /* cu_seqlens_q/k give the sequences             */
 #define FCL_ATTN_SPLIT 8  /* keys (or queries) split across work-groups: f32 partials */
+#define FCL_ATTN_SEQUSED_K 16 /* cu_k holds each sequence's key count (a KV cache's
+                                 rows, b * k_sb; flash-attn's seqused_k)     */
 
 /* Tensor-core tiles in local memory: rows padded against bank conflicts.
  * 16-bit (m16n8k16): head dims in steps of 16, rows 8 elements longer.

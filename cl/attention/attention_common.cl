@@ -69,6 +69,10 @@ inline attn_block attn_block_info(int b, int h, int hk, int flags,
     k_row0 = (long)tk * k_ss, v_row0 = (long)tk * v_ss;
     lse_row0 = tq;
   }
+  if (flags & FCL_ATTN_SEQUSED_K) { /* a cache row per sequence, its used length */
+    bi.sk = clamp(cu_k[b], 0, seqlen_k);
+    k_row0 = (long)b * k_sb, v_row0 = (long)b * v_sb;
+  }
   bi.diag = bi.sk - bi.sq;
   bi.q = q_off + q_row0 + (long)h * q_sh;
   bi.k = k_off + k_row0 + (long)hk * k_sh;

@@ -35,3 +35,26 @@ __kernel void fcl_kv_append(
     if (dst >= 0) FCL_STORE(v_cache, dst + (long)hk * vc_sh + d, FCL_LOAD(v_new, src + d));
   }
 }
+
+/* Before many new rows run on the forward's kernels: work-item (d, t,
+ * b * heads_q + h) writes q rotated at position c + t into q_rot (with
+ * FCL_KV_ROTARY), and one work-item a sequence its key count. */
+__kernel void fcl_kv_prefill_prep(
+    const __global fcl_elem *q, __global fcl_elem *q_rot, __global int *seqused,
+    const __global int *cache_seqlens, const __global float *rcos,
+    const __global float *rsin, long q_off, long q_sb, long q_ss, long q_sh, long r_off,
+    long r_sb, long r_ss, long r_sh, int head_dim, int heads_q, int seqlen_q, int capacity,
+    int rotary_dim, int rotary_positions, int kv_flags) {
+  const int d = get_global_id(0), t = get_global_id(1);
+  const int b = get_global_id(2) / heads_q, h = get_global_id(2) % heads_q;
+  const kv_seq s = kv_seq_info(b, kv_flags, 0, cache_seqlens, cache_seqlens, cache_seqlens,
+                               seqlen_q, capacity, INT_MAX, 0, 0);
+  if (d == 0 && t == 0 && h == 0) seqused[b] = s.sk;
+  if (!(kv_flags & FCL_KV_ROTARY) || d >= head_dim || t >= seqlen_q) return;
+  const long qi = q_off + (long)b * q_sb + (long)t * q_ss + (long)h * q_sh;
+  float x = FCL_LOAD(q, qi + d);
+  if (kv_rotates(d, s.c + t, kv_flags, rotary_dim, rotary_positions))
+    x = kv_rotate(x, FCL_LOAD(q, qi + kv_partner(d, rotary_dim, kv_flags)), d, s.c + t,
+                  rotary_dim, kv_flags, rcos, rsin);
+  FCL_STORE(q_rot, r_off + (long)b * r_sb + (long)t * r_ss + (long)h * r_sh + d, x);
+}

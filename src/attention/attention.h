@@ -27,7 +27,14 @@ typedef struct {
   const fcl_tensor         *q, *k, *v, *o;
   cl_mem                    lse; /* forward: NULL or f32; backward: required */
   const fcl_tensor         *dout, *dq, *dk, *dv;
+  /* forward, not varlen: NULL, or int32 [batch] keys of each sequence (a
+   * KV cache's rows: FCL_ATTN_SEQUSED_K); seqlen_k is then the most */
+  cl_mem                    seqused_k;
 } fcl_attention_problem;
+
+/* attention_entry.c: runs the plan of a validated problem (the next row
+ * where a kernel does not build). */
+fcl_status fcl_attention_run(fcl_context *ctx, const fcl_attention_problem *p, bool backward);
 
 /* attention_check.c: the descriptor alone (shapes, flags, alibi_slopes'
  * size), then q, k, v, o and lse (forward) into p. */
@@ -153,11 +160,23 @@ fcl_status fcl_check_kvcache(fcl_context *ctx, const fcl_kvcache_desc *d, const 
 int64_t fcl_view_tokens(const fcl_tensor *t, int64_t heads, int64_t dim);
 
 /* kvcache_decode.c: the decode variant; its class for a problem, and the
- * launch (append, attention, merge of the splits). */
+ * launch (append, attention, merge of the splits). The build options of a
+ * problem's decode program (which holds the append and prefill kernels). */
+void fcl_kvcache_options(const fcl_context *ctx, const fcl_tuning_class *cls,
+                         const fcl_config *cfg, const fcl_kvcache_problem *p, char *out,
+                         size_t size);
+/* The append kernel's arguments (kv_flags, flags: FCL_KV_*, FCL_ATTN_*). */
+void fcl_kvcache_append_args(fcl_args *a, const fcl_kvcache_problem *p, cl_int kv_flags,
+                             cl_int flags);
 extern const fcl_variant fcl_variant_attention_decode;
 void fcl_kvcache_class(const fcl_kvcache_problem *p, fcl_tuning_class *cls);
 fcl_status fcl_kvcache_decode_launch(fcl_context *ctx, const fcl_tuning_class *cls,
                                      const fcl_config *cfg, const fcl_kvcache_problem *p);
+/* kvcache_prefill.c: many new rows against a contiguous cache run on the
+ * forward's kernels (the tensor cores where they apply). */
+bool       fcl_kvcache_prefill_applies(const fcl_kvcache_problem *p);
+fcl_status fcl_kvcache_prefill_launch(fcl_context *ctx, const fcl_tuning_class *cls,
+                                      const fcl_config *cfg, const fcl_kvcache_problem *p);
 /* The forward row: few query rows a kv head, many keys, no varlen. */
 fcl_status fcl_attention_fwd_decode_applies(fcl_context *ctx, const fcl_attention_desc *d,
                                             fcl_dtype dtype, bool *yes);

@@ -31,7 +31,7 @@ void fcl_attention_scalars_init(const fcl_attention_desc *d, bool varlen, int64_
 
 cl_int fcl_attention_flags(const fcl_attention_problem *p) {
   return (p->lse && !p->dout ? FCL_ATTN_LSE : 0) | (p->d->alibi_slopes ? FCL_ATTN_ALIBI : 0) |
-         (p->varlen ? FCL_ATTN_VARLEN : 0);
+         (p->varlen ? FCL_ATTN_VARLEN : 0) | (p->seqused_k ? FCL_ATTN_SEQUSED_K : 0);
 }
 
 static void arg_scalars(fcl_args *a, const fcl_attention_scalars *sc) {
@@ -51,7 +51,7 @@ static void arg_scalars(fcl_args *a, const fcl_attention_scalars *sc) {
 static void arg_side_buffers(fcl_args *a, const fcl_attention_problem *p) {
   cl_mem alibi = p->d->alibi_slopes ? p->d->alibi_slopes : p->q->buffer;
   cl_mem cuq = p->varlen ? p->d->cu_seqlens_q : p->q->buffer;
-  cl_mem cuk = p->varlen ? p->d->cu_seqlens_k : p->q->buffer;
+  cl_mem cuk = p->seqused_k ? p->seqused_k : p->varlen ? p->d->cu_seqlens_k : p->q->buffer;
   FCL_ARG(a, alibi);
   FCL_ARG(a, cuq);
   FCL_ARG(a, cuk);

@@ -2,7 +2,7 @@
  * and its launch (the next row of the table where a kernel does not build). */
 #include "attention/attention.h"
 
-static fcl_status run(fcl_context *ctx, const fcl_attention_problem *p, bool backward) {
+fcl_status fcl_attention_run(fcl_context *ctx, const fcl_attention_problem *p, bool backward) {
   fcl_status s;
   if ((s = fcl_device_probe(ctx))) return s;
   for (int first = 0;;) {
@@ -29,7 +29,7 @@ fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *d,
                                    (size_t)(d->heads_q * p.total_q) * sizeof(float))))
     return s;
   p.lse = lse;
-  return run(ctx, &p, false);
+  return fcl_attention_run(ctx, &p, false);
 }
 
 fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *d,
@@ -46,5 +46,5 @@ fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *d,
   if (s != FCL_OK) return s;
   p.lse = lse, p.dout = dout, p.dq = dq, p.dk = dk, p.dv = dv;
   if ((s = fcl_check_attention_grads(ctx, &p))) return s;
-  return run(ctx, &p, true);
+  return fcl_attention_run(ctx, &p, true);
 }

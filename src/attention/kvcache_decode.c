@@ -150,8 +150,8 @@ static void decode_args(fcl_args *a, const fcl_kvcache_problem *p, cl_mem part_o
   for (size_t i = 0; i < FCL_COUNT(tail); ++i) FCL_ARG(a, tail[i]);
 }
 
-static void append_args(fcl_args *a, const fcl_kvcache_problem *p, cl_int kv_flags,
-                        cl_int flags) {
+void fcl_kvcache_append_args(fcl_args *a, const fcl_kvcache_problem *p, cl_int kv_flags,
+                             cl_int flags) {
   const fcl_kvcache_desc *d = p->d;
   const cl_mem any = p->q->buffer;
   const cl_mem bufs[] = {p->k_new->buffer, p->v_new->buffer, p->k_cache->buffer,
@@ -205,19 +205,30 @@ static cl_int split_count(const fcl_context *ctx, const decode_params *c,
   return (cl_int)(ns < 1 ? 1 : ns > 1024 ? 1024 : ns);
 }
 
+/* Query rows a work-group: the rows of a kv head, up to MAX_ROWS. */
+static int tile_rows(const decode_params *c, const fcl_kvcache_desc *d) {
+  const int rows = next_pow2(d->heads_q / d->heads_kv * d->seqlen_q);
+  return rows > c->MAX_ROWS ? c->MAX_ROWS : rows;
+}
+
+void fcl_kvcache_options(const fcl_context *ctx, const fcl_tuning_class *cls,
+                         const fcl_config *cfg, const fcl_kvcache_problem *p, char *out,
+                         size_t size) {
+  const fcl_define extra[] = {{"ROWS", tile_rows(FCL_CPARAMS(decode_params, cfg), p->d)},
+                              {"VEC", vector_width(p)},
+                              {"FCL_UNROLL_HINTS", !ctx->info.is_cpu}};
+  fcl_build_options(cls, cfg, extra, (int)FCL_COUNT(extra), NULL, out, size);
+}
+
 fcl_status fcl_kvcache_decode_launch(fcl_context *ctx, const fcl_tuning_class *cls,
                                      const fcl_config *cfg, const fcl_kvcache_problem *p) {
   const fcl_kvcache_desc *d = p->d;
   const decode_params *c = FCL_CPARAMS(decode_params, cfg);
   const fcl_variant *v = cls->variant;
-  const int64_t group = d->heads_q / d->heads_kv, rows_all = group * d->seqlen_q;
-  int rows = next_pow2(rows_all);
-  if (rows > c->MAX_ROWS) rows = c->MAX_ROWS;
-  const fcl_define extra[] = {{"ROWS", rows},
-                              {"VEC", vector_width(p)},
-                              {"FCL_UNROLL_HINTS", !ctx->info.is_cpu}};
+  const int64_t rows_all = d->heads_q / d->heads_kv * d->seqlen_q;
+  const int rows = tile_rows(c, d);
   char options[512];
-  fcl_build_options(cls, cfg, extra, (int)FCL_COUNT(extra), NULL, options, sizeof options);
+  fcl_kvcache_options(ctx, cls, cfg, p, options, sizeof options);
 
   const int64_t tiles = (rows_all + rows - 1) / rows;
   cl_int min_split_keys;
@@ -250,7 +261,7 @@ fcl_status fcl_kvcache_decode_launch(fcl_context *ctx, const fcl_tuning_class *c
   fcl_log(ctx, "kvcache: %s rows %d, %d split(s)%s", options, rows, ns,
           min_split_keys ? " (automatic)" : "");
   fcl_args aa = {ka, 0, CL_SUCCESS}, ad = {kd, 0, CL_SUCCESS}, am = {km, 0, CL_SUCCESS};
-  if (ka) append_args(&aa, p, kv_flags, flags);
+  if (ka) fcl_kvcache_append_args(&aa, p, kv_flags, flags);
   decode_args(&ad, p, part_o, part_lse, ns, min_split_keys, kv_flags, flags);
   if (km) decode_args(&am, p, part_o, part_lse, ns, min_split_keys, kv_flags, flags);
   if (aa.err || ad.err || am.err)

@@ -2,17 +2,21 @@
  * variants, the plan (row, class, configuration) and its launch. */
 #include "attention/attention.h"
 
-/* One row of the KV-cache table: a variant and its launch. */
+/* One row of the KV-cache table: a variant (whose program holds the
+ * append), the problems it takes (NULL: all) and its launch. */
 typedef struct {
   const fcl_variant *variant;
+  bool (*applies)(const fcl_kvcache_problem *p);
   fcl_status (*launch)(fcl_context *ctx, const fcl_tuning_class *cls, const fcl_config *cfg,
                        const fcl_kvcache_problem *p);
 } kvcache_row;
 
-/* The portable decode kernel runs everywhere (its loads are 16 bytes and
- * it is bandwidth-bound, so it is the NVIDIA path too). */
+/* Chunked prefill on the forward's kernels (tensor cores where they
+ * apply), then the decode kernel, which takes every problem on every
+ * device (bandwidth-bound, its 16-byte loads serve NVIDIA too). */
 static const kvcache_row rows[] = {
-    {&fcl_variant_attention_decode, fcl_kvcache_decode_launch},
+    {&fcl_variant_attention_decode, fcl_kvcache_prefill_applies, fcl_kvcache_prefill_launch},
+    {&fcl_variant_attention_decode, NULL, fcl_kvcache_decode_launch},
 };
 
 fcl_status fcl_attention_kvcache(fcl_context *ctx, const fcl_kvcache_desc *d,
@@ -27,7 +31,8 @@ fcl_status fcl_attention_kvcache(fcl_context *ctx, const fcl_kvcache_desc *d,
   if ((s = fcl_check_kvcache(ctx, d, q, k_cache, v_cache, k_new, v_new, o, lse, &p)) ||
       (s = fcl_device_probe(ctx)))
     return s;
-  const kvcache_row *r = &rows[0];
+  const kvcache_row *r = rows;
+  while (r->applies && !r->applies(&p)) ++r;
   fcl_tuning_class cls;
   fcl_config cfg;
   char from[512];

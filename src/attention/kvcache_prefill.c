@@ -1,0 +1,84 @@
+/* Chunked prefill: many new query rows against a contiguous KV cache run on
+ * the forward's kernels (tensor cores on NVIDIA), which read each cache row
+ * up to its used length (FCL_ATTN_SEQUSED_K). The decode program appends
+ * the new tokens, writes the used lengths and, with rotary, the rotated q;
+ * nothing is read back to the host. */
+#include "attention/attention.h"
+
+/* More rows a kv head than one decode work-group takes; paged caches,
+ * cache_batch_idx and ragged rows stay with the decode kernels. */
+bool fcl_kvcache_prefill_applies(const fcl_kvcache_problem *p) {
+  const fcl_kvcache_desc *d = p->d;
+  return !p->paged && !d->cache_batch_idx && !p->varlen && p->fixed_len < 0 &&
+         d->heads_q / d->heads_kv * d->seqlen_q > 64;
+}
+
+fcl_status fcl_kvcache_prefill_launch(fcl_context *ctx, const fcl_tuning_class *cls,
+                                      const fcl_config *cfg, const fcl_kvcache_problem *p) {
+  const fcl_kvcache_desc *d = p->d;
+  const fcl_variant *v = cls->variant;
+  char options[512];
+  fcl_kvcache_options(ctx, cls, cfg, p, options, sizeof options);
+  const size_t es = fcl_dtype_size(p->dtype);
+  cl_kernel ka = NULL, kp;
+  cl_mem seqused, q_rot = NULL;
+  fcl_status s;
+  if ((s = fcl_get_kernel(ctx, v->files, v->nfiles, options, "fcl_kv_prefill_prep", &kp)) ||
+      (p->append &&
+       (s = fcl_get_kernel(ctx, v->files, v->nfiles, options, "fcl_kv_append", &ka))) ||
+      (s = fcl_scratch(ctx, 2, (size_t)d->batch * sizeof(cl_int), &seqused)) ||
+      (p->rotary && (s = fcl_scratch(ctx, 3, fcl_bytes(d->batch * d->seqlen_q, d->heads_q,
+                                                       d->head_dim, (int64_t)es, 1),
+                                     &q_rot))))
+    return s;
+  /* q rotated, contiguous (batch, token, head, dim). */
+  const fcl_tensor qr = {q_rot, 0, p->dtype,
+                         {d->seqlen_q * d->heads_q * d->head_dim, d->heads_q * d->head_dim,
+                          d->head_dim, 1}};
+  const cl_int kv_flags = (p->rotary ? FCL_KV_ROTARY : 0) |
+                          (d->rotary_interleaved ? FCL_KV_INTERLEAVED : 0) |
+                          (p->append ? FCL_KV_APPEND : 0);
+  fcl_args aa = {ka, 0, CL_SUCCESS}, ap = {kp, 0, CL_SUCCESS};
+  if (ka) fcl_kvcache_append_args(&aa, p, kv_flags, 0);
+  const cl_mem any = p->q->buffer;
+  const cl_mem bufs[] = {p->q->buffer, q_rot ? q_rot : any, seqused, d->cache_seqlens,
+                         d->rotary_cos ? d->rotary_cos : any,
+                         d->rotary_sin ? d->rotary_sin : any};
+  for (size_t i = 0; i < FCL_COUNT(bufs); ++i) FCL_ARG(&ap, bufs[i]);
+  fcl_arg_tensor(&ap, p->q);
+  fcl_arg_tensor(&ap, q_rot ? &qr : p->q);
+  const cl_int ints[] = {(cl_int)d->head_dim, (cl_int)d->heads_q, (cl_int)d->seqlen_q,
+                         (cl_int)d->cache_capacity, (cl_int)d->rotary_dim,
+                         (cl_int)d->rotary_positions, kv_flags};
+  for (size_t i = 0; i < FCL_COUNT(ints); ++i) FCL_ARG(&ap, ints[i]);
+  if (aa.err || ap.err) return fcl_fail_cl(ctx, aa.err ? aa.err : ap.err, "clSetKernelArg");
+
+  /* The forward over the cache rows: seqlen_k is the capacity, each
+   * sequence's keys its used length. */
+  const fcl_attention_desc ad = {
+      .batch = d->batch, .seqlen_q = d->seqlen_q, .seqlen_k = d->cache_capacity,
+      .heads_q = d->heads_q, .heads_kv = d->heads_kv, .head_dim = d->head_dim,
+      .head_dim_v = d->head_dim_v, .softmax_scale = d->softmax_scale, .causal = d->causal,
+      .window_left = d->window_left, .window_right = d->window_right, .softcap = d->softcap,
+      .alibi_slopes = d->alibi_slopes};
+  fcl_attention_problem fp = {.d = &ad, .dtype = p->dtype, .total_q = d->batch * d->seqlen_q,
+                              .total_k = d->batch * d->cache_capacity,
+                              .q = q_rot ? &qr : p->q, .k = p->k_cache, .v = p->v_cache,
+                              .o = p->o, .lse = p->lse, .seqused_k = seqused};
+  fcl_attention_scalars_init(&ad, false, fp.total_q, &fp.sc);
+
+  if (ka) {
+    const int64_t width = d->head_dim > d->head_dim_v ? d->head_dim : d->head_dim_v;
+    const size_t g[3] = {(size_t)(width + 63) / 64 * 64, (size_t)d->seqlen_q,
+                         (size_t)(d->batch * d->heads_kv)};
+    const size_t l[3] = {64, 1, 1};
+    if ((s = fcl_launch(ctx, ka, &aa, g, l, "enqueueing the KV-cache append"))) return s;
+  }
+  const size_t g[3] = {(size_t)(p->rotary ? d->head_dim : 1), (size_t)d->seqlen_q,
+                       (size_t)(d->batch * d->heads_q)};
+  if ((s = fcl_launch(ctx, kp, &ap, g, NULL, "enqueueing the KV-cache prefill preparation")))
+    return s;
+  fcl_log(ctx, "kvcache: %lld new rows a kv head run on the forward's kernels",
+          (long long)(d->heads_q / d->heads_kv * d->seqlen_q));
+  return fcl_attention_run(ctx, &fp, false);
+}
