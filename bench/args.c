@@ -11,21 +11,30 @@
 static const char usage[] =
     "usage: fa-bench [options]\n"
     "Runs flashcl operations, checks them against a double-precision reference\n"
-    "and reports the median time with TFLOP/s (attention) or GB/s (RWKV6).\n"
+    "and reports the median time with TFLOP/s (attention) or GB/s (RWKV6, decode).\n"
     "\n"
-    "  --op LIST         fwd, bwd (attention), rwkv6-fwd, rwkv6-bwd (fwd,rwkv6-fwd)\n"
+    "  --op LIST         fwd, bwd (attention), rwkv6-fwd, rwkv6-bwd, decode\n"
+    "                    (attention against a KV cache) (fwd,rwkv6-fwd)\n"
     "  --device SEL      device selector (default: $FCL_DEVICE, else first GPU, else CPU)\n"
     "  --batch N         batch size (1)\n"
     "  --heads N         query heads; RWKV6: heads (8)\n"
     "  --heads-kv N      key/value heads, divides --heads (= --heads); attention only\n"
-    "  --seqlen LIST     sequence lengths for queries and keys; RWKV6: T (1024)\n"
-    "  --seqlen-q N      query length (overrides --seqlen); RWKV6: T\n"
+    "                    (--kv-heads is the same)\n"
+    "  --seqlen LIST     sequence lengths for queries and keys; RWKV6: T (1024);\n"
+    "                    decode: new query tokens per sequence (1)\n"
+    "  --seqlen-q N      query length (overrides --seqlen); RWKV6: T; decode: new tokens\n"
     "  --seqlen-k N      key length (overrides --seqlen); attention only\n"
     "  --head-dim N      q/k head dimension; RWKV6: K (64)\n"
     "  --head-dim-v N    v/o head dimension; RWKV6: V (= --head-dim)\n"
     "  --dtype LIST      f32, f16, bf16 (f32,f16)\n"
-    "  --causal LIST     0 and/or 1 (0,1); attention only\n"
+    "  --causal LIST     0 and/or 1 (0,1; decode: 1); attention only\n"
     "  --algorithm LIST  recurrent, chunked, auto (auto); RWKV6 only\n"
+    "  --context LIST    decode: tokens in each sequence's cache before the call (4096)\n"
+    "  --page-size LIST  decode: 0 for a contiguous cache, else a paged one with\n"
+    "                    this many tokens a page, pages in shuffled order (0)\n"
+    "  --num-splits LIST decode: 0 (the library chooses), or split the keys n ways (0)\n"
+    "  --append          decode: the call also writes the new tokens' k and v\n"
+    "                    (k_new, v_new) to the cache and attends to them\n"
     "  --iters N         timed iterations (10)\n"
     "  --warmup N        untimed iterations before them (2)\n"
     "  --check 0|1       compare with the reference (1)\n"
@@ -33,6 +42,8 @@ static const char usage[] =
     "                    in f32 device memory), impl 'unfused', with the fusion gain\n"
     "  --peak 0|1        measure the device's f32 FMA rate and copy bandwidth first,\n"
     "                    for the %alu and %bw columns (1)\n"
+    "  --peak-gbps X     use X GB/s as the bandwidth of %bw instead of the measured\n"
+    "                    copy (e.g. a datasheet's figure)\n"
     "  --csv, --json     machine-readable output instead of the table (bench/plot.py\n"
     "                    draws the JSON)\n"
     "LIST is comma-separated; every combination of the lists is run.\n"
@@ -48,6 +59,14 @@ static const char usage[] =
     "instruction); attention only. %bw: GB/s over the measured copy bandwidth.\n"
     "gain: unfused ms / flashcl ms of the same case.\n"
     "\n"
+    "decode times fcl_attention_kvcache: B sequences of C cached tokens (--context)\n"
+    "and n new query tokens (--seqlen), the queries the last n positions of the\n"
+    "keys (bottom-right). Nq = n, Nk = the keys: C, or C + n with --append. Its\n"
+    "table gives the time in us; GB/s counts the cache read once,\n"
+    "B*Hkv*C*(D+Dv) elements, plus q, o and lse (f32), and with --append k_new and\n"
+    "v_new read and written to the cache (B*Hkv*2n*(D+Dv) more); TFLOP/s counts\n"
+    "2*(D+Dv) per visible (query, key) pair and head.\n"
+    "\n"
     "Checks (column check): fwd compares 64 sampled rows of o and lse. bwd\n"
     "compares dq, dk, dv in full when B*H*Nq*Nk*D <= 2e8 (PASS), else those of\n"
     "the last (batch, kv head) slice (PASS-slice) when that slice is small\n"
@@ -55,7 +74,10 @@ static const char usage[] =
     "compare o or dr, dk, dv, dw, du in full when B*T*H*K*V <= 5e7 (PASS), else\n"
     "batch 0 of the timed call's outputs, du from a separate batch-1 call on the\n"
     "same data, and every output finite (PASS-b0). err(grad) is the largest\n"
-    "|got - ref| / max|ref| over the gradient tensors.\n";
+    "|got - ref| / max|ref| over the gradient tensors. decode compares 64 sampled\n"
+    "rows of o and lse (every head of the first and last sequence's last query\n"
+    "among them), and with --append the cache entries written for the first and\n"
+    "last sequence, exactly.\n";
 
 static int parse_int(const char *opt, const char *s, int64_t min, int64_t max,
                      int64_t *out) {
@@ -114,13 +136,13 @@ static int one_causal(const char *opt, const char *s, int i, void *dst) {
 }
 
 static int one_op(const char *opt, const char *s, int i, void *dst) {
-  static const bench_op ops[] = {OP_FWD, OP_BWD, OP_RWKV6_FWD, OP_RWKV6_BWD};
-  for (int k = 0; k < 4; k++)
+  static const bench_op ops[] = {OP_FWD, OP_BWD, OP_RWKV6_FWD, OP_RWKV6_BWD, OP_DECODE};
+  for (int k = 0; k < 5; k++)
     if (!strcmp(s, bench_op_name(ops[k]))) {
       ((bench_op *)dst)[i] = ops[k];
       return 0;
     }
-  fprintf(stderr, "fa-bench: %s: unknown op '%s' (fwd, bwd, rwkv6-fwd, rwkv6-bwd)\n", opt, s);
+  fprintf(stderr, "fa-bench: %s: unknown op '%s' (fwd, bwd, rwkv6-fwd, rwkv6-bwd, decode)\n", opt, s);
   return -1;
 }
 
@@ -143,6 +165,7 @@ const char *bench_op_name(bench_op op) {
   case OP_BWD: return "bwd";
   case OP_RWKV6_FWD: return "rwkv6-fwd";
   case OP_RWKV6_BWD: return "rwkv6-bwd";
+  case OP_DECODE: return "decode";
   }
   return "?";
 }
@@ -160,20 +183,26 @@ static int one_len(const char *opt, const char *s, int i, void *dst) {
   return parse_int(opt, s, 1, INT_MAX, (int64_t *)dst + i);
 }
 
+static int one_count(const char *opt, const char *s, int i, void *dst) { /* 0 allowed */
+  return parse_int(opt, s, 0, INT_MAX, (int64_t *)dst + i);
+}
+
 int bench_parse_args(int argc, char **argv, bench_args *a) {
   bench_args d = {NULL, 1, 8, 0, 64, 0, {1024}, {1024}, 1, {FCL_F32, FCL_F16}, 2,
                   {0, 1}, 2, {OP_FWD, OP_RWKV6_FWD}, 2, {FCL_RWKV6_AUTO}, 1, 0, 0, 0,
-                  OUT_TABLE, 0, 1};
+                  OUT_TABLE, 0, 1, 0.0, 0, 0, {0}, 0, {0}, 0, {0}, 0, 0};
   int64_t sq = 0, sk = 0, iters = 10, warmup = 2, check = 1, peak = 1;
   const struct { const char *name; int64_t *dst, min, max; } ints[] = {
       {"--batch", &a->batch, 1, INT_MAX},       {"--heads", &a->heads, 1, INT_MAX},
-      {"--heads-kv", &a->heads_kv, 1, INT_MAX}, {"--head-dim", &a->head_dim, 1, INT_MAX},
+      {"--heads-kv", &a->heads_kv, 1, INT_MAX}, {"--kv-heads", &a->heads_kv, 1, INT_MAX},
+      {"--head-dim", &a->head_dim, 1, INT_MAX},
       {"--head-dim-v", &a->head_dim_v, 1, INT_MAX}, {"--seqlen-q", &sq, 1, INT_MAX},
       {"--seqlen-k", &sk, 1, INT_MAX},          {"--iters", &iters, 1, INT_MAX},
       {"--warmup", &warmup, 0, INT_MAX},        {"--check", &check, 0, 1},
       {"--peak", &peak, 0, 1}};
   const char *const others[] = {"--device", "--seqlen", "--dtype", "--causal", "--op",
-                                "--algorithm"};
+                                "--algorithm", "--context", "--page-size", "--num-splits",
+                                "--peak-gbps"};
   const int n_others = (int)(sizeof others / sizeof others[0]);
   *a = d;
   for (int i = 1; i < argc; i++) {
@@ -186,6 +215,7 @@ int bench_parse_args(int argc, char **argv, bench_args *a) {
     if (!strcmp(arg, "--csv")) { a->output = OUT_CSV; continue; }
     if (!strcmp(arg, "--json")) { a->output = OUT_JSON; continue; }
     if (!strcmp(arg, "--baseline")) { a->baseline = 1; continue; }
+    if (!strcmp(arg, "--append")) { a->append = 1; continue; }
     if (eq && (size_t)(eq - arg) < sizeof name) { /* --name=value */
       memcpy(name, arg, (size_t)(eq - arg));
       name[eq - arg] = '\0';
@@ -212,12 +242,28 @@ int bench_parse_args(int argc, char **argv, bench_args *a) {
     } else if (!strcmp(arg, "--seqlen")) {
       rc = (a->n_seqlen = parse_list(arg, val, one_len, a->seqlen_q)) < 0;
       memcpy(a->seqlen_k, a->seqlen_q, sizeof a->seqlen_k);
+      a->seqlen_set = 1;
     } else if (!strcmp(arg, "--dtype")) {
       rc = (a->n_dtypes = parse_list(arg, val, one_dtype, a->dtypes)) < 0;
     } else if (!strcmp(arg, "--causal")) {
       rc = (a->n_causal = parse_list(arg, val, one_causal, a->causal)) < 0;
+      a->causal_set = 1;
     } else if (!strcmp(arg, "--op")) {
       rc = (a->n_ops = parse_list(arg, val, one_op, a->ops)) < 0;
+    } else if (!strcmp(arg, "--context")) {
+      rc = (a->n_context = parse_list(arg, val, one_count, a->context)) < 0;
+    } else if (!strcmp(arg, "--page-size")) {
+      rc = (a->n_page_size = parse_list(arg, val, one_count, a->page_size)) < 0;
+    } else if (!strcmp(arg, "--num-splits")) {
+      rc = (a->n_num_splits = parse_list(arg, val, one_count, a->num_splits)) < 0;
+    } else if (!strcmp(arg, "--peak-gbps")) {
+      char *end;
+      errno = 0;
+      a->peak_gbps = strtod(val, &end);
+      if (errno || end == val || *end || !(a->peak_gbps > 0)) {
+        fprintf(stderr, "fa-bench: --peak-gbps: expected a positive number, got '%s'\n", val);
+        rc = 1;
+      }
     } else {
       rc = (a->n_algorithms = parse_list(arg, val, one_algorithm, a->algorithms)) < 0;
     }
@@ -227,6 +273,10 @@ int bench_parse_args(int argc, char **argv, bench_args *a) {
     if (sq) a->seqlen_q[i] = sq;
     if (sk) a->seqlen_k[i] = sk;
   }
+  if (sq) a->seqlen_set = 1;
+  if (!a->n_context) a->context[0] = 4096, a->n_context = 1;
+  if (!a->n_page_size) a->page_size[0] = 0, a->n_page_size = 1;
+  if (!a->n_num_splits) a->num_splits[0] = 0, a->n_num_splits = 1;
   a->iters = (int)iters, a->warmup = (int)warmup, a->check = (int)check, a->peak = (int)peak;
   if (!a->heads_kv) a->heads_kv = a->heads;
   if (!a->head_dim_v) a->head_dim_v = a->head_dim;

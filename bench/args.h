@@ -10,8 +10,9 @@
 
 typedef enum { OUT_TABLE, OUT_CSV, OUT_JSON } bench_output;
 
-/* What is timed: attention forward and backward, RWKV6 forward and backward. */
-typedef enum { OP_FWD, OP_BWD, OP_RWKV6_FWD, OP_RWKV6_BWD } bench_op;
+/* What is timed: attention forward and backward, RWKV6 forward and backward,
+ * attention against a KV cache (decode, chunked prefill). */
+typedef enum { OP_FWD, OP_BWD, OP_RWKV6_FWD, OP_RWKV6_BWD, OP_DECODE } bench_op;
 
 typedef struct {
   const char *device;  /* NULL: the library's default selection */
@@ -30,13 +31,24 @@ typedef struct {
   bench_output output;
   int         baseline;  /* --baseline: also the unfused attention forward */
   int         peak;      /* --peak 0|1: measure the device's peaks (1) */
+  double      peak_gbps; /* --peak-gbps: the bandwidth roofline given (0: measured) */
+  /* decode (fcl_attention_kvcache): seqlen_q[] are the new tokens per
+   * sequence, 1 unless --seqlen or --seqlen-q is given (seqlen_set). */
+  int         seqlen_set, causal_set;
+  int64_t     context[BENCH_MAX_LIST];      /* --context: cached tokens */
+  int         n_context;
+  int64_t     page_size[BENCH_MAX_LIST];    /* --page-size: 0 contiguous */
+  int         n_page_size;
+  int64_t     num_splits[BENCH_MAX_LIST];   /* --num-splits: 0 the library's choice */
+  int         n_num_splits;
+  int         append;    /* --append: k_new/v_new written to the cache in the call */
 } bench_args;
 
 /* Fills *a from argv. Returns 0 to go on, 1 when --help was printed (exit 0),
  * -1 on a bad option (message already printed to stderr, exit 2). */
 int bench_parse_args(int argc, char **argv, bench_args *a);
 
-/* "fwd", "bwd", "rwkv6-fwd", "rwkv6-bwd". */
+/* "fwd", "bwd", "rwkv6-fwd", "rwkv6-bwd", "decode". */
 const char *bench_op_name(bench_op op);
 /* "auto", "recurrent", "chunked". */
 const char *bench_algorithm_name(fcl_rwkv6_algorithm a);

@@ -29,6 +29,11 @@ typedef struct {
   double      err_o, err_lse; /* max |got - ref| of the output (and lse) */
   double      err_grad;       /* max over gradients of max|got - ref| / max|ref| */
   const char *check;          /* PASS, PASS-slice, PASS-b0, UNCHECKED, FAIL, SKIP, ERROR */
+  /* decode only (-1 otherwise): the cache's layout and the call's options */
+  int64_t     context;        /* tokens cached before the call */
+  int64_t     page_size;      /* 0: contiguous */
+  int64_t     num_splits;     /* 0: the library's choice */
+  int         append;         /* 1: k_new, v_new appended in the call */
 } bench_row;
 
 /* A row with every result field "not measured", impl flashcl, check SKIP. */
@@ -69,5 +74,6 @@ double bench_time(fcl_context *ctx, bench_call call, bench_device_ms device_ms, 
 typedef void (*bench_emit)(const bench_row *row);
 int bench_attention(fcl_context *ctx, const bench_args *a, bench_op op, bench_emit emit);
 int bench_rwkv6(fcl_context *ctx, const bench_args *a, bench_op op, bench_emit emit);
+int bench_kvcache(fcl_context *ctx, const bench_args *a, bench_emit emit); /* decode.c */
 
 #endif

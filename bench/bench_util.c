@@ -19,6 +19,7 @@ bench_row bench_row_init(bench_op op) {
   r.ms = r.wall_ms = r.flops = r.instrs = r.bytes = r.gain = NAN;
   r.err_o = r.err_lse = r.err_grad = -1;
   r.check = "SKIP";
+  r.context = r.page_size = r.num_splits = -1, r.append = -1;
   return r;
 }
 

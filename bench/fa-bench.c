@@ -2,7 +2,8 @@
  * and times them (median device time of N runs from OpenCL profiling
  * events). Ops: attention forward (fwd) and backward (bwd), in attention.c,
  * with the unfused baseline of baseline.c beside fwd (--baseline); RWKV6
- * forward and backward (rwkv6-fwd, rwkv6-bwd), in rwkv6_bench.c. The
+ * forward and backward (rwkv6-fwd, rwkv6-bwd), in rwkv6_bench.c; attention
+ * against a KV cache (decode: fcl_attention_kvcache), in decode.c. The
  * device's peaks (peak.c) are measured first; output.c prints the rows (a
  * table, CSV or JSON; bench/plot.py draws the JSON). args.c parses. */
 #include <math.h>
@@ -33,13 +34,17 @@ int main(int argc, char **argv) {
     return 1;
   }
   const char *device = fcl_context_device_name(ctx);
-  bench_peak peak = {NAN, NAN};
+  bench_peak peak = {NAN, NAN, 0};
   if (a.peak) peak = bench_measure_peak(ctx);
-  out_begin(a.output, device, &peak);
+  if (a.peak_gbps > 0) peak.gbps = a.peak_gbps, peak.gbps_given = 1;
+  int decode = 0;
+  for (int i = 0; i < a.n_ops; i++) decode |= a.ops[i] == OP_DECODE;
+  out_begin(a.output, device, &peak, decode);
   for (int i = 0; i < a.n_ops; i++) {
     const bench_op op = a.ops[i];
     g_failed |= op == OP_FWD || op == OP_BWD ? bench_attention(ctx, &a, op, emit)
-                                             : bench_rwkv6(ctx, &a, op, emit);
+              : op == OP_DECODE            ? bench_kvcache(ctx, &a, emit)
+                                           : bench_rwkv6(ctx, &a, op, emit);
   }
   out_end();
   fcl_context_destroy(ctx);

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "test_util.h"
 
@@ -10,6 +11,8 @@ static bench_output g_format;
 static const char  *g_device;
 static bench_peak   g_peak;
 static int          g_first = 1;
+static int          g_decode_cols;
+static int          g_table_kind = -1; /* the last table header: 0 attention/RWKV6, 1 decode */
 
 bench_rates bench_rates_of(const bench_row *r, const bench_peak *peak) {
   bench_rates x = {NAN, NAN, NAN, NAN};
@@ -44,27 +47,70 @@ static void cell(const char *fmt, double x, int width) {
   else printf(fmt, width, x);
 }
 
-void out_begin(bench_output format, const char *device, const bench_peak *peak) {
-  g_format = format, g_device = device, g_peak = *peak;
+void out_begin(bench_output format, const char *device, const bench_peak *peak, int decode) {
+  g_format = format, g_device = device, g_peak = *peak, g_decode_cols = decode;
   if (format == OUT_TABLE) {
     printf("device: %s\n", device);
-    if (isnan(peak->gflops) && isnan(peak->gbps))
+    if (peak->gbps_given && isnan(peak->gflops))
+      printf("peak: bandwidth %.1f GB/s (given: --peak-gbps); FMA rate not measured\n",
+             peak->gbps);
+    else if (peak->gbps_given)
+      printf("peak: %.1f GFLOP/s f32 FMA (measured); bandwidth %.1f GB/s (given: --peak-gbps)\n",
+             peak->gflops, peak->gbps);
+    else if (isnan(peak->gflops) && isnan(peak->gbps))
       printf("peak: not measured (%%alu and %%bw are empty)\n");
     else
       printf("peak (measured): %.1f GFLOP/s f32 FMA = %.1f G instr/s; copy %.1f GB/s\n",
              peak->gflops, peak->gflops / 2, peak->gbps);
+  } else if (format == OUT_CSV) {
+    printf("op,impl,device,batch,heads,heads_kv,seqlen_q,seqlen_k,head_dim,head_dim_v,dtype,"
+           "causal,algorithm,ms,tflops,gbps,err_o,err_lse,err_grad,check,wall_ms,alu_pct,"
+           "bw_pct,gain,peak_gflops,peak_gbps%s\n",
+           decode ? ",page_size,num_splits,append,context,us" : "");
+  } else {
+    printf("[");
+  }
+}
+
+/* The table's header for rows of one kind, printed before the first row of
+ * that kind (again after rows of the other kind). */
+static void table_header(int decode) {
+  if (g_table_kind == decode) return;
+  if (g_table_kind >= 0) printf("\n");
+  g_table_kind = decode;
+  if (decode)
+    printf("%-9s %-14s %4s %4s %4s %6s %7s %4s %4s %-5s %6s %-14s %6s %10s %9s %6s %9s %9s "
+           "%9s  %s\n",
+           "op", "impl", "B", "H", "Hkv", "new", "keys", "D", "Dv", "dtype", "causal", "cache",
+           "splits", "us", "GB/s", "%bw", "TFLOP/s", "err(o)", "err(lse)", "check");
+  else
     printf("%-9s %-14s %4s %4s %4s %6s %6s %4s %4s %-5s %6s %-9s %10s %9s %9s %6s %6s %7s "
            "%9s %9s %9s  %s\n",
            "op", "impl", "B", "H", "Hkv", "Nq", "Nk", "D", "Dv", "dtype", "causal", "algo", "ms",
            "TFLOP/s", "GB/s", "%alu", "%bw", "gain", "err(o)", "err(lse)", "err(grad)",
            "check");
-  } else if (format == OUT_CSV) {
-    printf("op,impl,device,batch,heads,heads_kv,seqlen_q,seqlen_k,head_dim,head_dim_v,dtype,"
-           "causal,algorithm,ms,tflops,gbps,err_o,err_lse,err_grad,check,wall_ms,alu_pct,"
-           "bw_pct,gain,peak_gflops,peak_gbps\n");
-  } else {
-    printf("[");
-  }
+}
+
+/* A decode row of the table: the time in us, the cache's layout. */
+static void table_decode_row(const bench_row *r, const bench_rates *x, double err_o,
+                             double err_lse) {
+  char cache[32], splits[24];
+  if (r->page_size > 0) snprintf(cache, sizeof cache, "page%lld", (long long)r->page_size);
+  else snprintf(cache, sizeof cache, "contig");
+  if (r->append > 0) strncat(cache, "+append", sizeof cache - strlen(cache) - 1);
+  if (r->num_splits > 0) snprintf(splits, sizeof splits, "%lld", (long long)r->num_splits);
+  else snprintf(splits, sizeof splits, "auto");
+  printf("%-9s %-14s %4lld %4lld %4lld %6lld %7lld %4lld %4lld %-5s %6d %-14s %6s",
+         bench_op_name(r->op), r->impl, (long long)r->b, (long long)r->h, (long long)r->hkv,
+         (long long)r->sq, (long long)r->sk, (long long)r->d, (long long)r->dv,
+         tu_dtype_name(r->t), r->causal, cache, splits);
+  cell(" %*.2f", r->ms * 1e3, 10);
+  cell(" %*.2f", x->gbps, 9);
+  cell(" %*.1f", x->bw_pct, 6);
+  cell(" %*.4f", x->tflops, 9);
+  cell(" %*.2e", err_o, 9);
+  cell(" %*.2e", err_lse, 9);
+  printf("  %s\n", r->check);
 }
 
 void out_row(const bench_row *r) {
@@ -73,7 +119,11 @@ void out_row(const bench_row *r) {
   const double err_o = r->err_o >= 0 ? r->err_o : NAN, err_lse = r->err_lse >= 0 ? r->err_lse : NAN,
                err_grad = r->err_grad >= 0 ? r->err_grad : NAN;
   const bench_rates x = bench_rates_of(r, &g_peak);
-  if (g_format == OUT_TABLE) {
+  const int decode = r->op == OP_DECODE;
+  if (g_format == OUT_TABLE) table_header(decode);
+  if (g_format == OUT_TABLE && decode) {
+    table_decode_row(r, &x, err_o, err_lse);
+  } else if (g_format == OUT_TABLE) {
     printf("%-9s %-14s %4lld %4lld %4lld %6lld %6lld %4lld %4lld %-5s ", op, r->impl,
            (long long)r->b, (long long)r->h, (long long)r->hkv, (long long)r->sq,
            (long long)r->sk, (long long)r->d, (long long)r->dv, dt);
@@ -112,6 +162,12 @@ void out_row(const bench_row *r) {
       if (isnan(v2[i])) printf(",");
       else printf(",%.6g", v2[i]);
     }
+    if (g_decode_cols && decode) {
+      printf(",%lld,%lld,%d,%lld,", (long long)r->page_size, (long long)r->num_splits,
+             r->append, (long long)r->context);
+      if (!isnan(r->ms)) printf("%.6g", r->ms * 1e3);
+    } else if (g_decode_cols)
+      printf(",,,,,");
     printf("\n");
   } else {
     printf("%s\n  {\"op\": \"%s\", \"impl\": \"%s\", \"device\": ", g_first ? "" : ",", op,
@@ -137,7 +193,15 @@ void out_row(const bench_row *r) {
     json_number("bw_pct", x.bw_pct, ", ");
     json_number("gain", r->gain, ", ");
     json_number("peak_gflops", g_peak.gflops, ", ");
-    json_number("peak_gbps", g_peak.gbps, "}");
+    if (decode) { /* extra members of decode rows */
+      json_number("peak_gbps", g_peak.gbps, ", ");
+      json_number("us", r->ms * 1e3, ", ");
+      printf("\"page_size\": %lld, \"num_splits\": %lld, \"append\": %d, \"context\": %lld}",
+             (long long)r->page_size, (long long)r->num_splits, r->append,
+             (long long)r->context);
+    } else {
+      json_number("peak_gbps", g_peak.gbps, "}");
+    }
   }
   g_first = 0;
   fflush(stdout);

@@ -10,8 +10,11 @@
 typedef struct { double tflops, gbps, alu_pct, bw_pct; } bench_rates;
 bench_rates bench_rates_of(const bench_row *r, const bench_peak *peak);
 
-/* Header (table, CSV) or opening bracket (JSON). */
-void out_begin(bench_output format, const char *device, const bench_peak *peak);
+/* Header (table: the device and peaks; CSV) or opening bracket (JSON).
+ * decode: CSV gets the decode columns (page_size, num_splits, append,
+ * context, us) at the end; the table prints a header of its own before the
+ * decode rows, with the time in us and the cache layout. */
+void out_begin(bench_output format, const char *device, const bench_peak *peak, int decode);
 void out_row(const bench_row *r);
 void out_end(void);
 

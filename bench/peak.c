@@ -108,7 +108,7 @@ done:
 }
 
 bench_peak bench_measure_peak(fcl_context *ctx) {
-  bench_peak p = {NAN, NAN};
+  bench_peak p = {NAN, NAN, 0};
   cl_program prog = bench_cl_build(ctx, "peak.cl", "");
   if (!prog) return p;
   p.gflops = measure_fma(ctx, prog);

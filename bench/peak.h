@@ -8,6 +8,7 @@
 typedef struct {
   double gflops; /* f32 multiply-add rate, 2 FLOPs per FMA; NAN if not measured */
   double gbps;   /* copy bandwidth, bytes read + bytes written; NAN if not measured */
+  int    gbps_given; /* gbps is fa-bench's --peak-gbps, not measured */
 } bench_peak;
 
 /* Measures both once (about a second at most); a part that fails is NAN,

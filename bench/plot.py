@@ -8,13 +8,16 @@ Each FILE.json is the output of `fa-bench --json` or of
 of any other program in the same format are drawn too. The output format
 (.svg, .png or .pdf) comes from OUT's name.
 
-One chart: attention (fwd, bwd) in TFLOP/s and RWKV6 in GB/s on separate
-panels, against the sequence length (Nq; RWKV6: T) on a log axis. A line is
-one configuration and implementation: the colour is the configuration (op,
-dtype, head dims, causal; the batch and heads too where they differ within
-a panel) and the line style and marker the implementation (flashcl, with
-the RWKV6 algorithm when one was forced; the unfused baseline of
---baseline; each PyTorch backend). The title names the device(s).
+One chart: attention (fwd, bwd) in TFLOP/s, RWKV6 in GB/s and decode
+(fa-bench --op decode, torch_sdpa.py --decode: attention against a KV
+cache) in GB/s on separate panels, against the sequence length (Nq; RWKV6:
+T; decode: the keys, Nk) on a log axis. A line is one configuration and
+implementation: the colour is the configuration (op, dtype, head dims,
+causal; decode: the new tokens and the cache's layout; the batch and heads
+too where they differ within a panel) and the line style and marker the
+implementation (flashcl, with the RWKV6 algorithm when one was forced; the
+unfused baseline of --baseline; each PyTorch backend; flash-attn). The
+title names the device(s).
 
 Rows without a time (SKIP, "unsupported") are left out, and so are rows that
 failed their check (FAIL, ERROR: their time is not a result). A row read
@@ -41,11 +44,11 @@ except ImportError:
              "or pip install matplotlib)")
 
 FORMATS = (".svg", ".png", ".pdf")
-OP_ORDER = {"fwd": 0, "bwd": 1, "rwkv6-fwd": 2, "rwkv6-bwd": 3}
+OP_ORDER = {"fwd": 0, "bwd": 1, "rwkv6-fwd": 2, "rwkv6-bwd": 3, "decode": 4}
 DTYPE_ORDER = {"f32": 0, "f16": 1, "bf16": 2}
 IMPL_NAMES = {"unfused": "unfused baseline", "sdpa-flash": "PyTorch flash",
               "sdpa-cudnn": "PyTorch cuDNN", "sdpa-efficient": "PyTorch efficient",
-              "sdpa-math": "PyTorch math"}
+              "sdpa-math": "PyTorch math", "flash-attn": "flash-attn with_kvcache"}
 # Line style and marker per implementation, in legend order: flashcl's
 # solid, the unfused baseline dashed, the anchors dotted or dash-dotted.
 FLASHCL_STYLES = [("-", "o"), ("-", "D"), ("-", "P"), ("-", "X")]
@@ -85,6 +88,12 @@ def is_rwkv(r):
     return str(r.get("op", "")).startswith("rwkv6")
 
 
+def panel_of(r):
+    """0 attention (TFLOP/s against Nq), 1 RWKV6 (GB/s against T), 2 decode
+    (GB/s against the keys)."""
+    return 2 if r.get("op") == "decode" else int(is_rwkv(r))
+
+
 def impl_of(r):
     """The implementation's key: impl, with a forced RWKV6 algorithm."""
     impl, algo = r.get("impl") or "?", r.get("algorithm")
@@ -98,7 +107,8 @@ def impl_label(impl):
 
 def impl_rank(impl):
     name = impl.split(" ")[0]
-    order = ["flashcl", "unfused", "sdpa-flash", "sdpa-cudnn", "sdpa-efficient", "sdpa-math"]
+    order = ["flashcl", "unfused", "sdpa-flash", "sdpa-cudnn", "sdpa-efficient", "sdpa-math",
+             "flash-attn"]
     return (order.index(name) if name in order else len(order), impl)
 
 
@@ -107,22 +117,37 @@ def source_of(r):
     impl = r.get("impl") or "?"
     if impl in ("flashcl", "unfused"):
         return "fa-bench"
-    return "PyTorch" if impl.startswith("sdpa-") else impl
+    return "PyTorch" if impl.startswith("sdpa-") or impl == "flash-attn" else impl
 
 
 def config_of(r):
     shape = (r.get("batch"), r.get("heads"), r.get("heads_kv"))
-    nk = r.get("seqlen_k") if r.get("seqlen_k") != r.get("seqlen_q") else None
+    decode = None
+    if r.get("op") == "decode":  # x is Nk: Nq, the layout and the options make the line
+        nk = None
+        decode = (r.get("seqlen_q"), r.get("page_size") or 0, r.get("num_splits") or 0,
+                  r.get("append") or 0)
+    else:
+        nk = r.get("seqlen_k") if r.get("seqlen_k") != r.get("seqlen_q") else None
     return (OP_ORDER.get(r.get("op"), 9), r.get("op"), r.get("head_dim"), r.get("head_dim_v"),
             DTYPE_ORDER.get(r.get("dtype"), 9), r.get("dtype"),
-            -1 if r.get("causal") is None else r["causal"], nk, shape)
+            -1 if r.get("causal") is None else r["causal"], nk, shape, decode)
 
 
 def config_label(c, rwkv, show_shape):
-    _, op, d, dv, _, dtype, causal, nk, (b, h, hkv) = c
+    _, op, d, dv, _, dtype, causal, nk, (b, h, hkv), decode = c
     parts = [op, dtype]
     if rwkv:
         parts.append(f"K={d} V={dv}")
+    elif decode:
+        new, page, splits, append = decode
+        parts.append(f"D={d}" + (f" Dv={dv}" if dv != d else ""))
+        parts.append(f"new={new}" + (" causal" if causal == 1 and new > 1 else ""))
+        parts.append(f"page={page}" if page else "contiguous")
+        if splits:
+            parts.append(f"splits={splits}")
+        if append:
+            parts.append("append")
     else:
         parts.append(f"D={d}" + (f" Dv={dv}" if dv != d else ""))
         parts.append("causal" if causal == 1 else "non-causal")
@@ -146,18 +171,19 @@ def shape_text(shapes):
 
 
 def collect(rows):
-    """{panel: {(config, impl): {x: y}}}, panel 0 attention, 1 RWKV6."""
-    panels = {0: {}, 1: {}}
+    """{panel: {(config, impl): {x: y}}}, panel 0 attention, 1 RWKV6, 2 decode."""
+    panels = {0: {}, 1: {}, 2: {}}
     failed = conflicts = 0
     for r in rows:
-        rwkv = is_rwkv(r)
-        y, x = r.get("gbps" if rwkv else "tflops"), r.get("seqlen_q")
+        panel = panel_of(r)
+        y = r.get("tflops" if panel == 0 else "gbps")
+        x = r.get("seqlen_k" if panel == 2 else "seqlen_q")
         if str(r.get("check")) in ("FAIL", "ERROR"):
             failed += 1
             continue
         if not isinstance(y, (int, float)) or not isinstance(x, int) or not y > 0 or x < 1:
             continue
-        points = panels[int(rwkv)].setdefault((config_of(r), impl_of(r)), {})
+        points = panels[panel].setdefault((config_of(r), impl_of(r)), {})
         if x in points and points[x] != y:
             conflicts += 1
             continue
@@ -187,7 +213,7 @@ def legend_entries(series):
 
 
 def draw_panel(ax, panel, series):
-    rwkv = panel == 1
+    rwkv, decode = panel == 1, panel == 2
     configs = sorted({c for c, _ in series}, key=orderable)
     impls = sorted({i for _, i in series}, key=impl_rank)
     shapes = {c[8] for c in configs}
@@ -224,10 +250,11 @@ def draw_panel(ax, panel, series):
     ax.set_axisbelow(True)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    unit = "GB/s" if rwkv else "TFLOP/s"
+    unit = "GB/s" if rwkv or decode else "TFLOP/s"
     ax.set_ylabel(unit)
-    ax.set_xlabel(f"sequence length {'T' if rwkv else 'N'} (log scale)")
-    what = "RWKV6" if rwkv else "Attention"
+    ax.set_xlabel("keys per sequence Nk (log scale)" if decode else
+                  f"sequence length {'T' if rwkv else 'N'} (log scale)")
+    what = "Decode against a KV cache" if decode else "RWKV6" if rwkv else "Attention"
     ax.set_title(f"{what}: {unit}" + (f" ({shape_text(shapes)})" if len(shapes) == 1 else ""),
                  loc="left", fontsize=11, fontweight="bold")
 

@@ -32,6 +32,33 @@ aligns the mask top-left, flashcl bottom-right.
       --json > pocl.json
   python3 bench/torch_sdpa.py --device cpu --batch 1 --heads 8 --seqlen 2048 --head-dim 64 \\
       --dtype f32 --causal 0 --backend flash,math --compare pocl.json
+
+--decode (op decode) times attention against a KV cache, the counterpart of
+fa-bench --op decode: q of shape (B, H, n, D), n = --seqlen new tokens per
+sequence (1), against K/V of (B, Hkv, C, D), C = --context cached tokens,
+the queries the last n keys (bottom-right). The SDPA backends run with
+enable_gqa=True, or, where a backend refuses it, on K/V repeated to H heads
+(repeat_interleave, outside the timing; algorithm "repeat-kv"). Causal is
+irrelevant for n = 1 (the one query sees every key) and runs unmasked; for
+n > 1 SDPA's is_causal aligns top-left, so the efficient backend gets the
+bottom-right mask as an explicit attn_mask and flash and cuDNN are listed
+as unsupported. Where `import flash_attn` works, flash-attn's
+flash_attn_with_kvcache (impl flash-attn) runs too, with its own causal,
+on the contiguous cache (B, C, Hkv, D) and, for each --page-size > 0, on a
+paged one with shuffled pages through block_table (FlashAttention-2 takes
+pages of a multiple of 256 tokens: others show as unsupported);
+--num-splits is passed to it. --append (flash-attn) also writes the n new
+tokens' k and v to the cache in the call, as fa-bench --append does; the
+SDPA rows then attend to C + n keys. GB/s counts the bytes fa-bench counts
+(the cache read once; q, o and an f32 lse; with --append k_new and v_new
+read and written), so a ratio of GB/s is a ratio of times; --compare (the
+JSON of fa-bench --op decode) prints PyTorch's time over flashcl's, case by
+case, for each of flashcl's cache layouts.
+
+  fa-bench --op decode --batch 1 --heads 32 --heads-kv 8 --context 32768 --head-dim 128 \\
+      --dtype f16 --page-size 0,16 --json > decode.json
+  python3 bench/torch_sdpa.py --decode --batch 1 --heads 32 --heads-kv 8 \\
+      --context 32768 --head-dim 128 --dtype f16 --page-size 16,256 --compare decode.json
 """
 import argparse
 import json
@@ -59,7 +86,22 @@ FIELDS = ["op", "impl", "device", "batch", "heads", "heads_kv", "seqlen_q", "seq
           "head_dim", "head_dim_v", "dtype", "causal", "algorithm", "ms", "tflops", "gbps",
           "err_o", "err_lse", "err_grad", "check", "wall_ms", "alu_pct", "bw_pct", "gain",
           "peak_gflops", "peak_gbps"]
+# fa-bench --op decode's extra members (CSV: extra columns when it runs decode).
+DECODE_FIELDS = ["page_size", "num_splits", "append", "context", "us"]
 CHECK_ROWS = 64
+_FLASH_ATTN = []
+
+
+def flash_attn_with_kvcache():
+    """flash-attn's flash_attn_with_kvcache, or None where `import flash_attn` fails."""
+    if not _FLASH_ATTN:
+        try:
+            from flash_attn import flash_attn_with_kvcache as fn
+        except Exception as e:  # ImportError, or a build that does not match this torch
+            print(f"torch_sdpa: flash-attn is not used: {e}", file=sys.stderr)
+            fn = None
+        _FLASH_ATTN.append(fn)
+    return _FLASH_ATTN[0]
 
 
 def int_list(s):
@@ -78,16 +120,27 @@ def name_list(choices):
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--decode", action="store_true",
+                   help="attention of --seqlen new tokens against a KV cache of --context")
+    p.add_argument("--context", type=int_list, default=[4096],
+                   help="--decode: cached tokens per sequence (comma list)")
+    p.add_argument("--page-size", type=int_list, default=[0],
+                   help="--decode: flash-attn also on a paged cache of this page size")
+    p.add_argument("--num-splits", type=int, default=0, help="--decode: flash-attn's num_splits")
+    p.add_argument("--append", action="store_true",
+                   help="--decode: flash-attn appends the new tokens' k, v to the cache")
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--heads", type=int, default=32)
     p.add_argument("--heads-kv", type=int, default=None, help="GQA: kv heads (= --heads)")
-    p.add_argument("--seqlen", type=int_list, default=[4096], help="comma list")
+    p.add_argument("--seqlen", type=int_list, default=None,
+                   help="comma list (4096; --decode: new tokens, 1)")
     p.add_argument("--head-dim", type=int, default=64)
     p.add_argument("--head-dim-v", type=int, default=None, help="(= --head-dim)")
     p.add_argument("--dtype", type=name_list(DTYPES), default=["f16"], help="f32,f16,bf16")
-    p.add_argument("--causal", type=int_list, default=[0, 1], help="0 and/or 1")
-    p.add_argument("--backend", type=name_list(BACKENDS), default=None,
-                   help="flash,cudnn,efficient,math (CUDA: flash,cudnn,efficient; CPU: flash,math)")
+    p.add_argument("--causal", type=int_list, default=None, help="0 and/or 1 (0,1; --decode: 1)")
+    p.add_argument("--backend", type=name_list(list(BACKENDS) + ["flash-attn"]), default=None,
+                   help="flash,cudnn,efficient,math (CUDA: flash,cudnn,efficient; CPU: "
+                   "flash,math); --decode: also flash-attn (the default where it imports)")
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (torch's default)")
     p.add_argument("--compare", action="append", default=[], metavar="FILE.json",
@@ -101,8 +154,20 @@ def parse_args():
     out.add_argument("--json", action="store_true")
     a = p.parse_args()
     a.heads_kv = a.heads_kv or a.heads
+    if a.seqlen is None:
+        a.seqlen = [1] if a.decode else [4096]
+    if a.causal is None:
+        a.causal = [1] if a.decode else [0, 1]
     if a.backend is None:
         a.backend = ["flash", "cudnn", "efficient"] if a.device == "cuda" else ["flash", "math"]
+        if a.decode and a.device == "cuda" and flash_attn_with_kvcache():
+            a.backend.append("flash-attn")
+    if "flash-attn" in a.backend and not a.decode:
+        p.error("--backend flash-attn is for --decode only")
+    if a.decode and a.bwd:
+        p.error("--decode times a forward call: no --bwd")
+    if any(c < 0 for c in a.context) or any(x < 0 for x in a.page_size) or a.num_splits < 0:
+        p.error("--context, --page-size and --num-splits take values >= 0")
     a.head_dim_v = a.head_dim_v or a.head_dim
     if a.heads % a.heads_kv:
         p.error("--heads must be a multiple of --heads-kv")
@@ -239,6 +304,161 @@ def run_case(a, backend, seqlen, dtype, causal, device):
     return r
 
 
+def decode_pairs(n, keys, causal):
+    """(query, key) pairs visible to the n last positions of `keys` (bottom-right)."""
+    if not causal:
+        return n * keys
+    return sum(min(max(i + keys - n + 1, 0), keys) for i in range(n))
+
+
+def decode_error(q, k, v, o, causal, gen):
+    """Largest |o - ref| over sampled rows; all (B, seq, heads, dim); ref in float64."""
+    b_, n, h_, d = q.shape
+    keys, group = k.shape[1], h_ // k.shape[2]
+    err = 0.0
+    for j in range(CHECK_ROWS):
+        b = int(torch.randint(b_, (1,), generator=gen))
+        h = int(torch.randint(h_, (1,), generator=gen))
+        i = j * (n - 1) // (CHECK_ROWS - 1)
+        seen = min(max(i + keys - n + 1, 0), keys) if causal else keys
+        ref = torch.zeros(v.shape[-1], dtype=torch.float64, device=v.device)
+        if seen:
+            kk, vv = k[b, :seen, h // group].double(), v[b, :seen, h // group].double()
+            ref = torch.softmax((kk @ q[b, i, h].double()) / math.sqrt(d), dim=0) @ vv
+        err = max(err, (o[b, i, h].double() - ref).abs().max().item())
+    return err
+
+
+def decode_case(a, impl, device, context, new, dtype, causal, page):
+    """One row of --decode: impl sdpa-BACKEND (page 0) or flash-attn (page >= 0)."""
+    keys = context + new if a.append else context
+    b_, h_, hkv, d, dv = a.batch, a.heads, a.heads_kv, a.head_dim, a.head_dim_v
+    r = dict(op="decode", impl=impl, device=device, batch=b_, heads=h_, heads_kv=hkv,
+             seqlen_q=new, seqlen_k=keys, head_dim=d, head_dim_v=dv, dtype=dtype,
+             causal=causal, algorithm=None, ms=None, tflops=None, gbps=None, err_o=None,
+             err_lse=None, err_grad=None, check="-", wall_ms=None, alu_pct=None, bw_pct=None,
+             gain=None, peak_gflops=None, peak_gbps=None, page_size=page,
+             num_splits=a.num_splits if impl == "flash-attn" else None,
+             append=int(a.append), context=context, us=None)
+    dev, t = a.device, DTYPES[dtype]
+    es = torch.empty((), dtype=t).element_size()
+    nbytes = es * (b_ * hkv * (context + 2 * new * a.append) * (d + dv) + b_ * new * h_ * (d + dv)) \
+        + 4 * b_ * h_ * new  # as fa-bench: the cache once, q, o, an f32 lse, the append
+    flop = 2.0 * (d + dv) * decode_pairs(new, keys, causal) * b_ * h_
+    gen = torch.Generator(device=dev).manual_seed(1)
+    # (batch, seq, heads, dim), as flash-attn takes them; SDPA gets transposed views.
+    q = torch.randn(b_, new, h_, d, device=dev, dtype=t, generator=gen)
+    k = torch.randn(b_, keys, hkv, d, device=dev, dtype=t, generator=gen)
+    v = torch.randn(b_, keys, hkv, dv, device=dev, dtype=t, generator=gen)
+
+    def unsupported(why):
+        print(f"torch_sdpa: decode {impl} {dtype} new={new} context={context} page={page} "
+              f"causal={causal}: unsupported: {why}", file=sys.stderr)
+        r["check"] = "unsupported"
+        return r
+
+    def measure(call, to_bshd):
+        o = to_bshd(call())
+        sync(dev)
+        r["err_o"] = decode_error(q, k, v, o, causal, torch.Generator().manual_seed(4))
+        for _ in range(a.warmup):
+            call()
+        return [time_ms(call, dev) for _ in range(a.iters)]
+
+    try:
+        if impl == "flash-attn":
+            fa = flash_attn_with_kvcache()
+            if fa is None:
+                return unsupported("import flash_attn failed")
+            seqlens = torch.full((b_,), context, dtype=torch.int32, device=dev)
+            kc, vc = k.clone(), v.clone()
+            if a.append:  # the call writes them: what is there before must not count
+                kc[:, context:] = 0
+                vc[:, context:] = 0
+            extra = {"cache_seqlens": seqlens, "causal": bool(causal),
+                     "num_splits": a.num_splits, "return_softmax_lse": True}
+            if page:  # pages in shuffled order: sequence b's page p is block_table[b, p]
+                pps = max(1, -(-keys // page))
+                perm = torch.randperm(b_ * pps, generator=torch.Generator().manual_seed(8))
+                pad = lambda x: F.pad(x, (0, 0, 0, 0, 0, pps * page - keys))
+                kp = torch.empty(b_ * pps, page, hkv, d, device=dev, dtype=t)
+                vp = torch.empty(b_ * pps, page, hkv, dv, device=dev, dtype=t)
+                kp[perm.to(dev)] = pad(kc).reshape(b_ * pps, page, hkv, d)
+                vp[perm.to(dev)] = pad(vc).reshape(b_ * pps, page, hkv, dv)
+                kc, vc = kp, vp
+                extra["block_table"] = perm.view(b_, pps).to(device=dev, dtype=torch.int32)
+            kn = k[:, context:].contiguous() if a.append else None
+            vn = v[:, context:].contiguous() if a.append else None
+
+            def call():
+                out = fa(q, kc, vc, k=kn, v=vn, **extra)
+                return out[0] if isinstance(out, tuple) else out
+
+            times = measure(call, lambda o: o)
+        else:
+            if causal and new > 1 and impl != "sdpa-efficient":
+                return unsupported("SDPA's is_causal aligns top-left; bottom-right needs "
+                                   "an attn_mask, which only the efficient backend is given")
+            mask = None
+            if causal and new > 1:  # bottom-right: query i sees keys j <= i + keys - new
+                seen = torch.ones(new, keys, dtype=torch.bool, device=dev).tril(keys - new)
+                mask = torch.zeros(new, keys, dtype=t, device=dev).masked_fill(~seen,
+                                                                             float("-inf"))
+            backend = BACKENDS[impl[len("sdpa-"):]]
+            qs = q.transpose(1, 2)
+
+            def sdpa(kk, vv, **gqa):
+                return lambda: F.scaled_dot_product_attention(
+                    qs, kk.transpose(1, 2), vv.transpose(1, 2), attn_mask=mask, **gqa)
+
+            with sdpa_kernel([backend]), warnings.catch_warnings(record=True) as why:
+                warnings.simplefilter("always")
+                try:
+                    times = measure(sdpa(k, v, **({"enable_gqa": True} if hkv != h_ else {})),
+                                    lambda o: o.transpose(1, 2))
+                except RuntimeError:
+                    if hkv == h_:
+                        raise
+                    # The backend refused GQA: K/V repeated to every query head.
+                    group = h_ // hkv
+                    kr, vr = k.repeat_interleave(group, 2), v.repeat_interleave(group, 2)
+                    times = measure(sdpa(kr, vr), lambda o: o.transpose(1, 2))
+                    r["algorithm"] = "repeat-kv"
+                    del kr, vr
+    except (RuntimeError, TypeError, ValueError) as e:
+        reasons = []
+        if impl != "flash-attn" and "why" in locals():
+            reasons = [re.sub(r"\s*\(Triggered internally.*", "", str(w.message)) for w in why]
+            reasons = [x for x in reasons if "not used because" not in x and "disabled" not in x]
+        return unsupported("; ".join(dict.fromkeys(reasons)) or str(e).splitlines()[0])
+    finally:
+        del q, k, v
+        if dev == "cuda":
+            torch.cuda.empty_cache()
+    ms = statistics.median(times)
+    r.update(ms=ms, us=ms * 1e3, gbps=nbytes / (ms * 1e6), tflops=flop / (ms * 1e9))
+    for f in ("ms", "us", "gbps", "tflops", "err_o"):  # six significant digits, as fa-bench
+        if r[f] is not None:
+            r[f] = float(f"{r[f]:.6g}")
+    return r
+
+
+def decode_rows(a, device):
+    """Every --decode case: the SDPA backends, then flash-attn contiguous and paged."""
+    for context in a.context:
+        for new in a.seqlen:
+            for dtype in a.dtype:
+                for causal in a.causal:
+                    for backend in a.backend:
+                        if backend != "flash-attn":
+                            yield decode_case(a, f"sdpa-{backend}", device, context, new,
+                                              dtype, causal, 0)
+                            continue
+                        for page in dict.fromkeys([0] + [p for p in a.page_size if p]):
+                            yield decode_case(a, "flash-attn", device, context, new, dtype,
+                                              causal, page)
+
+
 def fmt(x, spec, width):
     return format(x, spec).rjust(width) if x is not None else "-".rjust(width)
 
@@ -247,15 +467,32 @@ HEADER = (f"{'op':<9} {'impl':<14} {'B':>4} {'H':>4} {'Hkv':>4} {'Nq':>6} {'Nk':
           f"{'D':>4} {'Dv':>4} {'dtype':<5} {'causal':>6} {'algo':<9} {'ms':>10} "
           f"{'TFLOP/s':>9} {'GB/s':>9} {'%alu':>6} {'%bw':>6} {'gain':>7} "
           f"{'err(o)':>9} {'err(lse)':>9} {'err(grad)':>9}  check")
+DECODE_HEADER = (f"{'op':<9} {'impl':<14} {'B':>4} {'H':>4} {'Hkv':>4} {'new':>6} {'keys':>7} "
+                 f"{'D':>4} {'Dv':>4} {'dtype':<5} {'causal':>6} {'cache':<14} {'splits':>6} "
+                 f"{'us':>10} {'GB/s':>9} {'%bw':>6} {'TFLOP/s':>9} {'err(o)':>9} "
+                 f"{'err(lse)':>9}  check")
 
 
 def print_row(a, r, first):
-    r = {f: r.get(f) for f in FIELDS}
+    decode = r.get("op") == "decode"
+    fields = FIELDS + DECODE_FIELDS if (a.decode if a.csv else decode) else FIELDS
+    r = {f: r.get(f) for f in fields}
     if a.csv:
-        vals = ["" if r[f] is None else f'"{r[f]}"' if f == "device" else r[f] for f in FIELDS]
+        vals = ["" if r[f] is None else f'"{r[f]}"' if f == "device" else r[f] for f in fields]
         print(",".join(str(x) for x in vals))
     elif a.json:
         print(("" if first else ",\n") + "  " + json.dumps(r), end="")
+    elif decode:
+        cache = (f"page{r['page_size']}" if r["page_size"] else "contig") + \
+            ("+append" if r["append"] else "") + \
+            ("+repeat-kv" if r["algorithm"] == "repeat-kv" else "")
+        splits = "-" if r["num_splits"] is None else str(r["num_splits"] or "auto")
+        print(f"{r['op']:<9} {r['impl']:<14} {r['batch']:4d} {r['heads']:4d} "
+              f"{r['heads_kv']:4d} {r['seqlen_q']:6d} {r['seqlen_k']:7d} {r['head_dim']:4d} "
+              f"{r['head_dim_v']:4d} {r['dtype']:<5} {r['causal']:6d} {cache:<14} {splits:>6} "
+              f"{fmt(r['us'], '.2f', 10)} {fmt(r['gbps'], '.2f', 9)} "
+              f"{fmt(r['bw_pct'], '.1f', 6)} {fmt(r['tflops'], '.4f', 9)} "
+              f"{fmt(r['err_o'], '.2e', 9)} {fmt(r['err_lse'], '.2e', 9)}  {r['check']}")
     else:
         causal = "-" if r["causal"] is None else str(r["causal"])
         gain = "-" if r["gain"] is None else f"{r['gain']:.2f}x"
@@ -274,9 +511,36 @@ CASE = ("op", "batch", "heads", "heads_kv", "seqlen_q", "seqlen_k", "head_dim", 
         "dtype", "causal")
 
 
+def print_decode_ratios(a, fab_rows, torch_rows, out):
+    """flashcl's time against each PyTorch row's on the same case, every cache layout."""
+    key = CASE + ("append",)
+    flashcl = {}
+    for r in fab_rows:
+        if r.get("op") == "decode" and r.get("impl") == "flashcl" and r.get("us"):
+            flashcl.setdefault(tuple(r.get(f) for f in key), []).append(r)
+    lines = []
+    layout = lambda r: (f"page {r['page_size']}" if r.get("page_size") else "contiguous") + (
+        f", splits {r['num_splits']}" if r.get("num_splits") else "")
+    for r in torch_rows:
+        for f in flashcl.get(tuple(r.get(x) for x in key), []) if r["us"] else []:
+            lines.append(f"decode {r['dtype']} B={r['batch']} H={r['heads']} Hkv={r['heads_kv']} "
+                         f"new={r['seqlen_q']} keys={r['seqlen_k']} D={r['head_dim']}: flashcl "
+                         f"({layout(f)}) {f['us']:.4g} us, {r['impl']} ({layout(r)}) "
+                         f"{r['us']:.4g} us -> {r['us'] / f['us']:.3f}x")
+    if lines:
+        print("\nratios (PyTorch us / flashcl us = flashcl GB/s / PyTorch GB/s; above 1: "
+              "flashcl is faster)", file=out)
+        print("\n".join(lines), file=out)
+    elif a.compare:
+        print("torch_sdpa: no decode case of --compare matches PyTorch's rows", file=sys.stderr)
+    out.flush()
+
+
 def print_ratios(a, fab_rows, torch_rows):
     """flashcl's TFLOP/s over each PyTorch backend's, case by case."""
     out = sys.stderr if a.csv or a.json else sys.stdout
+    if a.decode:
+        return print_decode_ratios(a, fab_rows, torch_rows, out)
     flashcl = {tuple(r[f] for f in CASE): r for r in fab_rows
                if r.get("impl") == "flashcl" and r.get("tflops")}
     lines = []
@@ -318,22 +582,27 @@ def main():
         with open(path) as f:
             fab_rows += json.load(f)
     device = device_name(a)
+    header = DECODE_HEADER if a.decode else HEADER
     if a.csv:
-        print(",".join(FIELDS))
+        print(",".join(FIELDS + DECODE_FIELDS if a.decode else FIELDS))
     elif a.json:
         print("[")
     first = True
     if not a.csv and not a.json and fab_rows:
         print(f"device: {fab_rows[0]['device']} (fa-bench, from {', '.join(a.compare)})")
-        print(HEADER)
+        print(header)
     for r in fab_rows:
         print_row(a, r, first)
         first = False
     if not a.csv and not a.json:
         print(f"device: {device}")
-        print(HEADER)
+        print(header)
     torch_rows = []
-    for seqlen in a.seqlen:
+    for r in decode_rows(a, device) if a.decode else ():
+        torch_rows.append(r)
+        print_row(a, r, first)
+        first = False
+    for seqlen in a.seqlen if not a.decode else ():
         for dtype in a.dtype:
             for causal in a.causal:
                 for backend in a.backend:

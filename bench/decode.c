@@ -1,0 +1,380 @@
+/* fa-bench, decode: fcl_attention_kvcache, attention of n new query tokens
+ * per sequence against a key/value cache (n = 1: decode; n > 1: chunked
+ * prefill), the queries the last n positions of the keys (bottom-right).
+ *
+ * Inputs are random, uniform with mean 0 and variance 1, from fixed seeds,
+ * rounded to the dtype: q [B, n, H, D]; the cache, contiguous [B, cap, Hkv,
+ * D] (--page-size 0) or paged [pages, page, Hkv, D] with each sequence's
+ * pages in shuffled order through a block table; every sequence holds
+ * `--context` C tokens (cache_seqlens). Without --append the keys are the C
+ * cached tokens; with it the call first writes k_new, v_new [B, n, Hkv, D]
+ * to positions C .. C+n-1 (cache_seqlens is never changed, so every timed
+ * call writes the same entries) and the keys are C + n.
+ *
+ * Check, on one call before the timed ones: 64 sampled rows of o and lse
+ * (every head of sequence 0's last query, up to 32, the last head of the
+ * last sequence's last query, and rows spread over the rest) against
+ * ref_attention_row of the same rounded inputs, read from the cache
+ * through the block table, with the tolerances of the fwd op; with
+ * --append also the cache entries written for the first and the last
+ * sequence, which must equal k_new and v_new bit for bit.
+ *
+ * GB/s counts the least traffic: the cache's C tokens read once, q read, o
+ * and lse (f32) written, and with --append k_new, v_new read and written to
+ * the cache: es * (B*Hkv*(C + 2n*append)*(D+Dv) + B*n*H*(D+Dv)) + 4*B*H*n
+ * bytes. TFLOP/s counts 2*(D+Dv) FLOPs per visible (query, key) pair and
+ * query head. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "model.h"
+#include "ref_attention.h"
+#include "test_util.h"
+
+#define CHECK_ROWS 64
+#define CHECK_HEADS 32 /* heads of sequence 0's last query among the rows */
+
+typedef struct {
+  int64_t   b, h, hkv, n, c, d, dv; /* n new tokens, c cached tokens per sequence */
+  fcl_dtype t;
+  int       causal, append;
+  int64_t   ps, splits;             /* page size (0: contiguous), num_splits */
+  int64_t   keys;                   /* c, or c + n with append */
+  int64_t   cap;                    /* cache_capacity: tokens a sequence's cache holds */
+  int64_t   pps;                    /* paged: pages per sequence (block table width) */
+  int64_t   slots, slot_len;        /* pages and page_size, or rows and cap */
+} dshape;
+
+typedef struct {
+  void    *q, *kc, *vc, *kn, *vn;   /* host copies in the dtype; kc, vc as laid out */
+  int32_t *bt;                      /* block table [b][pps] (paged) */
+  cl_mem   bq, bkc, bvc, bkn, bvn, bo, blse, bseq, bbt;
+} dinputs;
+
+static size_t n_q(const dshape *s) { return (size_t)(s->b * s->n * s->h * s->d); }
+static size_t n_o(const dshape *s) { return (size_t)(s->b * s->n * s->h * s->dv); }
+static size_t n_new(const dshape *s, int64_t dim) { return (size_t)(s->b * s->n * s->hkv * dim); }
+static size_t n_cache(const dshape *s, int64_t dim) {
+  return (size_t)(s->slots * s->slot_len * s->hkv * dim);
+}
+static size_t n_lse(const dshape *s) { return (size_t)(s->b * s->h * s->n); }
+
+static dshape make_shape(const bench_args *a, int64_t c, int64_t n, fcl_dtype t, int64_t ps) {
+  dshape s = {a->batch, a->heads, a->heads_kv, n, c, a->head_dim, a->head_dim_v, t, 1,
+              a->append, ps, 0, 0, 0, 0, 0, 0};
+  s.keys = c + (s.append ? n : 0);
+  s.cap = s.keys > 0 ? s.keys : 1;
+  if (ps) {
+    s.pps = (s.cap + ps - 1) / ps;
+    s.cap = s.pps * ps;
+    s.slots = s.b * s.pps, s.slot_len = ps;
+  } else {
+    s.slots = s.b, s.slot_len = s.cap;
+  }
+  return s;
+}
+
+/* Element index of (token pos, kv head kh, dim 0) of sequence b in a cache
+ * array whose rows have dim elements. */
+static size_t cache_at(const dshape *s, const int32_t *bt, int64_t b, int64_t pos, int64_t kh,
+                       int64_t dim) {
+  const int64_t slot = s->ps ? bt[b * s->pps + pos / s->ps] : b;
+  const int64_t tok = s->ps ? pos % s->ps : pos;
+  return (size_t)(((slot * s->slot_len + tok) * s->hkv + kh) * dim);
+}
+
+static void inputs_free(dinputs *in) {
+  free(in->q), free(in->kc), free(in->vc), free(in->kn), free(in->vn), free(in->bt);
+  cl_mem m[] = {in->bq, in->bkc, in->bvc, in->bkn, in->bvn, in->bo, in->blse, in->bseq, in->bbt};
+  for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
+    if (m[i]) clReleaseMemObject(m[i]);
+  memset(in, 0, sizeof *in);
+}
+
+static int inputs_make(fcl_context *ctx, const dshape *s, dinputs *in) {
+  const size_t es = tu_dtype_size(s->t);
+  const double a = sqrt(3.0); /* uniform on [-a, a): variance 1 */
+  memset(in, 0, sizeof *in);
+  in->q = bench_uniform(s->t, n_q(s), 1, -a, a);
+  in->kc = bench_uniform(s->t, n_cache(s, s->d), 2, -a, a);
+  in->vc = bench_uniform(s->t, n_cache(s, s->dv), 3, -a, a);
+  in->kn = bench_uniform(s->t, n_new(s, s->d), 6, -a, a);
+  in->vn = bench_uniform(s->t, n_new(s, s->dv), 7, -a, a);
+  int32_t *seqlens = malloc((size_t)s->b * sizeof *seqlens);
+  cl_int err = in->q && in->kc && in->vc && in->kn && in->vn && seqlens ? CL_SUCCESS
+                                                                      : CL_OUT_OF_HOST_MEMORY;
+  for (int64_t b = 0; seqlens && b < s->b; b++) seqlens[b] = (int32_t)s->c;
+  if (s->ps && err == CL_SUCCESS) {
+    /* Pages in shuffled order: sequence b's page p is block_table[b][p]. */
+    if (!(in->bt = malloc((size_t)s->slots * sizeof *in->bt))) err = CL_OUT_OF_HOST_MEMORY;
+    tu_rng rng;
+    tu_rng_seed(&rng, 8);
+    for (int64_t i = 0; in->bt && i < s->slots; i++) in->bt[i] = (int32_t)i;
+    for (int64_t i = s->slots - 1; in->bt && i > 0; i--) {
+      int64_t j = tu_rng_int(&rng, 0, i);
+      int32_t x = in->bt[i];
+      in->bt[i] = in->bt[j], in->bt[j] = x;
+    }
+  }
+  const void *host[9] = {in->q, in->kc, in->vc, in->kn, in->vn, NULL, NULL, seqlens, in->bt};
+  cl_mem *dev[9] = {&in->bq, &in->bkc, &in->bvc, &in->bkn, &in->bvn, &in->bo, &in->blse,
+                    &in->bseq, &in->bbt};
+  const size_t bytes[9] = {n_q(s) * es, n_cache(s, s->d) * es, n_cache(s, s->dv) * es,
+                           n_new(s, s->d) * es, n_new(s, s->dv) * es, n_o(s) * es,
+                           n_lse(s) * sizeof(float), (size_t)s->b * sizeof(int32_t),
+                           (size_t)s->slots * sizeof(int32_t)};
+  for (int i = 0; i < (s->ps ? 9 : 8) && err == CL_SUCCESS; i++)
+    *dev[i] = bench_upload(ctx, host[i], bytes[i], &err);
+  free(seqlens);
+  if (err != CL_SUCCESS) {
+    fprintf(stderr, "fa-bench: decode: could not allocate or upload the inputs (%.3g GB of "
+            "cache; OpenCL error %d)\n", (double)(bytes[1] + bytes[2]) * 1e-9, err);
+    inputs_free(in);
+    return -1;
+  }
+  return 0;
+}
+
+typedef struct {
+  const dshape  *s;
+  const dinputs *in;
+} call_args;
+
+static fcl_status kvcache_call(fcl_context *ctx, const void *arg) {
+  const call_args *ca = arg;
+  const dshape *s = ca->s;
+  const dinputs *in = ca->in;
+  fcl_kvcache_desc d = FCL_KVCACHE_DESC_INIT;
+  d.batch = s->b, d.seqlen_q = s->n, d.heads_q = s->h, d.heads_kv = s->hkv;
+  d.head_dim = s->d, d.head_dim_v = s->dv, d.cache_capacity = s->cap, d.page_size = s->ps;
+  d.num_pages = s->ps ? s->slots : 0, d.causal = s->causal, d.num_splits = (int)s->splits;
+  d.cache_seqlens = in->bseq, d.block_table = s->ps ? in->bbt : NULL;
+  /* [batch, token, head, dim]; the cache's slots are rows or pages. */
+  const int64_t kvd = s->hkv * s->d, kvdv = s->hkv * s->dv;
+  fcl_tensor q = {in->bq, 0, s->t, {s->n * s->h * s->d, s->h * s->d, s->d, 1}};
+  fcl_tensor o = {in->bo, 0, s->t, {s->n * s->h * s->dv, s->h * s->dv, s->dv, 1}};
+  fcl_tensor kc = {in->bkc, 0, s->t, {s->slot_len * kvd, kvd, s->d, 1}};
+  fcl_tensor vc = {in->bvc, 0, s->t, {s->slot_len * kvdv, kvdv, s->dv, 1}};
+  fcl_tensor kn = {in->bkn, 0, s->t, {s->n * kvd, kvd, s->d, 1}};
+  fcl_tensor vn = {in->bvn, 0, s->t, {s->n * kvdv, kvdv, s->dv, 1}};
+  fcl_status st = fcl_attention_kvcache(ctx, &d, &q, &kc, &vc, s->append ? &kn : NULL,
+                                        s->append ? &vn : NULL, &o, in->blse);
+  if (st != FCL_OK)
+    fprintf(stderr, "fa-bench: fcl_attention_kvcache: %s\n", fcl_context_last_error(ctx));
+  return st;
+}
+
+/* ---- check -------------------------------------------------------------- */
+
+typedef struct { int64_t b, h, i; } row;
+
+static int row_cmp(const void *x, const void *y) { /* by (batch, head, query) */
+  const row *a = x, *b = y;
+  return a->b != b->b ? (a->b > b->b) - (a->b < b->b)
+       : a->h != b->h ? (a->h > b->h) - (a->h < b->h)
+                      : (a->i > b->i) - (a->i < b->i);
+}
+
+/* All rows when there are few; else every head (up to CHECK_HEADS, spread)
+ * of sequence 0's last query, the last head of the last sequence's last
+ * query, and random (batch, head) pairs with queries spread evenly. */
+static int pick_rows(const dshape *s, row *r) {
+  const int64_t total = s->b * s->h * s->n;
+  int n = total < CHECK_ROWS ? (int)total : CHECK_ROWS, j = 0;
+  if (n == total) {
+    for (; j < n; j++) r[j] = (row){j / (s->h * s->n), j / s->n % s->h, j % s->n};
+  } else {
+    const int heads = s->h < CHECK_HEADS ? (int)s->h : CHECK_HEADS;
+    for (; j < heads; j++) r[j] = (row){0, heads == s->h ? j : j * (s->h - 1) / (heads - 1), s->n - 1};
+    tu_rng rng;
+    tu_rng_seed(&rng, 4);
+    const int rest = n - heads;
+    for (int k = 0; k < rest - 1; k++, j++)
+      r[j] = (row){tu_rng_int(&rng, 0, s->b - 1), tu_rng_int(&rng, 0, s->h - 1),
+                   rest > 2 ? k * (s->n - 1) / (rest - 2) : 0};
+    r[j++] = (row){s->b - 1, s->h - 1, s->n - 1};
+  }
+  qsort(r, (size_t)n, sizeof *r, row_cmp);
+  return n;
+}
+
+/* The cache entries the call wrote for sequence b (positions c .. c+n-1)
+ * must be k_new and v_new exactly. Returns the count of tokens that
+ * differ, or -1 on an OpenCL error. */
+static long check_append(fcl_context *ctx, const dshape *s, const dinputs *in, int64_t b) {
+  const size_t es = tu_dtype_size(s->t);
+  cl_command_queue queue = fcl_context_queue(ctx);
+  unsigned char *raw = malloc((size_t)s->hkv * (size_t)(s->d > s->dv ? s->d : s->dv) * es);
+  long bad = 0;
+  if (!raw) return -1;
+  for (int64_t i = 0; i < s->n; i++)
+    for (int kv = 0; kv < 2; kv++) {
+      const int64_t dim = kv ? s->dv : s->d;
+      const size_t len = (size_t)(s->hkv * dim) * es;
+      const size_t at = cache_at(s, in->bt, b, s->c + i, 0, dim) * es;
+      const unsigned char *want = (const unsigned char *)(kv ? in->vn : in->kn) +
+                                  (size_t)((b * s->n + i) * s->hkv * dim) * es;
+      if (clEnqueueReadBuffer(queue, kv ? in->bvc : in->bkc, CL_TRUE, at, len, raw, 0, NULL,
+                              NULL)) {
+        fprintf(stderr, "fa-bench: decode: reading the cache failed\n");
+        free(raw);
+        return -1;
+      }
+      if (memcmp(raw, want, len)) {
+        if (!bad)
+          fprintf(stderr, "fa-bench: decode: the cache's %s at sequence %lld position %lld "
+                  "is not the appended %s\n", kv ? "v" : "k", (long long)b,
+                  (long long)(s->c + i), kv ? "v_new" : "k_new");
+        bad++;
+      }
+    }
+  free(raw);
+  return bad;
+}
+
+/* Runs the call once on outputs set to NaN and compares sampled rows (see
+ * the file comment). */
+static const char *check(fcl_context *ctx, const dshape *s, const dinputs *in,
+                         bench_row *res) {
+  const size_t es = tu_dtype_size(s->t), dv = (size_t)s->dv, d = (size_t)s->d;
+  cl_command_queue queue = fcl_context_queue(ctx);
+  call_args ca = {s, in};
+  row rows[CHECK_ROWS];
+  int n = pick_rows(s, rows);
+  const char *verdict = "ERROR";
+
+  if (tu_buffer_repoison(queue, in->bo, n_o(s) * es) ||
+      tu_buffer_repoison(queue, in->blse, n_lse(s) * sizeof(float)) ||
+      kvcache_call(ctx, &ca) != FCL_OK || clFinish(queue))
+    return verdict;
+
+  const ref_attention_problem p = {1, s->n, s->keys, 1, 1, s->d, s->dv, 0.0, s->causal,
+                                   -1, -1, 0.0, NULL, NULL, NULL};
+  double *q = calloc((size_t)s->n * d, sizeof *q);
+  double *k = malloc(((size_t)s->keys * d + 1) * sizeof *k);
+  double *v = malloc(((size_t)s->keys * dv + 1) * sizeof *v);
+  double *ref = malloc((size_t)n * (dv + 1) * sizeof *ref), *ref_lse = ref + n * dv;
+  double *got = malloc((size_t)n * (dv + 1) * sizeof *got), *got_lse = got + n * dv;
+  unsigned char *raw = malloc(dv * es);
+  if (!q || !k || !v || !ref || !got || !raw) {
+    fprintf(stderr, "fa-bench: decode: out of host memory for the check\n");
+    goto done;
+  }
+
+  const int64_t group = s->h / s->hkv;
+  int64_t kb = -1, kh = -1;
+  for (int j = 0; j < n; j++) {
+    const row *r = &rows[j];
+    if (r->b != kb || r->h / group != kh) { /* rows are sorted: each kv slice once */
+      kb = r->b, kh = r->h / group;
+      for (int64_t t = 0; t < s->keys; t++) {
+        const void *ks = in->kc, *vs = in->vc;
+        size_t ka, va;
+        if (t < s->c) {
+          ka = cache_at(s, in->bt, kb, t, kh, s->d), va = cache_at(s, in->bt, kb, t, kh, s->dv);
+        } else { /* appended: the ref reads k_new, v_new */
+          ks = in->kn, vs = in->vn;
+          ka = (size_t)(((kb * s->n + t - s->c) * s->hkv + kh) * s->d);
+          va = (size_t)(((kb * s->n + t - s->c) * s->hkv + kh) * s->dv);
+        }
+        bench_decode((const unsigned char *)ks + ka * es, s->t, d, k + t * (int64_t)d);
+        bench_decode((const unsigned char *)vs + va * es, s->t, dv, v + t * (int64_t)dv);
+      }
+    }
+    const size_t at = (size_t)((r->b * s->n + r->i) * s->h + r->h);
+    bench_decode((const unsigned char *)in->q + at * d * es, s->t, d, q + r->i * (int64_t)d);
+    ref_lse[j] = ref_attention_row(&p, q, k, v, 0, 0, r->i, ref + j * dv);
+
+    float lse;
+    const size_t lse_at = (size_t)((r->b * s->h + r->h) * s->n + r->i) * sizeof lse;
+    if (clEnqueueReadBuffer(queue, in->bo, CL_TRUE, at * dv * es, dv * es, raw, 0, NULL,
+                            NULL) ||
+        clEnqueueReadBuffer(queue, in->blse, CL_TRUE, lse_at, sizeof lse, &lse, 0, NULL,
+                            NULL)) {
+      fprintf(stderr, "fa-bench: decode: reading the outputs failed\n");
+      goto done;
+    }
+    bench_decode(raw, s->t, dv, got + j * dv);
+    got_lse[j] = lse;
+  }
+  tu_cmp co = tu_compare(got, ref, (size_t)n * dv, tu_tol_output(s->t), 0);
+  tu_cmp cl = tu_compare(got_lse, ref_lse, (size_t)n, tu_tol_lse(), 1);
+  res->err_o = co.n_bad && !isfinite(co.worst_err) ? INFINITY : co.max_err;
+  res->err_lse = cl.n_bad && !isfinite(cl.worst_err) ? INFINITY : cl.max_err;
+  int ok = co.ok && cl.ok;
+  if (!ok) { /* the worst element, on stderr: stdout may be CSV or JSON */
+    const tu_cmp *c = co.ok ? &cl : &co;
+    const row *r = &rows[co.ok ? cl.worst : co.worst / dv];
+    fprintf(stderr,
+            "fa-bench: decode context=%lld new=%lld page=%lld %s causal=%d: %s of row b=%lld "
+            "h=%lld i=%lld: got %.9g, ref %.9g, err %.3g, allowed %.3g; %zu bad\n",
+            (long long)s->c, (long long)s->n, (long long)s->ps, tu_dtype_name(s->t), s->causal,
+            co.ok ? "lse" : "o", (long long)r->b, (long long)r->h, (long long)r->i,
+            c->worst_got, c->worst_ref, c->worst_err, c->worst_allowed, c->n_bad);
+  }
+  for (int64_t b = 0; s->append && b < s->b; b += s->b > 1 ? s->b - 1 : 1) {
+    const long bad = check_append(ctx, s, in, b);
+    if (bad < 0) goto done;
+    if (bad) ok = 0;
+  }
+  verdict = ok ? "PASS" : "FAIL";
+done:
+  free(q), free(k), free(v), free(ref), free(got), free(raw);
+  return verdict;
+}
+
+/* ---- driver ------------------------------------------------------------- */
+
+static bench_row row_of(const dshape *s) {
+  bench_row r = bench_row_init(OP_DECODE);
+  const double es = (double)tu_dtype_size(s->t);
+  const attn_shape as = {s->b, s->h, s->hkv, s->n, s->keys, s->d, s->dv, s->t, s->causal};
+  r.b = s->b, r.h = s->h, r.hkv = s->hkv, r.sq = s->n, r.sk = s->keys, r.d = s->d, r.dv = s->dv;
+  r.t = s->t, r.causal = s->causal;
+  r.context = s->c, r.page_size = s->ps, r.num_splits = s->splits, r.append = s->append;
+  r.flops = 2.0 * (double)(s->d + s->dv) * attn_pairs(&as) * (double)s->b * (double)s->h;
+  r.instrs = attn_instrs(&as, 0);
+  r.bytes = es * ((double)(s->b * s->hkv) * (double)(s->c + 2 * s->n * s->append) *
+                      (double)(s->d + s->dv) +
+                  (double)(s->b * s->n * s->h) * (double)(s->d + s->dv)) +
+            4.0 * (double)n_lse(s);
+  return r;
+}
+
+int bench_kvcache(fcl_context *ctx, const bench_args *a, bench_emit emit) {
+  static const int causal_default[1] = {1};
+  const int *causal = a->causal_set ? a->causal : causal_default;
+  const int n_causal = a->causal_set ? a->n_causal : 1;
+  const int64_t one = 1, *news = a->seqlen_set ? a->seqlen_q : &one;
+  const int n_news = a->seqlen_set ? a->n_seqlen : 1;
+  int setup_failed = 0;
+  for (int ci = 0; ci < a->n_context; ci++)
+    for (int ni = 0; ni < n_news; ni++)
+      for (int ti = 0; ti < a->n_dtypes; ti++)
+        for (int pi = 0; pi < a->n_page_size; pi++) {
+          dshape s = make_shape(a, a->context[ci], news[ni], a->dtypes[ti], a->page_size[pi]);
+          dinputs in;
+          if (inputs_make(ctx, &s, &in)) {
+            setup_failed = 1;
+            continue;
+          }
+          call_args ca = {&s, &in};
+          for (int k = 0; k < n_causal; k++)
+            for (int si = 0; si < a->n_num_splits; si++) {
+              s.causal = causal[k], s.splits = a->num_splits[si];
+              bench_row r = row_of(&s);
+              if (a->check) r.check = check(ctx, &s, &in, &r);
+              if (strcmp(r.check, "ERROR")) {
+                r.ms = bench_time(ctx, kvcache_call, NULL, &ca, a->warmup, a->iters,
+                                  &r.wall_ms);
+                if (r.ms < 0) r.ms = r.wall_ms = NAN, r.check = "ERROR";
+              }
+              emit(&r);
+            }
+          inputs_free(&in);
+        }
+  return setup_failed;
+}
