@@ -131,7 +131,8 @@ def parse_args():
                    help="--decode: flash-attn appends the new tokens' k, v to the cache")
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--heads", type=int, default=32)
-    p.add_argument("--heads-kv", type=int, default=None, help="GQA: kv heads (= --heads)")
+    p.add_argument("--heads-kv", "--kv-heads", type=int, default=None,
+                   help="GQA: kv heads (= --heads)")
     p.add_argument("--seqlen", type=int_list, default=None,
                    help="comma list (4096; --decode: new tokens, 1)")
     p.add_argument("--head-dim", type=int, default=64)
