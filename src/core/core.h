@@ -65,6 +65,10 @@ typedef struct {
 /* One built program, kept for the context's lifetime. */
 typedef struct fcl_program_entry {
   unsigned long long        key[2];
+  /* The hash of the file names and options it was last asked for: a
+   * launch finds its program without reading and hashing the sources
+   * again (a context reads each program's sources once). */
+  unsigned long long        name_key[2];
   cl_program                program;
   cl_kernel                 kernels[4]; /* created on first use, by name */
   char                      kernel_names[4][64];

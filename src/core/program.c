@@ -95,6 +95,17 @@ static fcl_status get_entry(fcl_context *ctx, const char *const *files,
   size_t     sizes[8] = {0};
   fcl_status s = FCL_OK;
   if (nfiles > 8) return fcl_fail(ctx, FCL_ERROR_INTERNAL, "too many kernel files");
+  /* Asked for before under these names and options: no source is read. */
+  fcl_hash nh;
+  fcl_hash_init(&nh);
+  for (int i = 0; i < nfiles; ++i) fcl_hash_str(&nh, files[i]);
+  fcl_hash_str(&nh, options);
+  for (fcl_program_entry *e = ctx->programs; e; e = e->next) {
+    if (e->name_key[0] == nh.h[0] && e->name_key[1] == nh.h[1]) {
+      *out = e;
+      return FCL_OK;
+    }
+  }
   for (int i = 0; i < nfiles && s == FCL_OK; ++i)
     s = fcl_kernel_source(ctx, files[i], &texts[i], &sizes[i]);
 
@@ -110,6 +121,7 @@ static fcl_status get_entry(fcl_context *ctx, const char *const *files,
   if (s == FCL_OK) program_key(ctx, texts, nfiles, options, key);
   for (fcl_program_entry *e = ctx->programs; s == FCL_OK && e; e = e->next) {
     if (e->key[0] == key[0] && e->key[1] == key[1]) {
+      e->name_key[0] = nh.h[0], e->name_key[1] = nh.h[1];
       *out = e;
       goto done;
     }
@@ -136,6 +148,7 @@ static fcl_status get_entry(fcl_context *ctx, const char *const *files,
     }
     e->key[0] = key[0];
     e->key[1] = key[1];
+    e->name_key[0] = nh.h[0], e->name_key[1] = nh.h[1];
     e->next = ctx->programs;
     ctx->programs = e;
     *out = e;
