@@ -91,45 +91,54 @@ inline bool kv_rotates(int d, int pos, int kv_flags, int rotary_dim, int rotary_
 /* Raw loads of VEC elements from p[i] (i a multiple of VEC; 16-byte
  * aligned when VEC elements are 16 bytes: the host picks VEC from the
  * views' alignment), kept as loaded so that a prefetch does not wait for
- * them, and their conversion to f32 when used. */
+ * them, and their conversion to f32 when used. The conversion reads vector
+ * components (constants once the loops unroll): taking a raw vector's
+ * address instead would put it in stack memory. */
 #ifndef VEC
 #define VEC 1
 #endif
 #if FCL_DTYPE == 0
 #if VEC == 4
 typedef float4 kv_raw;
+#define KV_ELEM(r, e) ((e) == 0 ? (r).s0 : (e) == 1 ? (r).s1 : (e) == 2 ? (r).s2 : (r).s3)
 #elif VEC == 2
 typedef float2 kv_raw;
+#define KV_ELEM(r, e) ((e) == 0 ? (r).s0 : (r).s1)
 #else
 typedef float kv_raw;
+#define KV_ELEM(r, e) (r)
 #endif
-#define KV_CONVERT(x, r)                                                          \
-  do {                                                                            \
-    const __private float *f_ = (const __private float *)&(r);                   \
-    FCL_UNROLL for (int e_ = 0; e_ < VEC; ++e_) (x)[e_] = f_[e_];                 \
-  } while (0)
-#else /* 16-bit */
+#else /* 16-bit: two elements a 32-bit word */
 #if VEC == 8
 typedef uint4 kv_raw;
+#define KV_WORD(r, w) ((w) == 0 ? (r).s0 : (w) == 1 ? (r).s1 : (w) == 2 ? (r).s2 : (r).s3)
 #elif VEC == 4
 typedef uint2 kv_raw;
+#define KV_WORD(r, w) ((w) == 0 ? (r).s0 : (r).s1)
 #elif VEC == 2
 typedef uint kv_raw;
+#define KV_WORD(r, w) (r)
 #else
 typedef ushort kv_raw;
+#define KV_WORD(r, w) ((uint)(r))
 #endif
+#define KV_BITS(r, e) ((KV_WORD(r, (e) / 2) >> (16 * ((e) & 1))) & 0xffffu)
 #if FCL_DTYPE == 1
-#define KV_CONVERT(x, r)                                                          \
-  do {                                                                            \
-    const __private half *h_ = (const __private half *)&(r);                     \
-    FCL_UNROLL for (int e_ = 0; e_ < VEC; ++e_) (x)[e_] = vload_half(e_, h_);     \
-  } while (0)
+/* IEEE half bits to float: exact for normals and subnormals (the magic
+ * multiply rebiases the exponent), inf and NaN kept. */
+inline float kv_f16(uint h) {
+  const uint m = h & 0x7fffu;
+  float f = as_float(m << 13) * 0x1p112f;
+  if (m >= 0x7c00u) f = as_float(0x7f800000u | (m << 13));
+  return as_float(as_uint(f) | ((h & 0x8000u) << 16));
+}
+#define KV_ELEM(r, e) kv_f16(KV_BITS(r, e))
 #else
+#define KV_ELEM(r, e) as_float(KV_BITS(r, e) << 16)
+#endif
+#endif
 #define KV_CONVERT(x, r)                                                          \
   do {                                                                            \
-    const __private ushort *h_ = (const __private ushort *)&(r);                 \
-    FCL_UNROLL for (int e_ = 0; e_ < VEC; ++e_) (x)[e_] = fcl_bf16_to_f32(h_[e_]); \
+    FCL_UNROLL for (int e_ = 0; e_ < VEC; ++e_) (x)[e_] = KV_ELEM(r, e_);         \
   } while (0)
-#endif
-#endif
 #define KV_LOAD_RAW(p, i) (*(const __global kv_raw *)((const __global fcl_elem *)(p) + (i)))

@@ -33,7 +33,7 @@ static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fc
   while (c->MAX_ROWS > 1 &&
          local_bytes(c, c->MAX_ROWS, cls->head_dim, cls->head_dim_v) + 512 > dev->local_mem)
     c->MAX_ROWS /= 2;
-  c->WAVES = dev->is_cpu ? 1 : 8; /* GPUs: many work-groups a unit hide the loads' latency */
+  c->WAVES = dev->is_cpu ? 1 : 4; /* GPUs: several work-groups a unit hide the loads' latency */
   c->SPLIT_KEYS = 256;
 }
 
@@ -202,7 +202,7 @@ static cl_int split_count(const fcl_context *ctx, const decode_params *c,
     const int64_t need = (keys + keys_per_walk - 1) / (keys_per_walk > 0 ? keys_per_walk : 1);
     if (ns < need) ns = need, *min_split_keys = 0;
   }
-  return (cl_int)(ns < 1 ? 1 : ns > 1024 ? 1024 : ns);
+  return (cl_int)(ns < 1 ? 1 : ns > 1024 ? 1024 : ns); /* MERGE_MAX_SPLITS */
 }
 
 /* Query rows a work-group: the rows of a kv head, up to MAX_ROWS. */
@@ -277,9 +277,8 @@ fcl_status fcl_kvcache_decode_launch(fcl_context *ctx, const fcl_tuning_class *c
   const size_t g[3] = {(size_t)ns * c->WG, (size_t)tiles, (size_t)(d->batch * d->heads_kv)};
   const size_t l[3] = {(size_t)c->WG, 1, 1};
   if ((s = fcl_launch(ctx, kd, &ad, g, l, "enqueueing KV-cache attention")) || !km) return s;
-  const size_t gm[3] = {(size_t)d->head_dim_v, (size_t)(d->seqlen_q * d->heads_q),
-                        (size_t)d->batch};
-  return fcl_launch(ctx, km, &am, gm, NULL, "enqueueing the KV-cache split merge");
+  const size_t gm[3] = {(size_t)(d->seqlen_q * d->heads_q) * c->WG, (size_t)d->batch, 1};
+  return fcl_launch(ctx, km, &am, gm, l, "enqueueing the KV-cache split merge");
 }
 
 /* The forward of few rows against many keys: a KV-cache call on k and v
