@@ -94,15 +94,15 @@ static bool db_exec(const char *db_path, const char *sql) {
   return ok;
 }
 
-/* The class fa-tune was asked for below: f32, head dim 16, causal,
- * bucket 0 (a length of at most 256). */
+/* The class fa-tune was asked for below: f32, head dim 16, causal
+ * (attention forward and backward), bucket 0 (a length of at most 256). */
 typedef enum {
   K_ATTN_FWD, K_ATTN_BWD, K_RWKV6_RECURRENT, K_RWKV6_CHUNKED, K_RWKV6_BWD, K_ATTN_FWD_MMA,
-  K_ATTN_FWD_CPU, K_COUNT
+  K_ATTN_FWD_CPU, K_ATTN_DECODE, K_COUNT
 } kid;
 static const char *const knames[K_COUNT] = {
     "attention_fwd", "attention_bwd",     "rwkv6_recurrent",  "rwkv6_chunked",
-    "rwkv6_bwd",     "attention_fwd_mma", "attention_fwd_cpu"};
+    "rwkv6_bwd",     "attention_fwd_mma", "attention_fwd_cpu", "attention_decode"};
 static bool is_attention(kid k) {
   return k == K_ATTN_FWD || k == K_ATTN_BWD || k == K_ATTN_FWD_MMA || k == K_ATTN_FWD_CPU;
 }
@@ -147,7 +147,12 @@ static bool config_of(const char *db, kid k, fcl_config_info *info) {
   fcl_context *ctx = NULL;
   if (fcl_context_create(NULL, &ctx) != FCL_OK) return false;
   fcl_status s;
-  if (is_attention(k)) {
+  if (k == K_ATTN_DECODE) { /* one query row (4 heads a KV head) against 256 keys */
+    fcl_attention_desc d = FCL_ATTENTION_DESC_INIT;
+    d.batch = 1, d.seqlen_q = 1, d.seqlen_k = 256, d.heads_q = 4, d.heads_kv = 1;
+    d.head_dim = d.head_dim_v = 16;
+    s = fcl_attention_config(ctx, &d, FCL_F32, 0, info);
+  } else if (is_attention(k)) {
     fcl_attention_desc d = FCL_ATTENTION_DESC_INIT;
     d.batch = 1, d.seqlen_q = d.seqlen_k = 200, d.heads_q = d.heads_kv = 2;
     d.head_dim = d.head_dim_v = 16, d.causal = 1;
@@ -175,8 +180,7 @@ static bool answers_ok(const char *db, kid k, char *why, size_t n) {
     return false;
   }
   const fcl_tuning_class c = class_of(k);
-  tune_workload *w = tune_workload_create(ctx, &c,
-                                          is_attention(k) ? 203 : 151, 2, true,
+  tune_workload *w = tune_workload_create(ctx, &c, tune_check_length(c.variant), 2, true,
                                           why, n);
   bool ok = w && tune_workload_poison(w) == FCL_OK && tune_workload_run(w) == FCL_OK &&
             tune_workload_check(w, why, n);

@@ -178,8 +178,12 @@ bool tune_db_put(sqlite3 *db, fcl_context *ctx, const fcl_tuning_class *cls,
     snprintf(why, n, "kernel sources: %s", fcl_context_last_error(ctx));
     return false;
   }
-  snprintf(lengths, sizeof lengths, "seqlen=%lld batch*heads=%lld", (long long)r->seqlen,
-           (long long)r->bh);
+  if (tune_is_decode(cls->variant)) /* one query token, 4 query heads a KV head */
+    snprintf(lengths, sizeof lengths, "cache=%lld seqlen_q=1 batch*heads_kv=%lld",
+             (long long)r->seqlen, (long long)r->bh);
+  else
+    snprintf(lengths, sizeof lengths, "seqlen=%lld batch*heads=%lld", (long long)r->seqlen,
+             (long long)r->bh);
   time_t t = time(NULL);
   strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
   const fcl_tuning_device *d = &d_;

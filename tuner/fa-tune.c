@@ -36,17 +36,20 @@ static void usage(FILE *f) {
     "                     $XDG_CACHE_HOME/flashcl/tuning.db or ~/.cache/flashcl/tuning.db)\n"
     "  --ops LIST         attention_fwd,attention_fwd_mma (NVIDIA tensor cores; f32 in\n"
     "                     3xTF32),attention_fwd_cpu (CPUs but llvmpipe),attention_bwd,\n"
-    "                     rwkv6_recurrent,rwkv6_chunked,rwkv6_bwd (aliases fwd = the\n"
-    "                     forwards, bwd, rwkv6-fwd = both algorithms, rwkv6-bwd, all;\n"
+    "                     attention_decode (fcl_attention_kvcache; also the forward of\n"
+    "                     few query rows against many keys),rwkv6_recurrent,\n"
+    "                     rwkv6_chunked,rwkv6_bwd (aliases fwd = the forwards, bwd,\n"
+    "                     decode, rwkv6-fwd = both algorithms, rwkv6-bwd, all;\n"
     "                     default all). Where attention_fwd_cpu runs, the portable\n"
     "                     attention_fwd (FCL_CPU_KERNEL=0) is tuned only when named,\n"
     "                     and so are attention_fwd and attention_bwd for the classes\n"
     "                     the tensor cores take\n"
     "  --dtypes LIST      f32,f16,bf16 (default all three)\n"
     "  --head-dims LIST   head dims tuned, D = Dv (RWKV6: K = V) (default 64,128)\n"
-    "  --causal LIST      attention: 0,1 (default both)\n"
+    "  --causal LIST      attention forward and backward: 0,1 (default both)\n"
     "  --buckets LIST     sequence-length buckets 0..3 (<=256, <=1024, <=4096, longer;\n"
-    "                     timed at 256, 1024, 4096, 16384) (default all)\n"
+    "                     timed at 256, 1024, 4096, 16384; decode: the cache's\n"
+    "                     capacity, full, one query token) (default all)\n"
     "  --budget SECONDS   time per device (default 480)\n"
     "  --exhaustive       time every valid configuration, ignoring the budget\n"
     "  --resume           skip the classes the database already holds for the device\n"
@@ -122,6 +125,8 @@ static bool parse_ops(options *o, const char *s) {
       add_op(o, FCL_TUNING_ATTENTION_FWD);
     } else if (strcmp(items[i], "bwd") == 0) {
       add_op(o, FCL_TUNING_ATTENTION_BWD);
+    } else if (strcmp(items[i], "decode") == 0) {
+      add_op(o, FCL_TUNING_ATTENTION_DECODE);
     } else if (strcmp(items[i], "rwkv6-fwd") == 0) {
       add_op(o, FCL_TUNING_RWKV6_RECURRENT);
       add_op(o, FCL_TUNING_RWKV6_CHUNKED);
@@ -282,8 +287,9 @@ typedef struct {
 
 static void describe(const fcl_tuning_class *c, char *out, size_t n) {
   const bool attn = tune_is_attention(c->variant);
-  snprintf(out, n, "%s %s d=%d%s len %lld", fcl_variant_name(c->variant),
+  snprintf(out, n, "%s %s d=%d%s %s %lld", fcl_variant_name(c->variant),
            fcl_dtype_name(c->dtype), c->head_dim, attn ? (c->causal ? " causal" : " full") : "",
+           tune_is_decode(c->variant) ? "cache" : "len",
            (long long)fcl_seqlen_bucket_length(c->bucket));
 }
 

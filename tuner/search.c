@@ -22,6 +22,10 @@
 #define MAX_RUN_MS 2000.0    /* a bucket whose defaults take longer is skipped */
 #define FILL_MAX_RUN_MS 400.0 /* longest run sized to fill the device       */
 #define MIN_GPU_ATTENTION_BH 32 /* sequences of a GPU attention timing problem */
+/* Decode: batch * KV heads of the timing problem, one layer of a GQA model
+ * (8 KV heads, 32 query heads) on a GPU, then up to 4 sequences. */
+#define MIN_GPU_DECODE_BH 8
+#define MAX_DECODE_BH 32
 /* A candidate must beat the defaults by this much to replace them: less is
  * within the noise of timings, and of the difference between the timing
  * problem and the user's shapes. */
@@ -241,7 +245,7 @@ static int64_t pow2_floor(double x) {
 }
 
 /* One sequence at lengths 4x apart below T, each run predicting the next
- * by the growth of the work (T^2 attention, T RWKV6): where the defaults
+ * by the growth of the work (T^2 attention, T RWKV6 and decode): where the defaults
  * would take far too long at T (the attention backward at 16384 on a CPU:
  * 15 to 50 s), the class is given up after short runs. */
 static bool affordable(search *s, int64_t T, char *why, size_t n) {
@@ -275,7 +279,8 @@ static bool affordable(search *s, int64_t T, char *why, size_t n) {
  * with 256 sequences. */
 static bool make_timing(search *s, int64_t T, char *why, size_t n) {
   const bool attn = tune_is_attention(s->sp.cls.variant);
-  int64_t max_bh = attn ? 128 : 256;
+  const bool decode = tune_is_decode(s->sp.cls.variant);
+  int64_t max_bh = decode ? MAX_DECODE_BH : attn ? 128 : 256;
   fcl_tuning_device dev;
   const bool is_cpu = fcl_tuning_device_info(s->ctx, &dev) == FCL_OK && dev.is_cpu;
   const double target = is_cpu ? TARGET_RUN_MS_CPU : TARGET_RUN_MS_GPU;
@@ -284,8 +289,10 @@ static bool make_timing(search *s, int64_t T, char *why, size_t n) {
    * sequences) where runs allow: with fewer, the last wave of work-groups
    * weighs more than in real work, and smaller blocks win for that reason
    * alone (the H100 stored a backward tuned on 8 sequences of 4096 that ran
-   * 1.04x the defaults there and 0.92x at B=4, H=32). */
-  int64_t bh = attn && !is_cpu ? MIN_GPU_ATTENTION_BH : 1, prev_bh = 0;
+   * 1.04x the defaults there and 0.92x at B=4, H=32). Decode likewise with
+   * one layer's KV heads (8, 32 query heads), and at most 4 sequences. */
+  int64_t bh = is_cpu ? 1 : attn ? MIN_GPU_ATTENTION_BH : decode ? MIN_GPU_DECODE_BH : 1;
+  int64_t prev_bh = 0;
   double prev_ms = 0;
   bool shrunk = false;
   for (int attempt = 0; attempt < 12; ++attempt) {
@@ -346,10 +353,10 @@ bool tune_class(fcl_context *ctx, const fcl_tuning_class *cls, const tune_settin
   s.deadline = now() + st->budget_s;
   tune_space_init(&s.sp, cls);
   bool ok = false;
-  const bool attn = tune_is_attention(cls->variant);
-  /* The check problem: several tiles and chunks, odd length. */
+  /* The check problem: several tiles, chunks or splits, odd length. */
   if (!st->replay) {
-    s.check = tune_workload_create(ctx, cls, attn ? 203 : 151, 2, true, why, why_size);
+    s.check = tune_workload_create(ctx, cls, tune_check_length(cls->variant), 2, true, why,
+                                   why_size);
     if (!s.check || !make_timing(&s, fcl_seqlen_bucket_length(cls->bucket), why, why_size))
       goto done;
   }

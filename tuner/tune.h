@@ -14,8 +14,9 @@
 
 /* ---- workloads: one problem of a class, with device buffers ---------- */
 typedef struct tune_workload tune_workload;
-/* A problem of class cls: seqlen tokens (attention: queries and keys), bh
- * (batch * heads) sequences. with_reference computes the double-precision
+/* A problem of class cls: seqlen tokens (attention: queries and keys;
+ * decode: the cache's keys, one query), bh (batch * heads; decode: batch *
+ * KV heads) sequences. with_reference computes the double-precision
  * answer for tune_workload_check. NULL with the reason in why. */
 tune_workload *tune_workload_create(fcl_context *ctx, const fcl_tuning_class *cls,
                                     int64_t seqlen, int64_t bh, bool with_reference,
@@ -25,14 +26,22 @@ fcl_status     tune_workload_run(tune_workload *w);
 fcl_status     tune_workload_poison(tune_workload *w);
 /* Whether the outputs of the last run match the reference; why if not. */
 bool           tune_workload_check(tune_workload *w, char *why, size_t why_size);
-/* Work of one run: FLOPs (attention) or bytes moved (RWKV6). */
+/* Work of one run: FLOPs (attention) or bytes moved (RWKV6, decode). */
 double         tune_workload_work(const tune_workload *w);
 void           tune_workload_free(tune_workload *w);
 /* "TFLOP/s" or "GB/s", for tune_workload_work per second / 1e12 or 1e9. */
 const char    *tune_unit(const fcl_variant *v);
 double         tune_throughput(const fcl_variant *v, double work, double ms);
-/* Whether a variant is attention's (classes by causal, FLOPs as work). */
+/* Whether a variant is attention's (classes by causal, FLOPs as work):
+ * the forwards and backwards, not decode. */
 bool           tune_is_attention(const fcl_variant *v);
+/* Whether a variant is fcl_attention_kvcache's (bytes as work, the time
+ * linear in the cache's length). */
+bool           tune_is_decode(const fcl_variant *v);
+/* The length of the check problem (tune_workload_create with the
+ * reference): 203 attention queries and keys, 1031 cached keys (decode:
+ * several splits), 151 RWKV6 steps. */
+int64_t        tune_check_length(const fcl_variant *v);
 
 /* ---- search spaces: the variant's axes (fcl_tuning_axes) ------------- */
 typedef struct {

@@ -30,11 +30,13 @@ struct tune_workload {
   fcl_tuning_class   cls;
   bool               check;
   fcl_attention_desc ad;
+  fcl_kvcache_desc   kd;
   fcl_rwkv6_desc     rd;
   cl_mem             bufs[MAX_BUFS];
   int                nbufs;
   fcl_tensor         q, k, v, o, dout, dq, dk, dv, w, dw; /* RWKV6: q = r, dq = dr */
   cl_mem             lse, u, h0, ht, dht, du, dh0;
+  cl_mem             kv_lse; /* decode: lse of the check problem only (else NULL) */
   output             outs[MAX_OUTS];
   int                nouts;
   double            *host[10];
@@ -46,6 +48,14 @@ bool tune_is_attention(const fcl_variant *v) {
          fcl_variant_op(v) == FCL_TUNING_ATTENTION_BWD;
 }
 static bool is_attention(const fcl_variant *v) { return tune_is_attention(v); }
+
+bool tune_is_decode(const fcl_variant *v) {
+  return fcl_variant_op(v) == FCL_TUNING_ATTENTION_DECODE;
+}
+
+int64_t tune_check_length(const fcl_variant *v) {
+  return tune_is_decode(v) ? 1031 : is_attention(v) ? 203 : 151;
+}
 
 const char *tune_unit(const fcl_variant *k) { return is_attention(k) ? "TFLOP/s" : "GB/s"; }
 
@@ -204,6 +214,79 @@ fail:
   return false;
 }
 
+/* Decode against a KV cache (fcl_attention_kvcache): one new query token
+ * per sequence, GQA with 4 query heads a KV head, a contiguous cache of
+ * capacity T holding T tokens (cache_seqlens = T), no append, the splits
+ * chosen by the library. BH is batch * heads_kv: up to 8 KV heads (32
+ * query heads, one layer of a GQA model), then more sequences. The check
+ * problem has 2 sequences of BH KV heads and also checks lse. */
+static bool decode_create(tune_workload *w, int64_t T, int64_t BH, char *why, size_t n) {
+  const fcl_tuning_class *c = &w->cls;
+  const fcl_dtype t = c->dtype;
+  const int64_t D = c->head_dim, Dv = c->head_dim_v;
+  int64_t hkv = BH < 8 ? (BH > 0 ? BH : 1) : 8, B = (BH + hkv - 1) / hkv;
+  if (w->check) B = 2;
+  const int64_t hq = 4 * hkv;
+  const size_t nq = (size_t)(B * hq * D), no = (size_t)(B * hq * Dv),
+               nk = (size_t)(B * T * hkv * D), nv = (size_t)(B * T * hkv * Dv),
+               nl = (size_t)(B * hq);
+  fcl_kvcache_desc *d = &w->kd;
+  *d = (fcl_kvcache_desc)FCL_KVCACHE_DESC_INIT;
+  d->batch = B, d->seqlen_q = 1, d->heads_q = hq, d->heads_kv = hkv;
+  d->head_dim = D, d->head_dim_v = Dv, d->cache_capacity = T, d->num_splits = 0;
+  double *q = NULL, *k = NULL, *v = NULL;
+  if (w->check) {
+    NEED(q = randoms(w, 0, nq, t, 1, 0));
+    NEED(k = randoms(w, 1, nk, t, 2, 0));
+    NEED(v = randoms(w, 2, nv, t, 3, 0));
+  }
+  cl_mem m;
+  NEED(m = make_buffer(w, nq, t, q, 1, why, n)); w->q = view(m, t, 1, hq, D);
+  NEED(m = make_buffer(w, nk, t, k, 2, why, n)); w->k = view(m, t, T, hkv, D);
+  NEED(m = make_buffer(w, nv, t, v, 3, why, n)); w->v = view(m, t, T, hkv, Dv);
+  NEED(m = make_buffer(w, no, t, NULL, 5, why, n)); w->o = view(m, t, 1, hq, Dv);
+  /* cache_seqlens: every cache full. */
+  {
+    cl_int err;
+    const size_t bytes = (size_t)B * sizeof(cl_int);
+    cl_int *lens = malloc(bytes);
+    NEED(lens);
+    for (int64_t b = 0; b < B; ++b) lens[b] = (cl_int)T;
+    cl_mem sl = clCreateBuffer(fcl_context_cl(w->ctx), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                               bytes, lens, &err);
+    free(lens);
+    if (err != CL_SUCCESS) {
+      snprintf(why, n, "allocating cache_seqlens: OpenCL error %d", err);
+      return false;
+    }
+    w->bufs[w->nbufs++] = sl;
+    d->cache_seqlens = sl;
+  }
+  /* Bytes moved at the least: the cache read once, q read, o written. */
+  const double es = (double)fcl_dtype_size(t);
+  w->work = es * ((double)B * (double)hkv * (double)T * (double)(D + Dv) +
+                  (double)B * (double)hq * (double)(D + Dv));
+  if (w->check) {
+    NEED(w->kv_lse = make_buffer(w, nl, FCL_F32, NULL, 6, why, n));
+    double *o_ref = malloc(no * sizeof *o_ref), *l_ref = malloc(nl * sizeof *l_ref);
+    w->host[4] = o_ref, w->host[5] = l_ref;
+    NEED(o_ref && l_ref);
+    ref_attention_problem p = {B, 1, T, hq, hkv, D, Dv, 0.0, 0, -1, -1, 0.0, NULL, NULL, NULL};
+    ref_attention_forward(&p, q, k, v, o_ref, l_ref);
+    double vmax = 0;
+    for (size_t i = 0; i < nv; ++i) vmax = fmax(vmax, fabs(v[i]));
+    const double bound = ref_attention_logit_bound(&p, q, k);
+    add_output(w, "o", w->o.buffer, t, no, o_ref,
+               tu_tol_with_logits(tu_tol_output(t), bound, D, vmax), 0);
+    add_output(w, "lse", w->kv_lse, FCL_F32, nl, l_ref,
+               tu_tol_with_logits(tu_tol_lse(), bound, D, 0.0), 1);
+  }
+  return true;
+fail:
+  if (!*why) snprintf(why, n, "out of memory");
+  return false;
+}
+
 static bool rwkv6_create(tune_workload *w, int64_t T, int64_t H, char *why, size_t n) {
   const fcl_tuning_class *c = &w->cls;
   const fcl_dtype t = c->dtype;
@@ -304,8 +387,9 @@ tune_workload *tune_workload_create(fcl_context *ctx, const fcl_tuning_class *cl
   w->cls = *cls;
   w->check = with_reference;
   why[0] = '\0';
-  bool ok = is_attention(cls->variant) ? attention_create(w, seqlen, bh, why, why_size)
-                                      : rwkv6_create(w, seqlen, bh, why, why_size);
+  bool ok = tune_is_decode(cls->variant) ? decode_create(w, seqlen, bh, why, why_size)
+            : is_attention(cls->variant)  ? attention_create(w, seqlen, bh, why, why_size)
+                                          : rwkv6_create(w, seqlen, bh, why, why_size);
   if (ok && clFinish(fcl_context_queue(ctx)) != CL_SUCCESS) {
     snprintf(why, why_size, "clFinish failed after setting up the inputs");
     ok = false;
@@ -324,6 +408,9 @@ fcl_status tune_workload_run(tune_workload *w) {
   case FCL_TUNING_ATTENTION_BWD:
     return fcl_attention_backward(w->ctx, &w->ad, &w->q, &w->k, &w->v, &w->o, w->lse,
                                   &w->dout, &w->dq, &w->dk, &w->dv);
+  case FCL_TUNING_ATTENTION_DECODE:
+    return fcl_attention_kvcache(w->ctx, &w->kd, &w->q, &w->k, &w->v, NULL, NULL, &w->o,
+                                 w->kv_lse);
   case FCL_TUNING_RWKV6_RECURRENT:
   case FCL_TUNING_RWKV6_CHUNKED:
     return fcl_rwkv6_forward(w->ctx, &w->rd, &w->q, &w->k, &w->v, &w->w, w->u, w->h0,
