@@ -29,3 +29,7 @@ float2 __attribute__((overloadable)) vload2(size_t i, const __local float *p) { 
 float2 __attribute__((overloadable)) vload2(size_t i, const __global float *p) { return (float2)(p[2 * i], p[2 * i + 1]); }
 float4 __attribute__((overloadable)) vload4(size_t i, const __global float *p) { return (float4)(p[4 * i], p[4 * i + 1], p[4 * i + 2], p[4 * i + 3]); }
 float __attribute__((overloadable)) fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+int __attribute__((overloadable)) clamp(int x, int lo, int hi) { return x < lo ? lo : x > hi ? hi : x; }
+size_t __attribute__((overloadable)) get_global_id(uint d) { return get_group_id(d) * (d == 0 ? __nvvm_read_ptx_sreg_ntid_x() : d == 1 ? __nvvm_read_ptx_sreg_ntid_y() : __nvvm_read_ptx_sreg_ntid_z()) + get_local_id(d); }
+float __attribute__((overloadable)) log2(float x) { float r; __asm__("lg2.approx.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
+float __attribute__((overloadable)) vload_half(size_t i, const __global half *p) { float r; __asm__("{ .reg .f16 t; mov.b16 t, %1; cvt.f32.f16 %0, t; }" : "=f"(r) : "h"(((const __global ushort *)p)[i])); return r; }

@@ -137,8 +137,30 @@ inline float kv_f16(uint h) {
 #define KV_ELEM(r, e) as_float(KV_BITS(r, e) << 16)
 #endif
 #endif
+#if FCL_DTYPE == 1 && VEC >= 2 && defined(KV_PTX_CVT) && KV_PTX_CVT
+/* NVIDIA: the hardware's f16 conversion, two halves of a word at a time
+ * (KV_PTX_CVT is set where the tensor-core probe found inline PTX works). */
+#ifndef FCL_ASM
+#define FCL_ASM asm
+#endif
+inline float2 kv_f16x2(uint w) {
+  float lo, hi;
+  FCL_ASM("{.reg .b16 l, h; mov.b32 {l, h}, %2; cvt.f32.f16 %0, l; cvt.f32.f16 %1, h;}"
+          : "=f"(lo), "=f"(hi) : "r"(w));
+  return (float2)(lo, hi);
+}
+#define KV_CONVERT(x, r)                                                          \
+  do {                                                                            \
+    FCL_UNROLL for (int w_ = 0; w_ < VEC / 2; ++w_) {                             \
+      const float2 f_ = kv_f16x2(KV_WORD(r, w_));                                 \
+      (x)[2 * w_] = f_.x;                                                         \
+      (x)[2 * w_ + 1] = f_.y;                                                     \
+    }                                                                             \
+  } while (0)
+#else
 #define KV_CONVERT(x, r)                                                          \
   do {                                                                            \
     FCL_UNROLL for (int e_ = 0; e_ < VEC; ++e_) (x)[e_] = KV_ELEM(r, e_);         \
   } while (0)
+#endif
 #define KV_LOAD_RAW(p, i) (*(const __global kv_raw *)((const __global fcl_elem *)(p) + (i)))

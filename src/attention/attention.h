@@ -162,9 +162,9 @@ int64_t fcl_view_tokens(const fcl_tensor *t, int64_t heads, int64_t dim);
 /* kvcache_decode.c: the decode variant; its class for a problem, and the
  * launch (append, attention, merge of the splits). The build options of a
  * problem's decode program (which holds the append and prefill kernels). */
-void fcl_kvcache_options(const fcl_context *ctx, const fcl_tuning_class *cls,
-                         const fcl_config *cfg, const fcl_kvcache_problem *p, char *out,
-                         size_t size);
+fcl_status fcl_kvcache_options(fcl_context *ctx, const fcl_tuning_class *cls,
+                               const fcl_config *cfg, const fcl_kvcache_problem *p, char *out,
+                               size_t size);
 /* The append kernel's arguments (kv_flags, flags: FCL_KV_*, FCL_ATTN_*). */
 void fcl_kvcache_append_args(fcl_args *a, const fcl_kvcache_problem *p, cl_int kv_flags,
                              cl_int flags);

@@ -212,13 +212,23 @@ static int tile_rows(const decode_params *c, const fcl_kvcache_desc *d) {
   return rows > c->MAX_ROWS ? c->MAX_ROWS : rows;
 }
 
-void fcl_kvcache_options(const fcl_context *ctx, const fcl_tuning_class *cls,
-                         const fcl_config *cfg, const fcl_kvcache_problem *p, char *out,
-                         size_t size) {
+fcl_status fcl_kvcache_options(fcl_context *ctx, const fcl_tuning_class *cls,
+                               const fcl_config *cfg, const fcl_kvcache_problem *p, char *out,
+                               size_t size) {
+  /* f16 on NVIDIA converts with inline PTX where the tensor-core probe
+   * found it works (not emulated). */
+  bool ptx = false;
+  fcl_status s;
+  if (p->dtype == FCL_F16 && ctx->info.is_nvidia && !ctx->info.mma_emulate &&
+      (s = fcl_mma_ready(ctx, FCL_F16, &ptx)))
+    return s;
   const fcl_define extra[] = {{"ROWS", tile_rows(FCL_CPARAMS(decode_params, cfg), p->d)},
                               {"VEC", vector_width(p)},
-                              {"FCL_UNROLL_HINTS", !ctx->info.is_cpu}};
-  fcl_build_options(cls, cfg, extra, (int)FCL_COUNT(extra), NULL, out, size);
+                              {"FCL_UNROLL_HINTS", !ctx->info.is_cpu},
+                              {"KV_PTX_CVT", ptx}};
+  fcl_build_options(cls, cfg, extra, (int)FCL_COUNT(extra),
+                    ptx ? fcl_mma_build_options(ctx, FCL_F16) : NULL, out, size);
+  return FCL_OK;
 }
 
 fcl_status fcl_kvcache_decode_launch(fcl_context *ctx, const fcl_tuning_class *cls,
@@ -229,7 +239,8 @@ fcl_status fcl_kvcache_decode_launch(fcl_context *ctx, const fcl_tuning_class *c
   const int64_t rows_all = d->heads_q / d->heads_kv * d->seqlen_q;
   const int rows = tile_rows(c, d);
   char options[512];
-  fcl_kvcache_options(ctx, cls, cfg, p, options, sizeof options);
+  fcl_status s;
+  if ((s = fcl_kvcache_options(ctx, cls, cfg, p, options, sizeof options))) return s;
 
   const int64_t tiles = (rows_all + rows - 1) / rows;
   cl_int min_split_keys;
@@ -246,7 +257,6 @@ fcl_status fcl_kvcache_decode_launch(fcl_context *ctx, const fcl_tuning_class *c
   /* Every kernel and buffer first: on error nothing is enqueued. */
   cl_kernel kd, km = NULL, ka = NULL;
   cl_mem part_o = p->q->buffer, part_lse = p->q->buffer;
-  fcl_status s;
   if ((s = fcl_get_kernel(ctx, v->files, v->nfiles, options, "fcl_kv_decode", &kd)) ||
       (p->append &&
        (s = fcl_get_kernel(ctx, v->files, v->nfiles, options, "fcl_kv_append", &ka))))

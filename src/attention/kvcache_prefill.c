@@ -18,11 +18,11 @@ fcl_status fcl_kvcache_prefill_launch(fcl_context *ctx, const fcl_tuning_class *
   const fcl_kvcache_desc *d = p->d;
   const fcl_variant *v = cls->variant;
   char options[512];
-  fcl_kvcache_options(ctx, cls, cfg, p, options, sizeof options);
+  fcl_status s;
+  if ((s = fcl_kvcache_options(ctx, cls, cfg, p, options, sizeof options))) return s;
   const size_t es = fcl_dtype_size(p->dtype);
   cl_kernel ka = NULL, kp;
   cl_mem seqused, q_rot = NULL;
-  fcl_status s;
   if ((s = fcl_get_kernel(ctx, v->files, v->nfiles, options, "fcl_kv_prefill_prep", &kp)) ||
       (p->append &&
        (s = fcl_get_kernel(ctx, v->files, v->nfiles, options, "fcl_kv_append", &ka))) ||
