@@ -5,17 +5,21 @@
  * and one of num_splits ranges of the keys (flash-decoding); the splits'
  * partial results go to f32 scratch and fcl_kv_merge_splits combines them.
  *
- * Per block of BN = WG / TPK keys: TPK work-items a key form its dot
- * products with all rows from 16-byte loads straight from the cache into
- * registers (no staging: each key is read once, a block ahead), the scores
+ * Per block of BN = WG / TPK * KPW keys: TPK work-items a key, each with a
+ * slice of its vectors for KPW keys (the slice of q, in registers, serves
+ * all of them), form partial dot products with all rows from 16-byte loads
+ * straight from the cache into registers (no staging: each key is read
+ * once, a block ahead), the scores
  * and the online softmax go through local memory, then each work-item adds
  * its keys' V vectors into a register tile of ROWS x NDV x VEC outputs; the
  * key groups' tiles are summed at the end in a fixed order (run-to-run
  * identical results).
  *
  * Build: HEAD_DIM, HEAD_DIM_V (multiples of VEC), WG (a power of two),
- * TPK (a power of two dividing WG), ROWS, VEC (elements a load). */
-#define BN (WG / TPK)
+ * TPK (a power of two dividing WG), KPW, ROWS, VEC (elements a load). */
+#define KW (WG / TPK) /* keys a pass of the work-group */
+#define BN (KW * KPW)
+#define PLD (TPK + 1) /* partial sums a key in local memory, padded */
 #define NVK (HEAD_DIM / VEC)
 #define KPT ((NVK + TPK - 1) / TPK)
 #define NVV (HEAD_DIM_V / VEC)
@@ -59,7 +63,7 @@ inline long kv_lse_index(const kv_seq *s, int b, int t, int h, int heads_q, int 
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_DECODE_PARAMS) {
   __local float q_s[ROWS * HEAD_DIM];
-  __local float part_s[ROWS * WG];
+  __local float part_s[ROWS * BN * PLD];
   __local float p_s[ROWS * BN];
   __local float alpha_s[ROWS], m_s[ROWS], l_s[ROWS];
   __local float out_s[ROWS * HEAD_DIM_V];
@@ -98,7 +102,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
   const int blk0 = split < ns ? split * per_split : nblk;
   const int blk1 = min(nblk, blk0 + per_split);
 
-  const int key = lid / TPK, chunk = lid % TPK; /* K: a key, a slice of its vectors */
+  const int key = lid / TPK, chunk = lid % TPK; /* K: keys key + i KW, a slice */
   const int vcol = lid % DVT, kgrp = lid / DVT; /* V: a vector column, a key group */
   float m_r = -INFINITY, l_r = 0.0f;            /* row lid's state (lid < ROWS)   */
   float acc[ROWS][NDV][VEC];
@@ -110,22 +114,24 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
  * or where a page id is out of range). */
 #define LOAD_K(j0)                                                                 \
   do {                                                                             \
-    const int j_ = (j0) + key;                                                     \
-    const long kb_ = j_ < hi ? kv_cache_index(&s, b, j_, kv_flags, block_table,     \
-                                              pages_per_seq, num_pages, page_size,  \
-                                              k_off, k_sb, k_ss)                    \
-                             : -1;                                                 \
-    FCL_UNROLL for (int i_ = 0; i_ < KPT; ++i_) {                                  \
-      const int vi_ = chunk + i_ * TPK;                                            \
-      kr[i_] = (kv_raw)(0);                                                        \
-      if (kb_ >= 0 && vi_ < NVK)                                                   \
-        kr[i_] = KV_LOAD_RAW(k_cache, kb_ + (long)hk * k_sh + vi_ * VEC);          \
+    FCL_UNROLL for (int w_ = 0; w_ < KPW; ++w_) {                                  \
+      const int j_ = (j0) + key + w_ * KW;                                         \
+      const long kb_ = j_ < hi ? kv_cache_index(&s, b, j_, kv_flags, block_table,   \
+                                                pages_per_seq, num_pages, page_size, \
+                                                k_off, k_sb, k_ss)                  \
+                               : -1;                                               \
+      FCL_UNROLL for (int i_ = 0; i_ < KPT; ++i_) {                                \
+        const int vi_ = chunk + i_ * TPK;                                          \
+        kr[w_][i_] = (kv_raw)(0);                                                  \
+        if (kb_ >= 0 && vi_ < NVK)                                                 \
+          kr[w_][i_] = KV_LOAD_RAW(k_cache, kb_ + (long)hk * k_sh + vi_ * VEC);    \
+      }                                                                            \
     }                                                                              \
   } while (0)
 
   /* Loads run a block ahead: V of block i and K of block i + 1 are in
    * flight while block i's scores and softmax are formed. */
-  kv_raw kr[KPT];
+  kv_raw kr[KPW][KPT];
   if (blk0 < blk1) LOAD_K(lo + blk0 * BN);
   barrier(CLK_LOCAL_MEM_FENCE);
 
@@ -144,20 +150,25 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
         if (vb >= 0 && vi < NVV) vr[i][n] = KV_LOAD_RAW(v_cache, vb + (long)hk * v_sh + vi * VEC);
       }
     }
-    { /* partial dot products of one key with every row */
-      float dots[ROWS];
-      FCL_UNROLL for (int r = 0; r < ROWS; ++r) dots[r] = 0.0f;
+    { /* partial dot products of KPW keys with every row */
+      float dots[KPW][ROWS];
+      FCL_UNROLL for (int w = 0; w < KPW; ++w)
+        FCL_UNROLL for (int r = 0; r < ROWS; ++r) dots[w][r] = 0.0f;
       FCL_UNROLL for (int i = 0; i < KPT; ++i) {
         const int vi = chunk + i * TPK;
         if (vi < NVK) {
-          float x[VEC];
-          KV_CONVERT(x, kr[i]);
-          FCL_UNROLL for (int r = 0; r < ROWS; ++r)
-            FCL_UNROLL for (int e = 0; e < VEC; ++e)
-              dots[r] = fma(x[e], q_s[r * HEAD_DIM + vi * VEC + e], dots[r]);
+          FCL_UNROLL for (int w = 0; w < KPW; ++w) {
+            float x[VEC];
+            KV_CONVERT(x, kr[w][i]);
+            FCL_UNROLL for (int r = 0; r < ROWS; ++r)
+              FCL_UNROLL for (int e = 0; e < VEC; ++e)
+                dots[w][r] = fma(x[e], q_s[r * HEAD_DIM + vi * VEC + e], dots[w][r]);
+          }
         }
       }
-      FCL_UNROLL for (int r = 0; r < ROWS; ++r) part_s[r * WG + lid] = dots[r];
+      FCL_UNROLL for (int w = 0; w < KPW; ++w)
+        FCL_UNROLL for (int r = 0; r < ROWS; ++r)
+          part_s[(r * BN + key + w * KW) * PLD + chunk] = dots[w][r];
     }
     if (blk + 1 < blk1) LOAD_K(j0 + BN);
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -167,7 +178,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
       float x = -INFINITY;
       if (t < s.n && j < hi && attn_visible(t, j, s.diag, s.sk, window_left, window_right)) {
         float sum = 0.0f, tt;
-        for (int c = 0; c < TPK; ++c) sum += part_s[r * WG + kk * TPK + c];
+        for (int c = 0; c < TPK; ++c) sum += part_s[(r * BN + kk) * PLD + c];
         const float slope = (flags & FCL_ATTN_ALIBI) ? alibi[h] * FCL_LOG2E : 0.0f;
         x = attn_score(sum, t, j, s.diag, qk_scale, softcap_l2, slope, &tt);
       }

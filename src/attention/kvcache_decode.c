@@ -7,28 +7,33 @@
 
 #include <stdio.h>
 
-/* Work-group size, work-items a key, the most query rows a work-group,
- * splits: work-groups the automatic choice aims at per compute unit, and
- * the fewest keys it gives a split. */
-#define PARAMS(X) X(WG) X(TPK) X(MAX_ROWS) X(WAVES) X(SPLIT_KEYS)
+/* Work-group size, work-items a key, keys a work-item, the most query rows
+ * a work-group, splits: work-groups the automatic choice aims at per
+ * compute unit, and the fewest keys it gives a split. */
+#define PARAMS(X) X(WG) X(TPK) X(KPW) X(MAX_ROWS) X(WAVES) X(SPLIT_KEYS)
 FCL_PARAM_STRUCT(decode_params, PARAMS);
 
 static bool pow2(int x) { return x > 0 && (x & (x - 1)) == 0; }
 
 static size_t local_bytes(const decode_params *c, int rows, int d, int dv) {
-  const int bn = c->WG / c->TPK;
-  return 4 * ((size_t)rows * (d + c->WG + bn + 3 + dv));
+  const int bn = c->WG / c->TPK * c->KPW;
+  return 4 * ((size_t)rows * (d + (size_t)bn * (c->TPK + 1) + bn + 3 + dv));
 }
 
 static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fcl_config *cfg) {
   decode_params *c = FCL_PARAMS(decode_params, cfg);
   c->WG = dev->is_cpu ? 64 : 128;
   while ((size_t)c->WG > dev->max_wg && c->WG > 1) c->WG /= 2;
-  /* Four work-items a key of 16-byte loads (D=128 f16: 4 loads each). */
+  /* GPUs: a key's 16-byte vectors across up to 16 work-items, each with
+   * 4 keys of 32 a block (the q slice a work-item keeps in registers stays
+   * small: 236 registers at 4 work-items a key and one key, 164 here).
+   * CPUs: 4 work-items a key, one key each. */
   const int vec = cls->dtype == FCL_F32 ? 4 : 8;
   const int nvk = (cls->head_dim + vec - 1) / vec;
-  c->TPK = 4;
+  c->TPK = dev->is_cpu ? 4 : 16;
   while (c->TPK > 1 && c->TPK > nvk) c->TPK /= 2;
+  c->KPW = 1;
+  while (!dev->is_cpu && c->WG / c->TPK * c->KPW < 32) c->KPW *= 2;
   c->MAX_ROWS = 16;
   while (c->MAX_ROWS > 1 &&
          local_bytes(c, c->MAX_ROWS, cls->head_dim, cls->head_dim_v) + 512 > dev->local_mem)
@@ -42,7 +47,8 @@ static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const
   const decode_params *c = FCL_CPARAMS(decode_params, cfg);
   const char *bad = NULL;
   if (!pow2(c->WG) || c->WG < 16 || c->WG > 1024 || !pow2(c->TPK) || c->TPK > c->WG ||
-      c->MAX_ROWS < 1 || c->MAX_ROWS > 64 || c->WAVES < 1 || c->SPLIT_KEYS < 16)
+      c->KPW < 1 || c->KPW > 16 || c->WG / c->TPK * c->KPW > 512 || c->MAX_ROWS < 1 ||
+      c->MAX_ROWS > 64 || c->WAVES < 1 || c->SPLIT_KEYS < 16)
     bad = "a size out of range (WG and TPK powers of two)";
   else if ((size_t)c->WG > dev->max_wg)
     bad = "work-group larger than the device allows";
@@ -59,16 +65,17 @@ static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const
 static int axes(const fcl_tuning_class *cls, fcl_axis *a) {
   (void)cls;
   a[0] = (fcl_axis){"WG", 3, {64, 128, 256}};
-  a[1] = (fcl_axis){"TPK", 4, {1, 2, 4, 8}};
-  a[2] = (fcl_axis){"WAVES", 4, {1, 2, 4, 8}};
-  a[3] = (fcl_axis){"SPLIT_KEYS", 3, {128, 256, 512}};
-  return 4;
+  a[1] = (fcl_axis){"TPK", 4, {2, 4, 8, 16}};
+  a[2] = (fcl_axis){"KPW", 4, {1, 2, 4, 8}};
+  a[3] = (fcl_axis){"WAVES", 4, {1, 2, 4, 8}};
+  a[4] = (fcl_axis){"SPLIT_KEYS", 3, {128, 256, 512}};
+  return 5;
 }
 
 static void point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg) {
   (void)cls;
   decode_params *c = FCL_PARAMS(decode_params, cfg);
-  c->WG = v[0], c->TPK = v[1], c->WAVES = v[2], c->SPLIT_KEYS = v[3];
+  c->WG = v[0], c->TPK = v[1], c->KPW = v[2], c->WAVES = v[3], c->SPLIT_KEYS = v[4];
 }
 
 static bool worth_trying(const fcl_device_info *dev, const fcl_tuning_class *cls,
@@ -186,7 +193,7 @@ void fcl_kvcache_append_args(fcl_args *a, const fcl_kvcache_problem *p, cl_int k
 static cl_int split_count(const fcl_context *ctx, const decode_params *c,
                           const fcl_kvcache_problem *p, int64_t groups, int64_t keys,
                           cl_int *min_split_keys) {
-  const int bn = c->WG / c->TPK;
+  const int bn = c->WG / c->TPK * c->KPW;
   int64_t ns;
   *min_split_keys = 0;
   if (p->d->num_splits > 0) {
