@@ -48,8 +48,13 @@ if(FCL_OCLGRIND)
   #              probes and the non-finite scan, on three cases (f32: the
   #              3xTF32 forward; bf16 with d = 7; f16 varlen GQA with a NaN
   #              in v, which runs the non-finite variants): the emulated
-  #              kernels run about 10 times slower than the others.
-  # Times on 2 shared cores: about 50 s, 60 s, 20 s and 95 s.
+  #              kernels run about 10 times slower than the others;
+  #   _kvcache   fcl_attention_kvcache on four small shapes (contiguous,
+  #              paged, more than 64 rows a kv head, no append), each also
+  #              with out-of-range cache_seqlens, block_table,
+  #              cache_batch_idx and cu_seqlens_q entries: every buffer fits
+  #              its view, so an index that escapes its checks is reported.
+  # Times on 2 shared cores: about 50 s, 60 s, 20 s, 95 s and 5 s.
   set(_ocl_bwd fcl_attention_bwd_delta fcl_attention_bwd_dq fcl_attention_bwd_dkdv)
   set(_ocl_rwkv6 fcl_rwkv6_fwd_recurrent fcl_rwkv6_fwd_chunk_output fcl_rwkv6_bwd_forward
       fcl_rwkv6_bwd_reverse fcl_rwkv6_bwd_finish fcl_rwkv6_bwd_du)
@@ -60,12 +65,15 @@ if(FCL_OCLGRIND)
   set(_ocl_kernels__mma fcl_mma_probe fcl_mma_tf32_probe fcl_nonfinite_flags
       fcl_attention_fwd_tf32 fcl_attention_fwd_mma fcl_attention_bwd_mma_delta
       fcl_attention_bwd_mma_dq fcl_attention_bwd_mma_dkdv)
+  set(_ocl_kernels__kvcache fcl_kv_append fcl_kv_decode fcl_kv_merge_splits
+      fcl_kv_prefill_prep fcl_attention_fwd_cpu)
   set(_ocl_env_ "")
   set(_ocl_env__split "FCL_LOOP_BUDGET=1")
   set(_ocl_env__portable "FCL_CPU_KERNEL=0" "FCL_OCLGRIND_OPS=attention-fwd")
   set(_ocl_env__mma "FCL_MMA_EMULATE=1" "FCL_OCLGRIND_OPS=attention"
       "FCL_TEST_FILTER=window sq>sk empty rows|window both, d 7|NaN in v")
-  foreach(variant "" "_split" "_portable" "_mma")
+  set(_ocl_env__kvcache "FCL_OCLGRIND_OPS=kvcache")
+  foreach(variant "" "_split" "_portable" "_mma" "_kvcache")
     set(test test_oclgrind${variant})
     string(JOIN " " kernels ${_ocl_kernels_${variant}})
     set(env "FCL_DEVICE=oclgrind" "FCL_CACHE=0" "FCL_TUNING_DB=off"

@@ -26,9 +26,12 @@
  * case names separated by |: the cases whose name has one); FCL_OCLGRIND_OPS
  * (a comma-separated subset of "attention-fwd", "attention", "rwkv6":
  * attention forward only, attention forward and backward, RWKV6; default
- * all); FCL_OCLGRIND_KERNELS (kernels, separated by spaces or semicolons,
- * that must have been launched: the test fails naming any that was not);
+ * all; "kvcache", fcl_attention_kvcache with out-of-range device indices,
+ * runs only when named); FCL_OCLGRIND_KERNELS (kernels, separated by spaces
+ * or semicolons, that must have been launched: the test fails naming any
+ * that was not);
  * SHADOW_SHIM=0 (shadow_shim.h). */
+#include "kvcache_harness.h"
 #include "op_harness.h"
 #include "oclgrind/shadow_shim.h"
 
@@ -124,6 +127,13 @@ static int op_on(const char *op) {
     p += len + (p[len] == ',');
   }
   return 0;
+}
+
+/* Whether op is named in FCL_OCLGRIND_OPS (unset: no): for ops that only
+ * their own run covers. */
+static int op_named(const char *op) {
+  const char *e = getenv("FCL_OCLGRIND_OPS");
+  return e && *e && op_on(op);
 }
 
 /* The kernels of FCL_OCLGRIND_KERNELS that were not launched, printed;
@@ -222,6 +232,52 @@ static void run_rwkv6(fcl_context *ctx, const rcase *c, uint64_t seed) {
   free(r); free(k); free(v); free(w); free(u); free(dout); free(h0); free(dht);
 }
 
+/* fcl_attention_kvcache (only with "kvcache" in FCL_OCLGRIND_OPS): four
+ * small shapes (contiguous with cache_batch_idx, rotary and 3 splits;
+ * paged head-major, ragged, rotary interleaved; more than 64 rows a kv head,
+ * which runs the forward's kernels; no append), each valid and checked
+ * against the reference, then with out-of-range device indices (FCL_OK,
+ * results unspecified). Every buffer fits its view exactly, so an index
+ * that escapes reads or writes outside a buffer, which Oclgrind reports. */
+#define KV(...) {__VA_ARGS__}
+static const kv_case kv_cases[4] = {
+  KV(.name = "kvcache contiguous idx rotary splits", .dtypes = OH_DT(FCL_F32), .b = 2, .sq = 3,
+     .cached = {5, 2}, .hq = 2, .hkv = 1, .d = 16, .dv = 8, .cache_batch = 3, .cbi = 1,
+     .rot = KV_ROT_NEOX, .rot_dim = 8, .causal = 1, .splits = 3),
+  KV(.name = "kvcache paged head-major ragged", .dtypes = OH_DT(FCL_F16), .b = 2, .ragged = 1,
+     .lens = {2, 1}, .cached = {6, 0}, .hq = 2, .hkv = 2, .d = 8, .dv = 8, .page = 4,
+     .spare_pages = 1, .head_major = 1, .rot = KV_ROT_INTERLEAVED),
+  KV(.name = "kvcache prefill rows", .dtypes = OH_DT(FCL_BF16), .b = 1, .sq = 9, .cached = {4},
+     .hq = 8, .hkv = 1, .d = 8, .dv = 8, .rot = KV_ROT_NEOX, .causal = 1),
+  KV(.name = "kvcache no append", .dtypes = OH_DT(FCL_F32), .b = 2, .sq = 1, .cached = {6, 3},
+     .hq = 2, .hkv = 2, .d = 8, .dv = 8, .cache_batch = 2, .cbi = 1, .no_append = 1),
+};
+/* Capacities 11, 12 (3 pages a sequence, 4 pages), 16 and 10. */
+static const kv_corrupt kv_bad[4][6] = {
+  {{KV_BAD_SEQLEN, 0, 50}, {KV_BAD_SEQLEN, 1, 9}, {KV_BAD_SEQLEN, 0, -2},
+   {KV_BAD_CBI, 1, 3}, {KV_BAD_CBI, 0, -1}},
+  {{KV_BAD_BLOCK, 0, 4}, {KV_BAD_BLOCK, 3, -1}, {KV_BAD_SEQLEN, 1, 40},
+   {KV_BAD_CUQ, 2, 100}, {KV_BAD_CUQ, 1, 3}, {KV_BAD_CUQ, 0, -1}},
+  {{KV_BAD_SEQLEN, 0, 30}, {KV_BAD_SEQLEN, 0, -9}},
+  {{KV_BAD_SEQLEN, 0, 100}, {KV_BAD_SEQLEN, 1, -4}, {KV_BAD_CBI, 1, 5}},
+};
+
+static void run_kvcache(fcl_context *ctx, uint64_t seed) {
+  const kv_opts opts = {0, 1, 0}; /* views fill their buffers; one run */
+  kv_stats st = {0, 0, 0, 0};
+  for (int i = 0; i < 4; ++i, ++seed) {
+    if (!selected(kv_cases[i].name)) continue;
+    const fcl_dtype dt = kv_cases[i].dtypes == OH_DT(FCL_F16)    ? FCL_F16
+                         : kv_cases[i].dtypes == OH_DT(FCL_BF16) ? FCL_BF16
+                                                                 : FCL_F32;
+    kv_case_run(ctx, &kv_cases[i], dt, seed, &opts, NULL, NULL, &st);
+    for (int j = 0; j < 6 && kv_bad[i][j].kind != KV_OK; ++j)
+      kv_case_run(ctx, &kv_cases[i], dt, seed, &opts, &kv_bad[i][j], NULL, &st);
+  }
+  g_run += st.run;
+  g_failed += st.failed;
+}
+
 int main(void) {
   const double t0 = tu_now();
   const char *dev = getenv("FCL_DEVICE");
@@ -241,6 +297,7 @@ int main(void) {
     if (att_fwd && selected(att_cases[i].name)) run_attention(ctx, &att_cases[i], !att, seed + 1);
   for (size_t i = 0; i < sizeof rwkv_cases / sizeof rwkv_cases[0]; ++i, ++seed)
     if (op_on("rwkv6") && selected(rwkv_cases[i].name)) run_rwkv6(ctx, &rwkv_cases[i], seed + 1);
+  if (op_named("kvcache")) run_kvcache(ctx, seed + 1);
   fcl_context_destroy(ctx);
   shadow_shim_finish();
   printf("kernels launched:\n");

@@ -1,0 +1,714 @@
+/* One fcl_attention_kvcache case on the device, checked against the double
+ * reference; see kvcache_harness.h. */
+#include "kvcache_harness.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KV_CANARY 0x5Au /* guard bytes around the cache views */
+
+static void *xcalloc(size_t n, size_t size) {
+  void *p = calloc(n ? n : 1, size);
+  if (!p) abort();
+  return p;
+}
+
+void kv_result_free(kv_result *r) {
+  if (!r) return;
+  free(r->o);
+  free(r->lse);
+  memset(r, 0, sizeof *r);
+}
+
+kv_opts kv_default_opts(void) {
+  kv_opts o = {1, 2, 0};
+  return o;
+}
+
+/* ---- shape of a case ------------------------------------------------------- */
+typedef struct {
+  int64_t  B, HQ, HK, D, DV, total, sq; /* sq: desc.seqlen_q */
+  int32_t  c[KV_MAX_SEQS], n[KV_MAX_SEQS], cuq[KV_MAX_SEQS + 1];
+  int      append, ragged;
+  int64_t  cap, page, pps, num_pages, rows, slots, T; /* T: tokens per slot */
+  int32_t *bt;                                        /* [B][pps] */
+  int32_t  cbi[KV_MAX_SEQS];
+  int      has_cbi;
+  int64_t  rd, positions;
+} kv_shape;
+
+/* One cache buffer: a view of (slot, token, head, dim) inside guards. */
+typedef struct {
+  cl_mem         m;
+  size_t         bytes, off; /* off: elements */
+  int64_t        st[4], width;
+  unsigned char *init, *after, *legal; /* legal: bytes of some element of the view */
+} kv_cache;
+
+static int64_t cache_at(const kv_shape *s, const kv_cache *cb, int64_t b, int64_t pos, int64_t h,
+                        int64_t e) {
+  int64_t slot, tok;
+  if (s->page) {
+    slot = s->bt[b * s->pps + pos / s->page];
+    tok = pos % s->page;
+  } else {
+    slot = s->has_cbi ? s->cbi[b] : b;
+    tok = pos;
+  }
+  return (int64_t)cb->off + slot * cb->st[0] + tok * cb->st[1] + h * cb->st[2] + e;
+}
+
+static void cache_strides(const kv_case *c, const kv_shape *s, int64_t width, int64_t st[4]) {
+  const int64_t pd = c->pad ? 3 : 0, pt = c->pad ? 2 : 0, ph = c->pad ? 5 : 0,
+                ps = c->pad ? 7 : 0;
+  st[3] = 1;
+  if (c->head_major) {
+    st[1] = width + pd;
+    st[2] = s->T * st[1] + ph;
+    st[0] = s->HK * st[2] + ps;
+  } else {
+    st[2] = width + pd;
+    st[1] = s->HK * st[2] + pt;
+    st[0] = s->T * st[1] + ps;
+  }
+}
+
+/* A cache buffer filled with random dtype values in [-amp, amp], guards of
+ * canary bytes before and after the view. */
+static int cache_create(fcl_context *ctx, const kv_case *c, const kv_shape *s, int64_t width,
+                        fcl_dtype dt, double amp, int guard, tu_rng *g, kv_cache *cb) {
+  memset(cb, 0, sizeof *cb);
+  cb->width = width;
+  cache_strides(c, s, width, cb->st);
+  const int64_t extent = (s->slots - 1) * cb->st[0] + (s->T - 1) * cb->st[1] +
+                         (s->HK - 1) * cb->st[2] + width;
+  /* Guards of a row and more, a multiple of 16 elements: the views stay
+   * as aligned as their strides (the library loads 16 bytes at a time
+   * from aligned caches). */
+  const size_t es = tu_dtype_size(dt), gd = guard ? ((size_t)cb->st[0] + 13 + 15) / 16 * 16 : 0;
+  const size_t elems = gd + (size_t)extent + gd;
+  cb->off = gd;
+  cb->bytes = elems * es;
+  cb->init = xcalloc(cb->bytes, 1);
+  cb->legal = xcalloc(cb->bytes, 1);
+  for (size_t i = 0; i < elems; ++i) tu_encode(cb->init + i * es, tu_rng_range(g, -amp, amp), dt);
+  memset(cb->init, KV_CANARY, gd * es);
+  memset(cb->init + (gd + (size_t)extent) * es, KV_CANARY, gd * es);
+  for (int64_t sl = 0; sl < s->slots; ++sl)
+    for (int64_t t = 0; t < s->T; ++t)
+      for (int64_t h = 0; h < s->HK; ++h)
+        memset(cb->legal + (gd + (size_t)(sl * cb->st[0] + t * cb->st[1] + h * cb->st[2])) * es,
+               1, (size_t)width * es);
+  cb->m = tu_buffer_from(fcl_context_cl(ctx), fcl_context_queue(ctx), cb->init, cb->bytes);
+  return cb->m == NULL;
+}
+
+static void cache_free(kv_cache *cb) {
+  if (cb->m) clReleaseMemObject(cb->m);
+  free(cb->init); free(cb->after); free(cb->legal);
+  memset(cb, 0, sizeof *cb);
+}
+
+static int shape_of(const kv_case *c, kv_shape *s, tu_rng *g) {
+  memset(s, 0, sizeof *s);
+  s->B = c->b;
+  s->HQ = c->hq ? c->hq : 2; s->HK = c->hkv ? c->hkv : 2;
+  s->D = c->d ? c->d : 64; s->DV = c->dv ? c->dv : 64;
+  s->append = !c->no_append;
+  s->ragged = c->ragged;
+  if (s->B < 1 || s->B > KV_MAX_SEQS) return 1;
+  int64_t longest = 0;
+  for (int64_t b = 0; b < s->B; ++b) {
+    s->c[b] = c->cached[b];
+    s->n[b] = c->ragged ? c->lens[b] : (int32_t)c->sq;
+    s->cuq[b + 1] = s->cuq[b] + s->n[b];
+    if (s->n[b] > s->sq) s->sq = s->n[b];
+    if (s->c[b] + s->n[b] > longest) longest = s->c[b] + s->n[b];
+  }
+  s->total = s->cuq[s->B];
+  s->page = c->page;
+  s->cap = c->capacity ? c->capacity : longest + 3;
+  if (s->page) s->cap = (s->cap + s->page - 1) / s->page * s->page;
+  s->T = s->page ? s->page : s->cap;
+  s->rd = c->rot ? (c->rot_dim ? c->rot_dim : s->D) : 0;
+  s->positions = longest + 3;
+  if (s->page) {
+    s->pps = s->cap / s->page;
+    int64_t need[KV_MAX_SEQS], used = 0;
+    for (int64_t b = 0; b < s->B; ++b) {
+      const int64_t toks = s->c[b] + (s->append ? s->n[b] : 0);
+      need[b] = (toks + s->page - 1) / s->page;
+      used += need[b];
+    }
+    s->num_pages = used + c->spare_pages;
+    if (s->num_pages < 1) s->num_pages = 1;
+    s->slots = s->num_pages;
+    int32_t *perm = xcalloc((size_t)s->num_pages, sizeof *perm);
+    for (int64_t i = 0; i < s->num_pages; ++i) perm[i] = (int32_t)i;
+    for (int64_t i = s->num_pages - 1; i > 0; --i) {
+      const int64_t j = tu_rng_int(g, 0, i);
+      const int32_t t = perm[i]; perm[i] = perm[j]; perm[j] = t;
+    }
+    s->bt = xcalloc((size_t)(s->B * s->pps), sizeof *s->bt);
+    int64_t next = 0;
+    for (int64_t b = 0; b < s->B; ++b)
+      for (int64_t p = 0; p < s->pps; ++p) /* unused entries: any valid page */
+        s->bt[b * s->pps + p] =
+            p < need[b] ? perm[next++] : (int32_t)tu_rng_int(g, 0, s->num_pages - 1);
+    free(perm);
+  } else {
+    s->rows = c->cache_batch ? c->cache_batch : s->B;
+    s->slots = s->rows;
+    s->has_cbi = c->cbi;
+    if (c->cbi) {
+      int32_t perm[64];
+      if (s->rows > 64) return 1;
+      for (int64_t i = 0; i < s->rows; ++i) perm[i] = (int32_t)i;
+      for (int64_t i = s->rows - 1; i > 0; --i) {
+        const int64_t j = tu_rng_int(g, 0, i);
+        const int32_t t = perm[i]; perm[i] = perm[j]; perm[j] = t;
+      }
+      for (int64_t b = 0; b < s->B; ++b) s->cbi[b] = perm[b];
+    }
+  }
+  return 0;
+}
+
+static void describe(const kv_case *c, const kv_shape *s, fcl_dtype dt, char *buf, size_t n) {
+  int p = 0;
+#define ADD(...)                                                                  \
+  do {                                                                            \
+    if (p < (int)n) p += snprintf(buf + p, n - (size_t)p, __VA_ARGS__);           \
+  } while (0)
+  ADD("%-4s %s | b%lld", tu_dtype_name(dt), c->name, (long long)s->B);
+  ADD(" new");
+  for (int64_t b = 0; b < s->B; ++b) ADD("%s%d", b ? "," : " ", s->n[b]);
+  ADD("%s cached", c->ragged ? " (ragged)" : "");
+  for (int64_t b = 0; b < s->B; ++b) ADD("%s%d", b ? "," : " ", s->c[b]);
+  ADD(" h%lld/%lld d%lld/%lld cap%lld", (long long)s->HQ, (long long)s->HK, (long long)s->D,
+      (long long)s->DV, (long long)s->cap);
+  if (s->page) ADD(" paged %lld x%lld", (long long)s->page, (long long)s->num_pages);
+  else ADD(" rows %lld%s", (long long)s->rows, s->has_cbi ? " idx" : "");
+  if (c->head_major) ADD(" head-major");
+  if (c->pad) ADD(" padded");
+  if (!s->append) ADD(" no-append");
+  if (c->rot) ADD(" rot-%s %lld", c->rot == KV_ROT_NEOX ? "neox" : "inter", (long long)s->rd);
+  if (c->causal) ADD(" causal");
+  if (c->win) ADD(" win(%lld,%lld)", (long long)c->wl, (long long)c->wr);
+  if (c->softcap > 0) ADD(" cap%g", c->softcap);
+  if (c->alibi) ADD(" alibi");
+  if (c->scale != 0) ADD(" scale%g", c->scale);
+  if (c->no_lse) ADD(" lse=NULL");
+  ADD(" splits%d", c->splits);
+  if (c->lq != TU_BSHD) ADD(" %s", tu_layout_name(c->lq));
+  if (c->off) ADD(" off%zu", c->off);
+  if (c->junk_stride0) ADD(" junk-strides[0]");
+#undef ADD
+}
+
+/* ---- buffers watched for changes -------------------------------------------- */
+typedef struct {
+  cl_mem         m;
+  size_t         bytes;
+  const char    *name;
+  unsigned char *then;
+} kv_watch;
+
+static unsigned char *read_all(fcl_context *ctx, cl_mem m, size_t bytes) {
+  unsigned char *h = xcalloc(bytes, 1);
+  if (tu_buffer_read(fcl_context_queue(ctx), m, h, bytes)) {
+    free(h);
+    return NULL;
+  }
+  return h;
+}
+
+static size_t buffer_bytes(cl_mem m) {
+  size_t n = 0;
+  clGetMemObjectInfo(m, CL_MEM_SIZE, sizeof n, &n, NULL);
+  return n;
+}
+
+static void watch(fcl_context *ctx, kv_watch *w, int *nw, cl_mem m, const char *name) {
+  if (!m) return;
+  w[*nw].m = m;
+  w[*nw].bytes = buffer_bytes(m);
+  w[*nw].name = name;
+  w[*nw].then = read_all(ctx, m, w[*nw].bytes);
+  ++*nw;
+}
+
+static int watched_same(fcl_context *ctx, kv_watch *w, int nw, char *why, size_t nwhy) {
+  int bad = 0;
+  for (int i = 0; i < nw; ++i) {
+    unsigned char *now = read_all(ctx, w[i].m, w[i].bytes);
+    if (!now || !w[i].then || memcmp(now, w[i].then, w[i].bytes)) {
+      oh_append(why, nwhy, " input %s modified;", w[i].name);
+      bad = 1;
+    }
+    free(now);
+  }
+  return bad;
+}
+
+/* ---- the cache after the call ---------------------------------------------- */
+/* Allowed error of a stored rotated key element: one ulp of the dtype at
+ * its value plus 4 f32 roundings of its two terms (the rotation in f32). */
+static double rot_allowed(fcl_dtype dt, double r, double t1, double t2) {
+  const int mant = dt == FCL_F32 ? 23 : dt == FCL_F16 ? 10 : 7;
+  const double tiny = dt == FCL_F32 ? 0x1p-149 : dt == FCL_F16 ? 0x1p-24 : 0x1p-133;
+  return ldexp(fabs(r), -mant) + 0x1p-22 * (fabs(t1) + fabs(t2)) + tiny;
+}
+
+/* Checks cb->after against cb->init: the appended elements (mark[] set)
+ * hold what check_elem accepts; every other byte is unchanged (strict) or
+ * every byte of no element is unchanged (!strict: out-of-range runs). */
+static int cache_unchanged_elsewhere(const kv_cache *cb, const unsigned char *mark, size_t es,
+                                     int strict, const char *name, char *why, size_t nwhy) {
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < cb->bytes; ++i) {
+    if (mark && mark[i / es]) continue;
+    if (!strict && cb->legal[i]) continue;
+    if (cb->after[i] != cb->init[i]) {
+      if (!bad) first = i;
+      ++bad;
+    }
+  }
+  if (bad) {
+    const size_t elem = first / es, end = cb->bytes / es - cb->off;
+    oh_append(why, nwhy, " %s: %zu bytes changed %s (first at element %zu%s);", name, bad,
+              strict ? "outside the appended tokens" : "outside the cache elements", elem,
+              elem < cb->off ? ", guard before the view"
+              : elem >= end  ? ", guard after the view"
+              : cb->legal[first] ? "" : ", a gap between rows");
+  }
+  return bad != 0;
+}
+
+/* ---- the run ----------------------------------------------------------------- */
+/* o and lse against one reference; returns 1 when both pass. */
+static int compare_ref(const double *o, const double *l, const double *o_ref, const double *l_ref,
+                       size_t n_o, size_t n_l, tu_tol tol_o, tu_tol tol_l, int with_lse,
+                       tu_cmp *co, tu_cmp *cl) {
+  *co = tu_compare(o, o_ref, n_o, tol_o, 0);
+  memset(cl, 0, sizeof *cl);
+  cl->ok = 1;
+  if (with_lse) *cl = tu_compare(l, l_ref, n_l, tol_l, 1);
+  return co->ok && cl->ok;
+}
+
+int kv_case_run(fcl_context *ctx, const kv_case *c, fcl_dtype dt, uint64_t seed,
+                const kv_opts *opts_in, const kv_corrupt *corrupt, kv_result *res,
+                kv_stats *st) {
+  const double t0 = tu_now();
+  const kv_opts opts = opts_in ? *opts_in : kv_default_opts();
+  const int bad_run = corrupt && corrupt->kind != KV_OK;
+  char text[640], why[2048] = "", notes[512] = "";
+  tu_rng g;
+  tu_rng_seed(&g, seed);
+  kv_shape s;
+  if (shape_of(c, &s, &g)) {
+    printf("FAIL %s: bad case\n", c->name);
+    if (st) { ++st->run; ++st->failed; }
+    return 0;
+  }
+  describe(c, &s, dt, text, sizeof text);
+  if (bad_run) {
+    static const char *const kinds[] = {"", "cache_seqlens", "block_table", "cache_batch_idx",
+                                        "cu_seqlens_q"};
+    const size_t len = strlen(text);
+    snprintf(text + len, sizeof text - len, " | %s[%lld] = %d", kinds[corrupt->kind],
+             (long long)corrupt->index, (int)corrupt->value);
+  }
+  cl_context clc = fcl_context_cl(ctx);
+  cl_command_queue queue = fcl_context_queue(ctx);
+  const int64_t B = s.B, HQ = s.HQ, HK = s.HK, D = s.D, DV = s.DV, TN = s.total;
+  const size_t es = tu_dtype_size(dt);
+  const int with_lse = !c->no_lse;
+  int ok = 1;
+
+  /* Host inputs, rounded to the dtype. */
+  const size_t nq = (size_t)(TN * HQ * D), nk = (size_t)(TN * HK * D), nv = (size_t)(TN * HK * DV),
+               no = (size_t)(TN * HQ * DV);
+  const size_t nl = (size_t)(c->ragged ? HQ * TN : B * HQ * s.sq);
+  double *q = xcalloc(nq + 1, 8), *kn = xcalloc(nk + 1, 8), *vn = xcalloc(nv + 1, 8);
+  tu_fill_uniform(&g, q, nq, -2.5, 2.5);
+  tu_fill_uniform(&g, kn, nk, -2.5, 2.5);
+  tu_fill_uniform(&g, vn, nv, -1.0, 1.0);
+  tu_round_array(q, nq, dt);
+  tu_round_array(kn, nk, dt);
+  tu_round_array(vn, nv, dt);
+  double slopes[64];
+  for (int64_t h = 0; h < HQ && h < 64; ++h)
+    slopes[h] = (float)pow(2.0, -8.0 * (double)(h + 1) / (double)HQ);
+  const int64_t half = s.rd / 2;
+  float *cosf_ = NULL, *sinf_ = NULL;
+  double *cosd = NULL, *sind = NULL;
+  if (c->rot) {
+    const size_t nr = (size_t)(s.positions * half);
+    cosf_ = xcalloc(nr, 4); sinf_ = xcalloc(nr, 4);
+    cosd = xcalloc(nr, 8); sind = xcalloc(nr, 8);
+    for (int64_t p = 0; p < s.positions; ++p)
+      for (int64_t j = 0; j < half; ++j) {
+        const double ang = (double)p * pow(10000.0, -2.0 * (double)j / (double)s.rd);
+        cosf_[p * half + j] = (float)cos(ang);
+        sinf_[p * half + j] = (float)sin(ang);
+        cosd[p * half + j] = cosf_[p * half + j];
+        sind[p * half + j] = sinf_[p * half + j];
+      }
+  }
+
+  /* Device buffers. */
+  kv_cache kc, vc;
+  int fail_setup = cache_create(ctx, c, &s, D, dt, 2.5, opts.guard, &g, &kc);
+  fail_setup |= cache_create(ctx, c, &s, DV, dt, 1.0, opts.guard, &g, &vc);
+  const int64_t tb = c->ragged ? 1 : B, ts = c->ragged ? TN : s.sq;
+  const size_t off = c->off;
+  const size_t in_tail = opts.guard && (off || (c->lq != TU_BSHD && c->lq != TU_BHSD)) ? 7 : 0;
+  tu_tensor tq, tkn, tvn, to;
+  memset(&tkn, 0, sizeof tkn);
+  memset(&tvn, 0, sizeof tvn);
+  fail_setup |= tu_tensor_create(clc, queue, q, tb, ts, HQ, D, dt, c->lq, off, in_tail, &tq);
+  if (s.append) {
+    fail_setup |= tu_tensor_create(clc, queue, kn, tb, ts, HK, D, dt, c->lq, off ? off + 1 : 0,
+                                   in_tail, &tkn);
+    fail_setup |= tu_tensor_create(clc, queue, vn, tb, ts, HK, DV, dt, c->lq, off ? off + 2 : 0,
+                                   in_tail, &tvn);
+  }
+  fail_setup |= tu_tensor_create(clc, queue, NULL, tb, ts, HQ, DV, dt, c->lq, off ? off + 3 : 0,
+                                 opts.guard ? (size_t)(HQ * DV) + 7 : 0, &to);
+  const size_t lse_tail = opts.guard ? 16 : 0, lse_bytes = nl * 4 + lse_tail;
+  cl_mem lse = with_lse ? tu_buffer_poison(clc, queue, lse_bytes) : NULL;
+  int32_t seqlens_dev[KV_MAX_SEQS], cbi_dev[KV_MAX_SEQS], cuq_dev[KV_MAX_SEQS + 1];
+  memcpy(seqlens_dev, s.c, sizeof seqlens_dev);
+  memcpy(cbi_dev, s.cbi, sizeof cbi_dev);
+  memcpy(cuq_dev, s.cuq, sizeof cuq_dev);
+  int32_t *bt_dev = s.page ? xcalloc((size_t)(B * s.pps), 4) : NULL;
+  if (bt_dev) memcpy(bt_dev, s.bt, (size_t)(B * s.pps) * 4);
+  if (bad_run) {
+    int32_t *tgt = corrupt->kind == KV_BAD_SEQLEN ? seqlens_dev
+                   : corrupt->kind == KV_BAD_BLOCK ? bt_dev
+                   : corrupt->kind == KV_BAD_CBI   ? cbi_dev
+                                                   : cuq_dev;
+    if (tgt) tgt[corrupt->index] = corrupt->value;
+  }
+  cl_mem bseq = tu_buffer_from(clc, queue, seqlens_dev, (size_t)B * 4);
+  cl_mem bbt = s.page ? tu_buffer_from(clc, queue, bt_dev, (size_t)(B * s.pps) * 4) : NULL;
+  cl_mem bcbi = s.has_cbi ? tu_buffer_from(clc, queue, cbi_dev, (size_t)B * 4) : NULL;
+  cl_mem bcuq = c->ragged ? tu_buffer_from(clc, queue, cuq_dev, (size_t)(B + 1) * 4) : NULL;
+  cl_mem bcos = c->rot ? tu_buffer_from(clc, queue, cosf_, (size_t)(s.positions * half) * 4) : NULL;
+  cl_mem bsin = c->rot ? tu_buffer_from(clc, queue, sinf_, (size_t)(s.positions * half) * 4) : NULL;
+  float slopes_f[64];
+  for (int64_t h = 0; h < HQ && h < 64; ++h) slopes_f[h] = (float)slopes[h];
+  cl_mem balibi = c->alibi ? tu_buffer_from(clc, queue, slopes_f, (size_t)HQ * 4) : NULL;
+  if (fail_setup || (with_lse && !lse) || !bseq || (s.page && !bbt) || (s.has_cbi && !bcbi) ||
+      (c->ragged && !bcuq) || (c->rot && (!bcos || !bsin)) || (c->alibi && !balibi)) {
+    oh_append(why, sizeof why, " could not create buffers;");
+    ok = 0;
+    goto done;
+  }
+  if (c->junk_stride0 && c->ragged) /* indexed by token: strides[0] is not used */
+    tq.t.strides[0] = tkn.t.strides[0] = tvn.t.strides[0] = to.t.strides[0] = (int64_t)1 << 30;
+  kv_watch w[12];
+  int nw = 0;
+  watch(ctx, w, &nw, tq.buffer, "q");
+  watch(ctx, w, &nw, tkn.buffer, "k_new");
+  watch(ctx, w, &nw, tvn.buffer, "v_new");
+  watch(ctx, w, &nw, bseq, "cache_seqlens");
+  watch(ctx, w, &nw, bbt, "block_table");
+  watch(ctx, w, &nw, bcbi, "cache_batch_idx");
+  watch(ctx, w, &nw, bcuq, "cu_seqlens_q");
+  watch(ctx, w, &nw, bcos, "rotary_cos");
+  watch(ctx, w, &nw, bsin, "rotary_sin");
+  watch(ctx, w, &nw, balibi, "alibi_slopes");
+
+  fcl_kvcache_desc kd = FCL_KVCACHE_DESC_INIT;
+  kd.batch = B; kd.seqlen_q = s.sq;
+  kd.heads_q = HQ; kd.heads_kv = HK; kd.head_dim = D; kd.head_dim_v = DV;
+  kd.cache_capacity = s.cap;
+  kd.page_size = s.page;
+  kd.num_pages = s.page ? s.num_pages : 0;
+  kd.cache_batch = s.page ? 0 : c->cache_batch;
+  kd.softmax_scale = c->scale;
+  kd.causal = c->causal;
+  kd.window_left = c->win ? c->wl : -1;
+  kd.window_right = c->win ? c->wr : -1;
+  kd.softcap = c->softcap;
+  kd.alibi_slopes = balibi;
+  kd.cache_seqlens = bseq;
+  kd.cache_batch_idx = bcbi;
+  kd.block_table = bbt;
+  kd.cu_seqlens_q = bcuq;
+  kd.rotary_cos = bcos; kd.rotary_sin = bsin;
+  kd.rotary_dim = s.rd; kd.rotary_positions = c->rot ? s.positions : 0;
+  kd.rotary_interleaved = c->rot == KV_ROT_INTERLEAVED;
+  kd.num_splits = c->splits;
+  fcl_tensor tkc, tvc;
+  memset(&tkc, 0, sizeof tkc);
+  tkc.buffer = kc.m; tkc.offset = kc.off * es; tkc.dtype = dt;
+  memcpy(tkc.strides, kc.st, sizeof kc.st);
+  tvc = tkc;
+  tvc.buffer = vc.m; tvc.offset = vc.off * es;
+  memcpy(tvc.strides, vc.st, sizeof vc.st);
+
+  /* The runs. */
+  unsigned char *o_first = NULL, *l_first = NULL, *k_first = NULL, *v_first = NULL;
+  double *o = xcalloc(no + 1, 8), *l = xcalloc(nl + 1, 8);
+  const int runs = bad_run ? 1 : (opts.runs > 1 ? opts.runs : 1);
+  for (int run = 0; run < runs && ok; ++run) {
+    if (run) {
+      tu_buffer_repoison(queue, to.buffer, to.bytes);
+      if (lse) tu_buffer_repoison(queue, lse, lse_bytes);
+    }
+    const fcl_status stt = fcl_attention_kvcache(ctx, &kd, &tq.t, &tkc, &tvc,
+                                                 s.append ? &tkn.t : NULL,
+                                                 s.append ? &tvn.t : NULL, &to.t, lse);
+    if (stt != FCL_OK) {
+      oh_append(why, sizeof why, " run %d: %s: %s;", run + 1, fcl_status_string(stt),
+                fcl_context_last_error(ctx));
+      ok = 0;
+      break;
+    }
+    if (tu_cl_check(clFinish(queue), "clFinish")) {
+      oh_append(why, sizeof why, " run %d: clFinish failed;", run + 1);
+      ok = 0;
+      break;
+    }
+    unsigned char *ob = read_all(ctx, to.buffer, to.bytes);
+    unsigned char *lb = lse ? read_all(ctx, lse, lse_bytes) : NULL;
+    unsigned char *kb = read_all(ctx, kc.m, kc.bytes), *vb = read_all(ctx, vc.m, vc.bytes);
+    if (!ob || (lse && !lb) || !kb || !vb) {
+      oh_append(why, sizeof why, " reading results failed;");
+      ok = 0;
+      free(ob); free(lb); free(kb); free(vb);
+      break;
+    }
+    if (run == 0) {
+      o_first = ob; l_first = lb; k_first = kb; v_first = vb;
+      size_t first = 0;
+      const long bad = tu_tensor_read(queue, &to, o, &first);
+      if (bad)
+        oh_append(why, sizeof why, " o: %ld bytes outside the view written (first at byte %zu);",
+                  bad, first);
+      if (bad) ok = 0;
+      if (lse) {
+        size_t tail_bad = 0;
+        for (size_t i = 0; i < nl; ++i) {
+          float f;
+          memcpy(&f, lb + 4 * i, 4);
+          l[i] = f;
+        }
+        for (size_t i = nl * 4; i < lse_bytes; ++i) tail_bad += lb[i] != TU_POISON_BYTE;
+        if (tail_bad) {
+          oh_append(why, sizeof why, " lse: %zu bytes past its end written;", tail_bad);
+          ok = 0;
+        }
+      }
+      kc.after = xcalloc(kc.bytes, 1);
+      vc.after = xcalloc(vc.bytes, 1);
+      memcpy(kc.after, kb, kc.bytes);
+      memcpy(vc.after, vb, vc.bytes);
+    } else {
+      const char *diff = memcmp(ob, o_first, to.bytes)                   ? "o"
+                         : lse && memcmp(lb, l_first, lse_bytes)          ? "lse"
+                         : memcmp(kb, k_first, kc.bytes)                  ? "k_cache"
+                         : memcmp(vb, v_first, vc.bytes)                  ? "v_cache"
+                                                                          : NULL;
+      if (diff) {
+        oh_append(why, sizeof why, " %s differs between two runs (not deterministic);", diff);
+        ok = 0;
+      }
+      free(ob); free(lb); free(kb); free(vb);
+    }
+  }
+  free(o_first); free(l_first); free(k_first); free(v_first);
+  ok &= !watched_same(ctx, w, nw, why, sizeof why);
+  for (int i = 0; i < nw; ++i) free(w[i].then);
+
+  if (ok && bad_run) {
+    ok &= !cache_unchanged_elsewhere(&kc, NULL, es, 0, "k_cache", why, sizeof why);
+    ok &= !cache_unchanged_elsewhere(&vc, NULL, es, 0, "v_cache", why, sizeof why);
+  } else if (ok) {
+    /* The appended tokens in the caches. */
+    unsigned char *kmark = xcalloc(kc.bytes / es, 1), *vmark = xcalloc(vc.bytes / es, 1);
+    double *k_stored = xcalloc(nk + 1, 8);
+    size_t k_bad = 0, v_bad = 0;
+    double k_worst = 0.0;
+    ref_kvcache_problem rp;
+    memset(&rp, 0, sizeof rp);
+    rp.batch = B; rp.heads_q = HQ; rp.heads_kv = HK; rp.head_dim = D; rp.head_dim_v = DV;
+    rp.softmax_scale = c->scale; rp.causal = c->causal;
+    rp.window_left = c->win ? c->wl : -1;
+    rp.window_right = c->win ? c->wr : -1;
+    rp.softcap = c->softcap;
+    rp.alibi_slopes = c->alibi ? slopes : NULL;
+    rp.cache_seqlens = s.c; rp.new_lens = s.n; rp.append = s.append;
+    rp.lse_varlen = c->ragged; rp.seqlen_q = s.sq;
+    rp.rotary_cos = cosd; rp.rotary_sin = sind;
+    rp.rotary_dim = s.rd; rp.rotary_positions = s.positions;
+    rp.rotary_interleaved = c->rot == KV_ROT_INTERLEAVED;
+    if (s.append) {
+      for (int64_t b = 0, t = 0; b < B; ++b)
+        for (int64_t i = 0; i < s.n[b]; ++i, ++t)
+          for (int64_t h = 0; h < HK; ++h) {
+            const double *kr = kn + (t * HK + h) * D;
+            const double *cs = cosd ? cosd + (s.c[b] + i) * half : NULL;
+            const double *sn = sind ? sind + (s.c[b] + i) * half : NULL;
+            for (int64_t e = 0; e < D; ++e) {
+              const int64_t at = cache_at(&s, &kc, b, s.c[b] + i, h, e);
+              kmark[at] = 1;
+              const double got = tu_decode(kc.after + (size_t)at * es, dt);
+              k_stored[(t * HK + h) * D + e] = got;
+              if (e >= s.rd) {
+                unsigned char want[4];
+                tu_encode(want, kr[e], dt);
+                k_bad += memcmp(want, kc.after + (size_t)at * es, es) != 0;
+                continue;
+              }
+              int64_t partner, j;
+              double sign;
+              ref_kvcache_rotary_pair(&rp, e, &partner, &j, &sign);
+              const double t1 = kr[e] * cs[j], t2 = sign * kr[partner] * sn[j];
+              const double err = fabs(got - (t1 + t2)), allowed = rot_allowed(dt, t1 + t2, t1, t2);
+              if (!(err <= allowed)) ++k_bad;
+              if (err / allowed > k_worst) k_worst = err / allowed;
+            }
+            for (int64_t e = 0; e < DV; ++e) {
+              const int64_t at = cache_at(&s, &vc, b, s.c[b] + i, h, e);
+              vmark[at] = 1;
+              unsigned char want[4];
+              tu_encode(want, vn[(t * HK + h) * DV + e], dt);
+              v_bad += memcmp(want, vc.after + (size_t)at * es, es) != 0;
+            }
+          }
+      if (k_bad || v_bad) {
+        oh_append(why, sizeof why, " appended tokens wrong in the cache: %zu of k, %zu of v;",
+                  k_bad, v_bad);
+        ok = 0;
+      }
+      if (c->rot) oh_append(notes, sizeof notes, " k rot err %.0f%% of 1 ulp", 100.0 * k_worst);
+    }
+    ok &= !cache_unchanged_elsewhere(&kc, kmark, es, 1, "k_cache", why, sizeof why);
+    ok &= !cache_unchanged_elsewhere(&vc, vmark, es, 1, "v_cache", why, sizeof why);
+
+    /* The reference, from the cache as it was before the call and the
+     * appended keys the cache now holds. */
+    const int64_t TC = ref_kvcache_total_cached(&rp);
+    double *kcd = xcalloc((size_t)(TC * HK * D) + 1, 8);
+    double *vcd = xcalloc((size_t)(TC * HK * DV) + 1, 8);
+    double vmax = 0.0;
+    for (int64_t b = 0, t = 0; b < B; ++b)
+      for (int64_t pos = 0; pos < s.c[b]; ++pos, ++t)
+        for (int64_t h = 0; h < HK; ++h) {
+          for (int64_t e = 0; e < D; ++e)
+            kcd[(t * HK + h) * D + e] =
+                tu_decode(kc.init + (size_t)cache_at(&s, &kc, b, pos, h, e) * es, dt);
+          for (int64_t e = 0; e < DV; ++e) {
+            const double x = tu_decode(vc.init + (size_t)cache_at(&s, &vc, b, pos, h, e) * es, dt);
+            vcd[(t * HK + h) * DV + e] = x;
+            vmax = fmax(vmax, fabs(x));
+          }
+        }
+    if (s.append)
+      for (size_t i = 0; i < nv; ++i) vmax = fmax(vmax, fabs(vn[i]));
+    double *qr = xcalloc(nq + 1, 8), *o_ref = xcalloc(no + 1, 8), *l_ref = xcalloc(nl + 1, 8);
+    ref_kvcache_rotate_new(&rp, q, HQ, qr);
+    double bound = ref_kvcache_forward(&rp, qr, kcd, vcd, k_stored, vn, o_ref, l_ref);
+    tu_tol tol_o = tu_tol_with_logits(tu_tol_output(dt), bound, D, vmax);
+    tu_tol tol_l = tu_tol_with_logits(tu_tol_lse(), bound, D, 0.0);
+    tu_cmp co, cl;
+    int match = compare_ref(o, l, o_ref, l_ref, no, nl, tol_o, tol_l, with_lse, &co, &cl);
+    int which = 1;
+    if (c->rot) { /* the other reading: the rotated q rounded to the dtype */
+      double *o2 = xcalloc(no + 1, 8), *l2 = xcalloc(nl + 1, 8);
+      tu_round_array(qr, nq, dt);
+      const double bound2 = ref_kvcache_forward(&rp, qr, kcd, vcd, k_stored, vn, o2, l2);
+      const tu_tol to2 = tu_tol_with_logits(tu_tol_output(dt), bound2, D, vmax);
+      const tu_tol tl2 = tu_tol_with_logits(tu_tol_lse(), bound2, D, 0.0);
+      tu_cmp co2, cl2;
+      const int match2 = compare_ref(o, l, o2, l2, no, nl, to2, tl2, with_lse, &co2, &cl2);
+      /* The reading that matches, the closer one where both do. */
+      if (match2 && (!match || fmax(co2.worst_ratio, cl2.worst_ratio) <
+                                   fmax(co.worst_ratio, cl.worst_ratio))) {
+        match = 1; which = 2;
+        co = co2; cl = cl2; tol_o = to2; tol_l = tl2; bound = bound2;
+        memcpy(o_ref, o2, sizeof(double) * no);
+        memcpy(l_ref, l2, sizeof(double) * nl);
+      }
+      free(o2); free(l2);
+    }
+    const int64_t odims[4] = {tb, ts, HQ, DV};
+    const int64_t ldims[3] = {c->ragged ? 1 : B, HQ, c->ragged ? TN : s.sq};
+    if (!co.ok) {
+      oh_append(why, sizeof why, " o mismatch;");
+      tu_print_cmp("o", &co, odims, 4);
+    }
+    if (!cl.ok) {
+      oh_append(why, sizeof why, " lse mismatch;");
+      tu_print_cmp("lse", &cl, ldims, 3);
+    }
+    ok &= match;
+    /* Rows that see no key: exactly 0 (their lse -inf is compared above). */
+    size_t empty = 0, nonzero = 0;
+    for (int64_t b = 0, t = 0; b < B; ++b)
+      for (int64_t i = 0; i < s.n[b]; ++i, ++t)
+        for (int64_t h = 0; h < HQ; ++h) {
+          const size_t at = c->ragged ? (size_t)(h * TN + t) : (size_t)((b * HQ + h) * s.sq + i);
+          if (l_ref[at] != -INFINITY) continue;
+          ++empty;
+          for (int64_t e = 0; e < DV; ++e)
+            if (o[(t * HQ + h) * DV + e] != 0.0) {
+              ++nonzero;
+              break;
+            }
+        }
+    if (nonzero) {
+      oh_append(why, sizeof why, " %zu of %zu rows that see no key are not 0;", nonzero, empty);
+      ok = 0;
+    }
+    oh_append(notes, sizeof notes, " o err %.2e (%.0f%% of tol; |s|<=%.3g)", co.max_err,
+              100.0 * co.worst_ratio, bound);
+    if (with_lse) oh_append(notes, sizeof notes, " lse err %.2e (%.0f%%)", cl.max_err,
+                            100.0 * cl.worst_ratio);
+    if (empty) oh_append(notes, sizeof notes, " empty rows %zu", empty);
+    if (c->rot && match) {
+      oh_append(notes, sizeof notes, " q-rot %s", which == 1 ? "exact" : "rounded");
+      if (st && ok) {
+        if (which == 1) ++st->q_exact;
+        else ++st->q_rounded;
+      }
+    }
+    if (res) {
+      res->o = xcalloc(no + 1, 8);
+      res->lse = xcalloc(nl + 1, 8);
+      memcpy(res->o, o, sizeof(double) * no);
+      memcpy(res->lse, l, sizeof(double) * nl);
+      res->n_o = no; res->n_lse = with_lse ? nl : 0;
+      res->tol_o = tol_o; res->tol_l = tol_l;
+      res->read = 1;
+    }
+    free(kmark); free(vmark); free(k_stored); free(kcd); free(vcd);
+    free(qr); free(o_ref); free(l_ref);
+  }
+  free(o); free(l);
+
+done:
+  if (!ok || !opts.quiet)
+    printf("%s %s |%s%s | %.2f s\n", ok ? "PASS" : "FAIL", text, why, notes, tu_now() - t0);
+  fflush(stdout);
+  if (st) {
+    ++st->run;
+    st->failed += !ok;
+  }
+  cache_free(&kc); cache_free(&vc);
+  tu_tensor_release(&tq); tu_tensor_release(&tkn); tu_tensor_release(&tvn);
+  tu_tensor_release(&to);
+  cl_mem bufs[] = {lse, bseq, bbt, bcbi, bcuq, bcos, bsin, balibi};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; ++i)
+    if (bufs[i]) clReleaseMemObject(bufs[i]);
+  free(q); free(kn); free(vn); free(cosf_); free(sinf_); free(cosd); free(sind);
+  free(s.bt); free(bt_dev);
+  return ok;
+}
