@@ -84,7 +84,7 @@ static const kv_case kv_cases[] = {
   K(.name = "prefill rotary neox GQA 8/1", .dtypes = ALL, .b = 2, .sq = 9, .cached = {30, 0}, .hq = 8, .hkv = 1, .rot = NEOX, .causal = 1),
   K(.name = "prefill rotary interleaved rot_dim 32, head-major", .dtypes = F16 | BF16, .b = 2, .sq = 12, .cached = {17, 40}, .hq = 8, .hkv = 1, .cache_batch = 3, .head_major = 1, .rot = INTER, .rot_dim = 32, .causal = 1),
   K(.name = "prefill no append, rows without keys", .dtypes = ALL, .b = 2, .sq = 70, .cached = {100, 20}, .no_append = 1, .causal = 1),
-  K(.name = "prefill window softcap alibi", .dtypes = F32, .b = 1, .sq = 66, .cached = {80}, .hq = 4, .causal = 1, .win = 1, .wl = 30, .wr = 0, .softcap = 8.0f, .alibi = 1),
+  K(.name = "prefill window softcap alibi", .dtypes = F32, .b = 2, .sq = 66, .cached = {80, 7}, .hq = 4, .causal = 1, .win = 1, .wl = 30, .wr = 0, .softcap = 8.0f, .alibi = 1),
   K(.name = "prefill empty cache with append", .dtypes = BF16, .b = 2, .sq = 65, .cached = {0, 3}, .causal = 1),
   K(.name = "prefill no append rotary lse NULL", .dtypes = F16, .b = 2, .sq = 17, .cached = {25, 8}, .hq = 8, .hkv = 2, .no_append = 1, .rot = NEOX, .rot_dim = 16, .causal = 1, .no_lse = 1),
   K(.name = "prefill window both, head dims 128/64, q/o padded", .dtypes = BF16, .b = 1, .sq = 33, .cached = {50}, .hq = 4, .d = 128, .dv = 64, .win = 1, .wl = 20, .wr = 5, .lq = TU_PADDED, .off = 3),
