@@ -205,7 +205,9 @@ typedef struct {
  * causal, window, softcap and ALiBi as in fcl_attention_forward with
  * seqlen_q = n, seqlen_k = c + n (c without an append). Rotary (cos and sin
  * both set) rotates q and k_new at position c + i on their first rotary_dim
- * dims; the cache receives the rotated k. cache_seqlens is never changed.
+ * dims; the cache receives the rotated k (in its dtype), and the rotated q
+ * may be rounded to the dtype before use (as flash-attn's kernels do; the
+ * chunked-prefill path does). cache_seqlens is never changed.
  * lse: NULL or f32 laid out as for fcl_attention_forward.
  *
  * Device-side indices (cache_seqlens, block_table, cache_batch_idx,

@@ -65,6 +65,16 @@ inline long kv_cache_index(const kv_seq *s, int b, int pos, int kv_flags,
   return s->row < 0 ? -1 : off + s->row * sb + (long)pos * ss;
 }
 
+/* Element offset of cache position pos before the head, given its page id
+ * (paged; read ahead by the caller, -1 when out of range) or the cache
+ * row (contiguous); -1 where there is nothing to read. */
+inline long kv_slot_index(const kv_seq *s, int pos, int page, int kv_flags, int page_size,
+                          long off, long sb, long ss) {
+  if (kv_flags & FCL_KV_PAGED)
+    return page < 0 ? -1 : off + (long)page * sb + (long)(pos % page_size) * ss;
+  return s->row < 0 ? -1 : off + s->row * sb + (long)pos * ss;
+}
+
 /* Rotary embedding of element d of a vector x (read through get), at table
  * row pos: the pair (a, b) becomes (a cos - b sin, b cos + a sin). */
 inline float kv_rotate(float xd, float partner, int d, int pos, int rotary_dim,

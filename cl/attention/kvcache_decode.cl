@@ -66,6 +66,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
   __local float part_s[ROWS * BN * PLD];
   __local float p_s[ROWS * BN];
   __local float alpha_s[ROWS], m_s[ROWS], l_s[ROWS];
+  __local int pg_s[3 * BN];
   __local float out_s[ROWS * HEAD_DIM_V];
 
   const int lid = get_local_id(0);
@@ -112,13 +113,12 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
 
 /* This work-item's K vectors of the key block at j0 (zeros past the keys
  * or where a page id is out of range). */
-#define LOAD_K(j0)                                                                 \
+#define LOAD_K(blkx)                                                               \
   do {                                                                             \
     FCL_UNROLL for (int w_ = 0; w_ < KPW; ++w_) {                                  \
-      const int j_ = (j0) + key + w_ * KW;                                         \
-      const long kb_ = j_ < hi ? kv_cache_index(&s, b, j_, kv_flags, block_table,   \
-                                                pages_per_seq, num_pages, page_size, \
-                                                k_off, k_sb, k_ss)                  \
+      const int j_ = lo + (blkx) * BN + key + w_ * KW;                             \
+      const long kb_ = j_ < hi ? kv_slot_index(&s, j_, PAGE(blkx, key + w_ * KW),   \
+                                               kv_flags, page_size, k_off, k_sb, k_ss) \
                                : -1;                                               \
       FCL_UNROLL for (int i_ = 0; i_ < KPT; ++i_) {                                \
         const int vi_ = chunk + i_ * TPK;                                          \
@@ -129,20 +129,39 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
     }                                                                              \
   } while (0)
 
+/* Paged caches: the page ids of block x's keys, read two blocks ahead into
+ * one of three slots (so no load waits on a page id). */
+#define PAGE(x, kk) ((kv_flags & FCL_KV_PAGED) ? pg_s[((x) % 3) * BN + (kk)] : 0)
+#define FETCH_PAGES(x)                                                             \
+  do {                                                                             \
+    if (kv_flags & FCL_KV_PAGED)                                                   \
+      for (int i_ = lid; i_ < BN; i_ += WG) {                                      \
+        const int j_ = lo + (x) * BN + i_;                                         \
+        int pg_ = -1;                                                              \
+        if ((x) < blk1 && j_ < hi) {                                               \
+          pg_ = block_table[(long)b * pages_per_seq + j_ / page_size];             \
+          if (pg_ >= num_pages) pg_ = -1;                                          \
+        }                                                                          \
+        pg_s[((x) % 3) * BN + i_] = pg_ < 0 ? -1 : pg_;                            \
+      }                                                                            \
+  } while (0)
+
   /* Loads run a block ahead: V of block i and K of block i + 1 are in
    * flight while block i's scores and softmax are formed. */
   kv_raw kr[KPW][KPT];
-  if (blk0 < blk1) LOAD_K(lo + blk0 * BN);
+  FETCH_PAGES(blk0);
+  FETCH_PAGES(blk0 + 1);
   barrier(CLK_LOCAL_MEM_FENCE);
+  if (blk0 < blk1) LOAD_K(blk0);
 
   for (int blk = blk0; blk < blk1; ++blk) {
     const int j0 = lo + blk * BN;
+    FETCH_PAGES(blk + 2); /* its slot's last reader, block blk - 1, is past a barrier */
     kv_raw vr[KPG][NDV];
     FCL_UNROLL for (int i = 0; i < KPG; ++i) {
       const int kk = kgrp + i * KG, j = j0 + kk;
-      const long vb = kk < BN && j < hi ? kv_cache_index(&s, b, j, kv_flags, block_table,
-                                                         pages_per_seq, num_pages, page_size,
-                                                         v_off, v_sb, v_ss)
+      const long vb = kk < BN && j < hi ? kv_slot_index(&s, j, PAGE(blk, kk), kv_flags,
+                                                        page_size, v_off, v_sb, v_ss)
                                         : -1;
       FCL_UNROLL for (int n = 0; n < NDV; ++n) {
         const int vi = vcol + n * DVT;
@@ -170,7 +189,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
         FCL_UNROLL for (int r = 0; r < ROWS; ++r)
           part_s[(r * BN + key + w * KW) * PLD + chunk] = dots[w][r];
     }
-    if (blk + 1 < blk1) LOAD_K(j0 + BN);
+    if (blk + 1 < blk1) LOAD_K(blk + 1);
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int i = lid; i < ROWS * BN; i += WG) { /* scores, log2 domain */
       const int r = i / BN, kk = i % BN, j = j0 + kk, g = row0 + r;
@@ -221,6 +240,8 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
     }
   }
 #undef LOAD_K
+#undef FETCH_PAGES
+#undef PAGE
 
   /* The key groups' tiles summed in a fixed order, then normalised. */
   if (lid < ROWS) m_s[lid] = m_r, l_s[lid] = l_r;

@@ -17,7 +17,7 @@ static bool pow2(int x) { return x > 0 && (x & (x - 1)) == 0; }
 
 static size_t local_bytes(const decode_params *c, int rows, int d, int dv) {
   const int bn = c->WG / c->TPK * c->KPW;
-  return 4 * ((size_t)rows * (d + (size_t)bn * (c->TPK + 1) + bn + 3 + dv));
+  return 4 * ((size_t)rows * (d + (size_t)bn * (c->TPK + 1) + bn + 3 + dv) + 3 * (size_t)bn);
 }
 
 static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fcl_config *cfg) {
