@@ -118,33 +118,49 @@ static int next_pow2(int64_t x) {
   return r;
 }
 
-/* The kernels' arguments, in the order of KV_DECODE_PARAMS. */
-static void decode_args(fcl_args *a, const fcl_kvcache_problem *p, cl_mem part_o,
-                        cl_mem part_lse, cl_int ns, cl_int min_split_keys, cl_int kv_flags,
-                        cl_int flags) {
+/* The arguments the KV-cache kernels share, in their order: the
+ * device-side index buffers and rotary tables (an unused one gets a buffer
+ * that is never dereferenced) ... */
+static void arg_index_buffers(fcl_args *a, const fcl_kvcache_problem *p) {
   const fcl_kvcache_desc *d = p->d;
-  const cl_mem any = p->q->buffer; /* for unused pointers: never dereferenced */
-  const cl_mem bufs[] = {p->q->buffer, p->k_cache->buffer, p->v_cache->buffer,
-                         p->o->buffer, p->lse ? p->lse : any, part_o, part_lse,
-                         d->alibi_slopes ? d->alibi_slopes : any,
-                         d->cache_seqlens ? d->cache_seqlens : any,
+  const cl_mem any = p->q->buffer;
+  const cl_mem bufs[] = {d->cache_seqlens ? d->cache_seqlens : any,
                          d->cache_batch_idx ? d->cache_batch_idx : any,
                          d->block_table ? d->block_table : any,
                          d->cu_seqlens_q ? d->cu_seqlens_q : any,
                          d->rotary_cos ? d->rotary_cos : any,
                          d->rotary_sin ? d->rotary_sin : any};
   for (size_t i = 0; i < FCL_COUNT(bufs); ++i) FCL_ARG(a, bufs[i]);
+}
+/* ... and the cache's layout: capacity, rows, page size, pages, pages a
+ * sequence. */
+static void arg_cache_layout(fcl_args *a, const fcl_kvcache_desc *d) {
+  const cl_int ints[] = {(cl_int)d->cache_capacity,
+                         (cl_int)(d->cache_batch ? d->cache_batch : d->batch),
+                         (cl_int)(d->page_size ? d->page_size : 1), (cl_int)d->num_pages,
+                         (cl_int)(d->page_size ? d->cache_capacity / d->page_size : 0)};
+  for (size_t i = 0; i < FCL_COUNT(ints); ++i) FCL_ARG(a, ints[i]);
+}
+
+/* The decode and split-merge kernels' arguments (KV_DECODE_PARAMS). */
+static void decode_args(fcl_args *a, const fcl_kvcache_problem *p, cl_mem part_o,
+                        cl_mem part_lse, cl_int ns, cl_int min_split_keys, cl_int kv_flags,
+                        cl_int flags) {
+  const fcl_kvcache_desc *d = p->d;
+  const cl_mem any = p->q->buffer;
+  const cl_mem bufs[] = {p->q->buffer, p->k_cache->buffer, p->v_cache->buffer, p->o->buffer,
+                         p->lse ? p->lse : any, part_o, part_lse,
+                         d->alibi_slopes ? d->alibi_slopes : any};
+  for (size_t i = 0; i < FCL_COUNT(bufs); ++i) FCL_ARG(a, bufs[i]);
+  arg_index_buffers(a, p);
   fcl_arg_tensor(a, p->q);
   fcl_arg_tensor(a, p->k_cache);
   fcl_arg_tensor(a, p->v_cache);
   fcl_arg_tensor(a, p->o);
   const cl_int ints[] = {(cl_int)d->batch, (cl_int)d->seqlen_q, (cl_int)d->heads_q,
-                         (cl_int)(d->heads_q / d->heads_kv), (cl_int)d->heads_kv,
-                         (cl_int)d->cache_capacity,
-                         (cl_int)(d->cache_batch ? d->cache_batch : d->batch),
-                         (cl_int)(d->page_size ? d->page_size : 1), (cl_int)d->num_pages,
-                         (cl_int)(d->page_size ? d->cache_capacity / d->page_size : 0)};
+                         (cl_int)(d->heads_q / d->heads_kv), (cl_int)d->heads_kv};
   for (size_t i = 0; i < FCL_COUNT(ints); ++i) FCL_ARG(a, ints[i]);
+  arg_cache_layout(a, d);
   const cl_long tokens = p->tokens, lse_len = p->lse_len;
   FCL_ARG(a, tokens);
   FCL_ARG(a, lse_len);
@@ -161,25 +177,18 @@ static void decode_args(fcl_args *a, const fcl_kvcache_problem *p, cl_mem part_o
 void fcl_kvcache_append_args(fcl_args *a, const fcl_kvcache_problem *p, cl_int kv_flags,
                              cl_int flags) {
   const fcl_kvcache_desc *d = p->d;
-  const cl_mem any = p->q->buffer;
   const cl_mem bufs[] = {p->k_new->buffer, p->v_new->buffer, p->k_cache->buffer,
-                         p->v_cache->buffer, d->cache_seqlens,
-                         d->cache_batch_idx ? d->cache_batch_idx : any,
-                         d->block_table ? d->block_table : any,
-                         d->cu_seqlens_q ? d->cu_seqlens_q : any,
-                         d->rotary_cos ? d->rotary_cos : any,
-                         d->rotary_sin ? d->rotary_sin : any};
+                         p->v_cache->buffer};
   for (size_t i = 0; i < FCL_COUNT(bufs); ++i) FCL_ARG(a, bufs[i]);
+  arg_index_buffers(a, p);
   fcl_arg_tensor(a, p->k_new);
   fcl_arg_tensor(a, p->v_new);
   fcl_arg_tensor(a, p->k_cache);
   fcl_arg_tensor(a, p->v_cache);
   const cl_int ints[] = {(cl_int)d->head_dim, (cl_int)d->head_dim_v, (cl_int)d->heads_kv,
-                         (cl_int)d->seqlen_q, (cl_int)d->cache_capacity,
-                         (cl_int)(d->cache_batch ? d->cache_batch : d->batch),
-                         (cl_int)(d->page_size ? d->page_size : 1), (cl_int)d->num_pages,
-                         (cl_int)(d->page_size ? d->cache_capacity / d->page_size : 0)};
+                         (cl_int)d->seqlen_q};
   for (size_t i = 0; i < FCL_COUNT(ints); ++i) FCL_ARG(a, ints[i]);
+  arg_cache_layout(a, d);
   const cl_long tokens = p->tokens;
   FCL_ARG(a, tokens);
   const cl_int tail[] = {(cl_int)d->rotary_dim, (cl_int)d->rotary_positions, kv_flags, flags};
