@@ -87,6 +87,11 @@ static const kv_case kv_cases[] = {
   K(.name = "prefill window softcap alibi", .dtypes = F32, .b = 2, .sq = 66, .cached = {80, 7}, .hq = 4, .causal = 1, .win = 1, .wl = 30, .wr = 0, .softcap = 8.0f, .alibi = 1),
   K(.name = "prefill empty cache with append", .dtypes = BF16, .b = 2, .sq = 65, .cached = {0, 3}, .causal = 1),
   K(.name = "prefill no append rotary lse NULL", .dtypes = F16, .b = 2, .sq = 17, .cached = {25, 8}, .hq = 8, .hkv = 2, .no_append = 1, .rot = NEOX, .rot_dim = 16, .causal = 1, .no_lse = 1),
+  /* The same on a paged cache or one mapped by cache_batch_idx: the cache
+   * is first gathered into contiguous rows. */
+  K(.name = "prefill paged 16 rotary causal GQA 4/1", .dtypes = ALL, .b = 2, .sq = 20, .cached = {37, 0}, .hq = 4, .hkv = 1, .page = 16, .spare_pages = 3, .rot = NEOX, .causal = 1),
+  K(.name = "prefill paged 3 head-major padded, no append", .dtypes = F32 | BF16, .b = 2, .sq = 70, .cached = {90, 12}, .page = 3, .spare_pages = 4, .head_major = 1, .pad = 1, .no_append = 1, .causal = 1),
+  K(.name = "prefill cache_batch_idx window", .dtypes = F16, .b = 3, .sq = 33, .cached = {10, 0, 45}, .hq = 4, .hkv = 2, .cache_batch = 5, .cbi = 1, .win = 1, .wl = 12, .wr = 0, .causal = 1),
   K(.name = "prefill window both, head dims 128/64, q/o padded", .dtypes = BF16, .b = 1, .sq = 33, .cached = {50}, .hq = 4, .d = 128, .dv = 64, .win = 1, .wl = 20, .wr = 5, .lq = TU_PADDED, .off = 3),
   /* Ragged new tokens (cu_seqlens_q). */
   K(.name = "ragged prefill, decode and none, paged rotary", .dtypes = ALL, .b = 4, .ragged = 1, .lens = {37, 1, 0, 5}, .cached = {20, 64, 9, 0}, .hq = 4, .page = 16, .spare_pages = 2, .rot = NEOX, .causal = 1),

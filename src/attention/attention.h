@@ -172,9 +172,9 @@ extern const fcl_variant fcl_variant_attention_decode;
 void fcl_kvcache_class(const fcl_kvcache_problem *p, fcl_tuning_class *cls);
 fcl_status fcl_kvcache_decode_launch(fcl_context *ctx, const fcl_tuning_class *cls,
                                      const fcl_config *cfg, const fcl_kvcache_problem *p);
-/* kvcache_prefill.c: many new rows against a contiguous cache run on the
- * forward's kernels (the tensor cores where they apply). */
-bool       fcl_kvcache_prefill_applies(const fcl_kvcache_problem *p);
+/* kvcache_prefill.c: many new rows run on the forward's kernels (the
+ * tensor cores where they apply), over the cache or a contiguous copy. */
+bool       fcl_kvcache_prefill_applies(const fcl_context *ctx, const fcl_kvcache_problem *p);
 fcl_status fcl_kvcache_prefill_launch(fcl_context *ctx, const fcl_tuning_class *cls,
                                       const fcl_config *cfg, const fcl_kvcache_problem *p);
 /* The forward row: few query rows a kv head, many keys, no varlen. */

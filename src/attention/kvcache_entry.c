@@ -6,7 +6,7 @@
  * append), the problems it takes (NULL: all) and its launch. */
 typedef struct {
   const fcl_variant *variant;
-  bool (*applies)(const fcl_kvcache_problem *p);
+  bool (*applies)(const fcl_context *ctx, const fcl_kvcache_problem *p);
   fcl_status (*launch)(fcl_context *ctx, const fcl_tuning_class *cls, const fcl_config *cfg,
                        const fcl_kvcache_problem *p);
 } kvcache_row;
@@ -32,7 +32,7 @@ fcl_status fcl_attention_kvcache(fcl_context *ctx, const fcl_kvcache_desc *d,
       (s = fcl_device_probe(ctx)))
     return s;
   const kvcache_row *r = rows;
-  while (r->applies && !r->applies(&p)) ++r;
+  while (r->applies && !r->applies(ctx, &p)) ++r;
   fcl_tuning_class cls;
   fcl_config cfg;
   char from[512];

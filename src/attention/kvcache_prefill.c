@@ -1,16 +1,28 @@
-/* Chunked prefill: many new query rows against a contiguous KV cache run on
- * the forward's kernels (tensor cores on NVIDIA), which read each cache row
- * up to its used length (FCL_ATTN_SEQUSED_K). The decode program appends
- * the new tokens, writes the used lengths and, with rotary, the rotated q;
- * nothing is read back to the host. */
+/* Chunked prefill: many new query rows against a KV cache run on the
+ * forward's kernels (tensor cores on NVIDIA), which read each cache row up
+ * to its used length (FCL_ATTN_SEQUSED_K). The decode program appends the
+ * new tokens, writes the used lengths and, with rotary, the rotated q; a
+ * paged cache, or one mapped by cache_batch_idx, is first gathered into
+ * contiguous rows. Nothing is read back to the host. */
 #include "attention/attention.h"
 
-/* More rows a kv head than one decode work-group takes; paged caches,
- * cache_batch_idx and ragged rows stay with the decode kernels. */
-bool fcl_kvcache_prefill_applies(const fcl_kvcache_problem *p) {
+/* Bytes of the contiguous copy a paged or mapped cache needs (0: none). */
+static size_t gather_bytes(const fcl_kvcache_problem *p) {
   const fcl_kvcache_desc *d = p->d;
-  return !p->paged && !d->cache_batch_idx && !p->varlen && p->fixed_len < 0 &&
-         d->heads_q / d->heads_kv * d->seqlen_q > 64;
+  if (!p->paged && !d->cache_batch_idx) return 0;
+  return fcl_bytes(d->batch * d->cache_capacity, d->heads_kv, d->head_dim + d->head_dim_v,
+                   (int64_t)fcl_dtype_size(p->dtype), 1);
+}
+
+/* More rows a kv head than one decode work-group takes, not ragged, and a
+ * gathered copy (where one is needed) within a quarter of the device's
+ * largest buffer and 1 GiB; the rest stays with the decode kernels. */
+bool fcl_kvcache_prefill_applies(const fcl_context *ctx, const fcl_kvcache_problem *p) {
+  const fcl_kvcache_desc *d = p->d;
+  const size_t g = gather_bytes(p);
+  const size_t most = ctx->info.max_alloc ? ctx->info.max_alloc / 4 : ((size_t)1 << 30);
+  return !p->varlen && p->fixed_len < 0 && d->heads_q / d->heads_kv * d->seqlen_q > 64 &&
+         g <= most && g <= ((size_t)1 << 30);
 }
 
 fcl_status fcl_kvcache_prefill_launch(fcl_context *ctx, const fcl_tuning_class *cls,
@@ -20,38 +32,70 @@ fcl_status fcl_kvcache_prefill_launch(fcl_context *ctx, const fcl_tuning_class *
   char options[512];
   fcl_status s;
   if ((s = fcl_kvcache_options(ctx, cls, cfg, p, options, sizeof options))) return s;
-  const size_t es = fcl_dtype_size(p->dtype);
-  cl_kernel ka = NULL, kp;
-  cl_mem seqused, q_rot = NULL;
+  const size_t es = fcl_dtype_size(p->dtype), gbytes = gather_bytes(p);
+  cl_kernel ka = NULL, kp, kg = NULL;
+  cl_mem seqused, q_rot = NULL, gathered = NULL;
   if ((s = fcl_get_kernel(ctx, v->files, v->nfiles, options, "fcl_kv_prefill_prep", &kp)) ||
       (p->append &&
        (s = fcl_get_kernel(ctx, v->files, v->nfiles, options, "fcl_kv_append", &ka))) ||
+      (gbytes && (s = fcl_get_kernel(ctx, v->files, v->nfiles, options, "fcl_kv_gather", &kg))) ||
       (s = fcl_scratch(ctx, 2, (size_t)d->batch * sizeof(cl_int), &seqused)) ||
       (p->rotary && (s = fcl_scratch(ctx, 3, fcl_bytes(d->batch * d->seqlen_q, d->heads_q,
                                                        d->head_dim, (int64_t)es, 1),
-                                     &q_rot))))
+                                     &q_rot))) ||
+      (gbytes && (s = fcl_scratch(ctx, 4, gbytes, &gathered))))
     return s;
-  /* q rotated, contiguous (batch, token, head, dim). */
+  /* q rotated, and the gathered K and V: contiguous (batch, token, head, dim). */
   const fcl_tensor qr = {q_rot, 0, p->dtype,
                          {d->seqlen_q * d->heads_q * d->head_dim, d->heads_q * d->head_dim,
                           d->head_dim, 1}};
+  const fcl_tensor kgv = {gathered, 0, p->dtype,
+                          {d->cache_capacity * d->heads_kv * d->head_dim,
+                           d->heads_kv * d->head_dim, d->head_dim, 1}};
+  const fcl_tensor vgv = {gathered, (size_t)(d->batch * d->cache_capacity * d->heads_kv *
+                                             d->head_dim) * es, p->dtype,
+                          {d->cache_capacity * d->heads_kv * d->head_dim_v,
+                           d->heads_kv * d->head_dim_v, d->head_dim_v, 1}};
   const cl_int kv_flags = (p->rotary ? FCL_KV_ROTARY : 0) |
                           (d->rotary_interleaved ? FCL_KV_INTERLEAVED : 0) |
-                          (p->append ? FCL_KV_APPEND : 0);
-  fcl_args aa = {ka, 0, CL_SUCCESS}, ap = {kp, 0, CL_SUCCESS};
-  if (ka) fcl_kvcache_append_args(&aa, p, kv_flags, 0);
+                          (p->append ? FCL_KV_APPEND : 0) | (p->paged ? FCL_KV_PAGED : 0) |
+                          (d->cache_batch_idx ? FCL_KV_BATCH_IDX : 0);
   const cl_mem any = p->q->buffer;
-  const cl_mem bufs[] = {p->q->buffer, q_rot ? q_rot : any, seqused, d->cache_seqlens,
+  const cl_mem bidx = d->cache_batch_idx ? d->cache_batch_idx : any;
+  const cl_int cache_batch = (cl_int)(d->cache_batch ? d->cache_batch : d->batch);
+  fcl_args aa = {ka, 0, CL_SUCCESS}, ap = {kp, 0, CL_SUCCESS}, ag = {kg, 0, CL_SUCCESS};
+  if (ka) fcl_kvcache_append_args(&aa, p, kv_flags, 0);
+  const cl_mem bufs[] = {p->q->buffer, q_rot ? q_rot : any, seqused, d->cache_seqlens, bidx,
                          d->rotary_cos ? d->rotary_cos : any,
                          d->rotary_sin ? d->rotary_sin : any};
   for (size_t i = 0; i < FCL_COUNT(bufs); ++i) FCL_ARG(&ap, bufs[i]);
   fcl_arg_tensor(&ap, p->q);
   fcl_arg_tensor(&ap, q_rot ? &qr : p->q);
   const cl_int ints[] = {(cl_int)d->head_dim, (cl_int)d->heads_q, (cl_int)d->seqlen_q,
-                         (cl_int)d->cache_capacity, (cl_int)d->rotary_dim,
+                         (cl_int)d->cache_capacity, cache_batch, (cl_int)d->rotary_dim,
                          (cl_int)d->rotary_positions, kv_flags};
   for (size_t i = 0; i < FCL_COUNT(ints); ++i) FCL_ARG(&ap, ints[i]);
-  if (aa.err || ap.err) return fcl_fail_cl(ctx, aa.err ? aa.err : ap.err, "clSetKernelArg");
+  if (kg) {
+    const cl_mem gb[] = {p->k_cache->buffer, p->v_cache->buffer, gathered, gathered,
+                         d->cache_seqlens, bidx, d->block_table ? d->block_table : any};
+    for (size_t i = 0; i < FCL_COUNT(gb); ++i) FCL_ARG(&ag, gb[i]);
+    fcl_arg_tensor(&ag, p->k_cache);
+    fcl_arg_tensor(&ag, p->v_cache);
+    /* The copies' views: V's region of the buffer follows K's. */
+    const cl_long k_sb = kgv.strides[0], k_ss = kgv.strides[1], k_sh = kgv.strides[2];
+    const cl_long v_off = (cl_long)(vgv.offset / es), v_sb = vgv.strides[0],
+                  v_ss = vgv.strides[1], v_sh = vgv.strides[2];
+    FCL_ARG(&ag, k_sb); FCL_ARG(&ag, k_ss); FCL_ARG(&ag, k_sh);
+    FCL_ARG(&ag, v_off); FCL_ARG(&ag, v_sb); FCL_ARG(&ag, v_ss); FCL_ARG(&ag, v_sh);
+    const cl_int gi[] = {(cl_int)d->head_dim, (cl_int)d->head_dim_v, (cl_int)d->heads_kv,
+                         (cl_int)d->seqlen_q, (cl_int)d->cache_capacity, cache_batch,
+                         (cl_int)(d->page_size ? d->page_size : 1), (cl_int)d->num_pages,
+                         (cl_int)(d->page_size ? d->cache_capacity / d->page_size : 0),
+                         kv_flags};
+    for (size_t i = 0; i < FCL_COUNT(gi); ++i) FCL_ARG(&ag, gi[i]);
+  }
+  if (aa.err || ap.err || ag.err)
+    return fcl_fail_cl(ctx, aa.err ? aa.err : ap.err ? ap.err : ag.err, "clSetKernelArg");
 
   /* The forward over the cache rows: seqlen_k is the capacity, each
    * sequence's keys its used length. */
@@ -63,8 +107,9 @@ fcl_status fcl_kvcache_prefill_launch(fcl_context *ctx, const fcl_tuning_class *
       .alibi_slopes = d->alibi_slopes};
   fcl_attention_problem fp = {.d = &ad, .dtype = p->dtype, .total_q = d->batch * d->seqlen_q,
                               .total_k = d->batch * d->cache_capacity,
-                              .q = q_rot ? &qr : p->q, .k = p->k_cache, .v = p->v_cache,
-                              .o = p->o, .lse = p->lse, .seqused_k = seqused};
+                              .q = q_rot ? &qr : p->q, .k = kg ? &kgv : p->k_cache,
+                              .v = kg ? &vgv : p->v_cache, .o = p->o, .lse = p->lse,
+                              .seqused_k = seqused};
   fcl_attention_scalars_init(&ad, false, fp.total_q, &fp.sc);
 
   if (ka) {
@@ -78,7 +123,14 @@ fcl_status fcl_kvcache_prefill_launch(fcl_context *ctx, const fcl_tuning_class *
                        (size_t)(d->batch * d->heads_q)};
   if ((s = fcl_launch(ctx, kp, &ap, g, NULL, "enqueueing the KV-cache prefill preparation")))
     return s;
-  fcl_log(ctx, "kvcache: %lld new rows a kv head run on the forward's kernels",
-          (long long)(d->heads_q / d->heads_kv * d->seqlen_q));
+  if (kg) {
+    const int64_t width = d->head_dim > d->head_dim_v ? d->head_dim : d->head_dim_v;
+    const size_t gg[3] = {(size_t)width, (size_t)d->cache_capacity,
+                          (size_t)(d->batch * d->heads_kv)};
+    if ((s = fcl_launch(ctx, kg, &ag, gg, NULL, "enqueueing the KV-cache gather"))) return s;
+  }
+  fcl_log(ctx, "kvcache: %lld new rows a kv head run on the forward's kernels%s",
+          (long long)(d->heads_q / d->heads_kv * d->seqlen_q),
+          kg ? " (the cache gathered into contiguous rows)" : "");
   return fcl_attention_run(ctx, &fp, false);
 }

@@ -70,8 +70,8 @@ typedef struct fcl_program_entry {
    * again (a context reads each program's sources once). */
   unsigned long long        name_key[2];
   cl_program                program;
-  cl_kernel                 kernels[4]; /* created on first use, by name */
-  char                      kernel_names[4][64];
+  cl_kernel                 kernels[8]; /* created on first use, by name */
+  char                      kernel_names[8][64];
   struct fcl_program_entry *next;
 } fcl_program_entry;
 
