@@ -129,27 +129,37 @@ sqlite3 *tune_db_open(const char *path, char *why, size_t n) {
   } else {
     make_parent_dirs(path);
   }
-  sqlite3 *db = NULL;
-  if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
-    snprintf(why, n, "%s: cannot open for writing: %s", path, sqlite3_errmsg(db));
-    sqlite3_close(db);
-    return NULL;
-  }
-  sqlite3_busy_timeout(db, WRITER_BUSY_MS);
   char sql[256];
   snprintf(sql, sizeof sql,
            "INSERT OR IGNORE INTO flashcl_meta(key, value) VALUES('schema_version', '%d');",
            FCL_TUNING_SCHEMA_VERSION);
-  if (!exec(db, "PRAGMA journal_mode=WAL;", why, n) ||
-      !exec(db, "BEGIN IMMEDIATE;", why, n) || !exec(db, FCL_TUNING_SCHEMA_SQL, why, n) ||
-      !exec(db, sql, why, n) || !exec(db, "COMMIT;", why, n)) {
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", why);
-    snprintf(why, n, "%s: %s", path, msg);
+  /* Two fa-tune processes creating one file at once: switching it to WAL
+   * can return SQLITE_BUSY without waiting on the busy handler (SQLite
+   * does so where waiting could deadlock), so the whole opening is retried
+   * for as long as a writer is waited for. */
+  for (int waited_ms = 0;; waited_ms += 50) {
+    sqlite3 *db = NULL;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
+        SQLITE_OK) {
+      snprintf(why, n, "%s: cannot open for writing: %s", path, sqlite3_errmsg(db));
+      sqlite3_close(db);
+      return NULL;
+    }
+    sqlite3_busy_timeout(db, WRITER_BUSY_MS);
+    if (exec(db, "PRAGMA journal_mode=WAL;", why, n) &&
+        exec(db, "BEGIN IMMEDIATE;", why, n) && exec(db, FCL_TUNING_SCHEMA_SQL, why, n) &&
+        exec(db, sql, why, n) && exec(db, "COMMIT;", why, n))
+      return db;
+    const bool busy = (sqlite3_errcode(db) & 0xff) == SQLITE_BUSY;
     sqlite3_close(db);
-    return NULL;
+    if (!busy || waited_ms >= WRITER_BUSY_MS) {
+      char msg[512];
+      snprintf(msg, sizeof msg, "%s", why);
+      snprintf(why, n, "%s: %s", path, msg);
+      return NULL;
+    }
+    sqlite3_sleep(50);
   }
-  return db;
 }
 
 void tune_db_close(sqlite3 *db) { sqlite3_close(db); }
