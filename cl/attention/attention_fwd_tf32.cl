@@ -90,25 +90,7 @@ void fcl_attention_fwd_tf32(
   __local uint nfk_s[NFW]; /* and of the K tile */
   MMA_EMU_DECL(WARPS)
 
-  const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
-  const int g = lane >> 2, t4 = lane & 3;
-  const int qblk = get_num_groups(0) - 1 - get_group_id(0); /* long rows first */
-  const int b = get_group_id(2) / heads_q, h = get_group_id(2) % heads_q;
-  const int hk = h / group;
-  if ((nf_flags[hk] != 0) != FCL_NONFINITE) return; /* the other build's */
-
-  const attn_block bi = ATTN_BLOCK_INFO(b, h, hk);
-  const int sq = bi.sq, sk = bi.sk, diag = bi.diag;
-  const long q_base = bi.q, k_base = bi.k, v_base = bi.v, o_base = bi.o;
-  const float slope_l2 = bi.slope_l2;
-  const int i0 = qblk * BLOCK_M;
-  if (i0 >= sq) return; /* whole work-group */
-
-  const int i_last = min(i0 + BLOCK_M, sq) - 1;
-  const int j_lo = max(0, i0 + diag - window_left);
-  const int j_hi = min(sk - 1, i_last + diag + window_right);
-  const int jt0 = (j_lo / BLOCK_N) * BLOCK_N;
-  const int ntiles = j_hi >= j_lo ? (j_hi - jt0) / BLOCK_N + 1 : 0;
+  MMA_FWD_TILE(); /* declares the tile's rows and key range (attention_common.cl) */
   const int r0 = i0 + warp * 16 + g, r1 = r0 + 8; /* this lane's rows */
 
   if (ntiles > 0)
@@ -158,40 +140,7 @@ void fcl_attention_fwd_tf32(
     MMA_SPECIAL(nf_any) /* uniform over the work-group */
       TF32_FIX_SCORES(s, q, q_base, q_ss, sq, nfb, k, k_base, k_ss, j0, HEAD_DIM);
 
-    /* Tiles inside every row's window skip the per-element test. */
-    const bool full = j0 >= i_last + diag - window_left &&
-                      j0 + BLOCK_N - 1 <= i0 + diag + window_right &&
-                      j0 + BLOCK_N <= sk;
-    float mx0 = -INFINITY, mx1 = -INFINITY;
-    MMA_UNROLL for (int n = 0; n < NT_S; ++n) {
-      const int j = j0 + n * 8 + 2 * t4;
-      float4 x = s[n];
-      MMA_SCORE(x.x, r0, j);
-      MMA_SCORE(x.y, r0, j + 1);
-      MMA_SCORE(x.z, r1, j);
-      MMA_SCORE(x.w, r1, j + 1);
-      s[n] = x;
-      mx0 = fmax(mx0, fmax(x.x, x.y));
-      mx1 = fmax(mx1, fmax(x.z, x.w));
-    }
-    mx0 = fmax(mx0, mma_shfl_xor(mx0, 1));
-    mx1 = fmax(mx1, mma_shfl_xor(mx1, 1));
-    mx0 = fmax(mx0, mma_shfl_xor(mx0, 2));
-    mx1 = fmax(mx1, mma_shfl_xor(mx1, 2));
-#if !MMA_GENERAL
-    mx0 *= qk_scale; /* qk_scale > 0: the max commutes with the scale */
-    mx1 *= qk_scale;
-#endif
-    const float mn0 = fmax(m0, mx0), mn1 = fmax(m1, mx1);
-    /* Nothing visible yet: m stays -inf; exp2 against 0 then gives 0. */
-    const float mu0 = mn0 == -INFINITY ? 0.0f : mn0;
-    const float mu1 = mn1 == -INFINITY ? 0.0f : mn1;
-    const float al0 = mma_exp2(m0 - mu0), al1 = mma_exp2(m1 - mu1);
-    m0 = mn0;
-    m1 = mn1;
-    l0 *= al0;
-    l1 *= al1;
-    MMA_UNROLL for (int n = 0; n < NT_O; ++n) acc[n] *= (float4)(al0, al0, al1, al1);
+    MMA_SOFTMAX_STEP(); /* declares mu0, mu1 (attention_common.cl) */
 
     MMA_UNROLL for (int n = 0; n < NT_S; ++n) {
       const float4 x = s[n];
@@ -252,30 +201,5 @@ void fcl_attention_fwd_tf32(
                          FWD_VISIBLE);
   }
 
-  /* Each lane summed its own columns: add the four lanes of a row. */
-  l0 += mma_shfl_xor(l0, 1);
-  l1 += mma_shfl_xor(l1, 1);
-  l0 += mma_shfl_xor(l0, 2);
-  l1 += mma_shfl_xor(l1, 2);
-  /* l == 0: the row saw no key -> 0. A NaN sum stays NaN. */
-  const float inv0 = l0 == 0.0f ? 0.0f : 1.0f / l0;
-  const float inv1 = l1 == 0.0f ? 0.0f : 1.0f / l1;
-  MMA_UNROLL for (int n = 0; n < NT_O; ++n) {
-    const int d = n * 8 + 2 * t4;
-    if (r0 < sq) {
-      const long at = o_base + (long)r0 * o_ss + d;
-      if (d < HEAD_DIM_V) o[at] = acc[n].x * inv0;
-      if (d + 1 < HEAD_DIM_V) o[at + 1] = acc[n].y * inv0;
-    }
-    if (r1 < sq) {
-      const long at = o_base + (long)r1 * o_ss + d;
-      if (d < HEAD_DIM_V) o[at] = acc[n].z * inv1;
-      if (d + 1 < HEAD_DIM_V) o[at + 1] = acc[n].w * inv1;
-    }
-  }
-  if ((flags & FCL_ATTN_LSE) && t4 == 0) {
-    const long row_id = bi.lse;
-    if (r0 < sq) lse[row_id + r0] = l0 == 0.0f ? -INFINITY : m0 * FCL_LN2 + log(l0);
-    if (r1 < sq) lse[row_id + r1] = l1 == 0.0f ? -INFINITY : m1 * FCL_LN2 + log(l1);
-  }
+  MMA_FWD_STORE(); /* o and lse of the lane's rows (attention_common.cl) */
 }
