@@ -347,10 +347,6 @@ static int drop_tuned(const char *path, fcl_context *ctx, fcl_tuning_class *cls,
   return held;
 }
 
-static bool starts_with(const char *s, const char *prefix) {
-  return strncmp(s, prefix, strlen(prefix)) == 0;
-}
-
 /* fa-tune --replay: the guided search of one class run on LOG's timings,
  * judged against LOG's best (within 3%: 0, else 1; 2 for usage). */
 static int run_replay(fcl_context *ctx, const fcl_tuning_class *cls, const tune_settings *st,
@@ -384,19 +380,6 @@ static int run_replay(fcl_context *ctx, const fcl_tuning_class *cls, const tune_
   }
   tune_replay_free(r);
   return rc;
-}
-
-/* Whether a class that tune_class could not tune was given up, which is
- * how some classes always end on some devices and not an error: one run
- * of the defaults is too slow to time at the class's length (search.c:
- * "one run of the defaults would take/takes ...", "could not size the
- * timing problem"), or the defaults do not build or are not supported
- * there. Anything else is a measurement error: the defaults built but a
- * run failed (an OpenCL error, out of memory) or its answers were wrong. */
-static bool given_up(const char *why) {
-  return strstr(why, "one run of the defaults") || strstr(why, "could not size the timing") ||
-         starts_with(why, fcl_status_string(FCL_ERROR_BUILD)) ||
-         starts_with(why, fcl_status_string(FCL_ERROR_UNSUPPORTED));
 }
 
 /* A class not tuned, and why. */
@@ -488,7 +471,7 @@ static int tune_device(const options *o, const char *sel, const char *path) {
     if (!tune_class(ctx, &cls[i], &st, &r, why, sizeof why)) {
       untuned *u = &skipped[nskipped++];
       u->cls = cls[i];
-      u->failed = !given_up(why);
+      u->failed = !r.given_up;
       nfailed += u->failed;
       snprintf(u->why, sizeof u->why, "%s", why);
       tune_log("fa-tune: %s: not tuned, %s: %s", what,

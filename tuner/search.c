@@ -52,6 +52,10 @@ typedef struct {
   double               build_s; /* build and check of the last candidate */
   bool                 cut;     /* its timing stopped at the cutoff       */
   tune_result         *res;
+  /* Why the class may end untuned: the defaults too slow to time, and the
+   * status of the last failed run (FCL_OK: none). */
+  bool                 too_slow;
+  fcl_status           status;
 } search;
 
 static double now(void) { return tu_now(); }
@@ -74,6 +78,7 @@ static double time_runs(search *s, int warmup, int iters, double cutoff_ms, char
     if (st == FCL_OK) st = fcl_context_last_op_time(s->ctx, &t);
     if (st != FCL_OK) {
       snprintf(why, n, "%s: %s", fcl_status_string(st), fcl_context_last_error(s->ctx));
+      s->status = st;
       return -1;
     }
     if (t > cutoff_ms) {
@@ -110,6 +115,7 @@ static double evaluate(search *s, const char *params, char *why, size_t n) {
   if (st != FCL_OK) {
     /* The first line of a build log is enough to say why. */
     snprintf(why, n, "%s: %.200s", fcl_status_string(st), fcl_context_last_error(s->ctx));
+    s->status = st;
     char *nl = strchr(why, '\n');
     if (nl) *nl = '\0';
   } else if (tune_workload_check(s->check, why, n)) {
@@ -261,6 +267,7 @@ static bool affordable(search *s, int64_t T, char *why, size_t n) {
     const double grow = (double)next / (double)len;
     const double guess = ms * (attn ? grow * grow : grow);
     if (guess > 2 * MAX_RUN_MS) {
+      s->too_slow = true;
       snprintf(why, n, "one run of the defaults would take about %.0f ms at length %lld "
                "(%.0f ms at %lld)", guess, (long long)next, ms, (long long)len);
       return false;
@@ -313,6 +320,7 @@ static bool make_timing(search *s, int64_t T, char *why, size_t n) {
       continue;
     }
     if (ms > MAX_RUN_MS) {
+      s->too_slow = true;
       snprintf(why, n, "one run of the defaults takes %.0f ms at length %lld", ms,
                (long long)T);
       return false;
@@ -341,6 +349,7 @@ static bool make_timing(search *s, int64_t T, char *why, size_t n) {
     prev_bh = bh, prev_ms = ms;
     bh = want;
   }
+  s->too_slow = true;
   snprintf(why, n, "could not size the timing problem");
   return false;
 }
@@ -367,6 +376,7 @@ bool tune_class(fcl_context *ctx, const fcl_tuning_class *cls, const tune_settin
     fcl_tuning_defaults(ctx, cls, &cfg);
     fcl_params_format(cls->variant, &cfg, res->default_params, sizeof res->default_params);
   }
+  s.status = FCL_OK;
   double dms = evaluate(&s, res->default_params, why, why_size);
   if (dms < 0) goto done;
   if (st->verbose) tune_log("  %-66s %.4f ms (the defaults)", res->default_params, dms);
@@ -405,6 +415,10 @@ bool tune_class(fcl_context *ctx, const fcl_tuning_class *cls, const tune_settin
   }
   ok = true;
 done:
+  /* Given up, not failed: the defaults are too slow to time here, or do
+   * not build or are not supported (some classes on some devices). */
+  res->given_up = !ok && (s.too_slow || s.status == FCL_ERROR_BUILD ||
+                          s.status == FCL_ERROR_UNSUPPORTED);
   free(s.pts);
   tune_workload_free(s.check);
   tune_workload_free(s.timing);

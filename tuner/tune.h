@@ -92,6 +92,11 @@ typedef struct {
   /* --replay: the fastest recorded point of those valid on this device */
   char   replay_best[160];
   double replay_best_ms;
+  /* tune_class returned false and the class was given up (left at the
+   * defaults, not an error): one run of the defaults is too slow to time
+   * at the class's length, or they do not build or are not supported
+   * there. Otherwise a failure: a run failed or its answers were wrong. */
+  bool   given_up;
 } tune_result;
 
 /* Finds the fastest valid configuration of cls within settings; false
