@@ -148,7 +148,10 @@ typedef struct {
   int64_t                 tokens, lse_len;
   /* forward: every sequence caches fixed_len tokens (cache_seqlens unused) */
   int64_t                 fixed_len;
-  fcl_attention_scalars   sc; /* seqlen_k is the cache capacity */
+  /* The problem as a forward over the cache rows (seqlen_k the capacity),
+   * and its scalars. */
+  fcl_attention_desc      attn;
+  fcl_attention_scalars   sc;
 } fcl_kvcache_problem;
 
 /* kvcache_check.c: the descriptor and every argument into p. */
@@ -165,9 +168,14 @@ int64_t fcl_view_tokens(const fcl_tensor *t, int64_t heads, int64_t dim);
 fcl_status fcl_kvcache_options(fcl_context *ctx, const fcl_tuning_class *cls,
                                const fcl_config *cfg, const fcl_kvcache_problem *p, char *out,
                                size_t size);
-/* The append kernel's arguments (kv_flags, flags: FCL_KV_*, FCL_ATTN_*). */
-void fcl_kvcache_append_args(fcl_args *a, const fcl_kvcache_problem *p, cl_int kv_flags,
-                             cl_int flags);
+/* The FCL_KV_* flags of a problem (the decode kernel adds FCL_KV_SPLIT). */
+cl_int fcl_kvcache_flags(const fcl_kvcache_problem *p);
+/* Enqueues the append of k_new, v_new (kernel k of the decode program). */
+fcl_status fcl_kvcache_append(fcl_context *ctx, cl_kernel k, const fcl_kvcache_problem *p,
+                              cl_int kv_flags, cl_int flags);
+/* The cache layout arguments the KV-cache kernels share: capacity, rows,
+ * page size, pages, pages a sequence. */
+void fcl_kvcache_layout_args(fcl_args *a, const fcl_kvcache_desc *d);
 extern const fcl_variant fcl_variant_attention_decode;
 void fcl_kvcache_class(const fcl_kvcache_problem *p, fcl_tuning_class *cls);
 fcl_status fcl_kvcache_decode_launch(fcl_context *ctx, const fcl_tuning_class *cls,

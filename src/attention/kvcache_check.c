@@ -159,11 +159,12 @@ fcl_status fcl_check_kvcache(fcl_context *ctx, const fcl_kvcache_desc *d, const 
                              .q = q, .k_cache = k_cache, .v_cache = v_cache, .k_new = k_new,
                              .v_new = v_new, .o = o, .lse = lse, .tokens = tokens,
                              .lse_len = lse_len, .fixed_len = -1};
-  const fcl_attention_desc ad = {
+  p->attn = (fcl_attention_desc){
       .batch = d->batch, .seqlen_q = d->seqlen_q, .seqlen_k = d->cache_capacity,
       .heads_q = d->heads_q, .heads_kv = d->heads_kv, .head_dim = d->head_dim,
       .head_dim_v = d->head_dim_v, .softmax_scale = d->softmax_scale, .causal = d->causal,
-      .window_left = d->window_left, .window_right = d->window_right, .softcap = d->softcap};
-  fcl_attention_scalars_init(&ad, varlen, tokens, &p->sc);
+      .window_left = d->window_left, .window_right = d->window_right, .softcap = d->softcap,
+      .alibi_slopes = d->alibi_slopes};
+  fcl_attention_scalars_init(&p->attn, varlen, tokens, &p->sc);
   return FCL_OK;
 }

@@ -134,7 +134,7 @@ static void arg_index_buffers(fcl_args *a, const fcl_kvcache_problem *p) {
 }
 /* ... and the cache's layout: capacity, rows, page size, pages, pages a
  * sequence. */
-static void arg_cache_layout(fcl_args *a, const fcl_kvcache_desc *d) {
+void fcl_kvcache_layout_args(fcl_args *a, const fcl_kvcache_desc *d) {
   const cl_int ints[] = {(cl_int)d->cache_capacity,
                          (cl_int)(d->cache_batch ? d->cache_batch : d->batch),
                          (cl_int)(d->page_size ? d->page_size : 1), (cl_int)d->num_pages,
@@ -160,7 +160,7 @@ static void decode_args(fcl_args *a, const fcl_kvcache_problem *p, cl_mem part_o
   const cl_int ints[] = {(cl_int)d->batch, (cl_int)d->seqlen_q, (cl_int)d->heads_q,
                          (cl_int)(d->heads_q / d->heads_kv), (cl_int)d->heads_kv};
   for (size_t i = 0; i < FCL_COUNT(ints); ++i) FCL_ARG(a, ints[i]);
-  arg_cache_layout(a, d);
+  fcl_kvcache_layout_args(a, d);
   const cl_long tokens = p->tokens, lse_len = p->lse_len;
   FCL_ARG(a, tokens);
   FCL_ARG(a, lse_len);
@@ -174,8 +174,8 @@ static void decode_args(fcl_args *a, const fcl_kvcache_problem *p, cl_mem part_o
   for (size_t i = 0; i < FCL_COUNT(tail); ++i) FCL_ARG(a, tail[i]);
 }
 
-void fcl_kvcache_append_args(fcl_args *a, const fcl_kvcache_problem *p, cl_int kv_flags,
-                             cl_int flags) {
+static void append_args(fcl_args *a, const fcl_kvcache_problem *p, cl_int kv_flags,
+                        cl_int flags) {
   const fcl_kvcache_desc *d = p->d;
   const cl_mem bufs[] = {p->k_new->buffer, p->v_new->buffer, p->k_cache->buffer,
                          p->v_cache->buffer};
@@ -188,11 +188,30 @@ void fcl_kvcache_append_args(fcl_args *a, const fcl_kvcache_problem *p, cl_int k
   const cl_int ints[] = {(cl_int)d->head_dim, (cl_int)d->head_dim_v, (cl_int)d->heads_kv,
                          (cl_int)d->seqlen_q};
   for (size_t i = 0; i < FCL_COUNT(ints); ++i) FCL_ARG(a, ints[i]);
-  arg_cache_layout(a, d);
+  fcl_kvcache_layout_args(a, d);
   const cl_long tokens = p->tokens;
   FCL_ARG(a, tokens);
   const cl_int tail[] = {(cl_int)d->rotary_dim, (cl_int)d->rotary_positions, kv_flags, flags};
   for (size_t i = 0; i < FCL_COUNT(tail); ++i) FCL_ARG(a, tail[i]);
+}
+
+fcl_status fcl_kvcache_append(fcl_context *ctx, cl_kernel k, const fcl_kvcache_problem *p,
+                              cl_int kv_flags, cl_int flags) {
+  const fcl_kvcache_desc *d = p->d;
+  fcl_args a = {k, 0, CL_SUCCESS};
+  append_args(&a, p, kv_flags, flags);
+  const int64_t width = d->head_dim > d->head_dim_v ? d->head_dim : d->head_dim_v;
+  const size_t g[3] = {(size_t)(width + 63) / 64 * 64, (size_t)d->seqlen_q,
+                       (size_t)(d->batch * d->heads_kv)};
+  const size_t l[3] = {64, 1, 1};
+  return fcl_launch(ctx, k, &a, g, l, "enqueueing the KV-cache append");
+}
+
+cl_int fcl_kvcache_flags(const fcl_kvcache_problem *p) {
+  const fcl_kvcache_desc *d = p->d;
+  return (p->paged ? FCL_KV_PAGED : 0) | (d->cache_batch_idx ? FCL_KV_BATCH_IDX : 0) |
+         (p->rotary ? FCL_KV_ROTARY : 0) | (d->rotary_interleaved ? FCL_KV_INTERLEAVED : 0) |
+         (p->append ? FCL_KV_APPEND : 0) | (p->fixed_len >= 0 ? FCL_KV_FIXED_LEN : 0);
 }
 
 /* Splits of the keys: the caller's, or enough work-groups for WAVES per
@@ -265,10 +284,7 @@ fcl_status fcl_kvcache_decode_launch(fcl_context *ctx, const fcl_tuning_class *c
                                 &min_split_keys);
   const cl_int flags = (p->lse ? FCL_ATTN_LSE : 0) | (d->alibi_slopes ? FCL_ATTN_ALIBI : 0) |
                        (p->varlen ? FCL_ATTN_VARLEN : 0);
-  cl_int kv_flags = (p->paged ? FCL_KV_PAGED : 0) | (d->cache_batch_idx ? FCL_KV_BATCH_IDX : 0) |
-                    (p->rotary ? FCL_KV_ROTARY : 0) |
-                    (d->rotary_interleaved ? FCL_KV_INTERLEAVED : 0) |
-                    (p->append ? FCL_KV_APPEND : 0) | (p->fixed_len >= 0 ? FCL_KV_FIXED_LEN : 0);
+  cl_int kv_flags = fcl_kvcache_flags(p);
 
   /* Every kernel and buffer first: on error nothing is enqueued. */
   cl_kernel kd, km = NULL, ka = NULL;
@@ -287,20 +303,12 @@ fcl_status fcl_kvcache_decode_launch(fcl_context *ctx, const fcl_tuning_class *c
   }
   fcl_log(ctx, "kvcache: %s rows %d, %d split(s)%s", options, rows, ns,
           min_split_keys ? " (automatic)" : "");
-  fcl_args aa = {ka, 0, CL_SUCCESS}, ad = {kd, 0, CL_SUCCESS}, am = {km, 0, CL_SUCCESS};
-  if (ka) fcl_kvcache_append_args(&aa, p, kv_flags, flags);
+  fcl_args ad = {kd, 0, CL_SUCCESS}, am = {km, 0, CL_SUCCESS};
   decode_args(&ad, p, part_o, part_lse, ns, min_split_keys, kv_flags, flags);
   if (km) decode_args(&am, p, part_o, part_lse, ns, min_split_keys, kv_flags, flags);
-  if (aa.err || ad.err || am.err)
-    return fcl_fail_cl(ctx, aa.err ? aa.err : ad.err ? ad.err : am.err, "clSetKernelArg");
+  if (ad.err || am.err) return fcl_fail_cl(ctx, ad.err ? ad.err : am.err, "clSetKernelArg");
 
-  if (ka) {
-    const int64_t width = d->head_dim > d->head_dim_v ? d->head_dim : d->head_dim_v;
-    const size_t g[3] = {(size_t)(width + 63) / 64 * 64, (size_t)d->seqlen_q,
-                         (size_t)(d->batch * d->heads_kv)};
-    const size_t l[3] = {64, 1, 1};
-    if ((s = fcl_launch(ctx, ka, &aa, g, l, "enqueueing the KV-cache append"))) return s;
-  }
+  if (ka && (s = fcl_kvcache_append(ctx, ka, p, kv_flags, flags))) return s;
   const size_t g[3] = {(size_t)ns * c->WG, (size_t)tiles, (size_t)(d->batch * d->heads_kv)};
   const size_t l[3] = {(size_t)c->WG, 1, 1};
   if ((s = fcl_launch(ctx, kd, &ad, g, l, "enqueueing KV-cache attention")) || !km) return s;
@@ -332,6 +340,6 @@ fcl_status fcl_attention_fwd_decode_launch(fcl_context *ctx, const fcl_attention
   fcl_kvcache_problem kp = {.d = &d, .dtype = p->dtype, .q = p->q, .k_cache = p->k,
                             .v_cache = p->v, .o = p->o, .lse = p->lse,
                             .tokens = p->total_q, .lse_len = a->heads_q * p->total_q,
-                            .fixed_len = a->seqlen_k, .sc = p->sc};
+                            .fixed_len = a->seqlen_k, .attn = *a, .sc = p->sc};
   return fcl_kvcache_decode_launch(ctx, &pl->cls, &pl->cfg, &kp);
 }

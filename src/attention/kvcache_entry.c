@@ -35,12 +35,8 @@ fcl_status fcl_attention_kvcache(fcl_context *ctx, const fcl_kvcache_desc *d,
   while (r->applies && !r->applies(ctx, &p)) ++r;
   fcl_tuning_class cls;
   fcl_config cfg;
-  char from[512];
   fcl_kvcache_class(&p, &cls);
-  if ((s = fcl_tuning_choose(ctx, &cls, &cfg, from, sizeof from))) return s;
-  if (!r->variant->valid(&ctx->info, &cls, &cfg, NULL, 0)) {
-    fcl_log(ctx, "%s: %s is not valid here; the defaults", r->variant->name, from);
-    r->variant->defaults(&ctx->info, &cls, &cfg);
-  }
+  /* A database row or override is valid here (fcl_tuning_choose checks). */
+  if ((s = fcl_tuning_choose(ctx, &cls, &cfg, NULL, 0))) return s;
   return r->launch(ctx, &cls, &cfg, &p);
 }

@@ -56,15 +56,11 @@ fcl_status fcl_kvcache_prefill_launch(fcl_context *ctx, const fcl_tuning_class *
                                              d->head_dim) * es, p->dtype,
                           {d->cache_capacity * d->heads_kv * d->head_dim_v,
                            d->heads_kv * d->head_dim_v, d->head_dim_v, 1}};
-  const cl_int kv_flags = (p->rotary ? FCL_KV_ROTARY : 0) |
-                          (d->rotary_interleaved ? FCL_KV_INTERLEAVED : 0) |
-                          (p->append ? FCL_KV_APPEND : 0) | (p->paged ? FCL_KV_PAGED : 0) |
-                          (d->cache_batch_idx ? FCL_KV_BATCH_IDX : 0);
+  const cl_int kv_flags = fcl_kvcache_flags(p);
   const cl_mem any = p->q->buffer;
   const cl_mem bidx = d->cache_batch_idx ? d->cache_batch_idx : any;
   const cl_int cache_batch = (cl_int)(d->cache_batch ? d->cache_batch : d->batch);
-  fcl_args aa = {ka, 0, CL_SUCCESS}, ap = {kp, 0, CL_SUCCESS}, ag = {kg, 0, CL_SUCCESS};
-  if (ka) fcl_kvcache_append_args(&aa, p, kv_flags, 0);
+  fcl_args ap = {kp, 0, CL_SUCCESS}, ag = {kg, 0, CL_SUCCESS};
   const cl_mem bufs[] = {p->q->buffer, q_rot ? q_rot : any, seqused, d->cache_seqlens, bidx,
                          d->rotary_cos ? d->rotary_cos : any,
                          d->rotary_sin ? d->rotary_sin : any};
@@ -88,37 +84,22 @@ fcl_status fcl_kvcache_prefill_launch(fcl_context *ctx, const fcl_tuning_class *
     FCL_ARG(&ag, k_sb); FCL_ARG(&ag, k_ss); FCL_ARG(&ag, k_sh);
     FCL_ARG(&ag, v_off); FCL_ARG(&ag, v_sb); FCL_ARG(&ag, v_ss); FCL_ARG(&ag, v_sh);
     const cl_int gi[] = {(cl_int)d->head_dim, (cl_int)d->head_dim_v, (cl_int)d->heads_kv,
-                         (cl_int)d->seqlen_q, (cl_int)d->cache_capacity, cache_batch,
-                         (cl_int)(d->page_size ? d->page_size : 1), (cl_int)d->num_pages,
-                         (cl_int)(d->page_size ? d->cache_capacity / d->page_size : 0),
-                         kv_flags};
+                         (cl_int)d->seqlen_q};
     for (size_t i = 0; i < FCL_COUNT(gi); ++i) FCL_ARG(&ag, gi[i]);
+    fcl_kvcache_layout_args(&ag, d);
+    FCL_ARG(&ag, kv_flags);
   }
-  if (aa.err || ap.err || ag.err)
-    return fcl_fail_cl(ctx, aa.err ? aa.err : ap.err ? ap.err : ag.err, "clSetKernelArg");
+  if (ap.err || ag.err) return fcl_fail_cl(ctx, ap.err ? ap.err : ag.err, "clSetKernelArg");
 
-  /* The forward over the cache rows: seqlen_k is the capacity, each
-   * sequence's keys its used length. */
-  const fcl_attention_desc ad = {
-      .batch = d->batch, .seqlen_q = d->seqlen_q, .seqlen_k = d->cache_capacity,
-      .heads_q = d->heads_q, .heads_kv = d->heads_kv, .head_dim = d->head_dim,
-      .head_dim_v = d->head_dim_v, .softmax_scale = d->softmax_scale, .causal = d->causal,
-      .window_left = d->window_left, .window_right = d->window_right, .softcap = d->softcap,
-      .alibi_slopes = d->alibi_slopes};
-  fcl_attention_problem fp = {.d = &ad, .dtype = p->dtype, .total_q = d->batch * d->seqlen_q,
-                              .total_k = d->batch * d->cache_capacity,
-                              .q = q_rot ? &qr : p->q, .k = kg ? &kgv : p->k_cache,
-                              .v = kg ? &vgv : p->v_cache, .o = p->o, .lse = p->lse,
-                              .seqused_k = seqused};
-  fcl_attention_scalars_init(&ad, false, fp.total_q, &fp.sc);
+  /* The forward over the cache rows (p->attn: seqlen_k is the capacity),
+   * each sequence's keys its used length. */
+  const fcl_attention_problem fp = {
+      .d = &p->attn, .dtype = p->dtype, .total_q = d->batch * d->seqlen_q,
+      .total_k = d->batch * d->cache_capacity, .sc = p->sc, .q = q_rot ? &qr : p->q,
+      .k = kg ? &kgv : p->k_cache, .v = kg ? &vgv : p->v_cache, .o = p->o, .lse = p->lse,
+      .seqused_k = seqused};
 
-  if (ka) {
-    const int64_t width = d->head_dim > d->head_dim_v ? d->head_dim : d->head_dim_v;
-    const size_t g[3] = {(size_t)(width + 63) / 64 * 64, (size_t)d->seqlen_q,
-                         (size_t)(d->batch * d->heads_kv)};
-    const size_t l[3] = {64, 1, 1};
-    if ((s = fcl_launch(ctx, ka, &aa, g, l, "enqueueing the KV-cache append"))) return s;
-  }
+  if (ka && (s = fcl_kvcache_append(ctx, ka, p, kv_flags, 0))) return s;
   const size_t g[3] = {(size_t)(p->rotary ? d->head_dim : 1), (size_t)d->seqlen_q,
                        (size_t)(d->batch * d->heads_q)};
   if ((s = fcl_launch(ctx, kp, &ap, g, NULL, "enqueueing the KV-cache prefill preparation")))
