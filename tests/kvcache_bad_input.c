@@ -8,7 +8,6 @@
 #include "op_harness.h"
 #include "ref_kvcache.h"
 
-#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,38 +135,6 @@ static void release_all(bsetup *s) {
 }
 
 /* ---- messages ----------------------------------------------------------------- */
-static int is_ident(int ch) { return isalnum(ch) || ch == '_'; }
-
-/* word occurs in msg, not inside a longer identifier. */
-static int has_word(const char *msg, const char *word) {
-  const size_t n = strlen(word);
-  for (const char *p = strstr(msg, word); p; p = strstr(p + 1, word)) {
-    if (p > msg && is_ident((unsigned char)p[-1])) continue;
-    if (is_ident((unsigned char)p[n])) continue;
-    return 1;
-  }
-  return 0;
-}
-
-/* Each entry must occur; "a|b" accepts either. */
-static int has_words(const char *msg, const char *const *words, char *missing, size_t len) {
-  int all = 1;
-  missing[0] = 0;
-  for (; words && *words; ++words) {
-    char alt[128];
-    snprintf(alt, sizeof alt, "%s", *words);
-    int found = 0;
-    for (char *save = alt, *tok; !found && (tok = strtok(save, "|")); save = NULL)
-      found = has_word(msg, tok);
-    if (!found) {
-      all = 0;
-      const size_t used = strlen(missing);
-      snprintf(missing + used, len - used, "%s\"%s\"", used ? ", " : "", *words);
-    }
-  }
-  return all;
-}
-
 static size_t changed(bsetup *s, cl_mem m, const unsigned char *then, size_t bytes) {
   unsigned char *now = snapshot(s, m, bytes);
   size_t n = 0;
@@ -195,7 +162,7 @@ static void expect(bsetup *s, const char *label, fcl_status got, const char *con
   if (!msg) msg = "(NULL)";
   if (words) {
     char missing[256];
-    if (!has_words(msg, words, missing, sizeof missing)) {
+    if (!tu_has_words(msg, words, missing, sizeof missing)) {
       ok = 0;
       oh_append(why, sizeof why, " message lacks %s;", missing);
     }

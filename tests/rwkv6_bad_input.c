@@ -6,7 +6,6 @@
  * chunked). */
 #include "op_harness.h"
 
-#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,41 +50,6 @@ typedef struct {
 
 static int bad_cases = 0, bad_failed = 0;
 
-static int is_ident(int ch) { return isalnum(ch) || ch == '_'; }
-
-/* word occurs in msg, not inside a longer identifier or number. */
-static int has_word(const char *msg, const char *word) {
-  const size_t n = strlen(word);
-  for (const char *q = strstr(msg, word); q; q = strstr(q + 1, word)) {
-    if (q > msg && is_ident((unsigned char)q[-1])) continue;
-    if (is_ident((unsigned char)q[n])) continue;
-    if ((isdigit((unsigned char)word[0]) || word[0] == '-') && q[n] == '.' &&
-        isdigit((unsigned char)q[n + 1]))
-      continue;
-    return 1;
-  }
-  return 0;
-}
-
-/* Every entry of words occurs; "a|b" accepts either. */
-static int has_words(const char *msg, const char *const *words, char *missing, size_t len) {
-  int all = 1;
-  missing[0] = 0;
-  for (; words && *words; ++words) {
-    char alt[128];
-    snprintf(alt, sizeof alt, "%s", *words);
-    int found = 0;
-    for (char *save = alt, *tok; !found && (tok = strtok(save, "|")); save = NULL)
-      found = has_word(msg, tok);
-    if (!found) {
-      all = 0;
-      const size_t l = strlen(missing);
-      snprintf(missing + l, len - l, "%s\"%s\"", l ? ", " : "", *words);
-    }
-  }
-  return all;
-}
-
 static size_t out_bytes(int i) {
   /* o, ht, dr, dk, dv, dw, du, dh0 (all f32 here) */
   static const size_t n[8] = {BNV, BNS, BNK, BNK, BNV, BNK, BNU, BNS};
@@ -118,7 +82,7 @@ static void expect(bsetup *s, const char *label, fcl_status got, fcl_status want
   if (!msg) msg = "(NULL)";
   if (words) {
     char missing[256];
-    if (!has_words(msg, words, missing, sizeof missing)) {
+    if (!tu_has_words(msg, words, missing, sizeof missing)) {
       ok = 0;
       wp += (size_t)snprintf(why + wp, sizeof why - wp, " message lacks %s;", missing);
     }

@@ -7,7 +7,6 @@
 #include "ref_attention.h"
 #include "test_util.h"
 
-#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,45 +26,6 @@ typedef struct {
   fcl_tensor         q, k, v, o;
   double             hq_[B * SQ * HQ * D], hk_[B * SK * HKV * D], hv_[B * SK * HKV * DV];
 } setup;
-
-static int is_ident(int ch) { return isalnum(ch) || ch == '_'; }
-
-/* word occurs in msg, not as part of a longer identifier or number. A
- * number with a '.' may be printed with trailing zeros ("-1.5" ~ "-1.500"). */
-static int has_word(const char *msg, const char *word) {
-  const size_t n = strlen(word);
-  const int numeric = isdigit((unsigned char)word[0]) || word[0] == '-';
-  for (const char *p = strstr(msg, word); p; p = strstr(p + 1, word)) {
-    if (p > msg && (is_ident((unsigned char)p[-1]) || (numeric && p[-1] == '.'))) continue;
-    const char *e = p + n;
-    if (numeric && strchr(word, '.'))
-      while (*e == '0') ++e;
-    if (is_ident((unsigned char)*e)) continue;
-    if (numeric && *e == '.' && isdigit((unsigned char)e[1])) continue;
-    return 1;
-  }
-  return 0;
-}
-
-/* Each entry of words must occur; an entry "a|b" accepts either. */
-static int has_words(const char *msg, const char *const *words, char *missing,
-                     size_t missing_len) {
-  int all = 1;
-  missing[0] = 0;
-  for (; words && *words; ++words) {
-    char alt[128];
-    snprintf(alt, sizeof alt, "%s", *words);
-    int found = 0;
-    for (char *save = alt, *tok; !found && (tok = strtok(save, "|")); save = NULL)
-      found = has_word(msg, tok);
-    if (!found) {
-      all = 0;
-      size_t len = strlen(missing);
-      snprintf(missing + len, missing_len - len, "%s\"%s\"", len ? ", " : "", *words);
-    }
-  }
-  return all;
-}
 
 static size_t count_bad(cl_command_queue queue, cl_mem buf, size_t bytes) {
   size_t first = 0;
@@ -90,7 +50,7 @@ static void expect(setup *s, const char *label, fcl_status got, fcl_status want,
   if (!msg) msg = "(NULL)";
   if (words) {
     char missing[256];
-    if (!has_words(msg, words, missing, sizeof missing)) {
+    if (!tu_has_words(msg, words, missing, sizeof missing)) {
       ok = 0;
       wp += (size_t)snprintf(why + wp, sizeof why - wp, " message lacks %s;", missing);
     }

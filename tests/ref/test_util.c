@@ -1,5 +1,6 @@
 #include "test_util.h"
 
+#include <ctype.h>
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -468,4 +469,44 @@ double tu_now(void) {
   struct timespec ts;
   timespec_get(&ts, TIME_UTC);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Error messages (the bad-input suites). */
+static int is_ident(int ch) { return isalnum(ch) || ch == '_'; }
+
+/* word occurs in msg, not as part of a longer identifier or number. A
+ * number with a '.' may be printed with trailing zeros ("-1.5" ~ "-1.500"). */
+static int has_word(const char *msg, const char *word) {
+  const size_t n = strlen(word);
+  const int numeric = isdigit((unsigned char)word[0]) || word[0] == '-';
+  for (const char *p = strstr(msg, word); p; p = strstr(p + 1, word)) {
+    if (p > msg && (is_ident((unsigned char)p[-1]) || (numeric && p[-1] == '.'))) continue;
+    const char *e = p + n;
+    if (numeric && strchr(word, '.'))
+      while (*e == '0') ++e;
+    if (is_ident((unsigned char)*e)) continue;
+    if (numeric && *e == '.' && isdigit((unsigned char)e[1])) continue;
+    return 1;
+  }
+  return 0;
+}
+
+/* Each entry of words must occur; an entry "a|b" accepts either. */
+int tu_has_words(const char *msg, const char *const *words, char *missing,
+                 size_t missing_len) {
+  int all = 1;
+  missing[0] = 0;
+  for (; words && *words; ++words) {
+    char alt[128];
+    snprintf(alt, sizeof alt, "%s", *words);
+    int found = 0;
+    for (char *save = alt, *tok; !found && (tok = strtok(save, "|")); save = NULL)
+      found = has_word(msg, tok);
+    if (!found) {
+      all = 0;
+      size_t len = strlen(missing);
+      snprintf(missing + len, missing_len - len, "%s\"%s\"", len ? ", " : "", *words);
+    }
+  }
+  return all;
 }

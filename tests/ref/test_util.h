@@ -28,6 +28,12 @@ void     tu_fill_uniform(tu_rng *r, double *x, size_t n, double lo, double hi);
 
 /* ---- dtypes ------------------------------------------------------------ */
 const char *tu_dtype_name(fcl_dtype t);
+/* Whether every entry of words (NULL-terminated) occurs in msg as a whole
+ * word: not inside a longer identifier or number (a number with a '.' may
+ * be printed with trailing zeros); an entry "a|b" accepts either. missing
+ * receives the entries not found. */
+int tu_has_words(const char *msg, const char *const *words, char *missing,
+                 size_t missing_len);
 size_t      tu_dtype_size(fcl_dtype t); /* 0 for an unknown dtype */
 
 /* Exact round-to-nearest-even of a double to the dtype's value set
