@@ -208,51 +208,6 @@ static void describe(const kv_case *c, const kv_shape *s, fcl_dtype dt, char *bu
 #undef ADD
 }
 
-/* ---- buffers watched for changes -------------------------------------------- */
-typedef struct {
-  cl_mem         m;
-  size_t         bytes;
-  const char    *name;
-  unsigned char *then;
-} kv_watch;
-
-static unsigned char *read_all(fcl_context *ctx, cl_mem m, size_t bytes) {
-  unsigned char *h = xcalloc(bytes, 1);
-  if (tu_buffer_read(fcl_context_queue(ctx), m, h, bytes)) {
-    free(h);
-    return NULL;
-  }
-  return h;
-}
-
-static size_t buffer_bytes(cl_mem m) {
-  size_t n = 0;
-  clGetMemObjectInfo(m, CL_MEM_SIZE, sizeof n, &n, NULL);
-  return n;
-}
-
-static void watch(fcl_context *ctx, kv_watch *w, int *nw, cl_mem m, const char *name) {
-  if (!m) return;
-  w[*nw].m = m;
-  w[*nw].bytes = buffer_bytes(m);
-  w[*nw].name = name;
-  w[*nw].then = read_all(ctx, m, w[*nw].bytes);
-  ++*nw;
-}
-
-static int watched_same(fcl_context *ctx, kv_watch *w, int nw, char *why, size_t nwhy) {
-  int bad = 0;
-  for (int i = 0; i < nw; ++i) {
-    unsigned char *now = read_all(ctx, w[i].m, w[i].bytes);
-    if (!now || !w[i].then || memcmp(now, w[i].then, w[i].bytes)) {
-      oh_append(why, nwhy, " input %s modified;", w[i].name);
-      bad = 1;
-    }
-    free(now);
-  }
-  return bad;
-}
-
 /* ---- the cache after the call ---------------------------------------------- */
 /* Allowed error of a stored rotated key element: one ulp of the dtype at
  * its value plus 4 f32 roundings of its two terms (the rotation in f32). */
@@ -411,18 +366,18 @@ int kv_case_run(fcl_context *ctx, const kv_case *c, fcl_dtype dt, uint64_t seed,
   }
   if (c->junk_stride0 && c->ragged) /* indexed by token: strides[0] is not used */
     tq.t.strides[0] = tkn.t.strides[0] = tvn.t.strides[0] = to.t.strides[0] = (int64_t)1 << 30;
-  kv_watch w[12];
+  oh_watch w[12];
   int nw = 0;
-  watch(ctx, w, &nw, tq.buffer, "q");
-  watch(ctx, w, &nw, tkn.buffer, "k_new");
-  watch(ctx, w, &nw, tvn.buffer, "v_new");
-  watch(ctx, w, &nw, bseq, "cache_seqlens");
-  watch(ctx, w, &nw, bbt, "block_table");
-  watch(ctx, w, &nw, bcbi, "cache_batch_idx");
-  watch(ctx, w, &nw, bcuq, "cu_seqlens_q");
-  watch(ctx, w, &nw, bcos, "rotary_cos");
-  watch(ctx, w, &nw, bsin, "rotary_sin");
-  watch(ctx, w, &nw, balibi, "alibi_slopes");
+  oh_watch_add(ctx, w, &nw, tq.buffer, "q");
+  oh_watch_add(ctx, w, &nw, tkn.buffer, "k_new");
+  oh_watch_add(ctx, w, &nw, tvn.buffer, "v_new");
+  oh_watch_add(ctx, w, &nw, bseq, "cache_seqlens");
+  oh_watch_add(ctx, w, &nw, bbt, "block_table");
+  oh_watch_add(ctx, w, &nw, bcbi, "cache_batch_idx");
+  oh_watch_add(ctx, w, &nw, bcuq, "cu_seqlens_q");
+  oh_watch_add(ctx, w, &nw, bcos, "rotary_cos");
+  oh_watch_add(ctx, w, &nw, bsin, "rotary_sin");
+  oh_watch_add(ctx, w, &nw, balibi, "alibi_slopes");
 
   fcl_kvcache_desc kd = FCL_KVCACHE_DESC_INIT;
   kd.batch = B; kd.seqlen_q = s.sq;
@@ -476,9 +431,9 @@ int kv_case_run(fcl_context *ctx, const kv_case *c, fcl_dtype dt, uint64_t seed,
       ok = 0;
       break;
     }
-    unsigned char *ob = read_all(ctx, to.buffer, to.bytes);
-    unsigned char *lb = lse ? read_all(ctx, lse, lse_bytes) : NULL;
-    unsigned char *kb = read_all(ctx, kc.m, kc.bytes), *vb = read_all(ctx, vc.m, vc.bytes);
+    unsigned char *ob = oh_read_all(ctx, to.buffer, to.bytes);
+    unsigned char *lb = lse ? oh_read_all(ctx, lse, lse_bytes) : NULL;
+    unsigned char *kb = oh_read_all(ctx, kc.m, kc.bytes), *vb = oh_read_all(ctx, vc.m, vc.bytes);
     if (!ob || (lse && !lb) || !kb || !vb) {
       oh_append(why, sizeof why, " reading results failed;");
       ok = 0;
@@ -524,8 +479,7 @@ int kv_case_run(fcl_context *ctx, const kv_case *c, fcl_dtype dt, uint64_t seed,
     }
   }
   free(o_first); free(l_first); free(k_first); free(v_first);
-  ok &= !watched_same(ctx, w, nw, why, sizeof why);
-  for (int i = 0; i < nw; ++i) free(w[i].then);
+  ok &= !oh_watch_changed(ctx, w, nw, why, sizeof why);
 
   if (ok && bad_run) {
     ok &= !cache_unchanged_elsewhere(&kc, NULL, es, 0, "k_cache", why, sizeof why);

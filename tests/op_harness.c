@@ -72,17 +72,10 @@ oh_rwkv6_sizes oh_rwkv6_count(const ref_rwkv6_problem *p) {
 
 /* ---- device buffers of one call, released together ------------------------ */
 typedef struct {
-  cl_mem         m;
-  size_t         bytes;
-  const char    *name;
-  unsigned char *bytes_then;
-} watched;
-
-typedef struct {
   fcl_context *ctx;
   tu_tensor    t[12];
   cl_mem       m[12];
-  watched      w[16];
+  oh_watch     w[16];
   int          nt, nm, nw;
 } pool;
 
@@ -116,48 +109,51 @@ static cl_mem new_ints(pool *pl, const int32_t *x, int64_t n) {
   return m;
 }
 
-static unsigned char *read_all(pool *pl, cl_mem m, size_t bytes) {
+unsigned char *oh_read_all(fcl_context *ctx, cl_mem m, size_t bytes) {
   unsigned char *h = malloc(bytes + 1);
-  if (h && tu_buffer_read(fcl_context_queue(pl->ctx), m, h, bytes)) {
+  if (h && tu_buffer_read(fcl_context_queue(ctx), m, h, bytes)) {
     free(h);
     return NULL;
   }
   return h;
 }
 
-static size_t mem_bytes(cl_mem m) {
-  size_t n = 0;
-  clGetMemObjectInfo(m, CL_MEM_SIZE, sizeof n, &n, NULL);
-  return n;
+void oh_watch_add(fcl_context *ctx, oh_watch *w, int *nw, cl_mem m, const char *name) {
+  if (!m) return;
+  size_t bytes = 0;
+  clGetMemObjectInfo(m, CL_MEM_SIZE, sizeof bytes, &bytes, NULL);
+  w[*nw] = (oh_watch){m, bytes, name, oh_read_all(ctx, m, bytes)};
+  ++*nw;
+}
+
+int oh_watch_changed(fcl_context *ctx, oh_watch *w, int nw, char *why, size_t nwhy) {
+  int bad = 0;
+  for (int i = 0; i < nw; ++i) {
+    unsigned char *now = oh_read_all(ctx, w[i].m, w[i].bytes);
+    if (!now || !w[i].then || memcmp(now, w[i].then, w[i].bytes)) {
+      oh_append(why, nwhy, " input %s was modified;", w[i].name);
+      bad = 1;
+    }
+    free(now);
+    free(w[i].then);
+    w[i].then = NULL;
+  }
+  return bad;
+}
+
+static unsigned char *read_all(pool *pl, cl_mem m, size_t bytes) {
+  return oh_read_all(pl->ctx, m, bytes);
 }
 
 /* Remembers the bytes of m (NULL: nothing) to check later that they stay. */
 static void watch(pool *pl, cl_mem m, const char *name) {
-  if (!m) return;
-  watched *w = &pl->w[pl->nw++];
-  w->m = m;
-  w->bytes = mem_bytes(m);
-  w->name = name;
-  w->bytes_then = read_all(pl, m, w->bytes);
-}
-
-static int check_watched(pool *pl, char *why, size_t nwhy) {
-  int bad = 0;
-  for (int i = 0; i < pl->nw; ++i) {
-    unsigned char *now = read_all(pl, pl->w[i].m, pl->w[i].bytes);
-    if (!now || !pl->w[i].bytes_then || memcmp(now, pl->w[i].bytes_then, pl->w[i].bytes)) {
-      oh_append(why, nwhy, " input %s was modified;", pl->w[i].name);
-      bad = 1;
-    }
-    free(now);
-  }
-  return bad;
+  oh_watch_add(pl->ctx, pl->w, &pl->nw, m, name);
 }
 
 static void release(pool *pl) {
   for (int i = 0; i < pl->nt; ++i) tu_tensor_release(&pl->t[i]);
   for (int i = 0; i < pl->nm; ++i) clReleaseMemObject(pl->m[i]);
-  for (int i = 0; i < pl->nw; ++i) free(pl->w[i].bytes_then);
+  for (int i = 0; i < pl->nw; ++i) free(pl->w[i].then);
 }
 
 /* Reads a tensor, noting bytes outside its view that changed. */
@@ -373,7 +369,7 @@ int oh_attention_run(fcl_context *ctx, const ref_attention_problem *p, fcl_dtype
     fail = run_backward(&pl, att_bwd, att_read, &a, &g, opts->bwd_runs, &out->bwd_s,
                         "backward", why, nwhy);
   }
-  if (opts->check_inputs) fail |= check_watched(&pl, why, nwhy);
+  if (opts->check_inputs) fail |= oh_watch_changed(pl.ctx, pl.w, pl.nw, why, nwhy);
   release(&pl);
   return fail;
 }
@@ -502,7 +498,7 @@ int oh_rwkv6_run(fcl_context *ctx, const ref_rwkv6_problem *p, fcl_dtype dt,
     fail = run_backward(&pl, r6_bwd, r6_read, &a, &g, opts->bwd_runs, &out->bwd_s,
                         "rwkv6 backward", why, nwhy);
   }
-  if (opts->check_inputs) fail |= check_watched(&pl, why, nwhy);
+  if (opts->check_inputs) fail |= oh_watch_changed(pl.ctx, pl.w, pl.nw, why, nwhy);
   release(&pl);
   return fail;
 }

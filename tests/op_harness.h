@@ -247,6 +247,21 @@ uint64_t oh_case_seed(const char *name, fcl_dtype dt);
 /* FCL_TEST_FILTER: whether name contains it (or it is unset or empty). */
 int oh_selected(const char *name);
 
+/* A device buffer's bytes, read to the host (NULL on failure; free it). */
+unsigned char *oh_read_all(fcl_context *ctx, cl_mem m, size_t bytes);
+/* Inputs remembered before a call to check after it that they stayed. */
+typedef struct {
+  cl_mem         m;
+  size_t         bytes;
+  const char    *name;
+  unsigned char *then;
+} oh_watch;
+/* Adds m (NULL: nothing) as w[*nw], ++*nw. */
+void oh_watch_add(fcl_context *ctx, oh_watch *w, int *nw, cl_mem m, const char *name);
+/* Whether any of the nw buffers changed (or could not be read), noting
+ * which in why; frees what oh_watch_add kept. */
+int  oh_watch_changed(fcl_context *ctx, oh_watch *w, int nw, char *why, size_t nwhy);
+
 /* Appends printf-style text to why. */
 void oh_append(char *why, size_t nwhy, const char *fmt, ...)
 #if defined(__GNUC__)
