@@ -97,21 +97,15 @@ static fcl_attention_desc make_desc(const shape *s) {
   return d;
 }
 
-/* Dense views [b, seq, heads, dim] of a buffer. */
-static fcl_tensor view(cl_mem m, fcl_dtype t, int64_t seq, int64_t heads, int64_t dim) {
-  fcl_tensor x = {m, 0, t, {seq * heads * dim, heads * dim, dim, 1}};
-  return x;
-}
-
 static fcl_status forward(fcl_context *ctx, const void *arg) {
   const call_args *c = arg;
   const shape *s = c->s;
   const inputs *in = c->in;
   fcl_attention_desc d = make_desc(s);
-  fcl_tensor q = view(in->bq, s->t, s->sq, s->h, s->d);
-  fcl_tensor k = view(in->bk, s->t, s->sk, s->hkv, s->d);
-  fcl_tensor v = view(in->bv, s->t, s->sk, s->hkv, s->dv);
-  fcl_tensor o = view(in->bo, s->t, s->sq, s->h, s->dv);
+  fcl_tensor q = tu_dense_view(in->bq, s->t, s->sq, s->h, s->d);
+  fcl_tensor k = tu_dense_view(in->bk, s->t, s->sk, s->hkv, s->d);
+  fcl_tensor v = tu_dense_view(in->bv, s->t, s->sk, s->hkv, s->dv);
+  fcl_tensor o = tu_dense_view(in->bo, s->t, s->sq, s->h, s->dv);
   fcl_status st = fcl_attention_forward(ctx, &d, &q, &k, &v, &o, in->blse);
   if (st != FCL_OK)
     fprintf(stderr, "fa-bench: fcl_attention_forward: %s\n", fcl_context_last_error(ctx));
@@ -123,14 +117,14 @@ static fcl_status backward(fcl_context *ctx, const void *arg) {
   const shape *s = c->s;
   const inputs *in = c->in;
   fcl_attention_desc d = make_desc(s);
-  fcl_tensor q = view(in->bq, s->t, s->sq, s->h, s->d);
-  fcl_tensor k = view(in->bk, s->t, s->sk, s->hkv, s->d);
-  fcl_tensor v = view(in->bv, s->t, s->sk, s->hkv, s->dv);
-  fcl_tensor o = view(in->bo, s->t, s->sq, s->h, s->dv);
-  fcl_tensor dout = view(in->bdo, s->t, s->sq, s->h, s->dv);
-  fcl_tensor dq = view(in->bgq, s->t, s->sq, s->h, s->d);
-  fcl_tensor dk = view(in->bgk, s->t, s->sk, s->hkv, s->d);
-  fcl_tensor dv = view(in->bgv, s->t, s->sk, s->hkv, s->dv);
+  fcl_tensor q = tu_dense_view(in->bq, s->t, s->sq, s->h, s->d);
+  fcl_tensor k = tu_dense_view(in->bk, s->t, s->sk, s->hkv, s->d);
+  fcl_tensor v = tu_dense_view(in->bv, s->t, s->sk, s->hkv, s->dv);
+  fcl_tensor o = tu_dense_view(in->bo, s->t, s->sq, s->h, s->dv);
+  fcl_tensor dout = tu_dense_view(in->bdo, s->t, s->sq, s->h, s->dv);
+  fcl_tensor dq = tu_dense_view(in->bgq, s->t, s->sq, s->h, s->d);
+  fcl_tensor dk = tu_dense_view(in->bgk, s->t, s->sk, s->hkv, s->d);
+  fcl_tensor dv = tu_dense_view(in->bgv, s->t, s->sk, s->hkv, s->dv);
   fcl_status st =
       fcl_attention_backward(ctx, &d, &q, &k, &v, &o, in->blse, &dout, &dq, &dk, &dv);
   if (st != FCL_OK)

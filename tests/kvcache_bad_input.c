@@ -27,18 +27,6 @@ typedef struct {
   int              run, failed;
 } bsetup;
 
-static fcl_tensor view(cl_mem m, int64_t s, int64_t h, int64_t d) {
-  fcl_tensor t;
-  memset(&t, 0, sizeof t);
-  t.buffer = m;
-  t.dtype = FCL_F32;
-  t.strides[3] = 1;
-  t.strides[2] = d;
-  t.strides[1] = h * d;
-  t.strides[0] = s * h * d;
-  return t;
-}
-
 static cl_mem random_f32(bsetup *s, tu_rng *g, size_t n, double amp) {
   float *x = malloc(n * 4);
   if (!x) abort();
@@ -106,14 +94,14 @@ static int init(bsetup *s, fcl_context *ctx) {
       !s->kp || !s->vp || !s->seq || !s->bt || !s->cbi || !s->cuq || !s->cos || !s->sin ||
       !s->alibi)
     return 1;
-  s->tq = view(s->q, SQ, HQ, D);
-  s->tkn = view(s->kn, SQ, HKV, D);
-  s->tvn = view(s->vn, SQ, HKV, DV);
-  s->to = view(s->o, SQ, HQ, DV);
-  s->tkc = view(s->kc, CAP, HKV, D);
-  s->tvc = view(s->vc, CAP, HKV, DV);
-  s->tkp = view(s->kp, PAGE, HKV, D);
-  s->tvp = view(s->vp, PAGE, HKV, DV);
+  s->tq = tu_dense_view(s->q, FCL_F32, SQ, HQ, D);
+  s->tkn = tu_dense_view(s->kn, FCL_F32, SQ, HKV, D);
+  s->tvn = tu_dense_view(s->vn, FCL_F32, SQ, HKV, DV);
+  s->to = tu_dense_view(s->o, FCL_F32, SQ, HQ, DV);
+  s->tkc = tu_dense_view(s->kc, FCL_F32, CAP, HKV, D);
+  s->tvc = tu_dense_view(s->vc, FCL_F32, CAP, HKV, DV);
+  s->tkp = tu_dense_view(s->kp, FCL_F32, PAGE, HKV, D);
+  s->tvp = tu_dense_view(s->vp, FCL_F32, PAGE, HKV, DV);
   fcl_kvcache_desc d = FCL_KVCACHE_DESC_INIT;
   d.batch = B; d.seqlen_q = SQ; d.heads_q = HQ; d.heads_kv = HKV; d.head_dim = D;
   d.head_dim_v = DV; d.cache_capacity = CAP; d.causal = 1;
@@ -333,7 +321,8 @@ static void merge_cases(bsetup *s) {
   fcl_attention_desc d = FCL_ATTENTION_DESC_INIT;
   d.batch = B; d.seqlen_q = SQ; d.seqlen_k = SQ; d.heads_q = HQ; d.heads_kv = HQ;
   d.head_dim = DV; d.head_dim_v = DV;
-  fcl_tensor parts[2] = {view(s->q, SQ, HQ, DV), view(s->q, SQ, HQ, DV)};
+  fcl_tensor parts[2] = {tu_dense_view(s->q, FCL_F32, SQ, HQ, DV),
+                         tu_dense_view(s->q, FCL_F32, SQ, HQ, DV)};
   cl_context clc = fcl_context_cl(s->ctx);
   cl_mem l0 = tu_buffer_poison(clc, s->queue, s->bytes_lse);
   cl_mem l1 = tu_buffer_poison(clc, s->queue, s->bytes_lse);

@@ -106,18 +106,6 @@ static void expect(bsetup *s, const char *label, fcl_status got, fcl_status want
   }
 }
 
-static fcl_tensor bshd_f32(cl_mem buf, int64_t t, int64_t h, int64_t d) {
-  fcl_tensor x;
-  memset(&x, 0, sizeof x);
-  x.buffer = buf;
-  x.dtype = FCL_F32;
-  x.strides[3] = 1;
-  x.strides[2] = d;
-  x.strides[1] = h * d;
-  x.strides[0] = t * h * d;
-  return x;
-}
-
 static cl_mem upload_f32(bsetup *s, const double *x, size_t n) {
   return upload_typed(s->cl, s->queue, x, n, FCL_F32);
 }
@@ -160,16 +148,16 @@ static int bsetup_init(bsetup *s, fcl_context *ctx) {
   fcl_rwkv6_desc d = FCL_RWKV6_DESC_INIT;
   d.batch = BB; d.seqlen = BT; d.heads = BH; d.head_dim_k = BK; d.head_dim_v = BV;
   s->d = d;
-  s->r = bshd_f32(s->br, BT, BH, BK);
-  s->k = bshd_f32(s->bk, BT, BH, BK);
-  s->v = bshd_f32(s->bv, BT, BH, BV);
-  s->w = bshd_f32(s->bw, BT, BH, BK);
-  s->dout = bshd_f32(s->bdo, BT, BH, BV);
-  s->o = bshd_f32(s->bo, BT, BH, BV);
-  s->dr = bshd_f32(s->bdr, BT, BH, BK);
-  s->dk = bshd_f32(s->bdk, BT, BH, BK);
-  s->dv = bshd_f32(s->bdv, BT, BH, BV);
-  s->dw = bshd_f32(s->bdw, BT, BH, BK);
+  s->r = tu_dense_view(s->br, FCL_F32, BT, BH, BK);
+  s->k = tu_dense_view(s->bk, FCL_F32, BT, BH, BK);
+  s->v = tu_dense_view(s->bv, FCL_F32, BT, BH, BV);
+  s->w = tu_dense_view(s->bw, FCL_F32, BT, BH, BK);
+  s->dout = tu_dense_view(s->bdo, FCL_F32, BT, BH, BV);
+  s->o = tu_dense_view(s->bo, FCL_F32, BT, BH, BV);
+  s->dr = tu_dense_view(s->bdr, FCL_F32, BT, BH, BK);
+  s->dk = tu_dense_view(s->bdk, FCL_F32, BT, BH, BK);
+  s->dv = tu_dense_view(s->bdv, FCL_F32, BT, BH, BV);
+  s->dw = tu_dense_view(s->bdw, FCL_F32, BT, BH, BK);
   return 0;
 }
 

@@ -85,19 +85,6 @@ static fcl_status call(setup *s, const fcl_attention_desc *d, const fcl_tensor *
   return fcl_attention_forward(s->ctx, d, q, k, v, o, lse);
 }
 
-static fcl_tensor bshd(cl_mem buf, int64_t s, int64_t h, int64_t d) {
-  fcl_tensor t;
-  memset(&t, 0, sizeof t);
-  t.buffer = buf;
-  t.offset = 0;
-  t.dtype = FCL_F32;
-  t.strides[3] = 1;
-  t.strides[2] = d;
-  t.strides[1] = h * d;
-  t.strides[0] = s * h * d;
-  return t;
-}
-
 static int init_setup(setup *s) {
   memset(s, 0, sizeof *s);
   if (fcl_context_create(NULL, &s->ctx) != FCL_OK) {
@@ -144,10 +131,10 @@ static int init_setup(setup *s) {
   d.batch = B; d.seqlen_q = SQ; d.seqlen_k = SK; d.heads_q = HQ; d.heads_kv = HKV;
   d.head_dim = D; d.head_dim_v = DV; d.causal = 1;
   s->d = d;
-  s->q = bshd(s->bq, SQ, HQ, D);
-  s->k = bshd(s->bk, SK, HKV, D);
-  s->v = bshd(s->bv, SK, HKV, DV);
-  s->o = bshd(s->bo, SQ, HQ, DV);
+  s->q = tu_dense_view(s->bq, FCL_F32, SQ, HQ, D);
+  s->k = tu_dense_view(s->bk, FCL_F32, SK, HKV, D);
+  s->v = tu_dense_view(s->bv, FCL_F32, SK, HKV, DV);
+  s->o = tu_dense_view(s->bo, FCL_F32, SQ, HQ, DV);
   return 0;
 }
 
@@ -243,7 +230,8 @@ int main(void) {
   /* heads_q % heads_kv != 0 (k, v buffers are large enough for 3 heads). */
   d = s->d; d.heads_kv = 3;
   {
-    fcl_tensor k3 = bshd(s->bk, SK, 3, D), v3 = bshd(s->bv, SK, 3, DV);
+    fcl_tensor k3 = tu_dense_view(s->bk, FCL_F32, SK, 3, D);
+    fcl_tensor v3 = tu_dense_view(s->bv, FCL_F32, SK, 3, DV);
     expect(s, "heads_q 4 % heads_kv 3", call(s, &d, &s->q, &k3, &v3, &s->o, s->lse), INVALID,
            W("heads_kv", "3"));
   }

@@ -102,11 +102,6 @@ static cl_mem make_buffer(tune_workload *w, size_t n, fcl_dtype t, const double 
   return m;
 }
 
-static fcl_tensor view(cl_mem m, fcl_dtype t, int64_t s, int64_t h, int64_t d) {
-  fcl_tensor v = {m, 0, t, {s * h * d, h * d, d, 1}};
-  return v;
-}
-
 /* Dense random doubles rounded to t (check problems only). */
 static double *randoms(tune_workload *w, int slot, size_t n, fcl_dtype t, uint64_t seed,
                        int kind) {
@@ -151,10 +146,10 @@ static bool attention_create(tune_workload *w, int64_t T, int64_t H, char *why, 
     if (bwd) NEED(g = randoms(w, 3, nv, t, 4, 0));
   }
   cl_mem m;
-  NEED(m = make_buffer(w, nq, t, q, 1, why, n)); w->q = view(m, t, T, H, D);
-  NEED(m = make_buffer(w, nq, t, k, 2, why, n)); w->k = view(m, t, T, H, D);
-  NEED(m = make_buffer(w, nv, t, v, 3, why, n)); w->v = view(m, t, T, H, Dv);
-  NEED(m = make_buffer(w, nv, t, NULL, 5, why, n)); w->o = view(m, t, T, H, Dv);
+  NEED(m = make_buffer(w, nq, t, q, 1, why, n)); w->q = tu_dense_view(m, t, T, H, D);
+  NEED(m = make_buffer(w, nq, t, k, 2, why, n)); w->k = tu_dense_view(m, t, T, H, D);
+  NEED(m = make_buffer(w, nv, t, v, 3, why, n)); w->v = tu_dense_view(m, t, T, H, Dv);
+  NEED(m = make_buffer(w, nv, t, NULL, 5, why, n)); w->o = tu_dense_view(m, t, T, H, Dv);
   NEED(w->lse = make_buffer(w, nl, FCL_F32, NULL, 6, why, n));
   const double flops = 2.0 * H * (double)T * (double)T * (double)(D + Dv) * (c->causal ? 0.5 : 1.0);
   w->work = bwd ? 2.5 * flops : flops;
@@ -175,10 +170,10 @@ static bool attention_create(tune_workload *w, int64_t T, int64_t H, char *why, 
     }
     return true;
   }
-  NEED(m = make_buffer(w, nv, t, g, 4, why, n)); w->dout = view(m, t, T, H, Dv);
-  NEED(m = make_buffer(w, nq, t, NULL, 7, why, n)); w->dq = view(m, t, T, H, D);
-  NEED(m = make_buffer(w, nq, t, NULL, 8, why, n)); w->dk = view(m, t, T, H, D);
-  NEED(m = make_buffer(w, nv, t, NULL, 9, why, n)); w->dv = view(m, t, T, H, Dv);
+  NEED(m = make_buffer(w, nv, t, g, 4, why, n)); w->dout = tu_dense_view(m, t, T, H, Dv);
+  NEED(m = make_buffer(w, nq, t, NULL, 7, why, n)); w->dq = tu_dense_view(m, t, T, H, D);
+  NEED(m = make_buffer(w, nq, t, NULL, 8, why, n)); w->dk = tu_dense_view(m, t, T, H, D);
+  NEED(m = make_buffer(w, nv, t, NULL, 9, why, n)); w->dv = tu_dense_view(m, t, T, H, Dv);
   /* The backward's o and lse come from the library's forward. */
   fcl_status s = fcl_attention_forward(w->ctx, d, &w->q, &w->k, &w->v, &w->o, w->lse);
   if (s != FCL_OK) {
@@ -241,10 +236,10 @@ static bool decode_create(tune_workload *w, int64_t T, int64_t BH, char *why, si
     NEED(v = randoms(w, 2, nv, t, 3, 0));
   }
   cl_mem m;
-  NEED(m = make_buffer(w, nq, t, q, 1, why, n)); w->q = view(m, t, 1, hq, D);
-  NEED(m = make_buffer(w, nk, t, k, 2, why, n)); w->k = view(m, t, T, hkv, D);
-  NEED(m = make_buffer(w, nv, t, v, 3, why, n)); w->v = view(m, t, T, hkv, Dv);
-  NEED(m = make_buffer(w, no, t, NULL, 5, why, n)); w->o = view(m, t, 1, hq, Dv);
+  NEED(m = make_buffer(w, nq, t, q, 1, why, n)); w->q = tu_dense_view(m, t, 1, hq, D);
+  NEED(m = make_buffer(w, nk, t, k, 2, why, n)); w->k = tu_dense_view(m, t, T, hkv, D);
+  NEED(m = make_buffer(w, nv, t, v, 3, why, n)); w->v = tu_dense_view(m, t, T, hkv, Dv);
+  NEED(m = make_buffer(w, no, t, NULL, 5, why, n)); w->o = tu_dense_view(m, t, 1, hq, Dv);
   /* cache_seqlens: every cache full. */
   {
     cl_int err;
@@ -315,12 +310,12 @@ static bool rwkv6_create(tune_workload *w, int64_t T, int64_t H, char *why, size
     }
   }
   cl_mem m;
-  NEED(m = make_buffer(w, nk, t, r, 1, why, n)); w->q = view(m, t, T, H, K);
-  NEED(m = make_buffer(w, nk, t, k, 2, why, n)); w->k = view(m, t, T, H, K);
-  NEED(m = make_buffer(w, nv, t, v, 3, why, n)); w->v = view(m, t, T, H, V);
+  NEED(m = make_buffer(w, nk, t, r, 1, why, n)); w->q = tu_dense_view(m, t, T, H, K);
+  NEED(m = make_buffer(w, nk, t, k, 2, why, n)); w->k = tu_dense_view(m, t, T, H, K);
+  NEED(m = make_buffer(w, nv, t, v, 3, why, n)); w->v = tu_dense_view(m, t, T, H, V);
   /* Timing problems get decays in the usual range, not random signs. */
   double wfill = -exp(-3.0);
-  NEED(m = make_buffer(w, nk, t, wd ? wd : NULL, 4, why, n)); w->w = view(m, t, T, H, K);
+  NEED(m = make_buffer(w, nk, t, wd ? wd : NULL, 4, why, n)); w->w = tu_dense_view(m, t, T, H, K);
   if (!wd) {
     unsigned char bits[4];
     tu_encode(bits, wfill, t);
@@ -331,7 +326,7 @@ static bool rwkv6_create(tune_workload *w, int64_t T, int64_t H, char *why, size
   NEED(w->h0 = make_buffer(w, ns, FCL_F32, h0, 6, why, n));
   const double es = (double)fcl_dtype_size(t);
   if (!bwd) {
-    NEED(m = make_buffer(w, nv, t, NULL, 7, why, n)); w->o = view(m, t, T, H, V);
+    NEED(m = make_buffer(w, nv, t, NULL, 7, why, n)); w->o = tu_dense_view(m, t, T, H, V);
     NEED(w->ht = make_buffer(w, ns, FCL_F32, NULL, 8, why, n));
     w->work = es * (3.0 * nk + 2.0 * nv + nu) + 8.0 * ns;
     if (w->check) {
@@ -345,12 +340,12 @@ static bool rwkv6_create(tune_workload *w, int64_t T, int64_t H, char *why, size
     }
     return true;
   }
-  NEED(m = make_buffer(w, nv, t, g, 7, why, n)); w->dout = view(m, t, T, H, V);
+  NEED(m = make_buffer(w, nv, t, g, 7, why, n)); w->dout = tu_dense_view(m, t, T, H, V);
   NEED(w->dht = make_buffer(w, ns, FCL_F32, gh, 8, why, n));
-  NEED(m = make_buffer(w, nk, t, NULL, 9, why, n)); w->dq = view(m, t, T, H, K);
-  NEED(m = make_buffer(w, nk, t, NULL, 10, why, n)); w->dk = view(m, t, T, H, K);
-  NEED(m = make_buffer(w, nv, t, NULL, 11, why, n)); w->dv = view(m, t, T, H, V);
-  NEED(m = make_buffer(w, nk, t, NULL, 12, why, n)); w->dw = view(m, t, T, H, K);
+  NEED(m = make_buffer(w, nk, t, NULL, 9, why, n)); w->dq = tu_dense_view(m, t, T, H, K);
+  NEED(m = make_buffer(w, nk, t, NULL, 10, why, n)); w->dk = tu_dense_view(m, t, T, H, K);
+  NEED(m = make_buffer(w, nv, t, NULL, 11, why, n)); w->dv = tu_dense_view(m, t, T, H, V);
+  NEED(m = make_buffer(w, nk, t, NULL, 12, why, n)); w->dw = tu_dense_view(m, t, T, H, K);
   NEED(w->du = make_buffer(w, nu, t, NULL, 13, why, n));
   NEED(w->dh0 = make_buffer(w, ns, FCL_F32, NULL, 14, why, n));
   w->work = es * (7.0 * nk + 3.0 * nv + 2.0 * nu) + 12.0 * ns;

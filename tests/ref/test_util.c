@@ -510,3 +510,8 @@ int tu_has_words(const char *msg, const char *const *words, char *missing,
   }
   return all;
 }
+
+fcl_tensor tu_dense_view(cl_mem m, fcl_dtype t, int64_t seq, int64_t heads, int64_t dim) {
+  const fcl_tensor v = {m, 0, t, {seq * heads * dim, heads * dim, dim, 1}};
+  return v;
+}

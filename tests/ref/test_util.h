@@ -28,6 +28,8 @@ void     tu_fill_uniform(tu_rng *r, double *x, size_t n, double lo, double hi);
 
 /* ---- dtypes ------------------------------------------------------------ */
 const char *tu_dtype_name(fcl_dtype t);
+/* A dense [batch, seq, heads, dim] view of m (offset 0). */
+fcl_tensor tu_dense_view(cl_mem m, fcl_dtype t, int64_t seq, int64_t heads, int64_t dim);
 /* Whether every entry of words (NULL-terminated) occurs in msg as a whole
  * word: not inside a longer identifier or number (a number with a '.' may
  * be printed with trailing zeros); an entry "a|b" accepts either. missing
