@@ -134,25 +134,16 @@ static fcl_status backward(fcl_context *ctx, const void *arg) {
 
 /* ---- forward check ------------------------------------------------------ */
 
-typedef struct { int64_t b, h, i; } row;
-
-static int row_cmp(const void *x, const void *y) { /* by (batch, head, query) */
-  const row *a = x, *b = y;
-  return a->b != b->b ? (a->b > b->b) - (a->b < b->b)
-       : a->h != b->h ? (a->h > b->h) - (a->h < b->h)
-                      : (a->i > b->i) - (a->i < b->i);
-}
-
 /* Which rows to check: all of them when there are few, else the first, the
  * last, and query positions spread evenly over random (batch, head) pairs. */
-static int pick_rows(const shape *s, row *r) {
+static int pick_rows(const shape *s, bench_qrow *r) {
   int64_t total = s->b * s->h * s->sq;
   int n = total < CHECK_ROWS ? (int)total : CHECK_ROWS;
   tu_rng rng;
   tu_rng_seed(&rng, 4);
   for (int j = 0; j < n; j++) {
     if (n == total) {
-      r[j] = (row){j / (s->h * s->sq), j / s->sq % s->h, j % s->sq};
+      r[j] = (bench_qrow){j / (s->h * s->sq), j / s->sq % s->h, j % s->sq};
     } else {
       r[j].b = tu_rng_int(&rng, 0, s->b - 1);
       r[j].h = tu_rng_int(&rng, 0, s->h - 1);
@@ -160,10 +151,10 @@ static int pick_rows(const shape *s, row *r) {
     }
   }
   if (n < total) {
-    r[0] = (row){0, 0, 0};
-    r[n - 1] = (row){s->b - 1, s->h - 1, s->sq - 1};
+    r[0] = (bench_qrow){0, 0, 0};
+    r[n - 1] = (bench_qrow){s->b - 1, s->h - 1, s->sq - 1};
   }
-  qsort(r, (size_t)n, sizeof *r, row_cmp);
+  qsort(r, (size_t)n, sizeof *r, bench_qrow_cmp);
   return n;
 }
 
@@ -175,7 +166,7 @@ static const char *check_fwd(fcl_context *ctx, const shape *s, const inputs *in,
                              bench_call call, const void *arg, bench_row *res) {
   size_t es = tu_dtype_size(s->t), dv = (size_t)s->dv;
   cl_command_queue queue = fcl_context_queue(ctx);
-  row rows[CHECK_ROWS];
+  bench_qrow rows[CHECK_ROWS];
   int n = pick_rows(s, rows);
   const char *verdict = "ERROR";
 
@@ -197,7 +188,7 @@ static const char *check_fwd(fcl_context *ctx, const shape *s, const inputs *in,
 
   int64_t group = s->h / s->hkv, kb = -1, kh = -1;
   for (int j = 0; j < n; j++) {
-    const row *r = &rows[j];
+    const bench_qrow *r = &rows[j];
     if (r->b != kb || r->h / group != kh) { /* rows are sorted: load each kv slice once */
       kb = r->b, kh = r->h / group;
       for (int64_t t = 0; t < s->sk; t++) {
@@ -230,7 +221,7 @@ static const char *check_fwd(fcl_context *ctx, const shape *s, const inputs *in,
   verdict = co.ok && cl.ok ? "PASS" : "FAIL";
   if (!co.ok || !cl.ok) { /* the worst element, on stderr: stdout may be CSV or JSON */
     const tu_cmp *c = co.ok ? &cl : &co;
-    const row *r = &rows[co.ok ? cl.worst : co.worst / dv];
+    const bench_qrow *r = &rows[co.ok ? cl.worst : co.worst / dv];
     fprintf(stderr,
             "fa-bench: fwd (%s) Nq=%lld Nk=%lld %s causal=%d: %s of row b=%lld h=%lld "
             "i=%lld: got %.9g, ref %.9g, err %.3g, allowed %.3g; %zu bad\n",

@@ -38,6 +38,9 @@ typedef struct {
 
 /* A row with every result field "not measured", impl flashcl, check SKIP. */
 bench_row bench_row_init(bench_op op);
+/* An output row a check samples: (batch, head, query); qsort by that. */
+typedef struct { int64_t b, h, i; } bench_qrow;
+int bench_qrow_cmp(const void *x, const void *y);
 /* Whether a check verdict makes fa-bench exit 1 (FAIL, ERROR). */
 int       bench_failed(const char *check);
 

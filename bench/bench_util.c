@@ -109,3 +109,10 @@ done:
   free(t);
   return med;
 }
+
+int bench_qrow_cmp(const void *x, const void *y) {
+  const bench_qrow *a = x, *b = y;
+  return a->b != b->b ? (a->b > b->b) - (a->b < b->b)
+       : a->h != b->h ? (a->h > b->h) - (a->h < b->h)
+                      : (a->i > b->i) - (a->i < b->i);
+}

@@ -169,35 +169,26 @@ static fcl_status kvcache_call(fcl_context *ctx, const void *arg) {
 
 /* ---- check -------------------------------------------------------------- */
 
-typedef struct { int64_t b, h, i; } row;
-
-static int row_cmp(const void *x, const void *y) { /* by (batch, head, query) */
-  const row *a = x, *b = y;
-  return a->b != b->b ? (a->b > b->b) - (a->b < b->b)
-       : a->h != b->h ? (a->h > b->h) - (a->h < b->h)
-                      : (a->i > b->i) - (a->i < b->i);
-}
-
 /* All rows when there are few; else every head (up to CHECK_HEADS, spread)
  * of sequence 0's last query, the last head of the last sequence's last
  * query, and random (batch, head) pairs with queries spread evenly. */
-static int pick_rows(const dshape *s, row *r) {
+static int pick_rows(const dshape *s, bench_qrow *r) {
   const int64_t total = s->b * s->h * s->n;
   int n = total < CHECK_ROWS ? (int)total : CHECK_ROWS, j = 0;
   if (n == total) {
-    for (; j < n; j++) r[j] = (row){j / (s->h * s->n), j / s->n % s->h, j % s->n};
+    for (; j < n; j++) r[j] = (bench_qrow){j / (s->h * s->n), j / s->n % s->h, j % s->n};
   } else {
     const int heads = s->h < CHECK_HEADS ? (int)s->h : CHECK_HEADS;
-    for (; j < heads; j++) r[j] = (row){0, heads == s->h ? j : j * (s->h - 1) / (heads - 1), s->n - 1};
+    for (; j < heads; j++) r[j] = (bench_qrow){0, heads == s->h ? j : j * (s->h - 1) / (heads - 1), s->n - 1};
     tu_rng rng;
     tu_rng_seed(&rng, 4);
     const int rest = n - heads;
     for (int k = 0; k < rest - 1; k++, j++)
-      r[j] = (row){tu_rng_int(&rng, 0, s->b - 1), tu_rng_int(&rng, 0, s->h - 1),
+      r[j] = (bench_qrow){tu_rng_int(&rng, 0, s->b - 1), tu_rng_int(&rng, 0, s->h - 1),
                    rest > 2 ? k * (s->n - 1) / (rest - 2) : 0};
-    r[j++] = (row){s->b - 1, s->h - 1, s->n - 1};
+    r[j++] = (bench_qrow){s->b - 1, s->h - 1, s->n - 1};
   }
-  qsort(r, (size_t)n, sizeof *r, row_cmp);
+  qsort(r, (size_t)n, sizeof *r, bench_qrow_cmp);
   return n;
 }
 
@@ -242,7 +233,7 @@ static const char *check(fcl_context *ctx, const dshape *s, const dinputs *in,
   const size_t es = tu_dtype_size(s->t), dv = (size_t)s->dv, d = (size_t)s->d;
   cl_command_queue queue = fcl_context_queue(ctx);
   call_args ca = {s, in};
-  row rows[CHECK_ROWS];
+  bench_qrow rows[CHECK_ROWS];
   int n = pick_rows(s, rows);
   const char *verdict = "ERROR";
 
@@ -267,7 +258,7 @@ static const char *check(fcl_context *ctx, const dshape *s, const dinputs *in,
   const int64_t group = s->h / s->hkv;
   int64_t kb = -1, kh = -1;
   for (int j = 0; j < n; j++) {
-    const row *r = &rows[j];
+    const bench_qrow *r = &rows[j];
     if (r->b != kb || r->h / group != kh) { /* rows are sorted: each kv slice once */
       kb = r->b, kh = r->h / group;
       for (int64_t t = 0; t < s->keys; t++) {
@@ -307,7 +298,7 @@ static const char *check(fcl_context *ctx, const dshape *s, const dinputs *in,
   int ok = co.ok && cl.ok;
   if (!ok) { /* the worst element, on stderr: stdout may be CSV or JSON */
     const tu_cmp *c = co.ok ? &cl : &co;
-    const row *r = &rows[co.ok ? cl.worst : co.worst / dv];
+    const bench_qrow *r = &rows[co.ok ? cl.worst : co.worst / dv];
     fprintf(stderr,
             "fa-bench: decode context=%lld new=%lld page=%lld %s causal=%d: %s of row b=%lld "
             "h=%lld i=%lld: got %.9g, ref %.9g, err %.3g, allowed %.3g; %zu bad\n",
