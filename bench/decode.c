@@ -179,7 +179,8 @@ static int pick_rows(const dshape *s, bench_qrow *r) {
     for (; j < n; j++) r[j] = (bench_qrow){j / (s->h * s->n), j / s->n % s->h, j % s->n};
   } else {
     const int heads = s->h < CHECK_HEADS ? (int)s->h : CHECK_HEADS;
-    for (; j < heads; j++) r[j] = (bench_qrow){0, heads == s->h ? j : j * (s->h - 1) / (heads - 1), s->n - 1};
+    for (; j < heads; j++)
+      r[j] = (bench_qrow){0, heads == s->h ? j : j * (s->h - 1) / (heads - 1), s->n - 1};
     tu_rng rng;
     tu_rng_seed(&rng, 4);
     const int rest = n - heads;

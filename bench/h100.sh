@@ -22,38 +22,7 @@
 # NVIDIA's OpenCL driver is registered through a private ICD directory, since
 # the container's /etc/OpenCL/vendors may not list it. A failing step is
 # reported and the others still run; the exit status is 1 if any failed.
-set -uo pipefail
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-build=${1:-build}
-out=${2:-h100-results}
-fab=$build/bench/fa-bench
-if [[ ! -x $fab ]]; then
-  echo "h100.sh: $fab not found; build first: cmake -S . -B $build && cmake --build $build -j" >&2
-  exit 2
-fi
-mkdir -p "$out"
-
-mkdir -p /tmp/icd
-echo /usr/local/nvidia/lib64/libnvidia-opencl.so.1 >/tmp/icd/nvidia.icd
-cp /etc/OpenCL/vendors/*.icd /tmp/icd/ 2>/dev/null || true
-export OCL_ICD_VENDORS=/tmp/icd
-export FCL_DEVICE=nvidia
-
-status=0
-step() {
-  echo
-  echo "== $*"
-  "$@" || { echo "h100.sh: failed (exit $?): $*"; status=1; }
-}
-# step_json FILE CMD...: runs CMD with --json into FILE (the table comes from
-# torch_sdpa.py --compare FILE, or from the JSON by hand).
-step_json() {
-  local file=$1
-  shift
-  echo
-  echo "== $* --json > $file"
-  "$@" --json >"$file" || { echo "h100.sh: failed (exit $?): $*"; status=1; }
-}
+source "$(dirname "${BASH_SOURCE[0]}")/h100_common.sh"
 
 attn=(--batch 4 --heads 32 --seqlen 4096)
 sweep=(--batch 1 --heads 32 --seqlen "1024,2048,4096,8192,16384")

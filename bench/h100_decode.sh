@@ -18,37 +18,8 @@
 # NVIDIA's OpenCL driver is registered through a private ICD directory, as
 # in h100.sh. A failing step is reported and the others still run; the exit
 # status is 1 if any failed.
-set -uo pipefail
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-build=${1:-build}
-out=${2:-h100-results}
-fab=$build/bench/fa-bench
-if [[ ! -x $fab ]]; then
-  echo "h100_decode.sh: $fab not found; build first: cmake -S . -B $build && cmake --build $build -j" >&2
-  exit 2
-fi
-mkdir -p "$out"
-
-mkdir -p /tmp/icd
-echo /usr/local/nvidia/lib64/libnvidia-opencl.so.1 >/tmp/icd/nvidia.icd
-cp /etc/OpenCL/vendors/*.icd /tmp/icd/ 2>/dev/null || true
-export OCL_ICD_VENDORS=/tmp/icd
-export FCL_DEVICE=nvidia
+source "$(dirname "${BASH_SOURCE[0]}")/h100_common.sh"
 export PYTHONUNBUFFERED=1
-
-status=0
-step() {
-  echo
-  echo "== $*"
-  "$@" || { echo "h100_decode.sh: failed (exit $?): $*"; status=1; }
-}
-step_json() {
-  local file=$1
-  shift
-  echo
-  echo "== $* --json > $file"
-  "$@" --json >"$file" || { echo "h100_decode.sh: failed (exit $?): $*"; status=1; }
-}
 
 common=(--head-dim 128 --iters 50 --warmup 10)
 declare -A cases=(
