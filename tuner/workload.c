@@ -123,6 +123,27 @@ static void add_output(tune_workload *w, const char *name, cl_mem buf, fcl_dtype
   w->outs[w->nouts++] = (output){name, buf, t, n, ref, tol, lse_style};
 }
 
+/* The outputs a forward check expects: o and lse of the reference on the
+ * rounded inputs (v of nv values, o of no, lse of nl), with tolerances for
+ * the logits' size. */
+static bool expect_forward(tune_workload *w, const ref_attention_problem *p, const double *q,
+                           const double *k, const double *v, size_t nv, size_t no, size_t nl,
+                           cl_mem o, cl_mem lse) {
+  const fcl_dtype t = w->cls.dtype;
+  const int64_t D = w->cls.head_dim;
+  double *o_ref = malloc(no * sizeof *o_ref), *l_ref = malloc(nl * sizeof *l_ref);
+  w->host[4] = o_ref, w->host[5] = l_ref;
+  if (!o_ref || !l_ref) return false;
+  ref_attention_forward(p, q, k, v, o_ref, l_ref);
+  double vmax = 0;
+  for (size_t i = 0; i < nv; ++i) vmax = fmax(vmax, fabs(v[i]));
+  const double bound = ref_attention_logit_bound(p, q, k);
+  add_output(w, "o", o, t, no, o_ref, tu_tol_with_logits(tu_tol_output(t), bound, D, vmax), 0);
+  add_output(w, "lse", lse, FCL_F32, nl, l_ref,
+             tu_tol_with_logits(tu_tol_lse(), bound, D, 0.0), 1);
+  return true;
+}
+
 #define NEED(x)                                                                    \
   do {                                                                             \
     if (!(x)) goto fail;                                                           \
@@ -155,19 +176,7 @@ static bool attention_create(tune_workload *w, int64_t T, int64_t H, char *why, 
   w->work = bwd ? 2.5 * flops : flops;
   ref_attention_problem p = {1, T, T, H, H, D, Dv, 0.0, c->causal, -1, -1, 0.0, NULL, NULL, NULL};
   if (!bwd) {
-    if (w->check) {
-      double *o_ref = malloc(nv * sizeof *o_ref), *l_ref = malloc(nl * sizeof *l_ref);
-      w->host[4] = o_ref, w->host[5] = l_ref;
-      NEED(o_ref && l_ref);
-      ref_attention_forward(&p, q, k, v, o_ref, l_ref);
-      double vmax = 0;
-      for (size_t i = 0; i < nv; ++i) vmax = fmax(vmax, fabs(v[i]));
-      const double bound = ref_attention_logit_bound(&p, q, k);
-      add_output(w, "o", w->o.buffer, t, nv, o_ref,
-                 tu_tol_with_logits(tu_tol_output(t), bound, D, vmax), 0);
-      add_output(w, "lse", w->lse, FCL_F32, nl, l_ref,
-                 tu_tol_with_logits(tu_tol_lse(), bound, D, 0.0), 1);
-    }
+    if (w->check) NEED(expect_forward(w, &p, q, k, v, nv, nv, nl, w->o.buffer, w->lse));
     return true;
   }
   NEED(m = make_buffer(w, nv, t, g, 4, why, n)); w->dout = tu_dense_view(m, t, T, H, Dv);
@@ -263,18 +272,8 @@ static bool decode_create(tune_workload *w, int64_t T, int64_t BH, char *why, si
                   (double)B * (double)hq * (double)(D + Dv));
   if (w->check) {
     NEED(w->kv_lse = make_buffer(w, nl, FCL_F32, NULL, 6, why, n));
-    double *o_ref = malloc(no * sizeof *o_ref), *l_ref = malloc(nl * sizeof *l_ref);
-    w->host[4] = o_ref, w->host[5] = l_ref;
-    NEED(o_ref && l_ref);
     ref_attention_problem p = {B, 1, T, hq, hkv, D, Dv, 0.0, 0, -1, -1, 0.0, NULL, NULL, NULL};
-    ref_attention_forward(&p, q, k, v, o_ref, l_ref);
-    double vmax = 0;
-    for (size_t i = 0; i < nv; ++i) vmax = fmax(vmax, fabs(v[i]));
-    const double bound = ref_attention_logit_bound(&p, q, k);
-    add_output(w, "o", w->o.buffer, t, no, o_ref,
-               tu_tol_with_logits(tu_tol_output(t), bound, D, vmax), 0);
-    add_output(w, "lse", w->kv_lse, FCL_F32, nl, l_ref,
-               tu_tol_with_logits(tu_tol_lse(), bound, D, 0.0), 1);
+    NEED(expect_forward(w, &p, q, k, v, nv, no, nl, w->o.buffer, w->kv_lse));
   }
   return true;
 fail:
