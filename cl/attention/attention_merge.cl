@@ -8,21 +8,14 @@
  * extents): nothing outside them is touched. */
 inline float merge_load(const __global void *p, long i, int dtype) {
   if (dtype == 1) return vload_half((size_t)i, (const __global half *)p);
-  if (dtype == 2) return as_float((uint)((const __global ushort *)p)[i] << 16);
+  if (dtype == 2) return fcl_bf16_to_f32(((const __global ushort *)p)[i]);
   return ((const __global float *)p)[i];
 }
 inline void merge_store(__global void *p, long i, int dtype, float x) {
   if (dtype == 1) vstore_half_rte(x, (size_t)i, (__global half *)p);
-  else if (dtype == 2) {
-    uint u = as_uint(x);
-    u = isnan(x) ? (u | 0x00400000u) : u + 0x7fffu + ((u >> 16) & 1u);
-    ((__global ushort *)p)[i] = (ushort)(u >> 16);
-  } else ((__global float *)p)[i] = x;
+  else if (dtype == 2) ((__global ushort *)p)[i] = fcl_f32_to_bf16(x);
+  else ((__global float *)p)[i] = x;
 }
-
-/* Bits of the merge kernel's `step` argument. */
-#define MERGE_FIRST 1 /* no running result yet */
-#define MERGE_LAST 2  /* write o and lse       */
 
 __kernel void fcl_attention_merge_step(
     const __global void *part, const __global float *part_lse, __global float *acc_o,
@@ -45,7 +38,7 @@ __kernel void fcl_attention_merge_step(
   const long pr = p_off + (tok >= 0 ? tok * p_ss : (long)b * p_sb + (long)t * p_ss) + h * p_sh;
   const long ar = ((long)b * seqlen_q + t) * heads_q + h; /* the running row */
   const float li_part = part_lse[li];
-  float m_old = (step & MERGE_FIRST) ? -INFINITY : acc_lse[ar];
+  float m_old = (step & FCL_MERGE_FIRST) ? -INFINITY : acc_lse[ar];
   const float m = fmax(m_old, li_part);
   float w_old = 0.0f, w_new = 0.0f, lse_new = -INFINITY;
   if (m > -INFINITY) {
@@ -58,10 +51,10 @@ __kernel void fcl_attention_merge_step(
   }
   for (int d = 0; d < head_dim_v; ++d) {
     const float x = merge_load(part, pr + d, p_dtype);
-    const float a = (step & MERGE_FIRST) ? 0.0f : acc_o[ar * head_dim_v + d];
+    const float a = (step & FCL_MERGE_FIRST) ? 0.0f : acc_o[ar * head_dim_v + d];
     /* A weight of 0 never multiplies a part's inf or NaN into the result. */
     float y = (w_new > 0.0f ? w_new * x : 0.0f) + (w_old > 0.0f ? w_old * a : 0.0f);
-    if (step & MERGE_LAST) {
+    if (step & FCL_MERGE_LAST) {
       const long orow = o_off + (tok >= 0 ? tok * o_ss : (long)b * o_sb + (long)t * o_ss) +
                         h * o_sh;
       merge_store(o, orow + d, o_dtype, y);
@@ -69,7 +62,7 @@ __kernel void fcl_attention_merge_step(
       acc_o[ar * head_dim_v + d] = y;
     }
   }
-  if (step & MERGE_LAST) {
+  if (step & FCL_MERGE_LAST) {
     if (flags & FCL_ATTN_LSE) lse[li] = lse_new;
   } else {
     acc_lse[ar] = lse_new;

@@ -134,17 +134,9 @@ typedef ushort kv_raw;
 #endif
 #define KV_BITS(r, e) ((KV_WORD(r, (e) / 2) >> (16 * ((e) & 1))) & 0xffffu)
 #if FCL_DTYPE == 1
-/* IEEE half bits to float: exact for normals and subnormals (the magic
- * multiply rebiases the exponent), inf and NaN kept. */
-inline float kv_f16(uint h) {
-  const uint m = h & 0x7fffu;
-  float f = as_float(m << 13) * 0x1p112f;
-  if (m >= 0x7c00u) f = as_float(0x7f800000u | (m << 13));
-  return as_float(as_uint(f) | ((h & 0x8000u) << 16));
-}
-#define KV_ELEM(r, e) kv_f16(KV_BITS(r, e))
+#define KV_ELEM(r, e) fcl_f16_bits_to_f32((ushort)KV_BITS(r, e))
 #else
-#define KV_ELEM(r, e) as_float(KV_BITS(r, e) << 16)
+#define KV_ELEM(r, e) fcl_bf16_to_f32((ushort)KV_BITS(r, e))
 #endif
 #endif
 #if FCL_DTYPE == 1 && VEC >= 2 && defined(KV_PTX_CVT) && KV_PTX_CVT

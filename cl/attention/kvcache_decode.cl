@@ -287,10 +287,9 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
  * groups are added in a fixed order. */
 #define MC (HEAD_DIM_V / VEC >= WG ? WG : HEAD_DIM_V / VEC)
 #define MG (WG / MC)
-#define MERGE_MAX_SPLITS 1024
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_merge_splits(
     KV_DECODE_PARAMS) {
-  __local float w_s[MERGE_MAX_SPLITS];
+  __local float w_s[FCL_KV_MAX_SPLITS];
   __local float red_s[WG];
   __local float out_s[MG * HEAD_DIM_V];
   const int lid = get_local_id(0), th = get_group_id(0), b = get_group_id(1);

@@ -6,6 +6,25 @@
 #define FCL_DTYPE 0
 #endif
 
+/* Conversions of 16-bit bits, for any FCL_DTYPE (a kernel may read or
+ * write another dtype than its own: the merge's parts and output). */
+inline float fcl_bf16_to_f32(ushort x) { return as_float((uint)x << 16); }
+/* Round to nearest even; NaN stays a (quiet) NaN. */
+inline ushort fcl_f32_to_bf16(float f) {
+  uint u = as_uint(f);
+  if (isnan(f)) return (ushort)((u >> 16) | 0x0040u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (ushort)(u >> 16);
+}
+/* IEEE half bits to float, exact for normals, subnormals, inf and NaN. */
+inline float fcl_f16_bits_to_f32(ushort h) {
+  const uint sign = ((uint)h & 0x8000u) << 16, e = ((uint)h >> 10) & 0x1fu;
+  const uint mant = (uint)h & 0x3ffu;
+  if (e == 0) return as_float(sign | as_uint((float)mant * 5.9604644775390625e-8f));
+  if (e == 31) return as_float(sign | 0x7f800000u | (mant << 13));
+  return as_float(sign | ((e + 112u) << 23) | (mant << 13));
+}
+
 #if FCL_DTYPE == 0
 typedef float fcl_elem;
 #define FCL_LOAD(p, i) ((p)[i])
@@ -16,14 +35,6 @@ typedef half fcl_elem;
 #define FCL_STORE(p, i, x) vstore_half_rte((x), (size_t)(i), (p))
 #elif FCL_DTYPE == 2
 typedef ushort fcl_elem;
-inline float fcl_bf16_to_f32(ushort x) { return as_float((uint)x << 16); }
-/* Round to nearest even; NaN stays a (quiet) NaN. */
-inline ushort fcl_f32_to_bf16(float f) {
-  uint u = as_uint(f);
-  if (isnan(f)) return (ushort)((u >> 16) | 0x0040u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (ushort)(u >> 16);
-}
 #define FCL_LOAD(p, i) fcl_bf16_to_f32((p)[i])
 #define FCL_STORE(p, i, x) ((p)[i] = fcl_f32_to_bf16(x))
 #else
@@ -41,14 +52,6 @@ typedef float fcl_raw;
 typedef ushort fcl_raw;
 #define FCL_LOAD_RAW(p, i) (((const __global ushort *)(p))[i])
 #if FCL_DTYPE == 1
-/* IEEE half bits to float, exact for normals, subnormals, inf and NaN. */
-inline float fcl_f16_bits_to_f32(ushort h) {
-  const uint sign = ((uint)h & 0x8000u) << 16, e = ((uint)h >> 10) & 0x1fu;
-  const uint mant = (uint)h & 0x3ffu;
-  if (e == 0) return as_float(sign | as_uint((float)mant * 5.9604644775390625e-8f));
-  if (e == 31) return as_float(sign | 0x7f800000u | (mant << 13));
-  return as_float(sign | ((e + 112u) << 23) | (mant << 13));
-}
 #define FCL_RAW_F32(x) fcl_f16_bits_to_f32(x)
 #else
 #define FCL_RAW_F32(x) fcl_bf16_to_f32(x)

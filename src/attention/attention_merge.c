@@ -8,8 +8,6 @@
 
 static const char *const files[] = {"attention/attention_abi.h", "common/dtype.cl",
                                     "attention/attention_merge.cl"};
-#define MERGE_FIRST 1
-#define MERGE_LAST 2
 
 fcl_status fcl_attention_merge(fcl_context *ctx, const fcl_attention_desc *d, int64_t n,
                                const fcl_tensor *o_parts, const cl_mem *lse_parts,
@@ -79,7 +77,7 @@ fcl_status fcl_attention_merge(fcl_context *ctx, const fcl_attention_desc *d, in
   const cl_mem lse_out = lse ? lse : o->buffer;
   const size_t global[3] = {(size_t)(d->seqlen_q * d->heads_q), (size_t)d->batch, 1};
   for (int64_t i = 0; i < n; ++i) {
-    const cl_int step = (i == 0 ? MERGE_FIRST : 0) | (i == n - 1 ? MERGE_LAST : 0);
+    const cl_int step = (i == 0 ? FCL_MERGE_FIRST : 0) | (i == n - 1 ? FCL_MERGE_LAST : 0);
     const cl_int p_dtype = (cl_int)o_parts[i].dtype;
     fcl_args a = {k, 0, CL_SUCCESS};
     FCL_ARG(&a, o_parts[i].buffer);

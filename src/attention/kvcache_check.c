@@ -37,7 +37,7 @@ static fcl_status check_desc(fcl_context *ctx, const fcl_kvcache_desc *d) {
       {"cache_batch", d->cache_batch, 0, INT32_MAX},
       {"window_left", d->window_left, -1, INT64_MAX},
       {"window_right", d->window_right, -1, INT64_MAX},
-      {"num_splits", d->num_splits, 0, 1024},
+      {"num_splits", d->num_splits, 0, FCL_KV_MAX_SPLITS},
       {"rotary_dim", d->rotary_dim, 0, d->head_dim},
   };
   for (size_t i = 0; i < FCL_COUNT(ranges); ++i)

@@ -238,7 +238,7 @@ static cl_int split_count(const fcl_context *ctx, const decode_params *c,
     const int64_t need = (keys + keys_per_walk - 1) / (keys_per_walk > 0 ? keys_per_walk : 1);
     if (ns < need) ns = need, *min_split_keys = 0;
   }
-  return (cl_int)(ns < 1 ? 1 : ns > 1024 ? 1024 : ns); /* MERGE_MAX_SPLITS */
+  return (cl_int)(ns < 1 ? 1 : ns > FCL_KV_MAX_SPLITS ? FCL_KV_MAX_SPLITS : ns);
 }
 
 /* Query rows a work-group: the rows of a kv head, up to MAX_ROWS. */
