@@ -28,7 +28,7 @@ set(programs
   "fwd_tf32_odd|attention/attention_abi.h common/dtype.cl attention/attention_common.cl common/mma_warp.cl common/mma_tf32.cl attention/attention_fwd_tf32.cl|-DFCL_DTYPE=0 -DHEAD_DIM=38 -DHEAD_DIM_V=20 -DMMA_VEC=0 -DMMA_GENERAL=1|mma.sync"
   "bwd_f16|attention/attention_abi.h common/dtype.cl attention/attention_common.cl common/mma_warp.cl common/mma_common.cl attention/attention_bwd_mma.cl|-DFCL_DTYPE=1 -DHEAD_DIM=128 -DBLOCK_N=32 -DMMA_VEC=1 -DMMA_GENERAL=0|mma.sync"
   "bwd_bf16|attention/attention_abi.h common/dtype.cl attention/attention_common.cl common/mma_warp.cl common/mma_common.cl attention/attention_bwd_mma.cl|-DFCL_DTYPE=2 -DHEAD_DIM=40 -DMMA_VEC=0 -DMMA_GENERAL=1|mma.sync"
-  "decode_f16|attention/attention_abi.h common/dtype.cl attention/attention_common.cl attention/kvcache_common.cl attention/kvcache_append.cl attention/kvcache_decode.cl|-DFCL_DTYPE=1 -DHEAD_DIM=128 -DHEAD_DIM_V=128 -DWG=128 -DTPK=16 -DKPW=4 -DROWS=4 -DVEC=8 -DFCL_UNROLL_HINTS=1 -DKV_PTX_CVT=1|cvt.f32.f16")
+  "decode_f16|attention/attention_abi.h common/dtype.cl attention/attention_common.cl attention/kvcache_common.cl attention/kvcache_append.cl attention/kvcache_tile.cl attention/kvcache_split_merge.cl attention/kvcache_decode.cl|-DFCL_DTYPE=1 -DHEAD_DIM=128 -DHEAD_DIM_V=128 -DWG=128 -DTPK=16 -DKPW=4 -DROWS=4 -DVEC=8 -DFCL_UNROLL_HINTS=1 -DKV_PTX_CVT=1|cvt.f32.f16")
 foreach(p IN LISTS programs)
   string(REPLACE "|" ";" parts "${p}")
   list(GET parts 0 name)

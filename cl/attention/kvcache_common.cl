@@ -155,8 +155,8 @@ inline float2 kv_f16x2(uint w) {
   do {                                                                            \
     FCL_UNROLL for (int w_ = 0; w_ < VEC / 2; ++w_) {                             \
       const float2 f_ = kv_f16x2(KV_WORD(r, w_));                                 \
-      (x)[2 * w_] = f_.x;                                                         \
-      (x)[2 * w_ + 1] = f_.y;                                                     \
+      (x)[2 * w_] = f_.s0;                                                        \
+      (x)[2 * w_ + 1] = f_.s1;                                                    \
     }                                                                             \
   } while (0)
 #else

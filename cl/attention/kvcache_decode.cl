@@ -1,9 +1,6 @@
 /* Attention of a few new query rows against a KV cache, one pass over the
- * keys (prepend kvcache_common.cl). A work-group takes ROWS query rows of
- * one kv head (GQA packing: row g is token g / group of query head
- * hk * group + g % group, so the heads of a group share every K/V load),
- * and one of num_splits ranges of the keys (flash-decoding); the splits'
- * partial results go to f32 scratch and fcl_kv_merge_splits combines them.
+ * keys, on any device (prepend kvcache_tile.cl): a work-group takes a
+ * tile of ROWS query rows of one kv head and one split of its keys.
  *
  * Per block of BN = WG / TPK * KPW keys: TPK work-items a key, each with a
  * slice of its vectors for KPW keys (the slice of q, in registers, serves
@@ -33,34 +30,6 @@
 #define NDV ((NVV + DVT - 1) / DVT)
 #define KPG ((BN + KG - 1) / KG)
 
-#define KV_DECODE_PARAMS                                                           \
-  const __global fcl_elem *q, const __global fcl_elem *k_cache,                     \
-      const __global fcl_elem *v_cache, __global fcl_elem *o, __global float *lse,  \
-      __global float *part_o, __global float *part_lse, const __global float *alibi, \
-      const __global int *cache_seqlens, const __global int *batch_idx,             \
-      const __global int *block_table, const __global int *cu_q,                    \
-      const __global float *rcos, const __global float *rsin, long q_off, long q_sb, \
-      long q_ss, long q_sh, long k_off, long k_sb, long k_ss, long k_sh, long v_off, \
-      long v_sb, long v_ss, long v_sh, long o_off, long o_sb, long o_ss, long o_sh,  \
-      int batch, int seqlen_q, int heads_q, int group, int heads_kv, int capacity,   \
-      int cache_batch, int page_size, int num_pages, int pages_per_seq,              \
-      long q_tokens, long lse_len, int rotary_dim, int rotary_positions,             \
-      int window_left, int window_right, float qk_scale, float softcap_l2,           \
-      int num_splits, int min_split_keys, int fixed_len, int kv_flags, int flags
-
-#define KV_SEQ(b)                                                                  \
-  kv_seq_info(b, kv_flags, flags, cache_seqlens, batch_idx, cu_q, seqlen_q, capacity, \
-              cache_batch, fixed_len, q_tokens)
-
-/* lse's index of token t, head h (as fcl_attention_forward lays it out), or
- * -1 past the buffer. */
-inline long kv_lse_index(const kv_seq *s, int b, int t, int h, int heads_q, int seqlen_q,
-                         int batch, const __global int *cu_q, long lse_len, int flags) {
-  long i = s->tok0 >= 0 ? (long)h * cu_q[batch] + s->tok0 + t
-                        : ((long)b * heads_q + h) * seqlen_q + t;
-  return i >= 0 && i < lse_len ? i : -1;
-}
-
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_DECODE_PARAMS) {
   __local float q_s[ROWS * HEAD_DIM];
   __local float part_s[ROWS * BN * PLD];
@@ -70,38 +39,11 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
   __local float out_s[ROWS * HEAD_DIM_V];
 
   const int lid = get_local_id(0);
-  const int split = get_group_id(0), row0 = get_group_id(1) * ROWS;
-  const int b = get_group_id(2) / heads_kv, hk = get_group_id(2) % heads_kv;
+  KV_TILE_IDS;
   const kv_seq s = KV_SEQ(b);
 
-  /* The tile's query rows, rotated at their positions c + t. */
-  for (int i = lid; i < ROWS * HEAD_DIM; i += WG) {
-    const int r = i / HEAD_DIM, d = i % HEAD_DIM, g = row0 + r;
-    const int t = g / group, h = hk * group + g % group;
-    float x = 0.0f;
-    if (t < s.n) {
-      const long qi = kv_token_index(&s, b, t, h, q_off, q_sb, q_ss, q_sh);
-      x = FCL_LOAD(q, qi + d);
-      if (kv_rotates(d, s.c + t, kv_flags, rotary_dim, rotary_positions))
-        x = kv_rotate(x, FCL_LOAD(q, qi + kv_partner(d, rotary_dim, kv_flags)), d, s.c + t,
-                      rotary_dim, kv_flags, rcos, rsin);
-    }
-    q_s[i] = x;
-  }
-
-  /* The keys the tile's rows see, and this split's blocks of them. */
-  const int t_lo = row0 / group, t_hi = min(s.n - 1, (row0 + ROWS - 1) / group);
-  int lo = 0, hi = 0;
-  if (t_lo < s.n) {
-    lo = max(0, t_lo + s.diag - window_left);
-    hi = min(s.sk, t_hi + s.diag + window_right + 1);
-  }
-  const int nblk = hi > lo ? (hi - lo + BN - 1) / BN : 0;
-  int ns = num_splits;
-  if (min_split_keys > 0) ns = clamp((hi - lo + min_split_keys - 1) / min_split_keys, 1, ns);
-  const int per_split = (nblk + ns - 1) / ns;
-  const int blk0 = split < ns ? split * per_split : nblk;
-  const int blk1 = min(nblk, blk0 + per_split);
+  KV_TILE_Q(q_s);
+  KV_TILE_KEYS(BN);
 
   const int key = lid / TPK, chunk = lid % TPK; /* K: keys key + i KW, a slice */
   const int vcol = lid % DVT, kgrp = lid / DVT; /* V: a vector column, a key group */
@@ -259,89 +201,9 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  for (int i = lid; i < ROWS * HEAD_DIM_V; i += WG) {
-    const int r = i / HEAD_DIM_V, d = i % HEAD_DIM_V, g = row0 + r;
-    const int t = g / group, h = hk * group + g % group;
-    if (t >= s.n) continue;
-    const float l = l_s[r];
-    const float val = l > 0.0f ? out_s[i] / l : 0.0f;
-    const float row_lse = l > 0.0f ? (m_s[r] + log2(l)) * FCL_LN2 : -INFINITY;
-    if (kv_flags & FCL_KV_SPLIT) {
-      const long pi = (((long)split * batch + b) * seqlen_q + t) * heads_q + h;
-      part_o[pi * HEAD_DIM_V + d] = val;
-      if (d == 0) part_lse[pi] = row_lse;
-    } else {
-      FCL_STORE(o, kv_token_index(&s, b, t, h, o_off, o_sb, o_ss, o_sh) + d, val);
-      if (d == 0 && (flags & FCL_ATTN_LSE)) {
-        const long li = kv_lse_index(&s, b, t, h, heads_q, seqlen_q, batch, cu_q, lse_len, flags);
-        if (li >= 0) lse[li] = row_lse;
-      }
-    }
-  }
-}
-
-/* Combines the splits' partial results: work-group (t * heads_q + h, b)
- * of WG work-items takes one output row. The splits' weights go through
- * local memory; work-item (c, g) then sums split group g's share of
- * column vector c (MG = WG / MC groups of independent loads), and the
- * groups are added in a fixed order. */
-#define MC (HEAD_DIM_V / VEC >= WG ? WG : HEAD_DIM_V / VEC)
-#define MG (WG / MC)
-__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_merge_splits(
-    KV_DECODE_PARAMS) {
-  __local float w_s[FCL_KV_MAX_SPLITS];
-  __local float red_s[WG];
-  __local float out_s[MG * HEAD_DIM_V];
-  const int lid = get_local_id(0), th = get_group_id(0), b = get_group_id(1);
-  const int t = th / heads_q, h = th % heads_q;
-  const kv_seq s = KV_SEQ(b);
-  if (t >= s.n) return; /* uniform over the work-group */
-  const long row = ((long)b * seqlen_q + t) * heads_q + h, stride = (long)batch * seqlen_q * heads_q;
-  float m = -INFINITY;
-  for (int sp = lid; sp < num_splits; sp += WG) m = fmax(m, part_lse[sp * stride + row]);
-  red_s[lid] = m;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int w = WG / 2; w > 0; w /= 2) {
-    if (lid < w) red_s[lid] = fmax(red_s[lid], red_s[lid + w]);
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  m = red_s[0];
-  barrier(CLK_LOCAL_MEM_FENCE);
-  float sum = 0.0f;
-  for (int sp = lid; sp < num_splits; sp += WG) {
-    const float w = m > -INFINITY ? exp(part_lse[sp * stride + row] - m) : 0.0f;
-    w_s[sp] = w;
-    sum += w;
-  }
-  red_s[lid] = sum;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int w = WG / 2; w > 0; w /= 2) {
-    if (lid < w) red_s[lid] += red_s[lid + w];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  sum = red_s[0];
-  const int c = lid % MC, g = lid / MC;
-  for (int vi = c; vi < HEAD_DIM_V / VEC; vi += MC) {
-    float acc[VEC];
-    FCL_UNROLL for (int e = 0; e < VEC; ++e) acc[e] = 0.0f;
-    for (int sp = g; sp < num_splits; sp += MG) {
-      const float w = w_s[sp];
-      if (w > 0.0f) {
-        const __global float *src = part_o + (sp * stride + row) * HEAD_DIM_V + vi * VEC;
-        FCL_UNROLL for (int e = 0; e < VEC; ++e) acc[e] = fma(w, src[e], acc[e]);
-      }
-    }
-    FCL_UNROLL for (int e = 0; e < VEC; ++e) out_s[g * HEAD_DIM_V + vi * VEC + e] = acc[e];
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int d = lid; d < HEAD_DIM_V; d += WG) {
-    float val = 0.0f;
-    for (int gg = 0; gg < MG; ++gg) val += out_s[gg * HEAD_DIM_V + d];
-    val = sum > 0.0f ? val / sum : 0.0f;
-    FCL_STORE(o, kv_token_index(&s, b, t, h, o_off, o_sb, o_ss, o_sh) + d, val);
-    if (d == 0 && (flags & FCL_ATTN_LSE)) {
-      const long li = kv_lse_index(&s, b, t, h, heads_q, seqlen_q, batch, cu_q, lse_len, flags);
-      if (li >= 0) lse[li] = sum > 0.0f ? m + log(sum) : -INFINITY;
-    }
-  }
+#define M_OF(r) m_s[r]
+#define L_OF(r) l_s[r]
+  KV_TILE_STORE(out_s, M_OF, L_OF);
+#undef M_OF
+#undef L_OF
 }

@@ -5,11 +5,13 @@
  * query rows against many keys on the same kernels. */
 #include "attention/attention.h"
 
+#include <math.h>
 #include <stdio.h>
 
 /* Work-group size, work-items a key, keys a work-item, the most query rows
- * a work-group, splits: work-groups the automatic choice aims at per
- * compute unit, and the fewest keys it gives a split. */
+ * a work-group, splits: the work-groups a compute unit runs at once (the
+ * automatic choice fills whole waves of them) and the fewest keys it gives
+ * a split. */
 #define PARAMS(X) X(WG) X(TPK) X(KPW) X(MAX_ROWS) X(WAVES) X(SPLIT_KEYS)
 FCL_PARAM_STRUCT(decode_params, PARAMS);
 
@@ -84,10 +86,13 @@ static bool worth_trying(const fcl_device_info *dev, const fcl_tuning_class *cls
   return fcl_whole_warps(dev, (size_t)FCL_CPARAMS(decode_params, cfg)->WG);
 }
 
-static const char *const files[] = {"attention/attention_abi.h", "common/dtype.cl",
-                                    "attention/attention_common.cl",
-                                    "attention/kvcache_common.cl", "attention/kvcache_append.cl",
-                                    "attention/kvcache_decode.cl"};
+/* The program holds the append, the prefill's kernels and the split merge
+ * beside the decode kernel. */
+static const char *const files[] = {
+    "attention/attention_abi.h",       "common/dtype.cl",
+    "attention/attention_common.cl",   "attention/kvcache_common.cl",
+    "attention/kvcache_append.cl",     "attention/kvcache_tile.cl",
+    "attention/kvcache_split_merge.cl", "attention/kvcache_decode.cl"};
 const fcl_variant fcl_variant_attention_decode = {
     "attention_decode", FCL_TUNING_ATTENTION_DECODE, files, (int)FCL_COUNT(files),
     {"HEAD_DIM", "HEAD_DIM_V"}, FCL_MAX_HEAD_DIM, false, FCL_PARAM_COUNT(PARAMS),
@@ -214,23 +219,32 @@ cl_int fcl_kvcache_flags(const fcl_kvcache_problem *p) {
          (p->append ? FCL_KV_APPEND : 0) | (p->fixed_len >= 0 ? FCL_KV_FIXED_LEN : 0);
 }
 
-/* Splits of the keys: the caller's, or enough work-groups for WAVES per
- * compute unit with at least SPLIT_KEYS keys each (the kernel lowers it
- * for short sequences). On devices that bound a work-item's loop (llvmpipe)
- * no split walks more than the bound allows. */
+/* Splits of the keys: the caller's, or (flash-attn's rule) the fewest
+ * that fill at least 85% of the best wave efficiency found, where a wave
+ * is WAVES work-groups a compute unit and a split has at least SPLIT_KEYS
+ * keys (the kernel lowers the count for short sequences): a last wave
+ * left mostly empty costs as much time as a full one. On devices that
+ * bound a work-item's loop (llvmpipe) no split walks more than the bound
+ * allows. */
 static cl_int split_count(const fcl_context *ctx, const decode_params *c,
                           const fcl_kvcache_problem *p, int64_t groups, int64_t keys,
                           cl_int *min_split_keys) {
   const int bn = c->WG / c->TPK * c->KPW;
-  int64_t ns;
+  int64_t ns = 1;
   *min_split_keys = 0;
   if (p->d->num_splits > 0) {
     ns = p->d->num_splits;
   } else {
-    const int64_t want = (int64_t)c->WAVES * ctx->info.compute_units;
-    ns = (want + groups - 1) / groups;
-    const int64_t most = (keys + c->SPLIT_KEYS - 1) / c->SPLIT_KEYS;
-    if (ns > most) ns = most;
+    const double slots = (double)c->WAVES * ctx->info.compute_units;
+    int64_t most = (keys + c->SPLIT_KEYS - 1) / c->SPLIT_KEYS;
+    if (most > FCL_KV_MAX_SPLITS) most = FCL_KV_MAX_SPLITS;
+    double eff[FCL_KV_MAX_SPLITS + 1], best = 0.0;
+    for (int64_t n = 1; n <= most; ++n) {
+      const double waves = (double)(groups * n) / slots;
+      eff[n] = waves / ceil(waves);
+      if (eff[n] > best) best = eff[n];
+    }
+    while (ns < most && eff[ns] < 0.85 * best) ++ns;
     *min_split_keys = c->SPLIT_KEYS;
   }
   if (ctx->info.loop_budget > 0) { /* ~40 loop iterations a key for each row */
@@ -309,7 +323,7 @@ fcl_status fcl_kvcache_decode_launch(fcl_context *ctx, const fcl_tuning_class *c
   if (ad.err || am.err) return fcl_fail_cl(ctx, ad.err ? ad.err : am.err, "clSetKernelArg");
 
   if (ka && (s = fcl_kvcache_append(ctx, ka, p, kv_flags, flags))) return s;
-  const size_t g[3] = {(size_t)ns * c->WG, (size_t)tiles, (size_t)(d->batch * d->heads_kv)};
+  const size_t g[3] = {(size_t)(ns * d->heads_kv) * c->WG, (size_t)tiles, (size_t)d->batch};
   const size_t l[3] = {(size_t)c->WG, 1, 1};
   if ((s = fcl_launch(ctx, kd, &ad, g, l, "enqueueing KV-cache attention")) || !km) return s;
   const size_t gm[3] = {(size_t)(d->seqlen_q * d->heads_q) * c->WG, (size_t)d->batch, 1};

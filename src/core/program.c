@@ -91,10 +91,11 @@ static fcl_status from_source(fcl_context *ctx, char *const *texts,
 static fcl_status get_entry(fcl_context *ctx, const char *const *files,
                            int nfiles, const char *options,
                            fcl_program_entry **out) {
-  char      *texts[8] = {0};
-  size_t     sizes[8] = {0};
+  char      *texts[FCL_MAX_PROGRAM_FILES] = {0};
+  size_t     sizes[FCL_MAX_PROGRAM_FILES] = {0};
   fcl_status s = FCL_OK;
-  if (nfiles > 8) return fcl_fail(ctx, FCL_ERROR_INTERNAL, "too many kernel files");
+  if (nfiles > FCL_MAX_PROGRAM_FILES)
+    return fcl_fail(ctx, FCL_ERROR_INTERNAL, "too many kernel files");
   /* Asked for before under these names and options: no source is read. */
   fcl_hash nh;
   fcl_hash_init(&nh);

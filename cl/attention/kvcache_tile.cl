@@ -1,0 +1,104 @@
+/* What the decode kernel (kvcache_decode.cl) and its split merge share
+ * (prepend kvcache_common.cl): the arguments, a tile's query rows, the
+ * keys a split of a tile reads, and the store of a tile's rows (to the
+ * output, or to the splits' f32 scratch).
+ *
+ * A work-group takes ROWS query rows of one kv head (GQA packing: row g is
+ * token g / group of query head hk * group + g % group, so the heads of a
+ * group share every K/V load) and one of num_splits ranges of the keys
+ * (flash-decoding). The macros below expect the kernel's arguments and
+ * lid, b, hk, s, row0 and split in scope (KV_TILE_IDS, KV_SEQ). */
+#define KV_DECODE_PARAMS                                                           \
+  const __global fcl_elem *q, const __global fcl_elem *k_cache,                     \
+      const __global fcl_elem *v_cache, __global fcl_elem *o, __global float *lse,  \
+      __global float *part_o, __global float *part_lse, const __global float *alibi, \
+      const __global int *cache_seqlens, const __global int *batch_idx,             \
+      const __global int *block_table, const __global int *cu_q,                    \
+      const __global float *rcos, const __global float *rsin, long q_off, long q_sb, \
+      long q_ss, long q_sh, long k_off, long k_sb, long k_ss, long k_sh, long v_off, \
+      long v_sb, long v_ss, long v_sh, long o_off, long o_sb, long o_ss, long o_sh,  \
+      int batch, int seqlen_q, int heads_q, int group, int heads_kv, int capacity,   \
+      int cache_batch, int page_size, int num_pages, int pages_per_seq,              \
+      long q_tokens, long lse_len, int rotary_dim, int rotary_positions,             \
+      int window_left, int window_right, float qk_scale, float softcap_l2,           \
+      int num_splits, int min_split_keys, int fixed_len, int kv_flags, int flags
+
+/* The work-group's split, first row, sequence and kv head. The kv heads
+ * vary fastest: work-groups launched together read the heads of the same
+ * tokens, which lie side by side in a token-major cache, rather than
+ * pieces of a head's row scattered over the cache. */
+#define KV_TILE_IDS                                                                \
+  const int hk = get_group_id(0) % heads_kv, split = get_group_id(0) / heads_kv;   \
+  const int row0 = get_group_id(1) * ROWS, b = get_group_id(2)
+
+#define KV_SEQ(b)                                                                  \
+  kv_seq_info(b, kv_flags, flags, cache_seqlens, batch_idx, cu_q, seqlen_q, capacity, \
+              cache_batch, fixed_len, q_tokens)
+
+/* lse's index of token t, head h (as fcl_attention_forward lays it out), or
+ * -1 past the buffer. */
+inline long kv_lse_index(const kv_seq *s, int b, int t, int h, int heads_q, int seqlen_q,
+                         int batch, const __global int *cu_q, long lse_len, int flags) {
+  long i = s->tok0 >= 0 ? (long)h * cu_q[batch] + s->tok0 + t
+                        : ((long)b * heads_q + h) * seqlen_q + t;
+  return i >= 0 && i < lse_len ? i : -1;
+}
+
+/* The tile's query rows into q_s[ROWS * HEAD_DIM] (f32), rotated at their
+ * positions c + t; zeros for rows past the tokens. */
+#define KV_TILE_Q(q_s)                                                             \
+  for (int i_ = lid; i_ < ROWS * HEAD_DIM; i_ += WG) {                             \
+    const int r_ = i_ / HEAD_DIM, d_ = i_ % HEAD_DIM, g_ = row0 + r_;               \
+    const int t_ = g_ / group, h_ = hk * group + g_ % group;                       \
+    float x_ = 0.0f;                                                               \
+    if (t_ < s.n) {                                                                \
+      const long qi_ = kv_token_index(&s, b, t_, h_, q_off, q_sb, q_ss, q_sh);      \
+      x_ = FCL_LOAD(q, qi_ + d_);                                                  \
+      if (kv_rotates(d_, s.c + t_, kv_flags, rotary_dim, rotary_positions))        \
+        x_ = kv_rotate(x_, FCL_LOAD(q, qi_ + kv_partner(d_, rotary_dim, kv_flags)),  \
+                       d_, s.c + t_, rotary_dim, kv_flags, rcos, rsin);            \
+    }                                                                              \
+    (q_s)[i_] = x_;                                                                \
+  }
+
+/* The keys [lo, hi) the tile's rows see, and this split's blocks of bn of
+ * them, [blk0, blk1): declares the four. */
+#define KV_TILE_KEYS(bn)                                                           \
+  const int t_lo_ = row0 / group, t_hi_ = min(s.n - 1, (row0 + ROWS - 1) / group);  \
+  int lo = 0, hi = 0;                                                              \
+  if (t_lo_ < s.n) {                                                               \
+    lo = max(0, t_lo_ + s.diag - window_left);                                     \
+    hi = min(s.sk, t_hi_ + s.diag + window_right + 1);                             \
+  }                                                                                \
+  const int nblk_ = hi > lo ? (hi - lo + (bn) - 1) / (bn) : 0;                     \
+  int ns_ = num_splits;                                                            \
+  if (min_split_keys > 0)                                                          \
+    ns_ = clamp((hi - lo + min_split_keys - 1) / min_split_keys, 1, ns_);          \
+  const int per_split_ = (nblk_ + ns_ - 1) / ns_;                                  \
+  const int blk0 = split < ns_ ? split * per_split_ : nblk_;                       \
+  const int blk1 = min(nblk_, blk0 + per_split_)
+
+/* The tile's rows out: out_s[ROWS * HEAD_DIM_V] holds each row's sum of
+ * p V, m_of(r) its running maximum (log2 domain) and l_of(r) its sum of p:
+ * the normalised rows and lse to o and lse, or, split, to the scratch. */
+#define KV_TILE_STORE(out_s, m_of, l_of)                                           \
+  for (int i_ = lid; i_ < ROWS * HEAD_DIM_V; i_ += WG) {                           \
+    const int r_ = i_ / HEAD_DIM_V, d_ = i_ % HEAD_DIM_V, g_ = row0 + r_;           \
+    const int t_ = g_ / group, h_ = hk * group + g_ % group;                       \
+    if (t_ >= s.n) continue;                                                       \
+    const float l_ = l_of(r_);                                                     \
+    const float val_ = l_ > 0.0f ? (out_s)[i_] / l_ : 0.0f;                        \
+    const float lse_ = l_ > 0.0f ? (m_of(r_) + log2(l_)) * FCL_LN2 : -INFINITY;    \
+    if (kv_flags & FCL_KV_SPLIT) {                                                 \
+      const long pi_ = (((long)split * batch + b) * seqlen_q + t_) * heads_q + h_;  \
+      part_o[pi_ * HEAD_DIM_V + d_] = val_;                                        \
+      if (d_ == 0) part_lse[pi_] = lse_;                                           \
+    } else {                                                                       \
+      FCL_STORE(o, kv_token_index(&s, b, t_, h_, o_off, o_sb, o_ss, o_sh) + d_, val_); \
+      if (d_ == 0 && (flags & FCL_ATTN_LSE)) {                                     \
+        const long li_ = kv_lse_index(&s, b, t_, h_, heads_q, seqlen_q, batch, cu_q, \
+                                      lse_len, flags);                             \
+        if (li_ >= 0) lse[li_] = lse_;                                             \
+      }                                                                            \
+    }                                                                              \
+  }
