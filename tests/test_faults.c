@@ -7,6 +7,9 @@
  * (FCL_CACHE_DIR below a regular file) degrades to no cache, says why with
  * FCL_LOG=1, and the operation still gives the reference's numbers.
  *
+
+ * A KV-cache prefill whose forward cannot build appends nothing.
+ *
  * FCL_SOURCE_CL_DIR (compiled in) is the source tree's cl/ directory. */
 #define _POSIX_C_SOURCE 200809L
 #include "op_harness.h"
@@ -57,12 +60,48 @@ static int copy_file(const char *from, const char *to, const char *append) {
   return ok;
 }
 
+/* A chunked prefill (70 new rows: the forward's kernels) whose forward
+ * does not build: the error comes before anything is enqueued, so the
+ * append has not written the cache. */
+static void kvcache_prefill_build_failure(fcl_context *kctx) {
+  enum { N = 70, CAP = 80, D = 16 };
+  cl_context cl = fcl_context_cl(kctx);
+  cl_command_queue queue = fcl_context_queue(kctx);
+  const size_t nb = (size_t)N * D * 4, cb = (size_t)CAP * D * 4;
+  float *x = malloc(nb);
+  for (size_t i = 0; i < (size_t)N * D; ++i) x[i] = (float)(i % 7) * 0.25f;
+  const int zero = 0;
+  cl_mem qb = tu_buffer_from(cl, queue, x, nb), nb_k = tu_buffer_from(cl, queue, x, nb);
+  cl_mem ob = tu_buffer_poison(cl, queue, nb), kc = tu_buffer_poison(cl, queue, cb);
+  cl_mem vc = tu_buffer_poison(cl, queue, cb), lens = tu_buffer_from(cl, queue, &zero, 4);
+  const fcl_tensor q = {qb, 0, FCL_F32, {N * D, D, D, 1}}, kn = {nb_k, 0, FCL_F32, {N * D, D, D, 1}};
+  const fcl_tensor o = {ob, 0, FCL_F32, {N * D, D, D, 1}};
+  const fcl_tensor kt = {kc, 0, FCL_F32, {CAP * D, D, D, 1}}, vt = {vc, 0, FCL_F32, {CAP * D, D, D, 1}};
+  fcl_kvcache_desc d = FCL_KVCACHE_DESC_INIT;
+  d.batch = 1; d.seqlen_q = N; d.heads_q = d.heads_kv = 1; d.head_dim = d.head_dim_v = D;
+  d.cache_capacity = CAP; d.cache_seqlens = lens; d.causal = 1;
+  const fcl_status s = fcl_attention_kvcache(kctx, &d, &q, &kt, &vt, &kn, &kn, &o, NULL);
+  expect(s == FCL_ERROR_BUILD, "build failure: KV-cache prefill -> FCL_ERROR_BUILD",
+         fcl_status_string(s));
+  clFinish(queue);
+  expect(tu_buffer_poison_left(queue, kc, 0, cb, NULL) == 0 &&
+             tu_buffer_poison_left(queue, vc, 0, cb, NULL) == 0 &&
+             tu_buffer_poison_left(queue, ob, 0, nb, NULL) == 0,
+         "build failure: KV-cache prefill appended nothing, wrote nothing", NULL);
+  const cl_mem all[] = {qb, nb_k, ob, kc, vc, lens};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) clReleaseMemObject(all[i]);
+  free(x);
+}
+
 static void build_failure(fcl_context *ctx, const char *tmp) {
   /* Both forwards broken: the portable one and the CPU one (PoCL's). */
   static const char *const files[] = {"attention/attention_abi.h", "common/dtype.cl",
                                       "attention/attention_common.cl",
                                       "attention/attention_fwd.cl", "attention/attention_fwd_cpu.cl",
-                                      "attention/attention_bwd.cl", "common/probe.cl"};
+                                      "attention/attention_bwd.cl", "common/probe.cl",
+                                      "attention/kvcache_common.cl", "attention/kvcache_append.cl",
+                                      "attention/kvcache_tile.cl", "attention/kvcache_split_merge.cl",
+                                      "attention/kvcache_decode.cl"};
   char dir[512], from[1024], to[1024], why[2048] = "";
   snprintf(dir, sizeof dir, "%s/kernels", tmp);
   if (mkdir(dir, 0755) != 0) expect(0, "build failure: mkdir", dir);
@@ -109,6 +148,7 @@ static void build_failure(fcl_context *ctx, const char *tmp) {
   clFinish(fcl_context_queue(kctx));
   expect(tu_buffer_poison_left(fcl_context_queue(kctx), ob, 0, bytes, NULL) == 0,
          "build failure: the output is untouched", NULL);
+  kvcache_prefill_build_failure(kctx);
 
   /* A missing file. */
   snprintf(to, sizeof to, "%s/attention/attention_common.cl", dir);

@@ -99,6 +99,13 @@ fcl_status fcl_kvcache_prefill_launch(fcl_context *ctx, const fcl_tuning_class *
       .k = kg ? &kgv : p->k_cache, .v = kg ? &vgv : p->v_cache, .o = p->o, .lse = p->lse,
       .seqused_k = seqused};
 
+  /* The forward's kernels built and its scratch taken before anything is
+   * enqueued: on error nothing is (the append writes the caches). */
+  ctx->dry_run = true;
+  s = fcl_attention_run(ctx, &fp, false);
+  ctx->dry_run = false;
+  if (s) return s;
+
   if (ka && (s = fcl_kvcache_append(ctx, ka, p, kv_flags, 0))) return s;
   const size_t g[3] = {(size_t)(p->rotary ? d->head_dim : 1), (size_t)d->seqlen_q,
                        (size_t)(d->batch * d->heads_q)};

@@ -52,7 +52,7 @@ static fcl_status scan_one(fcl_context *ctx, const cl_kernel kern[2], const fcl_
 fcl_status fcl_nonfinite_flags(fcl_context *ctx, const cl_kernel k[2], const fcl_nf_input *in, int nin,
                                int nflags, cl_mem *flags) {
   fcl_status s = fcl_scratch(ctx, 5, (size_t)nflags * sizeof(cl_int), flags);
-  if (s) return s;
+  if (s || ctx->dry_run) return s;
   const cl_int zero = 0;
   cl_event ev = NULL;
   cl_int err = clEnqueueFillBuffer(ctx->queue, *flags, &zero, sizeof zero, 0,

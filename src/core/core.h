@@ -90,6 +90,11 @@ struct fcl_context {
   fcl_options      opt; /* the environment when the context was created */
   bool             profiling; /* the queue has CL_QUEUE_PROFILING_ENABLE */
   cl_event         op_first, op_last; /* kernels of the last operation */
+  /* While set, fcl_launch and the other enqueues of an operation return
+   * without enqueueing: the operation plans, builds its kernels and takes
+   * its scratch only, so that a caller with work to enqueue before it
+   * learns first that it can run (nothing enqueued on error). */
+  bool             dry_run;
   /* The tuning layer's rows and overrides (tuning_choose.c), made on first
    * use and freed by the function it leaves here. */
   struct fcl_tuning_state *tuning;

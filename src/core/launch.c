@@ -64,7 +64,7 @@ fcl_status fcl_launch(fcl_context *ctx, cl_kernel k, const fcl_args *a,
   if (a && a->err != CL_SUCCESS) return fcl_fail_cl(ctx, a->err, "clSetKernelArg");
   /* An empty range (all varlen sequences empty) has nothing to do, and
    * OpenCL 1.2 rejects a zero global size. */
-  if (global[0] == 0 || global[1] == 0 || global[2] == 0) return FCL_OK;
+  if (global[0] == 0 || global[1] == 0 || global[2] == 0 || ctx->dry_run) return FCL_OK;
   cl_event ev = NULL;
   cl_int err = clEnqueueNDRangeKernel(ctx->queue, k, 3, NULL, global, local, 0, NULL,
                                       ctx->profiling ? &ev : NULL);

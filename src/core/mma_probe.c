@@ -207,8 +207,13 @@ fcl_status fcl_mma_ready(fcl_context *ctx, fcl_dtype t, bool *ready) {
     bool ok = false;
     int variant = 0;
     if (!why) {
-      /* A probe that cannot even run leaves the portable path to try. */
-      if (run_probe(ctx, t, &ok, &variant) != FCL_OK) {
+      /* A probe that cannot even run leaves the portable path to try. It
+       * runs even within a dry run (its answer is kept). */
+      const bool dry = ctx->dry_run;
+      ctx->dry_run = false;
+      const fcl_status ps = run_probe(ctx, t, &ok, &variant);
+      ctx->dry_run = dry;
+      if (ps != FCL_OK) {
         fcl_log(ctx, "fast path: the mma probe did not run: %s", ctx->message);
         fcl_clear_error(ctx);
         ok = false;
