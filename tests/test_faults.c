@@ -6,8 +6,6 @@
  * forward with split keys, RWKV6 backward); an unusable cache directory
  * (FCL_CACHE_DIR below a regular file) degrades to no cache, says why with
  * FCL_LOG=1, and the operation still gives the reference's numbers.
- *
-
  * A KV-cache prefill whose forward cannot build appends nothing.
  *
  * FCL_SOURCE_CL_DIR (compiled in) is the source tree's cl/ directory. */
