@@ -42,6 +42,14 @@ if mpirun --version 2>&1 | grep -q "Open MPI"; then
 fi
 mpirun --version 2>&1 | head -1
 command -v nvidia-smi >/dev/null && nvidia-smi -L
+# A tiny run first: Open MPI's shared-memory single copy (CMA) is refused in
+# some containers; then it runs without it (slower transfers, said here).
+smoke=(--op fwd --seqlen 256 --heads 2 --head-dim 64 --iters 1 --warmup 0)
+if ! "${mpi[@]}" -np 2 "$ring" "${smoke[@]}" >/dev/null 2>&1; then
+  export OMPI_MCA_btl_vader_single_copy_mechanism=none
+  echo "$me: 2 ranks failed with Open MPI's defaults; using btl_vader_single_copy_mechanism=none"
+  "${mpi[@]}" -np 2 "$ring" "${smoke[@]}" || { echo "$me: 2 ranks do not run here" >&2; exit 1; }
+fi
 
 common=(--batch 1 --heads 32 --heads-kv 8 --head-dim 128 --iters 20 --warmup 3)
 cases=(--op fwd,bwd --seqlen 8192,16384,32768 --dtype f16,bf16 --causal 0,1)
