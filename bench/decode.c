@@ -244,7 +244,7 @@ static const char *check(fcl_context *ctx, const dshape *s, const dinputs *in,
     return verdict;
 
   const ref_attention_problem p = {1, s->n, s->keys, 1, 1, s->d, s->dv, 0.0, s->causal,
-                                   -1, -1, 0.0, NULL, NULL, NULL};
+                                   -1, -1, 0.0, NULL, NULL, NULL, 0};
   double *q = calloc((size_t)s->n * d, sizeof *q);
   double *k = malloc(((size_t)s->keys * d + 1) * sizeof *k);
   double *v = malloc(((size_t)s->keys * dv + 1) * sizeof *v);

@@ -129,10 +129,16 @@ typedef struct {
   cl_mem  alibi_slopes;  /* NULL or f32 [heads_q]                      */
   cl_mem  cu_seqlens_q;  /* NULL or int32 [batch + 1]                  */
   cl_mem  cu_seqlens_k;  /* NULL or int32 [batch + 1]                  */
+  /* Moves the diagonal: query i sits at key position
+   * i + seqlen_k - seqlen_q + diag_shift (0: bottom-right, as without it).
+   * Causal, the window and ALiBi follow it. |diag_shift| <= 2^30. Context
+   * parallelism (flashcl_mpi.h) sets it to run a slice of the queries
+   * against a slice of the keys from elsewhere in the sequence. */
+  int64_t diag_shift;
 } fcl_attention_desc;
 
 #define FCL_ATTENTION_DESC_INIT \
-  { 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, -1, -1, 0.0f, NULL, NULL, NULL }
+  { 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, -1, -1, 0.0f, NULL, NULL, NULL, 0 }
 
 /* o = softmax(scale * q k^T + bias, masked) v. lse: NULL or an f32 buffer
  * [batch, heads_q, seqlen_q] (varlen: [heads_q, total_q]) receiving the

@@ -81,6 +81,17 @@ static const oh_attention_case attention_feature_cases[] = {
   F(.name = "long keys varlen window", FWD, .nseq = 3, .lens_q = {2, 5, 0}, .lens_k = {2900, 40, 7}, .hq = 2, .hkv = 2, .win = 1, .wl = 2000, .wr = 1),
   F(.name = "long queries GQA", BWD, .b = 1, .sq = 1600, .sk = 20, .hq = 2, .hkv = 1),
   F(.name = "lse NULL varlen", FWD, .nseq = 2, .lens_q = {12, 0}, .lens_k = {7, 3}, .hq = 2, .hkv = 1, .no_lse = 1),
+  /* A shifted diagonal (diag_shift: a slice of queries against keys from
+   * elsewhere in the sequence, as ring attention runs them). */
+  F(.name = "shift causal keys before", BOTH, .b = 1, .sq = 70, .sk = 90, .hq = 2, .hkv = 2, .causal = 1, .shift = 40),
+  F(.name = "shift causal keys after, empty rows", BOTH, .b = 2, .sq = 64, .sk = 64, .hq = 2, .hkv = 1, .causal = 1, .shift = -30),
+  F(.name = "shift window both GQA", BOTH, .b = 1, .sq = 80, .sk = 100, .hq = 4, .hkv = 2, .win = 1, .wl = 20, .wr = 5, .shift = 37),
+  F(.name = "shift window left causal sq>sk", BOTH, .b = 1, .sq = 100, .sk = 45, .hq = 2, .hkv = 2, .causal = 1, .win = 1, .wl = 30, .wr = -1, .shift = 30),
+  F(.name = "shift alibi softcap", BOTH, .b = 1, .sq = 50, .sk = 60, .hq = 2, .hkv = 2, .alibi = 1, .softcap = 3.0f, .shift = -15),
+  F(.name = "shift window past every key", FWD, .b = 1, .sq = 40, .sk = 50, .hq = 2, .hkv = 2, .win = 1, .wl = 30, .wr = 4, .shift = 200),
+  F(.name = "shift varlen causal", BOTH, .nseq = 3, .lens_q = {20, 0, 45}, .lens_k = {33, 9, 40}, .hq = 2, .hkv = 1, .causal = 1, .shift = 12),
+  F(.name = "shift 2^29 causal window", FWD, .b = 1, .sq = 33, .sk = 40, .hq = 1, .hkv = 1, .causal = 1, .win = 1, .wl = (1 << 29) + 10, .wr = -1, .shift = 1 << 29),
+  F(.name = "shift long keys decode", FWD, .b = 1, .sq = 2, .sk = 700, .hq = 2, .hkv = 1, .causal = 1, .shift = -300),
 };
 
 /* Head dims, each in one dtype per suite with some feature: every (dtype,

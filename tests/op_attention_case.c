@@ -37,6 +37,7 @@ static void describe(const oh_attention_case *c, fcl_dtype dt, int bwd, char *bu
       (long long)(c->d ? c->d : 64), (long long)(c->dv ? c->dv : 64));
   if (c->causal) ADD(" causal");
   if (c->win) ADD(" win(%lld,%lld)", (long long)c->wl, (long long)c->wr);
+  if (c->shift) ADD(" shift %lld", (long long)c->shift);
   if (c->softcap > 0) ADD(" cap%g", c->softcap);
   if (c->alibi) ADD(" alibi");
   if (c->scale != 0) ADD(" scale%g", c->scale);
@@ -111,6 +112,7 @@ int oh_attention_case_run(fcl_context *ctx, const oh_attention_case *c, fcl_dtyp
   p.causal = c->causal;
   p.window_left = c->win ? c->wl : -1;
   p.window_right = c->win ? c->wr : -1;
+  p.diag_shift = c->shift;
   p.softcap = (double)c->softcap;
   double slopes[64];
   for (int64_t h = 0; h < HQ && h < 64; ++h) /* the usual ALiBi slopes, as f32 */

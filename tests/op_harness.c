@@ -340,6 +340,7 @@ int oh_attention_run(fcl_context *ctx, const ref_attention_problem *p, fcl_dtype
   desc.causal = p->causal;
   desc.window_left = p->window_left;
   desc.window_right = p->window_right;
+  desc.diag_shift = p->diag_shift;
   desc.softcap = (float)p->softcap;
   desc.alibi_slopes = alibi;
   desc.cu_seqlens_q = cuq;

@@ -188,6 +188,7 @@ typedef struct {
   double       amp;     /* q, k uniform in [-amp, amp]; 0: 2.5 */
   int          junk_stride0;
   oh_tol_class tol;
+  int64_t      shift;   /* diag_shift */
 } oh_attention_case;
 
 /* Worst err/tol per dtype and gradient, and the largest share of the

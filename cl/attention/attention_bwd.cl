@@ -186,7 +186,7 @@ __kernel void fcl_attention_bwd_delta(
       const __global int *cu_k, BWD_TENSOR_ARGS(q), BWD_TENSOR_ARGS(k),       \
       BWD_TENSOR_ARGS(v), BWD_TENSOR_ARGS(do), long stat_sb, long stat_sh,    \
       int seqlen_q, int seqlen_k, int heads_q, int group, int wl, int wr,     \
-      float qk_scale, float softcap_l2, float scale, int flags,               \
+      int diag_shift, float qk_scale, float softcap_l2, float scale, int flags, \
       int per_split, int nslice, __global float *part, __global float *part2, \
       long nrows
 
@@ -210,7 +210,7 @@ void fcl_attention_bwd_dq(BWD_COMMON_ARGS, __global fcl_elem *dq,
   const long kb = bwd_base(k_off, k_sb, k_ss, k_sh, b, s.k_row0, hk);
   const long vb = bwd_base(v_off, v_sb, v_ss, v_sh, b, s.k_row0, hk);
   const long dqb = bwd_base(dq_off, dq_sb, dq_ss, dq_sh, b, s.q_row0, h);
-  const int diag = s.sk - s.sq;
+  const int diag = s.sk - s.sq + diag_shift; /* query i at key position i + diag */
   const float slope_l2 = (flags & 2) ? alibi[h] * FCL_LOG2E : 0.0f;
 
   float lse2[RR], dlt[RR], acc[RR][CK];
@@ -281,7 +281,7 @@ void fcl_attention_bwd_dkdv(BWD_COMMON_ARGS, __global fcl_elem *dk,
   if (j0 >= s.sk) return;
   const long kb = bwd_base(k_off, k_sb, k_ss, k_sh, b, s.k_row0, hk);
   const long vb = bwd_base(v_off, v_sb, v_ss, v_sh, b, s.k_row0, hk);
-  const int diag = s.sk - s.sq;
+  const int diag = s.sk - s.sq + diag_shift; /* query i at key position i + diag */
   const int j_last = min(j0 + BLOCK_R, s.sk) - 1;
   /* Queries that see any key of this block. */
   int i_lo = max(0, j0 - diag - wr);

@@ -111,7 +111,7 @@ inline float bm_ds(float s, float dp, int i, int j, bool full, int diag, int sq,
       const __global int *cu_q, const __global int *cu_k, BM_TENSOR(q),         \
       BM_TENSOR(k), BM_TENSOR(v), BM_TENSOR(do), long stat_sb, long stat_sh,    \
       int seqlen_q, int seqlen_k, int heads_q, int group, int wl, int wr,       \
-      float qk_scale, float softcap_l2, float scale, int flags,                \
+      int diag_shift, float qk_scale, float softcap_l2, float scale, int flags, \
       const __global int *nf_flags
 
 /* Packs two C fragments (n tiles 2c, 2c + 1) as the A fragment of chunk c. */
@@ -211,7 +211,7 @@ void fcl_attention_bwd_mma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR(d
   const long dob = bm_base(do_off, do_sb, do_ss, do_sh, b, s.q_tok, h);
   const long kb = bm_base(k_off, k_sb, k_ss, k_sh, b, s.k_tok, hk);
   const long vb = bm_base(v_off, v_sb, v_ss, v_sh, b, s.k_tok, hk);
-  const int diag = s.sk - s.sq, sk = s.sk, sq = s.sq;
+  const int diag = s.sk - s.sq + diag_shift, sk = s.sk, sq = s.sq; /* row i at key i + diag */
   const float slope_l2 = (flags & 2) ? alibi[h] * FCL_LOG2E : 0.0f;
   const int r0 = i0 + warp * 16 + g, r1 = r0 + 8;
   float lse0, lse1, dl0, dl1;
@@ -331,7 +331,7 @@ void fcl_attention_bwd_mma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR
   if (j0 >= s.sk) return;
   const long kb = bm_base(k_off, k_sb, k_ss, k_sh, b, s.k_tok, hk);
   const long vb = bm_base(v_off, v_sb, v_ss, v_sh, b, s.k_tok, hk);
-  const int diag = s.sk - s.sq, sk = s.sk, sq = s.sq;
+  const int diag = s.sk - s.sq + diag_shift, sk = s.sk, sq = s.sq; /* row i at key i + diag */
   const int j_last = min(j0 + BLOCK_M, sk) - 1;
   const int i_lo = max(0, j0 - diag - wr);
   const int i_hi = min(s.sq - 1, j_last - diag + wl);

@@ -17,7 +17,8 @@ inline float attn_score(float s_raw, int i, int j, int diag, float qk_scale,
 }
 
 /* Key j visible to query i: inside the sequence and the window (causal is
- * window_right = 0), aligned bottom-right by diag = seqlen_k - seqlen_q. */
+ * window_right = 0), aligned by diag = seqlen_k - seqlen_q + diag_shift
+ * (bottom-right without a shift). */
 inline bool attn_visible(int i, int j, int diag, int sk, int window_left,
                          int window_right) {
   return j < sk && j >= i + diag - window_left && j <= i + diag + window_right;
@@ -36,10 +37,11 @@ inline bool attn_visible(int i, int j, int diag, int sk, int window_left,
       long v_off, long v_sb, long v_ss, long v_sh, long o_off, long o_sb,      \
       long o_ss, long o_sh, long lse_sb, long lse_sh, int seqlen_q,            \
       int seqlen_k, int heads_q, int group, int window_left, int window_right, \
-      float qk_scale, float softcap_l2, int flags
+      int diag_shift, float qk_scale, float softcap_l2, int flags
 
 /* Where one (batch, query head) of a forward problem lives: its sequence's
- * lengths (varlen: from cu_q, cu_k), the bottom-right offset diag, the
+ * lengths (varlen: from cu_q, cu_k), the offset diag (query i sits at key
+ * position i + diag: sk - sq, bottom-right, plus the descriptor's shift), the
  * element offsets of row 0 of q and o at head h and of k and v at kv head
  * hk, the lse index of its row 0, and its ALiBi slope (log2 domain). */
 typedef struct {
@@ -51,7 +53,7 @@ typedef struct {
 inline attn_block attn_block_info(int b, int h, int hk, int flags,
                                   const __global int *cu_q, const __global int *cu_k,
                                   const __global float *alibi, int seqlen_q, int seqlen_k,
-                                  long q_off, long q_sb, long q_ss, long q_sh,
+                                  int diag_shift, long q_off, long q_sb, long q_ss, long q_sh,
                                   long k_off, long k_sb, long k_ss, long k_sh,
                                   long v_off, long v_sb, long v_ss, long v_sh,
                                   long o_off, long o_sb, long o_ss, long o_sh,
@@ -73,7 +75,7 @@ inline attn_block attn_block_info(int b, int h, int hk, int flags,
     bi.sk = clamp(cu_k[b], 0, seqlen_k);
     k_row0 = (long)b * k_sb, v_row0 = (long)b * v_sb;
   }
-  bi.diag = bi.sk - bi.sq;
+  bi.diag = bi.sk - bi.sq + diag_shift;
   bi.q = q_off + q_row0 + (long)h * q_sh;
   bi.k = k_off + k_row0 + (long)hk * k_sh;
   bi.v = v_off + v_row0 + (long)hk * v_sh;
@@ -83,8 +85,8 @@ inline attn_block attn_block_info(int b, int h, int hk, int flags,
   return bi;
 }
 #define ATTN_BLOCK_INFO(b, h, hk)                                                \
-  attn_block_info(b, h, hk, flags, cu_q, cu_k, alibi, seqlen_q, seqlen_k, q_off, q_sb, \
-                  q_ss, q_sh, k_off, k_sb, k_ss, k_sh, v_off, v_sb, v_ss, v_sh, o_off,  \
+  attn_block_info(b, h, hk, flags, cu_q, cu_k, alibi, seqlen_q, seqlen_k, diag_shift, q_off, \
+                  q_sb, q_ss, q_sh, k_off, k_sb, k_ss, k_sh, v_off, v_sb, v_ss, v_sh, o_off,  \
                   o_sb, o_ss, o_sh, lse_sb, lse_sh)
 
 /* The tensor-core forwards' score of one element in the log2 domain, -inf

@@ -7,9 +7,10 @@
 #include "tuning/tuning.h"
 
 /* Scalar kernel arguments derived from a descriptor, shared by forward and
- * backward. Windows are clamped to >= 0 with causal folded in. */
+ * backward. Windows are clamped to >= 0 with causal folded in; diag_shift
+ * is the descriptor's (the kernels add it to sk - sq). */
 typedef struct {
-  cl_int   seqlen_q, seqlen_k, heads_q, group, window_left, window_right;
+  cl_int   seqlen_q, seqlen_k, heads_q, group, window_left, window_right, diag_shift;
   cl_float scale;      /* softmax scale (natural units)                    */
   cl_float qk_scale;   /* scale*log2(e), or scale/softcap with softcap      */
   cl_float softcap_l2; /* softcap*log2(e), 0 without softcap                */

@@ -5,7 +5,10 @@
 
 #include <math.h>
 
+/* A window no row can use up is unlimited: clamped to limit, which keeps
+ * the kernels' bounds (i + diag +- window) inside int. */
 static cl_int clamp_window(int64_t w, int64_t limit) {
+  if (limit < 0) limit = 0;
   return (cl_int)(w < 0 || w > limit ? limit : w);
 }
 
@@ -14,13 +17,18 @@ void fcl_attention_scalars_init(const fcl_attention_desc *d, bool varlen, int64_
   const double log2e = 1.4426950408889634;
   const double scale =
       d->softmax_scale != 0.0f ? d->softmax_scale : 1.0 / sqrt((double)d->head_dim);
-  const int64_t limit = d->seqlen_q + d->seqlen_k; /* wider is unlimited */
+  /* Row i of a sequence of sq <= seqlen_q queries and sk <= seqlen_k keys
+   * sits at key position i + sk - sq + shift: a left window of
+   * seqlen_k - 1 + shift reaches key 0 from every row, a right window of
+   * seqlen_q - 1 - shift the last key. */
+  const int64_t shift = d->diag_shift;
   sc->seqlen_q = (cl_int)d->seqlen_q;
   sc->seqlen_k = (cl_int)d->seqlen_k;
   sc->heads_q = (cl_int)d->heads_q;
   sc->group = (cl_int)(d->heads_q / d->heads_kv);
-  sc->window_left = clamp_window(d->window_left, limit);
-  sc->window_right = clamp_window(d->window_right, limit);
+  sc->window_left = clamp_window(d->window_left, d->seqlen_k - 1 + shift);
+  sc->window_right = clamp_window(d->window_right, d->seqlen_q - 1 - shift);
+  sc->diag_shift = (cl_int)shift;
   if (d->causal && sc->window_right > 0) sc->window_right = 0;
   sc->scale = (cl_float)scale;
   sc->qk_scale = (cl_float)(d->softcap > 0 ? scale / d->softcap : scale * log2e);
@@ -43,6 +51,7 @@ static void arg_scalars(fcl_args *a, const fcl_attention_scalars *sc) {
   FCL_ARG(a, sc->group);
   FCL_ARG(a, sc->window_left);
   FCL_ARG(a, sc->window_right);
+  FCL_ARG(a, sc->diag_shift);
   FCL_ARG(a, sc->qk_scale);
   FCL_ARG(a, sc->softcap_l2);
 }

@@ -46,6 +46,10 @@ fcl_status fcl_check_attention_desc(fcl_context *ctx, const fcl_attention_desc *
   if (d->window_right < -1)
     return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
                     "window_right: is %" PRId64 ", must be >= -1", d->window_right);
+  if (d->diag_shift < -FCL_MAX_SEQLEN || d->diag_shift > FCL_MAX_SEQLEN)
+    return fcl_fail(ctx, FCL_ERROR_UNSUPPORTED,
+                    "diag_shift: is %" PRId64 ", must be in -%lld..%lld", d->diag_shift,
+                    FCL_MAX_SEQLEN, FCL_MAX_SEQLEN);
   if (!(d->softcap >= 0.0f) || isinf(d->softcap))
     return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
                     "softcap: is %g, must be 0 (off) or a positive finite number",

@@ -331,12 +331,14 @@ fcl_status fcl_kvcache_decode_launch(fcl_context *ctx, const fcl_tuning_class *c
 }
 
 /* The forward of few rows against many keys: a KV-cache call on k and v
- * as a full contiguous cache, without cache_seqlens. */
+ * as a full contiguous cache, without cache_seqlens. Its kernel aligns the
+ * rows bottom-right: a shifted diagonal runs on the forward's kernels. */
 fcl_status fcl_attention_fwd_decode_applies(fcl_context *ctx, const fcl_attention_desc *d,
                                             fcl_dtype dtype, bool *yes) {
   (void)ctx, (void)dtype;
   const int64_t rows = d->seqlen_q * (d->heads_q / d->heads_kv);
-  *yes = !d->cu_seqlens_q && !d->cu_seqlens_k && rows <= 16 && d->seqlen_k >= 256 &&
+  *yes = !d->cu_seqlens_q && !d->cu_seqlens_k && d->diag_shift == 0 && rows <= 16 &&
+         d->seqlen_k >= 256 &&
          d->seqlen_k >= 16 * d->seqlen_q;
   return FCL_OK;
 }

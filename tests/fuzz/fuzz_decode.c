@@ -175,6 +175,12 @@ void fz_decode_attention(fz_reader *r, fz_attention *a, int backward) {
     a->tbuf[i] = buffer_index(r);
     a->tnull[i] = fz_u8(r) >= 250;
   }
+  /* Read last, so that the corpus written before the field decodes as it
+   * did: mostly 0, else a small shift either way or an edge value. */
+  const uint8_t ds = fz_u8(r);
+  const int64_t e = ds < 250 ? 0 : edge[fz_u8(r) % NEDGE];
+  a->desc.diag_shift = ds < 160 ? 0 : ds < 250 ? (int64_t)(ds % 41) - 20
+                                  : (ds & 1) && e != INT64_MIN ? -e : e;
 }
 
 void fz_decode_rwkv6(fz_reader *r, fz_rwkv6 *a, int backward) {

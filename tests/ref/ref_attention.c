@@ -29,7 +29,7 @@ void ref_attention_seq(const ref_attention_problem *p, int64_t b, int64_t *sq,
  * is window_right = 0 combined with any window_left. */
 void ref_attention_visible_keys(const ref_attention_problem *p, int64_t sq,
                                 int64_t sk, int64_t i, int64_t *lo, int64_t *hi) {
-  const int64_t diag = i + sk - sq;
+  const int64_t diag = i + sk - sq + p->diag_shift;
   int64_t wr = p->window_right;
   if (p->causal) wr = 0; /* any right window >= 0 intersected with causal is 0 */
   *lo = 0;
@@ -62,7 +62,7 @@ static double row_impl(const ref_attention_problem *p, const double *q,
     for (int64_t c = 0; c < d; ++c) s += qr[c] * kr[c];
     s *= scale;
     if (p->softcap > 0.0) s = p->softcap * tanh(s / p->softcap);
-    if (p->alibi_slopes) s -= slope * (double)llabs(i + sk - sq - j);
+    if (p->alibi_slopes) s -= slope * (double)llabs(i + sk - sq + p->diag_shift - j);
     scores[j - lo] = s;
     if (s > m) m = s;
   }
@@ -136,7 +136,7 @@ double ref_attention_logit_bound(const ref_attention_problem *p, const double *q
           const double *kr = k + ((k0 + j) * hkv + hk) * d;
           double s = 0.0;
           for (int64_t c = 0; c < d; ++c) s += fabs(qr[c] * kr[c]);
-          s = s * scale + slope * (double)llabs(i + sk - sq - j);
+          s = s * scale + slope * (double)llabs(i + sk - sq + p->diag_shift - j);
           if (s > bound) bound = s;
         }
       }

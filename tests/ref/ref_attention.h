@@ -19,6 +19,7 @@ typedef struct {
   const double  *alibi_slopes;       /* NULL or [heads_q] */
   const int32_t *cu_seqlens_q;       /* NULL or host [batch+1] */
   const int32_t *cu_seqlens_k;       /* NULL or host [batch+1] */
+  int64_t        diag_shift;         /* query i sits at key i + sk - sq + diag_shift */
 } ref_attention_problem;
 
 /* One output row: query i of sequence b, head h. out has head_dim_v values.
@@ -29,7 +30,7 @@ double ref_attention_row(const ref_attention_problem *p, const double *q,
 
 /* A bound on the magnitude of the logits the kernel computes before the
  * softcap: the maximum over visible (query, key) pairs of
- * |scale| * sum_c |q_c k_c| + slope * |i + sk - sq - j|. Tests scale the f32
+ * |scale| * sum_c |q_c k_c| + slope * |i + sk - sq + diag_shift - j|. Tests scale the f32
  * part of their tolerance with it. */
 double ref_attention_logit_bound(const ref_attention_problem *p, const double *q,
                                  const double *k);

@@ -95,7 +95,7 @@ void ref_attention_backward_terms(const ref_attention_problem *p, const double *
           x[j - lo] = scale * dot;
           double sj = x[j - lo];
           if (p->softcap > 0.0) sj = p->softcap * tanh(sj / p->softcap);
-          sj -= slope * (double)llabs(i + sk - sq - j);
+          sj -= slope * (double)llabs(i + sk - sq + p->diag_shift - j);
           s[j - lo] = sj;
           if (sj > m) m = sj;
         }

@@ -1,0 +1,193 @@
+/* The ring handle: create and destroy, error messages, the staging
+ * buffers it keeps between calls, and its kernels (cl/ring/ring_copy.cl). */
+#include "ring/ring.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The embedded kernels (cmake/embed_cl.cmake, table fcl_ring_sources). */
+struct fcl_embedded_source {
+  const char *name, *text;
+  size_t      size;
+};
+extern const struct fcl_embedded_source fcl_ring_sources[];
+
+static _Thread_local char create_msg[FCL_RING_MSG];
+
+fcl_status ring_fail(fcl_ring *r, fcl_status s, const char *fmt, ...) {
+  char *dst = r ? r->msg : create_msg;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(dst, FCL_RING_MSG, fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+fcl_status ring_fail_cl(fcl_ring *r, cl_int err, const char *what) {
+  const fcl_status s = err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_RESOURCES ||
+                               err == CL_OUT_OF_HOST_MEMORY
+                           ? FCL_ERROR_OUT_OF_MEMORY
+                           : FCL_ERROR_OPENCL;
+  return ring_fail(r, s, "%s: OpenCL error %d", what, (int)err);
+}
+
+const char *fcl_ring_last_error(const fcl_ring *ring) { return ring ? ring->msg : create_msg; }
+int fcl_ring_rank(const fcl_ring *ring) { return ring ? ring->rank : -1; }
+int fcl_ring_size(const fcl_ring *ring) { return ring ? ring->size : 0; }
+
+fcl_status fcl_ring_last_stats(const fcl_ring *ring, fcl_ring_stats *out) {
+  if (!ring) return ring_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "ring: is NULL");
+  if (!out) return FCL_ERROR_INVALID_ARGUMENT;
+  *out = ring->stats;
+  return FCL_OK;
+}
+
+fcl_status fcl_ring_create(fcl_context *ctx, MPI_Comm comm, fcl_ring **out) {
+  create_msg[0] = '\0';
+  if (!out) return ring_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "out: is NULL");
+  *out = NULL;
+  if (!ctx) return ring_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "ctx: is NULL");
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  if (!init || fin)
+    return ring_fail(NULL, FCL_ERROR_INVALID_ARGUMENT,
+                     "comm: MPI is %s", fin ? "finalized" : "not initialized");
+  if (comm == MPI_COMM_NULL)
+    return ring_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "comm: is MPI_COMM_NULL");
+  fcl_ring *r = calloc(1, sizeof *r);
+  if (!r) return ring_fail(NULL, FCL_ERROR_OUT_OF_MEMORY, "ring: host allocation");
+  r->ctx = ctx;
+  r->cl = fcl_context_cl(ctx);
+  r->queue = fcl_context_queue(ctx);
+  cl_command_queue_properties props = 0;
+  clGetCommandQueueInfo(r->queue, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL);
+  r->profiling = (props & CL_QUEUE_PROFILING_ENABLE) != 0;
+  if (MPI_Comm_dup(comm, &r->comm) != MPI_SUCCESS) {
+    free(r);
+    return ring_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "comm: MPI_Comm_dup failed");
+  }
+  /* Errors come back as codes, never abort the application. */
+  MPI_Comm_set_errhandler(r->comm, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(r->comm, &r->rank);
+  MPI_Comm_size(r->comm, &r->size);
+  *out = r;
+  return FCL_OK;
+}
+
+static void host_release(fcl_ring *r, ring_host *h) {
+  if (h->mem) {
+    clEnqueueUnmapMemObject(r->queue, h->mem, h->ptr, 0, NULL, NULL);
+    clFinish(r->queue);
+    clReleaseMemObject(h->mem);
+  } else {
+    free(h->ptr);
+  }
+  memset(h, 0, sizeof *h);
+}
+
+void fcl_ring_destroy(fcl_ring *ring) {
+  if (!ring) return;
+  clFinish(ring->queue);
+  for (int t = 0; t < 3; ++t) {
+    ring_kernels *k = &ring->kern[t];
+    cl_kernel ks[4] = {k->pack, k->add, k->store, k->sum};
+    for (int i = 0; i < 4; ++i)
+      if (ks[i]) clReleaseKernel(ks[i]);
+    if (k->prog) clReleaseProgram(k->prog);
+  }
+  for (size_t i = 0; i < sizeof ring->dev / sizeof ring->dev[0]; ++i)
+    if (ring->dev[i].buf) clReleaseMemObject(ring->dev[i].buf);
+  for (size_t i = 0; i < sizeof ring->host / sizeof ring->host[0]; ++i)
+    host_release(ring, &ring->host[i]);
+  MPI_Comm_free(&ring->comm);
+  free(ring);
+}
+
+fcl_status ring_dev_get(fcl_ring *r, int slot, size_t bytes, cl_mem *out) {
+  ring_dev *d = &r->dev[slot];
+  if (bytes == 0) bytes = 4;
+  if (d->size < bytes) {
+    if (d->buf) clReleaseMemObject(d->buf); /* the queue keeps it while in use */
+    d->buf = NULL, d->size = 0;
+    cl_int err;
+    d->buf = clCreateBuffer(r->cl, CL_MEM_READ_WRITE, bytes, NULL, &err);
+    if (err != CL_SUCCESS) {
+      d->buf = NULL;
+      return ring_fail_cl(r, err, "allocating device staging");
+    }
+    d->size = bytes;
+  }
+  *out = d->buf;
+  return FCL_OK;
+}
+
+/* Pinned memory where the device offers it (faster transfers); the
+ * caller has waited for every transfer that used the old buffer. */
+fcl_status ring_host_get(fcl_ring *r, int slot, size_t bytes, void **out) {
+  ring_host *h = &r->host[slot];
+  if (bytes == 0) bytes = 4;
+  if (h->size < bytes) {
+    host_release(r, h);
+    cl_int err;
+    h->mem = clCreateBuffer(r->cl, CL_MEM_ALLOC_HOST_PTR | CL_MEM_READ_WRITE, bytes, NULL, &err);
+    if (err == CL_SUCCESS) {
+      h->ptr = clEnqueueMapBuffer(r->queue, h->mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0,
+                                  bytes, 0, NULL, NULL, &err);
+      if (err != CL_SUCCESS) {
+        clReleaseMemObject(h->mem);
+        h->mem = NULL, h->ptr = NULL;
+      }
+    } else {
+      h->mem = NULL;
+    }
+    if (!h->ptr && !(h->ptr = malloc(bytes)))
+      return ring_fail(r, FCL_ERROR_OUT_OF_MEMORY, "allocating %zu bytes of host staging",
+                       bytes);
+    h->size = bytes;
+  }
+  *out = h->ptr;
+  return FCL_OK;
+}
+
+static const char *source_text(const char *name) {
+  for (int i = 0; fcl_ring_sources[i].name; ++i)
+    if (strcmp(fcl_ring_sources[i].name, name) == 0) return fcl_ring_sources[i].text;
+  return "";
+}
+
+fcl_status ring_kernels_get(fcl_ring *r, fcl_dtype t, const ring_kernels **out) {
+  ring_kernels *k = &r->kern[t];
+  if (!k->prog) {
+    const char *src[2] = {source_text("common/dtype.cl"), source_text("ring/ring_copy.cl")};
+    cl_int err;
+    cl_program p = clCreateProgramWithSource(r->cl, 2, src, NULL, &err);
+    if (err != CL_SUCCESS) return ring_fail_cl(r, err, "clCreateProgramWithSource");
+    char opts[64];
+    snprintf(opts, sizeof opts, "-DFCL_DTYPE=%d", (int)t);
+    cl_device_id dev;
+    clGetCommandQueueInfo(r->queue, CL_QUEUE_DEVICE, sizeof dev, &dev, NULL);
+    err = clBuildProgram(p, 1, &dev, opts, NULL, NULL);
+    if (err != CL_SUCCESS) {
+      char log[768] = "";
+      clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
+      clReleaseProgram(p);
+      return ring_fail(r, FCL_ERROR_BUILD, "building cl/ring/ring_copy.cl (%s): %s", opts, log);
+    }
+    cl_kernel ks[4];
+    const char *names[4] = {"fcl_ring_pack", "fcl_ring_add", "fcl_ring_store", "fcl_ring_sum"};
+    for (int i = 0; i < 4; ++i) {
+      ks[i] = clCreateKernel(p, names[i], &err);
+      if (err != CL_SUCCESS) {
+        for (int j = 0; j < i; ++j) clReleaseKernel(ks[j]);
+        clReleaseProgram(p);
+        return ring_fail_cl(r, err, names[i]);
+      }
+    }
+    k->prog = p, k->pack = ks[0], k->add = ks[1], k->store = ks[2], k->sum = ks[3];
+  }
+  *out = k;
+  return FCL_OK;
+}
