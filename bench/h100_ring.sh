@@ -34,6 +34,11 @@ if [[ ! -x $ring ]]; then
   echo "$me: install libopenmpi-dev, then: cmake -S . -B $build && cmake --build $build -j" >&2
   exit 2
 fi
+# Open MPI passes OCL_ICD_FILENAMES to the ranks cut at its first ':'
+# ("libpocl.so.2:libnvidia-opencl.so.1" arrived as "libpocl.so.2", so the
+# ranks saw no GPU), and this machine's ICD loader found no platform
+# without it: the ranks get NVIDIA's driver alone.
+export OCL_ICD_FILENAMES=/usr/local/nvidia/lib64/libnvidia-opencl.so.1
 mpi=(mpirun)
 if mpirun --version 2>&1 | grep -q "Open MPI"; then
   mpi+=(--oversubscribe)
