@@ -27,22 +27,31 @@ fcl_status fcl_check_rwkv6_desc(fcl_context *ctx, const fcl_rwkv6_desc *d);
 
 /* The variants (rwkv6_variants.c) and their parameters. */
 #define FCL_RWKV6_FWD_PARAMS(X) X(TC) X(KS) X(VS) X(VC)
-#define FCL_RWKV6_CHUNKED_PARAMS(X) X(TC) X(KS) X(VS) X(VC) X(BVC)
 #define FCL_RWKV6_BWD_PARAMS(X) X(TC) X(BVB)
-/* Steps per chunk, recurrent work-items along K and V, value columns per
- * recurrent work-item, value columns per chunk-output work-group. */
-FCL_PARAM_STRUCT(fcl_rwkv6_fwd_params, FCL_RWKV6_CHUNKED_PARAMS);
-/* Steps per chunk, value columns per backward work-group. */
+#define FCL_RWKV6_CHUNK_PARAMS(X) X(TC) X(BK) X(BV) X(WG) X(HK) X(HV) X(HC)
+/* Recurrent forward: steps per chunk of loads, work-items along K and V,
+ * value columns per work-item. */
+FCL_PARAM_STRUCT(fcl_rwkv6_fwd_params, FCL_RWKV6_FWD_PARAMS);
+/* Recurrent backward: steps per chunk, value columns per work-group. */
 FCL_PARAM_STRUCT(fcl_rwkv6_bwd_params, FCL_RWKV6_BWD_PARAMS);
+/* Chunked (forward and backward): positions per chunk, key and value
+ * columns per tile and work-items of the chunk kernels; rows, columns
+ * and columns per work-item of the state pass. */
+FCL_PARAM_STRUCT(fcl_rwkv6_chunk_params, FCL_RWKV6_CHUNK_PARAMS);
 extern const fcl_variant fcl_variant_rwkv6_recurrent;
 extern const fcl_variant fcl_variant_rwkv6_chunked;
 extern const fcl_variant fcl_variant_rwkv6_bwd;
+extern const fcl_variant fcl_variant_rwkv6_bwd_chunked;
 /* Positions one launch may walk within the device's loop budget (a
  * multiple of the chunk), or 0 when unlimited. */
 int64_t fcl_rwkv6_fwd_positions_per_launch(const fcl_device_info *dev, int K,
                                            const fcl_rwkv6_fwd_params *c);
 int64_t fcl_rwkv6_bwd_positions_per_launch(const fcl_device_info *dev, int K,
                                            const fcl_rwkv6_bwd_params *c);
+/* Chunks one launch of the chunked state pass may walk, or 0 when
+ * unlimited (rwkv6_chunk_variants.c). */
+int64_t fcl_rwkv6_chunk_state_chunks_per_launch(const fcl_device_info *dev,
+                                                const fcl_rwkv6_chunk_params *c);
 
 /* rwkv6_plan.c: what one call runs: the variant, its class, configuration
  * (and where it came from) and build options. */
@@ -57,4 +66,17 @@ typedef struct {
  * p (NULL in config queries) bounds the backward's partial sums. */
 fcl_status fcl_rwkv6_plan_make(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dtype,
                                bool backward, const fcl_rwkv6_problem *p, fcl_rwkv6_plan *pl);
+
+/* rwkv6_chunked.c: the launches of the chunked forward and backward, for
+ * checked arguments and a plan of a chunked variant. */
+typedef struct {
+  const fcl_tensor *r, *k, *v, *w, *dout, *o, *dr, *dk, *dv, *dw;
+  cl_mem u, h0, ht, dht, du, dh0;
+} fcl_rwkv6_args;
+fcl_status fcl_rwkv6_chunked_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
+                                     const fcl_rwkv6_problem *p, const fcl_rwkv6_plan *pl,
+                                     const fcl_rwkv6_args *a);
+fcl_status fcl_rwkv6_chunked_backward(fcl_context *ctx, const fcl_rwkv6_desc *d,
+                                      const fcl_rwkv6_problem *p, const fcl_rwkv6_plan *pl,
+                                      const fcl_rwkv6_args *a);
 #endif
