@@ -34,10 +34,11 @@ void fcl_rwkv6_chunk_dk(
     const __global int *cu, RW_TENSOR(r), RW_TENSOR(k), RW_TENSOR(v), RW_TENSOR(w),
     RW_TENSOR(do), RW_TENSOR(dr), RW_TENSOR(dk), RW_TENSOR(dw), int seqlen, int heads,
     int nchunk, float scale, int flags) {
-  /* Local memory: the first phase's value tiles and the second's key
-   * tiles overlap (P1 / P2 below); qs, ks and da live through both. */
-  __local float pool[FCL_MAX(2 * TC * BV + 2 * BK * BV, 7 * TC * BK)];
-  __local float qs[TC * BK], ks[TC * BK], da[TC * (TC + 1)];
+  /* Local memory: the first phase's value tiles (P1) overlap the second's
+   * key tiles (P2); qs and ks, written after P1 and read in P2, and da
+   * live through both. */
+  __local float pool[FCL_MAX(2 * TC * BV + 2 * BK * BV, 9 * TC * BK)];
+  __local float da[NTRI];
   __local float tot[NSUB * BK], pp[NSUB * BK], ps[NSUB * BK], ex[NSUB * NSUB * BK];
   __local float eg[BK], u_s[BK], dg_s[BK];
   __local float *do_s = pool, *v_s = pool + TC * BV, *S_s = pool + 2 * TC * BV,
@@ -45,6 +46,7 @@ void fcl_rwkv6_chunk_dk(
   __local float *r_s = pool, *k_s = pool + TC * BK, *w_s = pool + 2 * TC * BK,
                 *fq = pool + 3 * TC * BK, *fk = pool + 4 * TC * BK,
                 *rf = pool + 5 * TC * BK, *kf = pool + 6 * TC * BK;           /* P2 */
+  __local float *qs = pool + 7 * TC * BK, *ks = pool + 8 * TC * BK;
   const int lid = get_local_id(0);
   const int c = get_group_id(0), k0 = get_group_id(1) * BK, bh = get_group_id(2);
   const rw_seq s = rw_sequence(bh, heads, seqlen, cu, flags);
@@ -56,21 +58,25 @@ void fcl_rwkv6_chunk_dk(
 
   /* 1. dA, S dO_t, D v_s and sum_j D S over the value tiles. */
   float a[NA], q1[NQ], q2[NQ], dg = 0.0f;
+  FCL_UNROLL
   for (int n = 0; n < NA; ++n) a[n] = 0.0f;
+  FCL_UNROLL
   for (int n = 0; n < NQ; ++n) q1[n] = q2[n] = 0.0f;
   for (int vt = 0; vt < NVT; ++vt) {
     const int j0 = vt * BV;
     rw_load_chunk(do_s, BV, V_DIM, dout, RW_T(do), j0, s, p0, flags, false, lid, WG);
     rw_load_chunk(v_s, BV, V_DIM, v, RW_T(v), j0, s, p0, flags, false, lid, WG);
-    rw_load_state(S_s, cks, rw_ck(bh, nchunk, c), k0, BK, j0, BV, lid, WG);
-    rw_load_state(D_s, ckd, rw_ck(bh, nchunk, c), k0, BK, j0, BV, lid, WG);
+    rw_load_state(S_s, cks, rw_ck(bh, nchunk, c), k0, BK, j0, BV, nt > 0, lid, WG);
+    rw_load_state(D_s, ckd, rw_ck(bh, nchunk, c), k0, BK, j0, BV, nt > 0, lid, WG);
     barrier(CLK_LOCAL_MEM_FENCE);
+    FCL_UNROLL
     for (int n = 0; n < NA; ++n) { /* masks, not `continue` (rw_tri_row) */
       const int e = min(lid + n * WG, NTRI - 1), t = rw_tri_row(e), s2 = e - t * (t + 1) / 2;
       float x = 0.0f;
       for (int j = 0; j < BV; ++j) x = fma(do_s[t * BV + j], v_s[s2 * BV + j], x);
       a[n] += x;
     }
+    FCL_UNROLL
     for (int n = 0; n < NQ; ++n) {
       const int e = min(lid + n * WG, TC * BK - 1), t = e / BK, i = e - t * BK;
       float x = 0.0f, y = 0.0f;
@@ -85,10 +91,10 @@ void fcl_rwkv6_chunk_dk(
       for (int j = 0; j < BV; ++j) dg = fma(D_s[lid * BV + j], S_s[lid * BV + j], dg);
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  for (int n = 0; n < NA; ++n) { /* only entries s <= t are read */
-    const int e = lid + n * WG, t = rw_tri_row(min(e, NTRI - 1));
-    if (e < NTRI) da[t * (TC + 1) + e - t * (t + 1) / 2] = scale * a[n];
-  }
+  FCL_UNROLL
+  for (int n = 0; n < NA; ++n)
+    if (lid + n * WG < NTRI) da[lid + n * WG] = scale * a[n];
+  FCL_UNROLL
   for (int n = 0; n < NQ; ++n) {
     const int e = lid + n * WG;
     if (e < TC * BK) qs[e] = q1[n], ks[e] = q2[n];
@@ -103,6 +109,7 @@ void fcl_rwkv6_chunk_dk(
     u_s[i] = k0 + i < K_DIM ? FCL_LOAD(u, (long)s.h * K_DIM + k0 + i) : 0.0f;
   barrier(CLK_LOCAL_MEM_FENCE);
   rw_chunk_decays(w_s, NULL, NULL, fq, fk, tot, pp, ps, ex, eg, lid);
+  FCL_UNROLL
   for (int n = 0; n < NQ; ++n) {
     const int e = lid + n * WG, t = e / BK, i = e - t * BK;
     if (e >= TC * BK) break; /* e only grows; nothing here lives across a barrier */
@@ -113,17 +120,17 @@ void fcl_rwkv6_chunk_dk(
     for (int J = 0; J < I; ++J) {
       float y = 0.0f;
       for (int s2 = J * BC; s2 < J * BC + BC; ++s2)
-        if (s2 != t - 1) y = fma(da[t * (TC + 1) + s2], k_s[s2 * BK + i] * fk[s2 * BK + i], y);
+        if (s2 != t - 1) y = fma(da[RW_TRI(t, s2)], k_s[s2 * BK + i] * fk[s2 * BK + i], y);
       x = fma(ex[((I - 1) * NSUB + J) * BK + i], y, x);
     }
     x *= fq[e];
     float span = t > 0 ? w_s[(t - 1) * BK + i] : 0.0f;
     for (int s2 = t - 2; s2 >= m0; --s2) {
-      x = fma(da[t * (TC + 1) + s2] * k_s[s2 * BK + i], exp(span), x);
+      x = fma(da[RW_TRI(t, s2)] * k_s[s2 * BK + i], exp(span), x);
       span += w_s[s2 * BK + i];
     }
     const float rfar = r_s[e] * x; /* sum_{s < t-1} Z[t][s] */
-    if (t > 0) x = fma(da[t * (TC + 1) + t - 1], k_s[(t - 1) * BK + i], x);
+    if (t > 0) x = fma(da[RW_TRI(t, t - 1)], k_s[(t - 1) * BK + i], x);
     const float rinter = scale * fq[e] * pp[I * BK + i] * qs[e];
     const float drp = x + rinter;
     /* ... and of dk_t: sub-chunks after t's, then t's own, t2 = t + 1 last. */
@@ -131,20 +138,20 @@ void fcl_rwkv6_chunk_dk(
     for (int J = I + 1; J < NSUB; ++J) {
       float y = 0.0f;
       for (int t2 = J * BC; t2 < J * BC + BC; ++t2)
-        if (t2 != t + 1) y = fma(da[t2 * (TC + 1) + t], r_s[t2 * BK + i] * fq[t2 * BK + i], y);
+        if (t2 != t + 1) y = fma(da[RW_TRI(t2, t)], r_s[t2 * BK + i] * fq[t2 * BK + i], y);
       x = fma(ex[((J - 1) * NSUB + I) * BK + i], y, x);
     }
     x *= fk[e];
     span = t + 1 < TC ? w_s[(t + 1) * BK + i] : 0.0f;
     for (int t2 = t + 2; t2 < m0 + BC; ++t2) {
-      x = fma(da[t2 * (TC + 1) + t] * r_s[t2 * BK + i], exp(span), x);
+      x = fma(da[RW_TRI(t2, t)] * r_s[t2 * BK + i], exp(span), x);
       span += w_s[t2 * BK + i];
     }
     const float kfar = k_s[e] * x; /* sum_{t2 > t+1} Z[t2][t] */
-    if (t + 1 < TC) x = fma(da[(t + 1) * (TC + 1) + t], r_s[(t + 1) * BK + i], x);
+    if (t + 1 < TC) x = fma(da[RW_TRI((t + 1), t)], r_s[(t + 1) * BK + i], x);
     const float kinter = fk[e] * ps[I * BK + i] * ks[e];
     const float dkp = x + kinter;
-    const float B = da[t * (TC + 1) + t];
+    const float B = da[RW_TRI(t, t)];
     if (t < nt && k0 + i < K_DIM) {
       const int time = rw_time(p0 + t, s.n, flags);
       FCL_STORE(dr, rw_at(RW_T(dr), s, time, flags) + k0 + i, fma(B * u_s[i], k_s[e], drp));
@@ -164,7 +171,7 @@ void fcl_rwkv6_chunk_dk(
       const float x = qs[t * BK + i];
       qs[t * BK + i] = after;
       after += x;
-      du = fma(da[t * (TC + 1) + t] * r_s[t * BK + i], k_s[t * BK + i], du);
+      du = fma(da[RW_TRI(t, t)] * r_s[t * BK + i], k_s[t * BK + i], du);
     }
     const float base = eg[i] * dg_s[i];
     float before = 0.0f, f = 0.0f;

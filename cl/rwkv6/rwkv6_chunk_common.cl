@@ -28,6 +28,7 @@
 #define BC (TC < 16 ? TC : 16)
 #define NSUB (TC / BC)
 #define NTRI (TC * (TC + 1) / 2)       /* entries of a chunk matrix, s <= t */
+#define RW_TRI(t, s) ((t) * ((t) + 1) / 2 + (s)) /* ... packed row by row */
 #define NA FCL_CEIL_DIV(NTRI, WG)       /* chunk-matrix entries per work-item */
 #define NKT FCL_CEIL_DIV(K_DIM, BK)     /* key tiles */
 #define NVT FCL_CEIL_DIV(V_DIM, BV)     /* value tiles */
@@ -101,12 +102,15 @@ inline void rw_chunk_decays(__local const float *w_s, __local const float *rq_in
 }
 
 /* Loads rows [i0, i0 + nrow) x columns [j0, j0 + ncol) of a checkpoint (f32
- * [K][V] at ck + at) into dst[nrow][ncol], 0 outside K x V. */
+ * [K][V] at ck + at) into dst[nrow][ncol], 0 outside K x V and everywhere
+ * when the chunk is past its sequence's end (any), whose checkpoint the
+ * state pass never wrote. */
 inline void rw_load_state(__local float *dst, const __global float *ck, long at, int i0,
-                          int nrow, int j0, int ncol, int lid, int nthreads) {
+                          int nrow, int j0, int ncol, bool any, int lid, int nthreads) {
   for (int e = lid; e < nrow * ncol; e += nthreads) {
     const int a = e / ncol, b = e - a * ncol;
-    dst[e] = (i0 + a < K_DIM && j0 + b < V_DIM) ? ck[at + (long)(i0 + a) * V_DIM + j0 + b]
-                                                 : 0.0f;
+    dst[e] = (any && i0 + a < K_DIM && j0 + b < V_DIM)
+                 ? ck[at + (long)(i0 + a) * V_DIM + j0 + b]
+                 : 0.0f;
   }
 }

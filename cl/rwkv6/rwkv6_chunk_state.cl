@@ -42,6 +42,7 @@ void fcl_rwkv6_chunk_state(
   const bool grad = (flags & RW_STATE_GRAD) != 0;
   const float bscale = grad ? scale : 1.0f;
   float S[HC];
+  FCL_UNROLL
   for (int n = 0; n < HC; ++n) {
     const int j = jb0 + j0l + n;
     S[n] = ((flags & RW_H0) && i < K_DIM && j < V_DIM) ? in[((long)bh * K_DIM + i) * V_DIM + j]
@@ -50,6 +51,7 @@ void fcl_rwkv6_chunk_state(
   const int last = min(c_end, FCL_CEIL_DIV(s.n, TC));
   for (int step = 0; step < last - c_begin; ++step) {
     const int c = grad ? last - 1 - step : c_begin + step, p0 = c * TC;
+    FCL_UNROLL
     for (int n = 0; n < HC; ++n) {
       const int j = jb0 + j0l + n;
       if (i < K_DIM && j < V_DIM) ck[rw_ck(bh, nchunk, c) + (long)i * V_DIM + j] = S[n];
@@ -73,15 +75,19 @@ void fcl_rwkv6_chunk_state(
     barrier(CLK_LOCAL_MEM_FENCE);
     const float eg = w_s[il];
     float acc[HC];
+    FCL_UNROLL
     for (int n = 0; n < HC; ++n) acc[n] = 0.0f;
     for (int t = 0; t < TC; ++t) {
       const float at = a_s[t * HK + il];
+      FCL_UNROLL
       for (int n = 0; n < HC; ++n) acc[n] = fma(at, b_s[t * HV + j0l + n], acc[n]);
     }
+    FCL_UNROLL
     for (int n = 0; n < HC; ++n) S[n] = fma(eg, S[n], bscale * acc[n]);
     barrier(CLK_LOCAL_MEM_FENCE);
   }
   if (flags & RW_HT)
+    FCL_UNROLL
     for (int n = 0; n < HC; ++n) {
       const int j = jb0 + j0l + n;
       if (i < K_DIM && j < V_DIM) out[((long)bh * K_DIM + i) * V_DIM + j] = S[n];

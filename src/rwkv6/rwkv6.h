@@ -42,6 +42,7 @@ extern const fcl_variant fcl_variant_rwkv6_recurrent;
 extern const fcl_variant fcl_variant_rwkv6_chunked;
 extern const fcl_variant fcl_variant_rwkv6_bwd;
 extern const fcl_variant fcl_variant_rwkv6_bwd_chunked;
+extern const fcl_variant fcl_variant_rwkv6_chunked_mma;
 /* Positions one launch may walk within the device's loop budget (a
  * multiple of the chunk), or 0 when unlimited. */
 int64_t fcl_rwkv6_fwd_positions_per_launch(const fcl_device_info *dev, int K,
@@ -50,8 +51,8 @@ int64_t fcl_rwkv6_bwd_positions_per_launch(const fcl_device_info *dev, int K,
                                            const fcl_rwkv6_bwd_params *c);
 /* Chunks one launch of the chunked state pass may walk, or 0 when
  * unlimited (rwkv6_chunk_variants.c). */
-int64_t fcl_rwkv6_chunk_state_chunks_per_launch(const fcl_device_info *dev,
-                                                const fcl_rwkv6_chunk_params *c);
+int64_t fcl_rwkv6_chunk_state_chunks_per_launch(const fcl_device_info *dev, int tc, int hk,
+                                                int hv, int hc);
 
 /* rwkv6_plan.c: what one call runs: the variant, its class, configuration
  * (and where it came from) and build options. */
@@ -66,6 +67,10 @@ typedef struct {
  * p (NULL in config queries) bounds the backward's partial sums. */
 fcl_status fcl_rwkv6_plan_make(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dtype,
                                bool backward, const fcl_rwkv6_problem *p, fcl_rwkv6_plan *pl);
+/* The plan of variant v (a fallback's). */
+fcl_status fcl_rwkv6_plan_variant(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dtype,
+                                  const fcl_variant *v, const fcl_rwkv6_problem *p,
+                                  fcl_rwkv6_plan *pl);
 
 /* rwkv6_chunked.c: the launches of the chunked forward and backward, for
  * checked arguments and a plan of a chunked variant. */
@@ -79,4 +84,30 @@ fcl_status fcl_rwkv6_chunked_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
 fcl_status fcl_rwkv6_chunked_backward(fcl_context *ctx, const fcl_rwkv6_desc *d,
                                       const fcl_rwkv6_problem *p, const fcl_rwkv6_plan *pl,
                                       const fcl_rwkv6_args *a);
+/* What the chunked launches share: the scalar arguments, and the forward
+ * state pass (kernel ks: fcl_rwkv6_chunk_state) from h0 to ht writing the
+ * checkpoints, which it returns in *ck (scratch slot 0). */
+typedef struct {
+  cl_int   seqlen, heads, nchunk, flags;
+  cl_float scale;
+  cl_mem   cu;
+  size_t   bh;
+} fcl_rwkv6_chunk_common;
+fcl_rwkv6_chunk_common fcl_rwkv6_chunk_common_of(const fcl_rwkv6_desc *d,
+                                                 const fcl_rwkv6_problem *p, int tc,
+                                                 const fcl_tensor *r);
+typedef struct {
+  int TC, HK, HV, HC; /* the state pass's parameters */
+} fcl_rwkv6_chunk_launch;
+fcl_status fcl_rwkv6_chunk_begin(fcl_context *ctx, const fcl_rwkv6_desc *d,
+                                 const fcl_rwkv6_problem *p, const fcl_rwkv6_chunk_launch *lc,
+                                 const fcl_rwkv6_args *a, cl_kernel ks, cl_mem *ck);
+
+/* rwkv6_chunk_mma.c: the forward with its output on tensor cores. */
+fcl_status fcl_rwkv6_chunk_mma_applies(fcl_context *ctx, const fcl_rwkv6_desc *d,
+                                       fcl_dtype dtype, bool *yes);
+/* Sets *fallback (nothing enqueued) when its kernels do not build. */
+fcl_status fcl_rwkv6_chunk_mma_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
+                                       const fcl_rwkv6_problem *p, const fcl_rwkv6_plan *pl,
+                                       const fcl_rwkv6_args *a, bool *fallback);
 #endif

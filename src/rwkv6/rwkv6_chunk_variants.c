@@ -18,11 +18,12 @@ static size_t budget(const fcl_device_info *dev) {
  * rwkv6_chunk_bwd.cl; the backward needs both) and of the state pass. */
 static size_t chunk_bytes(const params *c, bool backward) {
   const size_t tc = (size_t)c->TC, bk = (size_t)c->BK, bv = (size_t)c->BV;
-  const size_t nsub = tc < 16 ? 1 : tc / 16;
+  const size_t nsub = tc < 16 ? 1 : tc / 16, tri = tc * (tc + 1) / 2;
   const size_t small = bk * (nsub * (3 + nsub) + 3);
-  const size_t out = 5 * tc * bk + small + bk * bv + tc * bv + tc * (tc + 1);
-  const size_t p1 = 2 * tc * bv + 2 * bk * bv, p2 = 7 * tc * bk; /* shared */
-  const size_t dk = (p1 > p2 ? p1 : p2) + 2 * tc * bk + small + tc * (tc + 1);
+  const size_t out_pool = 5 * tc * bk + bk * bv > tc * bv ? 5 * tc * bk + bk * bv : tc * bv;
+  const size_t dk_pool = 2 * tc * bv + 2 * bk * bv > 9 * tc * bk ? 2 * tc * bv + 2 * bk * bv
+                                                                  : 9 * tc * bk;
+  const size_t out = out_pool + small + tri, dk = dk_pool + small + tri;
   return 4 * (backward && dk > out ? dk : out);
 }
 static size_t state_bytes(const params *c) {
@@ -40,7 +41,7 @@ static long state_iterations(const params *c) {
 /* ... and of one chunk-kernel work-item (the larger of the two kernels). */
 static long chunk_iterations(int K, int V, const params *c) {
   const long tc = c->TC, bk = c->BK, bv = c->BV, wg = c->WG, bc = tc < 16 ? tc : 16;
-  const long na = (tc * tc + wg - 1) / wg, nq = (tc * bk + wg - 1) / wg;
+  const long na = (tc * (tc + 1) / 2 + wg - 1) / wg, nq = (tc * bk + wg - 1) / wg;
   const long no = (tc * bv + wg - 1) / wg, nkt = ceil_div(K, c->BK), nvt = ceil_div(V, c->BV);
   const long loads = 4 * nq + (bk * bv + wg - 1) / wg + 1;
   const long decays = 2 * bc + tc + tc * tc / 16 + 4;
@@ -70,9 +71,12 @@ static void choose(const fcl_device_info *dev, int K, int V, bool backward, para
   c->HC = imin(c->HV, 8);
   while (c->HV % c->HC) --c->HC;
   while (!fits(dev, K, V, c, backward)) {
+    const bool local = chunk_bytes(c, backward) > budget(dev);
     if (c->WG > 64 && (size_t)c->WG > dev->max_wg) c->WG /= 2;
-    else if (chunk_bytes(c, backward) > budget(dev) && c->BV > 16) c->BV /= 2;
-    else if (chunk_bytes(c, backward) > budget(dev) && c->BK > 16) c->BK /= 2;
+    else if (local && c->BK > 16) c->BK /= 2; /* key tiles first: A is per value tile */
+    else if (local && c->BV > 32) c->BV /= 2;
+    else if (local && c->BK > 8) c->BK /= 2;
+    else if (local && c->BV > 16) c->BV /= 2;
     else if (state_wg(c) > dev->max_wg && c->HK > 1) c->HK /= 2;
     else if (state_bytes(c) > budget(dev) && c->HV > 8) c->HV /= 2, c->HC = imin(c->HC, c->HV);
     else if (c->TC > 16) c->TC /= 2;
@@ -109,7 +113,7 @@ static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const
     bad = "local memory exceeded";
   else if (dev->loop_budget > 0 && chunk_iterations(K, V, c) > dev->loop_budget * 3 / 4)
     bad = "a chunk's loops exceed the device's loop budget";
-  else if ((c->TC * c->TC + c->WG - 1) / c->WG + (c->TC * c->BV + c->WG - 1) / c->WG > 96)
+  else if ((c->TC * (c->TC + 1) / 2 + c->WG - 1) / c->WG + (c->TC * c->BV + c->WG - 1) / c->WG > 96)
     bad = "too many register entries a work-item";
   if (bad && why) snprintf(why, why_size, "%s", bad);
   return bad == NULL;
@@ -160,9 +164,11 @@ const fcl_variant fcl_variant_rwkv6_bwd_chunked = {
     DIMS, FCL_RWKV6_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV6_CHUNK_PARAMS),
     FCL_PARAM_NAMES(FCL_RWKV6_CHUNK_PARAMS), defaults, valid, axes, point, worth_trying};
 
-int64_t fcl_rwkv6_chunk_state_chunks_per_launch(const fcl_device_info *dev,
-                                                const fcl_rwkv6_chunk_params *c) {
+int64_t fcl_rwkv6_chunk_state_chunks_per_launch(const fcl_device_info *dev, int tc, int hk,
+                                                int hv, int hc) {
   if (dev->loop_budget <= 0) return 0;
-  const long n = (dev->loop_budget * 3 / 4) / state_iterations(c);
+  params c = {0};
+  c.TC = tc, c.HK = hk, c.HV = hv, c.HC = hc;
+  const long n = (dev->loop_budget * 3 / 4) / state_iterations(&c);
   return n < 1 ? 1 : n;
 }

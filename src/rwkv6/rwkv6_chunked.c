@@ -10,19 +10,15 @@
 
 #include <math.h>
 
-typedef struct {
-  cl_int seqlen, heads, nchunk, flags;
-  cl_float scale;
-  cl_mem cu;
-  size_t bh;
-} common;
+typedef fcl_rwkv6_chunk_common common;
 
-static common setup(const fcl_rwkv6_desc *d, const fcl_rwkv6_problem *p,
-                    const fcl_rwkv6_chunk_params *c, const fcl_tensor *r) {
+fcl_rwkv6_chunk_common fcl_rwkv6_chunk_common_of(const fcl_rwkv6_desc *d,
+                                                 const fcl_rwkv6_problem *p, int tc,
+                                                 const fcl_tensor *r) {
   common m;
   m.seqlen = (cl_int)d->seqlen;
   m.heads = (cl_int)d->heads;
-  m.nchunk = (cl_int)((d->seqlen + c->TC - 1) / c->TC);
+  m.nchunk = (cl_int)((d->seqlen + tc - 1) / tc);
   m.flags = (p->varlen ? RW_VARLEN : 0) | (d->reverse ? RW_REVERSE : 0);
   m.scale = d->scale != 0.0f ? d->scale : (cl_float)(1.0 / sqrt((double)d->head_dim_k));
   m.cu = p->varlen ? d->cu_seqlens : r->buffer;
@@ -33,19 +29,19 @@ static common setup(const fcl_rwkv6_desc *d, const fcl_rwkv6_problem *p,
 /* The state pass (RW_STATE_GRAD: its gradient) over every chunk, in
  * segments where the device bounds loop iterations, from `in` (NULL: 0)
  * to `out` (NULL: not kept): a_t, w_t, b_t are (k, w, v) or (r, w, dO). */
-static fcl_status state_pass(fcl_context *ctx, const fcl_rwkv6_desc *d, const fcl_rwkv6_problem *p,
-                             const fcl_rwkv6_chunk_params *c, const common *m, cl_kernel ks,
+static fcl_status state_pass(fcl_context *ctx, const fcl_rwkv6_desc *d,
+                             const fcl_rwkv6_chunk_launch *c, const common *m, cl_kernel ks,
                              bool grad, const fcl_tensor *ta, const fcl_tensor *tw,
                              const fcl_tensor *tb, cl_mem in, cl_mem out, cl_mem ck,
                              cl_mem carry) {
-  const int64_t per = fcl_rwkv6_chunk_state_chunks_per_launch(&ctx->info, c);
+  const int64_t per =
+      fcl_rwkv6_chunk_state_chunks_per_launch(&ctx->info, c->TC, c->HK, c->HV, c->HC);
   const int64_t seg = per > 0 ? per : m->nchunk;
   const int64_t nseg = (m->nchunk + seg - 1) / seg;
   const size_t nkb = (size_t)((d->head_dim_k + c->HK - 1) / c->HK);
   const size_t nvb = (size_t)((d->head_dim_v + c->HV - 1) / c->HV);
   const size_t wg = (size_t)c->HK * (size_t)(c->HV / c->HC);
   size_t g[3] = {nkb * nvb * wg, m->bh, 1}, l[3] = {wg, 1, 1};
-  (void)p;
   for (int64_t n = 0; n < nseg; ++n) {
     const int64_t si = grad ? nseg - 1 - n : n; /* the gradient walks back */
     const bool first = n == 0, last = n == nseg - 1;
@@ -87,23 +83,33 @@ static fcl_status chunk_out(fcl_context *ctx, const fcl_rwkv6_desc *d,
                                             : "enqueueing rwkv6 chunk output");
 }
 
+fcl_status fcl_rwkv6_chunk_begin(fcl_context *ctx, const fcl_rwkv6_desc *d,
+                                 const fcl_rwkv6_problem *p, const fcl_rwkv6_chunk_launch *lc,
+                                 const fcl_rwkv6_args *t, cl_kernel ks, cl_mem *ck) {
+  const common m = fcl_rwkv6_chunk_common_of(d, p, lc->TC, t->r);
+  cl_mem carry;
+  fcl_status s;
+  if ((s = fcl_scratch(ctx, 0, fcl_bytes((int64_t)m.bh, m.nchunk, d->head_dim_k, d->head_dim_v, 4),
+                       ck)) ||
+      (s = fcl_scratch(ctx, 5, p->state_bytes, &carry)))
+    return s;
+  return state_pass(ctx, d, lc, &m, ks, false, t->k, t->w, t->v, t->h0, t->ht, *ck, carry);
+}
+
 fcl_status fcl_rwkv6_chunked_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
                                      const fcl_rwkv6_problem *p, const fcl_rwkv6_plan *pl,
                                      const fcl_rwkv6_args *t) {
   const fcl_variant *kd = pl->cls.variant;
   const fcl_rwkv6_chunk_params *c = FCL_CPARAMS(fcl_rwkv6_chunk_params, &pl->cfg);
-  const common m = setup(d, p, c, t->r);
+  const fcl_rwkv6_chunk_launch lc = {c->TC, c->HK, c->HV, c->HC};
+  const common m = fcl_rwkv6_chunk_common_of(d, p, c->TC, t->r);
   cl_kernel ks, ko;
-  cl_mem ck, carry = NULL;
+  cl_mem ck;
   fcl_status s;
   if ((s = fcl_get_kernel(ctx, kd->files, kd->nfiles, pl->options, "fcl_rwkv6_chunk_state",
                           &ks)) ||
       (s = fcl_get_kernel(ctx, kd->files, kd->nfiles, pl->options, "fcl_rwkv6_chunk_out", &ko)) ||
-      (s = fcl_scratch(ctx, 0, fcl_bytes((int64_t)m.bh, m.nchunk, d->head_dim_k, d->head_dim_v, 4),
-                       &ck)) ||
-      (s = fcl_scratch(ctx, 5, p->state_bytes, &carry)))
-    return s;
-  if ((s = state_pass(ctx, d, p, c, &m, ks, false, t->k, t->w, t->v, t->h0, t->ht, ck, carry)))
+      (s = fcl_rwkv6_chunk_begin(ctx, d, p, &lc, t, ks, &ck)))
     return s;
   return chunk_out(ctx, d, c, &m, ko, false, t, t->v, ck, t->o);
 }
@@ -113,7 +119,8 @@ fcl_status fcl_rwkv6_chunked_backward(fcl_context *ctx, const fcl_rwkv6_desc *d,
                                       const fcl_rwkv6_args *t) {
   const fcl_variant *kd = pl->cls.variant;
   const fcl_rwkv6_chunk_params *c = FCL_CPARAMS(fcl_rwkv6_chunk_params, &pl->cfg);
-  const common m = setup(d, p, c, t->r);
+  const fcl_rwkv6_chunk_launch lc = {c->TC, c->HK, c->HV, c->HC};
+  const common m = fcl_rwkv6_chunk_common_of(d, p, c->TC, t->r);
   const int64_t K = d->head_dim_k, V = d->head_dim_v;
   const size_t ckb = fcl_bytes((int64_t)m.bh, m.nchunk, K, V, 4);
   cl_kernel ks, ko, kk, kdu;
@@ -128,8 +135,8 @@ fcl_status fcl_rwkv6_chunked_backward(fcl_context *ctx, const fcl_rwkv6_desc *d,
       (s = fcl_scratch(ctx, 2, fcl_bytes(m.nchunk, d->batch, d->heads, K, 4), &dup)) ||
       (s = fcl_scratch(ctx, 5, p->state_bytes, &carry)))
     return s;
-  if ((s = state_pass(ctx, d, p, c, &m, ks, false, t->k, t->w, t->v, t->h0, NULL, cks, carry)) ||
-      (s = state_pass(ctx, d, p, c, &m, ks, true, t->r, t->w, t->dout, t->dht, t->dh0, ckd,
+  if ((s = state_pass(ctx, d, &lc, &m, ks, false, t->k, t->w, t->v, t->h0, NULL, cks, carry)) ||
+      (s = state_pass(ctx, d, &lc, &m, ks, true, t->r, t->w, t->dout, t->dht, t->dh0, ckd,
                       carry)) ||
       (s = chunk_out(ctx, d, c, &m, ko, true, t, t->dout, ckd, t->dv)))
     return s;

@@ -24,11 +24,16 @@ fcl_status fcl_rwkv6_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
   const fcl_variant *kd = pl.cls.variant;
   const char *opts = pl.options;
   fcl_log(ctx, "rwkv6 forward: %s, %s", kd->name, opts);
-  if (kd == &fcl_variant_rwkv6_chunked) {
-    const fcl_rwkv6_args t = {r, k, v, w, NULL, o, NULL, NULL, NULL, NULL,
-                              u, h0, ht, NULL, NULL, NULL};
-    return fcl_rwkv6_chunked_forward(ctx, d, &p, &pl, &t);
+  const fcl_rwkv6_args t = {r, k, v, w, NULL, o, NULL, NULL, NULL, NULL,
+                            u, h0, ht, NULL, NULL, NULL};
+  if (kd == &fcl_variant_rwkv6_chunked_mma) {
+    bool fallback = false;
+    if ((s = fcl_rwkv6_chunk_mma_forward(ctx, d, &p, &pl, &t, &fallback)) || !fallback) return s;
+    if ((s = fcl_rwkv6_plan_variant(ctx, d, p.dtype, &fcl_variant_rwkv6_chunked, &p, &pl)))
+      return s;
+    kd = pl.cls.variant;
   }
+  if (kd == &fcl_variant_rwkv6_chunked) return fcl_rwkv6_chunked_forward(ctx, d, &p, &pl, &t);
   const fcl_rwkv6_fwd_params *c = FCL_CPARAMS(fcl_rwkv6_fwd_params, &pl.cfg);
   const int K = (int)d->head_dim_k;
   cl_kernel krec;

@@ -16,8 +16,8 @@ static void rwkv6_class(const fcl_rwkv6_desc *d, fcl_dtype dtype, const fcl_vari
 }
 
 /* Chunked or recurrent, for the forward or the backward: the descriptor,
- * $FCL_RWKV6_ALGORITHM, a variant fa-tune overrides, then the faster of the two where fa-tune measured
- * both for this class; otherwise by shape: sequences of a few chunks or
+ * $FCL_RWKV6_ALGORITHM, a variant fa-tune overrides, then the faster of
+ * the two where fa-tune measured both for this class; otherwise by shape: sequences of a few chunks or
  * less run recurrent; longer ones run the chunked backward on GPUs, where
  * it spreads each sequence over many work-groups (the recurrent backward
  * walks 3 passes in order), and the recurrent forward, which has been the
@@ -28,8 +28,9 @@ static bool use_chunked(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dty
   if (ctx->opt.rwkv6_algorithm) return ctx->opt.rwkv6_algorithm == 2;
   const fcl_variant *vr = backward ? &fcl_variant_rwkv6_bwd : &fcl_variant_rwkv6_recurrent;
   const fcl_variant *vc = backward ? &fcl_variant_rwkv6_bwd_chunked : &fcl_variant_rwkv6_chunked;
-  if (fcl_tuning_overridden(ctx, vc) || fcl_tuning_overridden(ctx, vr)) /* fa-tune's */
-    return fcl_tuning_overridden(ctx, vc);
+  const bool oc = fcl_tuning_overridden(ctx, vc) ||
+                  (!backward && fcl_tuning_overridden(ctx, &fcl_variant_rwkv6_chunked_mma));
+  if (oc || fcl_tuning_overridden(ctx, vr)) return oc; /* fa-tune's */
   fcl_tuning_class rc, cc;
   rwkv6_class(d, dtype, vr, &rc);
   rwkv6_class(d, dtype, vc, &cc);
@@ -39,13 +40,32 @@ static bool use_chunked(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dty
   return backward && !ctx->info.is_cpu && d->seqlen >= 256;
 }
 
+/* The chunked forward: on tensor cores where they apply (unless fa-tune
+ * overrides the portable kernel), else portable. */
+static fcl_status chunked_forward(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dtype,
+                                  const fcl_variant **v) {
+  bool mma = false;
+  fcl_status s = fcl_tuning_overridden(ctx, &fcl_variant_rwkv6_chunked)
+                     ? FCL_OK
+                     : fcl_rwkv6_chunk_mma_applies(ctx, d, dtype, &mma);
+  *v = mma ? &fcl_variant_rwkv6_chunked_mma : &fcl_variant_rwkv6_chunked;
+  return s;
+}
+
 fcl_status fcl_rwkv6_plan_make(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dtype,
                                bool backward, const fcl_rwkv6_problem *p, fcl_rwkv6_plan *pl) {
   const bool chunked = use_chunked(ctx, d, dtype, backward);
   const fcl_variant *v = backward ? (chunked ? &fcl_variant_rwkv6_bwd_chunked
                                              : &fcl_variant_rwkv6_bwd)
-                                  : (chunked ? &fcl_variant_rwkv6_chunked
-                                             : &fcl_variant_rwkv6_recurrent);
+                                  : &fcl_variant_rwkv6_recurrent;
+  fcl_status s0;
+  if (!backward && chunked && (s0 = chunked_forward(ctx, d, dtype, &v))) return s0;
+  return fcl_rwkv6_plan_variant(ctx, d, dtype, v, p, pl);
+}
+
+fcl_status fcl_rwkv6_plan_variant(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dtype,
+                                  const fcl_variant *v, const fcl_rwkv6_problem *p,
+                                  fcl_rwkv6_plan *pl) {
   rwkv6_class(d, dtype, v, &pl->cls);
   fcl_status s = fcl_tuning_choose(ctx, &pl->cls, &pl->cfg, pl->from, sizeof pl->from);
   if (s != FCL_OK) return s;
@@ -74,9 +94,10 @@ fcl_status fcl_rwkv6_plan_make(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dt
     }
   }
   const fcl_define unroll = {"FCL_UNROLL_HINTS", !ctx->info.is_cpu};
-  const bool hints = v == &fcl_variant_rwkv6_recurrent;
-  fcl_build_options(&pl->cls, &pl->cfg, &unroll, hints ? 1 : 0, NULL, pl->options,
-                    sizeof pl->options);
+  const bool hints = v != &fcl_variant_rwkv6_bwd;
+  fcl_build_options(&pl->cls, &pl->cfg, &unroll, hints ? 1 : 0,
+                    v == &fcl_variant_rwkv6_chunked_mma ? fcl_mma_build_options(ctx, dtype) : NULL,
+                    pl->options, sizeof pl->options);
   return FCL_OK;
 }
 
