@@ -15,8 +15,9 @@ static const fcl_variant *const registry[] = {
     &fcl_variant_attention_fwd_mma, &fcl_variant_attention_fwd_cpu,
     &fcl_variant_attention_fwd,     &fcl_variant_attention_bwd_mma,
     &fcl_variant_attention_bwd,     &fcl_variant_rwkv6_recurrent,
-    &fcl_variant_rwkv6_bwd,         &fcl_variant_rwkv6_bwd_chunked,
-    &fcl_variant_rwkv6_chunked_mma, &fcl_variant_rwkv6_chunked,
+    &fcl_variant_rwkv6_bwd,         &fcl_variant_rwkv6_bwd_chunked_mma,
+    &fcl_variant_rwkv6_bwd_chunked, &fcl_variant_rwkv6_chunked_mma,
+    &fcl_variant_rwkv6_chunked,
     &fcl_variant_attention_decode};
 
 int fcl_variant_count(void) { return (int)FCL_COUNT(registry); }

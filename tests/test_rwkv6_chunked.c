@@ -13,11 +13,12 @@
  *
  *   test_rwkv6_chunked [portable|mma]   (default portable)
  *
- * mma: the forward with its output on tensor cores (rwkv6_chunked_mma:
- * NVIDIA, or FCL_MMA_EMULATE=1), f16 and bf16, with its tiles forced the
- * same way (several sub-chunks, chunks of 32 and 16, key tiles of 16 and
- * 32); first it checks that fcl_rwkv6_config names the kernel. Elsewhere
- * it says the kernel does not run and passes.
+ * mma: the forward's output and the backward's dv on tensor cores
+ * (rwkv6_chunked_mma, rwkv6_bwd_chunked_mma: NVIDIA, or FCL_MMA_EMULATE=1),
+ * f16 and bf16, with their tiles forced the same way (several sub-chunks,
+ * chunks of 32 and 16, key tiles of 16 and 32; the backward's dr dk dw
+ * kernel with value tiles of 32); first it checks that fcl_rwkv6_config
+ * names the variants. Elsewhere it says they do not run and passes.
  *
  * Environment: FCL_DEVICE, FCL_TEST_FILTER (cases whose name contains it),
  * FCL_TEST_VERBOSE. */
@@ -74,7 +75,7 @@ static const forced_case cases[] = {
   C(P_SMALL, .name = "small tiles K7 V5 varlen reverse", .dtypes = F32, .algos = CH, .dk = 7, .dv = 5, .nseq = 3, .lens = {33, 64, 31}, .h = 1, .reverse = 1),
 };
 
-/* Tensor-core output (forward; the backward runs its defaults). */
+/* Tensor-core variants (the backward's adds BV=32). */
 #define M_64 "TC=64,BK=16,HK=32,HV=64,HC=8"
 #define M_32 "TC=32,BK=32,HK=16,HV=32,HC=4"
 #define M_16 "TC=16,BK=16,HK=64,HV=16,HC=2"
@@ -90,15 +91,18 @@ static const forced_case mma_cases[] = {
   C(M_16, .name = "mma chunks of 16 varlen scale", .dtypes = BF16, .algos = CH, .nseq = 3, .lens = {17, 40, 2}, .h = 2, .scale = 0.3f),
 };
 
-/* Whether fcl_rwkv6_config names the tensor-core forward for f16. */
+/* Whether fcl_rwkv6_config names the tensor-core variants for f16. */
 static bool mma_runs(fcl_context *ctx, char *what, size_t n) {
   fcl_rwkv6_desc d = FCL_RWKV6_DESC_INIT;
   d.batch = 1, d.seqlen = 256, d.heads = 1, d.head_dim_k = d.head_dim_v = 64;
   d.algorithm = FCL_RWKV6_CHUNKED;
-  fcl_config_info info;
-  if (fcl_rwkv6_config(ctx, &d, FCL_F16, 0, &info) != FCL_OK) return false;
-  snprintf(what, n, "%s %s", info.kernel, info.params);
-  return strcmp(info.kernel, "rwkv6_chunked_mma") == 0;
+  fcl_config_info f, b;
+  if (fcl_rwkv6_config(ctx, &d, FCL_F16, 0, &f) != FCL_OK ||
+      fcl_rwkv6_config(ctx, &d, FCL_F16, 1, &b) != FCL_OK)
+    return false;
+  snprintf(what, n, "%s %s, %s %s", f.kernel, f.params, b.kernel, b.params);
+  return strcmp(f.kernel, "rwkv6_chunked_mma") == 0 &&
+         strcmp(b.kernel, "rwkv6_bwd_chunked_mma") == 0;
 }
 
 int main(int argc, char **argv) {
@@ -112,13 +116,13 @@ int main(int argc, char **argv) {
   }
   printf("device: %s\n", fcl_context_device_name(ctx));
   const fcl_variant *fwd = fcl_variant_find(mma ? "rwkv6_chunked_mma" : "rwkv6_chunked");
-  const fcl_variant *bwd = mma ? NULL : fcl_variant_find("rwkv6_bwd_chunked");
+  const fcl_variant *bwd = fcl_variant_find(mma ? "rwkv6_bwd_chunked_mma" : "rwkv6_bwd_chunked");
   const forced_case *table = mma ? mma_cases : cases;
   const size_t ncases = mma ? sizeof mma_cases / sizeof *mma_cases : sizeof cases / sizeof *cases;
   int runs = 0, failed = 0;
-  char what[256] = "";
+  char what[800] = "";
   if (mma && !mma_runs(ctx, what, sizeof what)) {
-    printf("rwkv6_chunked_mma does not run on this device (%s): nothing to test\n", what);
+    printf("the tensor-core variants do not run on this device (%s): nothing to test\n", what);
     printf("test_rwkv6_chunked: 0 runs, 0 failed\n");
     fcl_context_destroy(ctx);
     return 0;
@@ -130,8 +134,10 @@ int main(int argc, char **argv) {
     if (!oh_selected(c->name)) continue;
     for (int t = FCL_F32; t <= FCL_BF16; ++t) {
       if (!(c->dtypes & OH_DT(t))) continue;
+      char bp[128];
+      snprintf(bp, sizeof bp, "%s%s", fc->params, mma ? ",BV=32" : "");
       const fcl_status s1 = fcl_tuning_override(ctx, fwd, fc->params);
-      const fcl_status s2 = bwd ? fcl_tuning_override(ctx, bwd, fc->params) : FCL_OK;
+      const fcl_status s2 = fcl_tuning_override(ctx, bwd, bp);
       if (s1 != FCL_OK || s2 != FCL_OK) {
         printf("FAIL %s: override %s: %s\n", c->name, fc->params, fcl_context_last_error(ctx));
         ++runs, ++failed;
@@ -143,7 +149,7 @@ int main(int argc, char **argv) {
     }
   }
   fcl_tuning_override(ctx, fwd, NULL);
-  if (bwd) fcl_tuning_override(ctx, bwd, NULL);
+  fcl_tuning_override(ctx, bwd, NULL);
   fcl_context_destroy(ctx);
   printf("test_rwkv6_chunked: %d runs, %d failed, %.1f s\n", runs, failed, tu_now() - t0);
   return failed || runs == 0 ? 1 : 0;

@@ -1,9 +1,15 @@
-/* The chunked RWKV6 forward's output on NVIDIA tensor cores (prepend
- * dtype.cl, rwkv6_common.cl, rwkv6_chunk_common.cl, rwkv6_chunk_state.cl,
- * mma_warp.cl, mma_common.cl; FCL_DTYPE 1 (f16) or 2 (bf16)): the same
- * numbers as fcl_rwkv6_chunk_out (rwkv6_chunk_out.cl) in forward mode,
- *   o_t = scale * ((r_t e^{w before t}) S_c + sum_{s<=t} A[t][s] v_s),
- * with the products in m16n8k16 mma.sync: 16-bit operands, f32 sums.
+/* The chunked RWKV6 products that end in value columns on NVIDIA tensor
+ * cores (prepend dtype.cl, rwkv6_common.cl, rwkv6_chunk_common.cl,
+ * rwkv6_chunk_state.cl, mma_warp.cl, mma_common.cl; FCL_DTYPE 1 (f16) or 2
+ * (bf16); WG = the work-group, TC / 16 warps): the numbers of
+ * fcl_rwkv6_chunk_out (rwkv6_chunk_out.cl), the forward's output
+ *   o_t  = scale * ((r_t e^{w before t}) S_c + sum_{s<=t} A[t][s] v_s)
+ * or, with RW_STATE_GRAD, the backward's
+ *   dv_s = (k_s e^{w after s}) D_c + scale * sum_{t>=s} A[t][s] dO_t,
+ * with the products in m16n8k16 mma.sync: 16-bit operands, f32 sums. The
+ * text below speaks of the forward; the backward swaps the roles of r and
+ * k (its rows are s, its partners the sub-chunks after it, its diagonal
+ * blocks transposed).
  *
  * A work-group owns one chunk of TC positions of one sequence-head, one
  * warp per sub-chunk of 16 (warp I: rows t of sub-chunk I). K and V are
@@ -63,6 +69,7 @@ void fcl_rwkv6_chunk_out_mma(
   const rw_seq s = rw_sequence(bh, heads, seqlen, cu, flags);
   const int p0 = c * TC;
   const int nt = max(0, min(TC, s.n - p0)); /* no early return (rwkv6_chunk_out.cl) */
+  const bool grad = (flags & RW_STATE_GRAD) != 0;
 
   float4 acc[NTV], a_acc[2 * NSUB];
   MMA_UNROLL for (int n = 0; n < NTV; ++n) acc[n] = (float4)(0.0f);
@@ -83,13 +90,20 @@ void fcl_rwkv6_chunk_out_mma(
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     rw_chunk_decays(w_s, r_s, k_s, rq, kq, tot, pp, ps, ex, eg, lid);
+    /* Forward: rows r fq (the warp's) and partners k fk; backward: rows
+     * k fk, partners r fq. Tile (hi, lo) of partners hi > lo holds the
+     * rows of the warp's sub-chunk (hi forward, lo backward) times
+     * ex[hi-1][lo]. */
     for (int e = lid; e < TC * BK; e += MWG) {
       const int t = e / BK, i = e - t * BK, I = t / 16;
-      rw_st16(qt16, t * LDK + i, rq[e] * pp[I * BK + i]);
-      rw_st16(kq16, t * LDK + i, kq[e]);
-      for (int J = 0; J < I; ++J)
-        rw_st16(qs16, (I * (I - 1) / 2 + J) * 16 * LDK + (t - I * 16) * LDK + i,
-                rq[e] * ex[((I - 1) * NSUB + J) * BK + i]);
+      const float x = grad ? kq[e] : rq[e];
+      rw_st16(qt16, t * LDK + i, x * (grad ? ps : pp)[I * BK + i]);
+      rw_st16(kq16, t * LDK + i, grad ? rq[e] : kq[e]);
+      for (int P = grad ? I + 1 : 0; P < (grad ? NSUB : I); ++P) {
+        const int hi = max(I, P), lo = min(I, P);
+        rw_st16(qs16, (hi * (hi - 1) / 2 + lo) * 16 * LDK + (t - I * 16) * LDK + i,
+                x * ex[((hi - 1) * NSUB + lo) * BK + i]);
+      }
     }
     /* The warp's diagonal block, exactly: entries (tl, sl), sl <= tl. */
     MMA_UNROLL for (int n = 0; n < NDG; ++n) {
@@ -117,18 +131,20 @@ void fcl_rwkv6_chunk_out_mma(
         acc[2 * np] = mma_16816(aq, b.xy, acc[2 * np]);
         acc[2 * np + 1] = mma_16816(aq, b.zw, acc[2 * np + 1]);
       }
-      /* Blocks J < warp of A (uniform over a warp; emulated, every warp
-       * runs every J and keeps the ones it owns). */
-      MMA_UNROLL for (int J = 0; J < NSUB - 1; ++J) {
-        MMA_SPECIAL(J < warp) {
-          const int blk = J < warp ? warp * (warp - 1) / 2 + J : 0;
+      /* Blocks J < warp of A (J > warp of A's transpose: uniform over a
+       * warp; emulated, every warp runs every J and keeps its own). */
+      MMA_UNROLL for (int J = 0; J < NSUB; ++J) {
+        const bool mine = grad ? J > warp : J < warp;
+        MMA_SPECIAL(mine) {
+          const int hi = max(J, warp), lo = min(J, warp);
+          const int blk = mine ? hi * (hi - 1) / 2 + lo : 0;
           const uint4 a =
               mma_ldsm_x4(qs16, (blk * 16 + (lane & 15)) * LDK + kk * 16 + (lane >> 4) * 8);
           const uint4 b = mma_ldsm_x4(kq16, (J * 16 + (lane >> 4) * 8 + (lane & 7)) * LDK +
                                                 kk * 16 + ((lane >> 3) & 1) * 8);
           const float4 c0 = mma_16816(a, b.xy, a_acc[2 * J]);
           const float4 c1 = mma_16816(a, b.zw, a_acc[2 * J + 1]);
-          if (J < warp) a_acc[2 * J] = c0, a_acc[2 * J + 1] = c1;
+          if (mine) a_acc[2 * J] = c0, a_acc[2 * J + 1] = c1;
         }
       }
     }
@@ -141,7 +157,8 @@ void fcl_rwkv6_chunk_out_mma(
   barrier(CLK_LOCAL_MEM_FENCE);
   MMA_UNROLL for (int n = 0; n < NDG; ++n) {
     const int e = lane + 32 * n, tl = rw_tri_row(min(e, 135));
-    if (e < 136) dg_s[warp * 256 + tl * 16 + e - tl * (tl + 1) / 2] = d[n];
+    const int sl = e - tl * (tl + 1) / 2; /* backward: the transpose */
+    if (e < 136) dg_s[warp * 256 + (grad ? sl * 16 + tl : tl * 16 + sl)] = d[n];
   }
   const long vb = rw_at(RW_T(v), s, 0, flags);
   for (int e = lid; e < TC * V_DIM; e += MWG) {
@@ -150,8 +167,10 @@ void fcl_rwkv6_chunk_out_mma(
     v16[t * LDV + j] = t < nt ? (ushort)FCL_LOAD_RAW(v, at) : (ushort)0;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
+  const float ascale = grad ? scale : 1.0f; /* the backward scales A only */
   MMA_UNROLL for (int J = 0; J < NSUB; ++J) {
-    MMA_SPECIAL(J <= warp) {
+    const bool mine = grad ? J >= warp : J <= warp;
+    MMA_SPECIAL(mine) {
       float4 c0 = a_acc[2 * J], c1 = a_acc[2 * J + 1];
       if (J == warp) { /* the lane's C positions of the diagonal block */
         __local const float *dg = dg_s + warp * 256;
@@ -160,6 +179,7 @@ void fcl_rwkv6_chunk_out_mma(
         c1 = (float4)(dg[g * 16 + 8 + 2 * tq], dg[g * 16 + 9 + 2 * tq],
                       dg[(g + 8) * 16 + 8 + 2 * tq], dg[(g + 8) * 16 + 9 + 2 * tq]);
       }
+      c0 *= ascale, c1 *= ascale;
       const uint4 af = (uint4)(mma_pack(c0.x, c0.y), mma_pack(c0.z, c0.w), mma_pack(c1.x, c1.y),
                                mma_pack(c1.z, c1.w));
       MMA_UNROLL for (int np = 0; np < V_DIM / 16; ++np) {
@@ -167,22 +187,23 @@ void fcl_rwkv6_chunk_out_mma(
             v16, (J * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LDV + np * 16 + (lane >> 4) * 8);
         const float4 x0 = mma_16816(af, b.xy, acc[2 * np]);
         const float4 x1 = mma_16816(af, b.zw, acc[2 * np + 1]);
-        if (J <= warp) acc[2 * np] = x0, acc[2 * np + 1] = x1;
+        if (mine) acc[2 * np] = x0, acc[2 * np + 1] = x1;
       }
     }
   }
+  const float oscale = grad ? 1.0f : scale;
   const int t0 = warp * 16 + g, t1 = t0 + 8;
   const long o0 = t0 < nt ? rw_at(RW_T(o), s, rw_time(p0 + t0, s.n, flags), flags) : 0;
   const long o1 = t1 < nt ? rw_at(RW_T(o), s, rw_time(p0 + t1, s.n, flags), flags) : 0;
   MMA_UNROLL for (int n = 0; n < NTV; ++n) {
     const int j = n * 8 + 2 * tq;
     if (t0 < nt) {
-      FCL_STORE(o, o0 + j, scale * acc[n].x);
-      FCL_STORE(o, o0 + j + 1, scale * acc[n].y);
+      FCL_STORE(o, o0 + j, oscale * acc[n].x);
+      FCL_STORE(o, o0 + j + 1, oscale * acc[n].y);
     }
     if (t1 < nt) {
-      FCL_STORE(o, o1 + j, scale * acc[n].z);
-      FCL_STORE(o, o1 + j + 1, scale * acc[n].w);
+      FCL_STORE(o, o1 + j, oscale * acc[n].z);
+      FCL_STORE(o, o1 + j + 1, oscale * acc[n].w);
     }
   }
 }

@@ -88,13 +88,15 @@ static fcl_status from_source(fcl_context *ctx, char *const *texts,
   return FCL_OK;
 }
 
+#define MAX_FILES 12 /* the most files a program is made of */
+
 static fcl_status get_entry(fcl_context *ctx, const char *const *files,
                            int nfiles, const char *options,
                            fcl_program_entry **out) {
-  char      *texts[8] = {0};
-  size_t     sizes[8] = {0};
+  char      *texts[MAX_FILES] = {0};
+  size_t     sizes[MAX_FILES] = {0};
   fcl_status s = FCL_OK;
-  if (nfiles > 8) return fcl_fail(ctx, FCL_ERROR_INTERNAL, "too many kernel files");
+  if (nfiles > MAX_FILES) return fcl_fail(ctx, FCL_ERROR_INTERNAL, "too many kernel files");
   /* Asked for before under these names and options: no source is read. */
   fcl_hash nh;
   fcl_hash_init(&nh);

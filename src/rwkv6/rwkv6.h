@@ -43,6 +43,7 @@ extern const fcl_variant fcl_variant_rwkv6_chunked;
 extern const fcl_variant fcl_variant_rwkv6_bwd;
 extern const fcl_variant fcl_variant_rwkv6_bwd_chunked;
 extern const fcl_variant fcl_variant_rwkv6_chunked_mma;
+extern const fcl_variant fcl_variant_rwkv6_bwd_chunked_mma;
 /* Positions one launch may walk within the device's loop budget (a
  * multiple of the chunk), or 0 when unlimited. */
 int64_t fcl_rwkv6_fwd_positions_per_launch(const fcl_device_info *dev, int K,
@@ -102,12 +103,30 @@ typedef struct {
 fcl_status fcl_rwkv6_chunk_begin(fcl_context *ctx, const fcl_rwkv6_desc *d,
                                  const fcl_rwkv6_problem *p, const fcl_rwkv6_chunk_launch *lc,
                                  const fcl_rwkv6_args *a, cl_kernel ks, cl_mem *ck);
+/* The chunked backward's launches with the kernels given: the two state
+ * passes (ks), dv (kout, out_wg work-items a chunk, out_bv value columns),
+ * dr dk dw (kdk, WG work-items, BK key columns), du (kdu). */
+typedef struct {
+  fcl_rwkv6_chunk_launch state;
+  int                    BK, WG;
+  size_t                 out_wg;
+  int                    out_bv;
+  cl_kernel              ks, kout, kdk, kdu;
+} fcl_rwkv6_chunk_bwd_launch;
+fcl_status fcl_rwkv6_chunk_backward_run(fcl_context *ctx, const fcl_rwkv6_desc *d,
+                                        const fcl_rwkv6_problem *p, const fcl_rwkv6_args *a,
+                                        const fcl_rwkv6_chunk_bwd_launch *lb);
+/* Local memory (bytes) of the dr dk dw kernel (rwkv6_chunk_bwd.cl). */
+size_t fcl_rwkv6_chunk_dk_bytes(int tc, int bk, int bv);
 
 /* rwkv6_chunk_mma.c: the forward with its output on tensor cores. */
 fcl_status fcl_rwkv6_chunk_mma_applies(fcl_context *ctx, const fcl_rwkv6_desc *d,
                                        fcl_dtype dtype, bool *yes);
-/* Sets *fallback (nothing enqueued) when its kernels do not build. */
+/* Set *fallback (nothing enqueued) when their kernels do not build. */
 fcl_status fcl_rwkv6_chunk_mma_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
                                        const fcl_rwkv6_problem *p, const fcl_rwkv6_plan *pl,
                                        const fcl_rwkv6_args *a, bool *fallback);
+fcl_status fcl_rwkv6_chunk_mma_backward(fcl_context *ctx, const fcl_rwkv6_desc *d,
+                                        const fcl_rwkv6_problem *p, const fcl_rwkv6_plan *pl,
+                                        const fcl_rwkv6_args *a, bool *fallback);
 #endif

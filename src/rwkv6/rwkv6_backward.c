@@ -36,11 +36,16 @@ fcl_status fcl_rwkv6_backward(fcl_context *ctx, const fcl_rwkv6_desc *d,
   const fcl_variant *kd = pl.cls.variant;
   const char *opts = pl.options;
   fcl_log(ctx, "rwkv6 backward: %s, %s", kd->name, opts);
-  if (kd == &fcl_variant_rwkv6_bwd_chunked) {
-    const fcl_rwkv6_args t = {r, k, v, w, dout, NULL, dr, dk, dv, dw,
-                              u, h0, NULL, dht, du, dh0};
-    return fcl_rwkv6_chunked_backward(ctx, d, &p, &pl, &t);
+  const fcl_rwkv6_args t = {r, k, v, w, dout, NULL, dr, dk, dv, dw, u, h0, NULL, dht, du, dh0};
+  if (kd == &fcl_variant_rwkv6_bwd_chunked_mma) {
+    bool fallback = false;
+    if ((s = fcl_rwkv6_chunk_mma_backward(ctx, d, &p, &pl, &t, &fallback)) || !fallback)
+      return s;
+    if ((s = fcl_rwkv6_plan_variant(ctx, d, p.dtype, &fcl_variant_rwkv6_bwd_chunked, &p, &pl)))
+      return s;
+    kd = pl.cls.variant;
   }
+  if (kd == &fcl_variant_rwkv6_bwd_chunked) return fcl_rwkv6_chunked_backward(ctx, d, &p, &pl, &t);
   const fcl_rwkv6_bwd_params *c = FCL_CPARAMS(fcl_rwkv6_bwd_params, &pl.cfg);
   cl_kernel kf, kr, kfin, kdu;
   if ((s = fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, "fcl_rwkv6_bwd_forward", &kf)) ||

@@ -62,11 +62,11 @@ static fcl_status state_pass(fcl_context *ctx, const fcl_rwkv6_desc *d,
   return FCL_OK;
 }
 
-/* Output columns from the chunk matrix: o (forward) or dv (RW_STATE_GRAD). */
-static fcl_status chunk_out(fcl_context *ctx, const fcl_rwkv6_desc *d,
-                            const fcl_rwkv6_chunk_params *c, const common *m, cl_kernel ko,
-                            bool grad, const fcl_rwkv6_args *t, const fcl_tensor *x,
-                            cl_mem ck, const fcl_tensor *y) {
+/* Output columns from the chunk matrix: o (forward) or dv (RW_STATE_GRAD),
+ * by kernel ko in work-groups of wg work-items, bv columns each. */
+static fcl_status chunk_out(fcl_context *ctx, const fcl_rwkv6_desc *d, size_t wg, int bv,
+                            const common *m, cl_kernel ko, bool grad, const fcl_rwkv6_args *t,
+                            const fcl_tensor *x, cl_mem ck, const fcl_tensor *y) {
   cl_int flags = m->flags | (grad ? RW_STATE_GRAD : 0);
   fcl_args a = {ko, 0, CL_SUCCESS};
   FCL_ARG(&a, t->r->buffer); FCL_ARG(&a, t->k->buffer); FCL_ARG(&a, t->w->buffer);
@@ -76,9 +76,8 @@ static fcl_status chunk_out(fcl_context *ctx, const fcl_rwkv6_desc *d,
   fcl_arg_tensor(&a, x); fcl_arg_tensor(&a, y);
   FCL_ARG(&a, m->seqlen); FCL_ARG(&a, m->heads); FCL_ARG(&a, m->nchunk); FCL_ARG(&a, m->scale);
   FCL_ARG(&a, flags);
-  size_t g[3] = {(size_t)m->nchunk * (size_t)c->WG,
-                 (size_t)((d->head_dim_v + c->BV - 1) / c->BV), m->bh};
-  size_t l[3] = {(size_t)c->WG, 1, 1};
+  size_t g[3] = {(size_t)m->nchunk * wg, (size_t)((d->head_dim_v + bv - 1) / bv), m->bh};
+  size_t l[3] = {wg, 1, 1};
   return fcl_launch(ctx, ko, &a, g, l, grad ? "enqueueing rwkv6 chunk dv"
                                             : "enqueueing rwkv6 chunk output");
 }
@@ -111,7 +110,7 @@ fcl_status fcl_rwkv6_chunked_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
       (s = fcl_get_kernel(ctx, kd->files, kd->nfiles, pl->options, "fcl_rwkv6_chunk_out", &ko)) ||
       (s = fcl_rwkv6_chunk_begin(ctx, d, p, &lc, t, ks, &ck)))
     return s;
-  return chunk_out(ctx, d, c, &m, ko, false, t, t->v, ck, t->o);
+  return chunk_out(ctx, d, (size_t)c->WG, c->BV, &m, ko, false, t, t->v, ck, t->o);
 }
 
 fcl_status fcl_rwkv6_chunked_backward(fcl_context *ctx, const fcl_rwkv6_desc *d,
@@ -119,28 +118,43 @@ fcl_status fcl_rwkv6_chunked_backward(fcl_context *ctx, const fcl_rwkv6_desc *d,
                                       const fcl_rwkv6_args *t) {
   const fcl_variant *kd = pl->cls.variant;
   const fcl_rwkv6_chunk_params *c = FCL_CPARAMS(fcl_rwkv6_chunk_params, &pl->cfg);
-  const fcl_rwkv6_chunk_launch lc = {c->TC, c->HK, c->HV, c->HC};
-  const common m = fcl_rwkv6_chunk_common_of(d, p, c->TC, t->r);
-  const int64_t K = d->head_dim_k, V = d->head_dim_v;
-  const size_t ckb = fcl_bytes((int64_t)m.bh, m.nchunk, K, V, 4);
-  cl_kernel ks, ko, kk, kdu;
-  cl_mem cks, ckd, dup, carry;
+  fcl_rwkv6_chunk_bwd_launch lb = {{c->TC, c->HK, c->HV, c->HC}, c->BK, c->WG,
+                                   (size_t)c->WG, c->BV, NULL, NULL, NULL, NULL};
   fcl_status s;
   if ((s = fcl_get_kernel(ctx, kd->files, kd->nfiles, pl->options, "fcl_rwkv6_chunk_state",
-                          &ks)) ||
-      (s = fcl_get_kernel(ctx, kd->files, kd->nfiles, pl->options, "fcl_rwkv6_chunk_out", &ko)) ||
-      (s = fcl_get_kernel(ctx, kd->files, kd->nfiles, pl->options, "fcl_rwkv6_chunk_dk", &kk)) ||
-      (s = fcl_get_kernel(ctx, kd->files, kd->nfiles, pl->options, "fcl_rwkv6_chunk_du", &kdu)) ||
-      (s = fcl_scratch(ctx, 0, ckb, &cks)) || (s = fcl_scratch(ctx, 1, ckb, &ckd)) ||
+                          &lb.ks)) ||
+      (s = fcl_get_kernel(ctx, kd->files, kd->nfiles, pl->options, "fcl_rwkv6_chunk_out",
+                          &lb.kout)) ||
+      (s = fcl_get_kernel(ctx, kd->files, kd->nfiles, pl->options, "fcl_rwkv6_chunk_dk",
+                          &lb.kdk)) ||
+      (s = fcl_get_kernel(ctx, kd->files, kd->nfiles, pl->options, "fcl_rwkv6_chunk_du",
+                          &lb.kdu)))
+    return s;
+  return fcl_rwkv6_chunk_backward_run(ctx, d, p, t, &lb);
+}
+
+fcl_status fcl_rwkv6_chunk_backward_run(fcl_context *ctx, const fcl_rwkv6_desc *d,
+                                        const fcl_rwkv6_problem *p, const fcl_rwkv6_args *t,
+                                        const fcl_rwkv6_chunk_bwd_launch *lb) {
+  const common m = fcl_rwkv6_chunk_common_of(d, p, lb->state.TC, t->r);
+  const int64_t K = d->head_dim_k, V = d->head_dim_v;
+  const size_t ckb = fcl_bytes((int64_t)m.bh, m.nchunk, K, V, 4);
+  cl_mem cks, ckd, dup, carry;
+  fcl_status s;
+  if ((s = fcl_scratch(ctx, 0, ckb, &cks)) || (s = fcl_scratch(ctx, 1, ckb, &ckd)) ||
       (s = fcl_scratch(ctx, 2, fcl_bytes(m.nchunk, d->batch, d->heads, K, 4), &dup)) ||
       (s = fcl_scratch(ctx, 5, p->state_bytes, &carry)))
     return s;
-  if ((s = state_pass(ctx, d, &lc, &m, ks, false, t->k, t->w, t->v, t->h0, NULL, cks, carry)) ||
-      (s = state_pass(ctx, d, &lc, &m, ks, true, t->r, t->w, t->dout, t->dht, t->dh0, ckd,
+  const fcl_rwkv6_chunk_launch *lc = &lb->state;
+  if ((s = state_pass(ctx, d, lc, &m, lb->ks, false, t->k, t->w, t->v, t->h0, NULL, cks,
                       carry)) ||
-      (s = chunk_out(ctx, d, c, &m, ko, true, t, t->dout, ckd, t->dv)))
+      (s = state_pass(ctx, d, lc, &m, lb->ks, true, t->r, t->w, t->dout, t->dht, t->dh0, ckd,
+                      carry)) ||
+      (s = chunk_out(ctx, d, lb->out_wg, lb->out_bv, &m, lb->kout, true, t, t->dout, ckd,
+                     t->dv)))
     return s;
 
+  cl_kernel kk = lb->kdk, kdu = lb->kdu;
   fcl_args a = {kk, 0, CL_SUCCESS};
   FCL_ARG(&a, t->r->buffer); FCL_ARG(&a, t->k->buffer); FCL_ARG(&a, t->v->buffer);
   FCL_ARG(&a, t->w->buffer); FCL_ARG(&a, t->u); FCL_ARG(&a, t->dout->buffer);
@@ -151,8 +165,8 @@ fcl_status fcl_rwkv6_chunked_backward(fcl_context *ctx, const fcl_rwkv6_desc *d,
   fcl_arg_tensor(&a, t->dk); fcl_arg_tensor(&a, t->dw);
   FCL_ARG(&a, m.seqlen); FCL_ARG(&a, m.heads); FCL_ARG(&a, m.nchunk); FCL_ARG(&a, m.scale);
   FCL_ARG(&a, m.flags);
-  size_t g[3] = {(size_t)m.nchunk * (size_t)c->WG, (size_t)((K + c->BK - 1) / c->BK), m.bh};
-  size_t l[3] = {(size_t)c->WG, 1, 1};
+  size_t g[3] = {(size_t)m.nchunk * (size_t)lb->WG, (size_t)((K + lb->BK - 1) / lb->BK), m.bh};
+  size_t l[3] = {(size_t)lb->WG, 1, 1};
   if ((s = fcl_launch(ctx, kk, &a, g, l, "enqueueing rwkv6 chunk dr dk dw"))) return s;
 
   cl_int nseq = (cl_int)d->batch;

@@ -28,8 +28,9 @@ static bool use_chunked(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dty
   if (ctx->opt.rwkv6_algorithm) return ctx->opt.rwkv6_algorithm == 2;
   const fcl_variant *vr = backward ? &fcl_variant_rwkv6_bwd : &fcl_variant_rwkv6_recurrent;
   const fcl_variant *vc = backward ? &fcl_variant_rwkv6_bwd_chunked : &fcl_variant_rwkv6_chunked;
-  const bool oc = fcl_tuning_overridden(ctx, vc) ||
-                  (!backward && fcl_tuning_overridden(ctx, &fcl_variant_rwkv6_chunked_mma));
+  const fcl_variant *vm = backward ? &fcl_variant_rwkv6_bwd_chunked_mma
+                                  : &fcl_variant_rwkv6_chunked_mma;
+  const bool oc = fcl_tuning_overridden(ctx, vc) || fcl_tuning_overridden(ctx, vm);
   if (oc || fcl_tuning_overridden(ctx, vr)) return oc; /* fa-tune's */
   fcl_tuning_class rc, cc;
   rwkv6_class(d, dtype, vr, &rc);
@@ -40,26 +41,27 @@ static bool use_chunked(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dty
   return backward && !ctx->info.is_cpu && d->seqlen >= 256;
 }
 
-/* The chunked forward: on tensor cores where they apply (unless fa-tune
- * overrides the portable kernel), else portable. */
-static fcl_status chunked_forward(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dtype,
-                                  const fcl_variant **v) {
+/* The chunked variant: on tensor cores where they apply (unless fa-tune
+ * overrides the portable one), else portable. */
+static fcl_status chunked_variant(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dtype,
+                                  bool backward, const fcl_variant **v) {
+  const fcl_variant *portable = backward ? &fcl_variant_rwkv6_bwd_chunked
+                                         : &fcl_variant_rwkv6_chunked;
   bool mma = false;
-  fcl_status s = fcl_tuning_overridden(ctx, &fcl_variant_rwkv6_chunked)
+  fcl_status s = fcl_tuning_overridden(ctx, portable)
                      ? FCL_OK
                      : fcl_rwkv6_chunk_mma_applies(ctx, d, dtype, &mma);
-  *v = mma ? &fcl_variant_rwkv6_chunked_mma : &fcl_variant_rwkv6_chunked;
+  *v = !mma ? portable : backward ? &fcl_variant_rwkv6_bwd_chunked_mma
+                                  : &fcl_variant_rwkv6_chunked_mma;
   return s;
 }
 
 fcl_status fcl_rwkv6_plan_make(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dtype,
                                bool backward, const fcl_rwkv6_problem *p, fcl_rwkv6_plan *pl) {
   const bool chunked = use_chunked(ctx, d, dtype, backward);
-  const fcl_variant *v = backward ? (chunked ? &fcl_variant_rwkv6_bwd_chunked
-                                             : &fcl_variant_rwkv6_bwd)
-                                  : &fcl_variant_rwkv6_recurrent;
+  const fcl_variant *v = backward ? &fcl_variant_rwkv6_bwd : &fcl_variant_rwkv6_recurrent;
   fcl_status s0;
-  if (!backward && chunked && (s0 = chunked_forward(ctx, d, dtype, &v))) return s0;
+  if (chunked && (s0 = chunked_variant(ctx, d, dtype, backward, &v))) return s0;
   return fcl_rwkv6_plan_variant(ctx, d, dtype, v, p, pl);
 }
 
@@ -96,7 +98,9 @@ fcl_status fcl_rwkv6_plan_variant(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl
   const fcl_define unroll = {"FCL_UNROLL_HINTS", !ctx->info.is_cpu};
   const bool hints = v != &fcl_variant_rwkv6_bwd;
   fcl_build_options(&pl->cls, &pl->cfg, &unroll, hints ? 1 : 0,
-                    v == &fcl_variant_rwkv6_chunked_mma ? fcl_mma_build_options(ctx, dtype) : NULL,
+                    v == &fcl_variant_rwkv6_chunked_mma || v == &fcl_variant_rwkv6_bwd_chunked_mma
+                        ? fcl_mma_build_options(ctx, dtype)
+                        : NULL,
                     pl->options, sizeof pl->options);
   return FCL_OK;
 }
