@@ -24,6 +24,9 @@
  * walks the chunk for dw and du. The value tiles of the first phase and
  * the key tiles of the second share local memory. */
 #define NQ FCL_CEIL_DIV(TC * BK, WG) /* (position, key) entries per work-item */
+#ifndef RW_DK_MMA
+#define RW_DK_MMA 0
+#endif
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void fcl_rwkv6_chunk_dk(
@@ -37,10 +40,14 @@ void fcl_rwkv6_chunk_dk(
   /* Local memory: the first phase's value tiles (P1) overlap the second's
    * key tiles (P2); qs and ks, written after P1 and read in P2, and da
    * live through both. */
-  __local float pool[FCL_MAX(2 * TC * BV + 2 * BK * BV, 9 * TC * BK)];
+  __local float pool[FCL_MAX(2 * TC * BV + 2 * BK * BV, 9 * TC * BK)]
+      __attribute__((aligned(16)));
   __local float da[NTRI];
   __local float tot[NSUB * BK], pp[NSUB * BK], ps[NSUB * BK], ex[NSUB * NSUB * BK];
   __local float eg[BK], u_s[BK], dg_s[BK];
+#if RW_DK_MMA
+  MMA_EMU_DECL(WG / 32)
+#endif
   __local float *do_s = pool, *v_s = pool + TC * BV, *S_s = pool + 2 * TC * BV,
                 *D_s = pool + 2 * TC * BV + BK * BV;                         /* P1 */
   __local float *r_s = pool, *k_s = pool + TC * BK, *w_s = pool + 2 * TC * BK,
@@ -57,6 +64,10 @@ void fcl_rwkv6_chunk_dk(
   const int nt = max(0, min(TC, s.n - p0));
 
   /* 1. dA, S dO_t, D v_s and sum_j D S over the value tiles. */
+#if RW_DK_MMA /* on tensor cores (rwkv6_chunk_bwd_mma.cl) */
+  rw_dk_products_mma(v, dout, RW_T(v), RW_T(do), cks, ckd, rw_ck(bh, nchunk, c), s, p0, nt, k0,
+                     scale, flags, pool, da, qs, ks, dg_s, lid MMA_EMU);
+#else
   float a[NA], q1[NQ], q2[NQ], dg = 0.0f;
   FCL_UNROLL
   for (int n = 0; n < NA; ++n) a[n] = 0.0f;
@@ -100,6 +111,8 @@ void fcl_rwkv6_chunk_dk(
     if (e < TC * BK) qs[e] = q1[n], ks[e] = q2[n];
   }
   if (lid < BK) dg_s[lid] = dg;
+
+#endif
 
   /* 2. The chunk's keys, their decays, the gradients. */
   rw_load_chunk(r_s, BK, K_DIM, r, RW_T(r), k0, s, p0, flags, false, lid, WG);

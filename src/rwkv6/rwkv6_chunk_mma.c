@@ -103,7 +103,7 @@ static bool bwd_valid(const fcl_device_info *dev, const fcl_tuning_class *cls,
   const bwd_params *c = FCL_CPARAMS(bwd_params, cfg);
   if (!valid(dev, cls, cfg, why, why_size)) return false;
   const char *bad = NULL;
-  if (c->BV < 1 || c->BV > cls->head_dim_v) bad = "BV out of range";
+  if (c->BV < 16 || c->BV % 16 || c->BV > cls->head_dim_v) bad = "BV a multiple of 16 up to V";
   else if (fcl_rwkv6_chunk_dk_bytes(c->TC, c->BK, c->BV) > budget(dev))
     bad = "local memory exceeded (dr dk dw)";
   if (bad && why) snprintf(why, why_size, "%s", bad);
@@ -128,7 +128,8 @@ static const char *const files[] = {
 static const char *const bwd_files[] = {
     "rwkv6/rwkv6_abi.h",          "common/dtype.cl",            "rwkv6/rwkv6_common.cl",
     "rwkv6/rwkv6_chunk_common.cl", "rwkv6/rwkv6_chunk_state.cl", "common/mma_warp.cl",
-    "common/mma_common.cl",        "rwkv6/rwkv6_chunk_out_mma.cl", "rwkv6/rwkv6_chunk_bwd.cl"};
+    "common/mma_common.cl",        "rwkv6/rwkv6_chunk_out_mma.cl", "rwkv6/rwkv6_chunk_bwd_mma.cl",
+    "rwkv6/rwkv6_chunk_bwd.cl"};
 const fcl_variant fcl_variant_rwkv6_chunked_mma = {
     "rwkv6_chunked_mma", FCL_TUNING_RWKV6_CHUNKED, files, (int)FCL_COUNT(files),
     {"K_DIM", "V_DIM"}, 128, false, FCL_PARAM_COUNT(PARAMS), FCL_PARAM_NAMES(PARAMS),
