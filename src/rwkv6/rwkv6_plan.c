@@ -17,11 +17,14 @@ static void rwkv6_class(const fcl_rwkv6_desc *d, fcl_dtype dtype, const fcl_vari
 
 /* Chunked or recurrent, for the forward or the backward: the descriptor,
  * $FCL_RWKV6_ALGORITHM, a variant fa-tune overrides, then the faster of
- * the two where fa-tune measured both for this class; otherwise by shape: sequences of a few chunks or
- * less run recurrent; longer ones run the chunked backward on GPUs, where
- * it spreads each sequence over many work-groups (the recurrent backward
- * walks 3 passes in order), and the recurrent forward, which has been the
- * faster forward without tuning (H100: 2.1 ms, B8 T4096 H32 K64). */
+ * the two where fa-tune measured both for this class (the chunked one's
+ * best variant, portable or tensor cores); otherwise by shape: sequences
+ * of a few chunks or less run recurrent; longer ones run the chunked
+ * backward on GPUs, where it spreads each sequence over many work-groups
+ * (the recurrent backward walks 3 passes in order), and the recurrent
+ * forward, which has been the faster forward without tuning (H100:
+ * 2.1 ms, B8 T4096 H32 K64; the chunked forward is not measured there
+ * yet). */
 static bool use_chunked(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dtype,
                         bool backward) {
   if (d->algorithm != FCL_RWKV6_AUTO) return d->algorithm == FCL_RWKV6_CHUNKED;
@@ -32,11 +35,13 @@ static bool use_chunked(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dty
                                   : &fcl_variant_rwkv6_chunked_mma;
   const bool oc = fcl_tuning_overridden(ctx, vc) || fcl_tuning_overridden(ctx, vm);
   if (oc || fcl_tuning_overridden(ctx, vr)) return oc; /* fa-tune's */
-  fcl_tuning_class rc, cc;
+  fcl_tuning_class rc, cc, cm;
   rwkv6_class(d, dtype, vr, &rc);
   rwkv6_class(d, dtype, vc, &cc);
+  rwkv6_class(d, dtype, vm, &cm);
   const double tr = fcl_tuning_stored_time(ctx, &rc);
-  const double tch = fcl_tuning_stored_time(ctx, &cc);
+  const double tc = fcl_tuning_stored_time(ctx, &cc), tm = fcl_tuning_stored_time(ctx, &cm);
+  const double tch = tm > 0 && (tc <= 0 || tm < tc) ? tm : tc;
   if (tr > 0 && tch > 0) return tch < tr;
   return backward && !ctx->info.is_cpu && d->seqlen >= 256;
 }
