@@ -187,8 +187,25 @@ void fcl_rwkv6_chunk_dk(
       du = fma(da[RW_TRI(t, t)] * r_s[t * BK + i], k_s[t * BK + i], du);
     }
     const float base = eg[i] * dg_s[i];
+    /* F's recurrence subtracts: an inf or NaN in it would stay in every
+     * later F, where the true F has none (a NaN in r_t belongs to F_tau for
+     * tau < t only). Then F_tau is summed pair by pair instead (slow, only
+     * for such a column). */
+    bool finite = true;
+    for (int t = 0; t < TC; ++t) finite &= isfinite(rf[t * BK + i] + kf[t * BK + i]);
     float before = 0.0f, f = 0.0f;
     for (int t = 0; t < TC; ++t) {
+      if (!finite) {
+        f = 0.0f;
+        for (int s2 = 0; s2 < t; ++s2) {
+          float span = 0.0f;
+          for (int t2 = s2 + 1; t2 < TC; ++t2) {
+            if (t2 > t)
+              f = fma(da[RW_TRI(t2, s2)] * r_s[t2 * BK + i], k_s[s2 * BK + i] * exp(span), f);
+            span += w_s[t2 * BK + i];
+          }
+        }
+      }
       if (t < nt && k0 + i < K_DIM)
         FCL_STORE(dw, rw_at(RW_T(dw), s, rw_time(p0 + t, s.n, flags), flags) + k0 + i,
                   base + qs[t * BK + i] + before + f);
