@@ -12,6 +12,8 @@
 # double reference as it times them).
 #
 # usage: bench/h100_rwkv6.sh [BUILD_DIR [OUT_DIR]]   (defaults: build, h100-results)
+#        SHAPES="1 3" bench/h100_rwkv6.sh ...   only those of the three shapes
+#        (to stay under a time limit per command; default all)
 #
 # The machine needs PyTorch with Triton and CUDA, no network: fla comes from
 # the wheels in bench/vendor (fla-core, einops, packaging; downloaded with
@@ -40,7 +42,8 @@ fi
 export PYTHONUNBUFFERED=1
 
 command -v nvidia-smi >/dev/null && nvidia-smi -L
-for s in "${shapes[@]}"; do
+for n in ${SHAPES:-1 2 3}; do
+  s=${shapes[n - 1]}
   # shellcheck disable=SC2086 # each shape is a list of arguments
   step "$fab" --op rwkv6-fwd,rwkv6-bwd $s --dtype bf16,f32 --algorithm recurrent,chunked,auto
   # shellcheck disable=SC2086
