@@ -34,7 +34,8 @@ typedef enum {
   FCL_TUNING_RWKV6_RECURRENT,
   FCL_TUNING_RWKV6_CHUNKED,
   FCL_TUNING_RWKV6_BWD,
-  FCL_TUNING_ATTENTION_DECODE /* fcl_attention_kvcache */
+  FCL_TUNING_ATTENTION_DECODE, /* fcl_attention_kvcache */
+  FCL_TUNING_RWKV6_BWD_CHUNKED
 } fcl_tuning_op;
 
 /* Every variant, in tuning order (what the library runs most first). */

@@ -9,13 +9,15 @@
 /* Tuning order: what the library runs most first, so that a budget spent
  * early (builds cost seconds a candidate on some drivers) leaves the less
  * used classes untuned, not the forward: the forwards, the attention
- * backward, the RWKV6 recurrent forward (AUTO's choice) and backward, the
- * chunked RWKV6 forward last. */
+ * backward, the RWKV6 recurrent forward and backward, the chunked RWKV6
+ * backward and forward. */
 static const fcl_variant *const registry[] = {
     &fcl_variant_attention_fwd_mma, &fcl_variant_attention_fwd_cpu,
     &fcl_variant_attention_fwd,     &fcl_variant_attention_bwd_mma,
     &fcl_variant_attention_bwd,     &fcl_variant_rwkv6_recurrent,
-    &fcl_variant_rwkv6_bwd,         &fcl_variant_rwkv6_chunked,
+    &fcl_variant_rwkv6_bwd,         &fcl_variant_rwkv6_bwd_chunked_mma,
+    &fcl_variant_rwkv6_bwd_chunked, &fcl_variant_rwkv6_chunked_mma,
+    &fcl_variant_rwkv6_chunked,
     &fcl_variant_attention_decode};
 
 int fcl_variant_count(void) { return (int)FCL_COUNT(registry); }
@@ -81,9 +83,12 @@ static fcl_status plans(fcl_context *ctx, const fcl_tuning_class *c, bool *runs)
     fcl_rwkv6_desc d = FCL_RWKV6_DESC_INIT;
     d.batch = 1, d.seqlen = len, d.heads = 1;
     d.head_dim_k = c->head_dim, d.head_dim_v = c->head_dim_v;
-    d.algorithm = v->op == FCL_TUNING_RWKV6_CHUNKED ? FCL_RWKV6_CHUNKED : FCL_RWKV6_RECURRENT;
+    const bool chunked = v->op == FCL_TUNING_RWKV6_CHUNKED || v->op == FCL_TUNING_RWKV6_BWD_CHUNKED;
+    d.algorithm = chunked ? FCL_RWKV6_CHUNKED : FCL_RWKV6_RECURRENT;
     fcl_rwkv6_plan pl;
-    s = fcl_rwkv6_plan_make(ctx, &d, c->dtype, v->op == FCL_TUNING_RWKV6_BWD, NULL, &pl);
+    s = fcl_rwkv6_plan_make(ctx, &d, c->dtype,
+                            v->op == FCL_TUNING_RWKV6_BWD || v->op == FCL_TUNING_RWKV6_BWD_CHUNKED,
+                            NULL, &pl);
     *runs = s == FCL_OK && pl.cls.variant == v;
   }
   return s;

@@ -56,8 +56,9 @@ if(FCL_OCLGRIND)
   #              its view, so an index that escapes its checks is reported.
   # Times on 2 shared cores: about 50 s, 60 s, 20 s, 95 s and 5 s.
   set(_ocl_bwd fcl_attention_bwd_delta fcl_attention_bwd_dq fcl_attention_bwd_dkdv)
-  set(_ocl_rwkv6 fcl_rwkv6_fwd_recurrent fcl_rwkv6_fwd_chunk_output fcl_rwkv6_bwd_forward
-      fcl_rwkv6_bwd_reverse fcl_rwkv6_bwd_finish fcl_rwkv6_bwd_du)
+  set(_ocl_rwkv6 fcl_rwkv6_fwd_recurrent fcl_rwkv6_bwd_forward fcl_rwkv6_bwd_reverse
+      fcl_rwkv6_bwd_finish fcl_rwkv6_bwd_du fcl_rwkv6_chunk_state fcl_rwkv6_chunk_out
+      fcl_rwkv6_chunk_dk fcl_rwkv6_chunk_du)
   set(_ocl_kernels_ fcl_attention_fwd_cpu ${_ocl_bwd} ${_ocl_rwkv6})
   set(_ocl_kernels__split fcl_attention_fwd fcl_attention_fwd_combine ${_ocl_bwd}
       fcl_attention_bwd_sum ${_ocl_rwkv6})

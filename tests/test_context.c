@@ -578,8 +578,8 @@ static void test_timing_and_config(void) {
   r.batch = 1, r.seqlen = 1000, r.heads = 2, r.head_dim_k = 64, r.head_dim_v = 32;
   const struct { fcl_rwkv6_algorithm a; int bwd; const char *kernel; } want[] = {
       {FCL_RWKV6_RECURRENT, 0, "rwkv6_recurrent"}, {FCL_RWKV6_CHUNKED, 0, "rwkv6_chunked"},
-      {FCL_RWKV6_AUTO, 1, "rwkv6_bwd"}};
-  for (int i = 0; i < 3; ++i) {
+      {FCL_RWKV6_AUTO, 1, "rwkv6_bwd"}, {FCL_RWKV6_CHUNKED, 1, "rwkv6_bwd_chunked"}};
+  for (int i = 0; i < 4; ++i) {
     r.algorithm = want[i].a;
     st = fcl_rwkv6_config(ctx, &r, FCL_BF16, want[i].bwd, &info);
     CHECK(st == FCL_OK && strcmp(info.kernel, want[i].kernel) == 0 && strstr(info.params, "TC="),

@@ -132,6 +132,7 @@ static bool parse_ops(options *o, const char *s) {
       add_op(o, FCL_TUNING_RWKV6_CHUNKED);
     } else if (strcmp(items[i], "rwkv6-bwd") == 0) {
       add_op(o, FCL_TUNING_RWKV6_BWD);
+      add_op(o, FCL_TUNING_RWKV6_BWD_CHUNKED);
     } else if (v) {
       for (int j = 0; j < fcl_variant_count(); ++j)
         if (fcl_variant_at(j) == v) o->wanted[j] = o->named[j] = true;

@@ -290,10 +290,11 @@ static bool rwkv6_create(tune_workload *w, int64_t T, int64_t H, char *why, size
   fcl_rwkv6_desc *d = &w->rd;
   *d = (fcl_rwkv6_desc)FCL_RWKV6_DESC_INIT;
   d->batch = 1, d->seqlen = T, d->heads = H, d->head_dim_k = K, d->head_dim_v = V;
-  d->algorithm = fcl_variant_op(c->variant) == FCL_TUNING_RWKV6_CHUNKED ? FCL_RWKV6_CHUNKED
-                 : fcl_variant_op(c->variant) == FCL_TUNING_RWKV6_RECURRENT ? FCL_RWKV6_RECURRENT
-                                                           : FCL_RWKV6_AUTO;
-  const bool bwd = fcl_variant_op(c->variant) == FCL_TUNING_RWKV6_BWD;
+  const fcl_tuning_op op = fcl_variant_op(c->variant);
+  const bool bwd = op == FCL_TUNING_RWKV6_BWD || op == FCL_TUNING_RWKV6_BWD_CHUNKED;
+  d->algorithm = op == FCL_TUNING_RWKV6_CHUNKED || op == FCL_TUNING_RWKV6_BWD_CHUNKED
+                     ? FCL_RWKV6_CHUNKED
+                     : FCL_RWKV6_RECURRENT;
   double *r = NULL, *k = NULL, *v = NULL, *wd = NULL, *u = NULL, *h0 = NULL, *g = NULL,
          *gh = NULL;
   if (w->check) {
@@ -410,6 +411,7 @@ fcl_status tune_workload_run(tune_workload *w) {
     return fcl_rwkv6_forward(w->ctx, &w->rd, &w->q, &w->k, &w->v, &w->w, w->u, w->h0,
                              &w->o, w->ht);
   case FCL_TUNING_RWKV6_BWD:
+  case FCL_TUNING_RWKV6_BWD_CHUNKED:
     return fcl_rwkv6_backward(w->ctx, &w->rd, &w->q, &w->k, &w->v, &w->w, w->u, w->h0,
                               &w->dout, w->dht, &w->dq, &w->dk, &w->dv, &w->dw, w->du,
                               w->dh0);

@@ -9,10 +9,10 @@
 #define RW_HT 2           /* the final state (or one to carry) is written  */
 #define RW_VARLEN 4       /* cu_seqlens gives the sequences                */
 #define RW_REVERSE 8      /* time runs from the last step to the first     */
-#define RW_CHECKPOINT 16  /* chunked: the state at each chunk's start is kept */
-#define RW_NO_OUTPUT 32   /* chunked: the state pass writes no output      */
 #define RW_DHT 64         /* backward: a final-state gradient is read      */
 #define RW_DH0 128        /* backward: the initial-state gradient is written */
 #define RW_ACCUMULATE 256 /* add to the du partials of an earlier segment  */
+#define RW_STATE_GRAD 512 /* chunked: the pass of the state's gradient (reverse over
+                             chunks, from dht) and the products that follow it */
 
 #endif

@@ -1,5 +1,4 @@
-/* RWKV6 fused recurrent forward and the state pass of the chunked forward
- * (prepend dtype.cl, rwkv6_common.cl).
+/* RWKV6 fused recurrent forward (prepend dtype.cl, rwkv6_common.cl).
  *
  * A work-group owns one (sequence, head) and BV = VS * VC value columns. Its
  * KS x VS work-items each keep a KR x VC block of the state in registers:
@@ -9,9 +8,7 @@
  * latency overlaps the arithmetic; each step costs a work-item
  * (3 KR + VC) local reads for 3 KR VC multiply-adds, so wider blocks mean
  * fewer local-memory instructions per flop. With KS > 1 the partial outputs
- * of the KS row blocks of a column are summed once per chunk, in order.
- * RW_CHECKPOINT stores the state before every chunk (for the chunked output
- * pass), RW_NO_OUTPUT skips o. */
+ * of the KS row blocks of a column are summed once per chunk, in order. */
 #ifndef KS
 #define KS 1
 #endif
@@ -45,9 +42,9 @@ void fcl_rwkv6_fwd_recurrent(
     const __global fcl_elem *r, const __global fcl_elem *k,
     const __global fcl_elem *v, const __global fcl_elem *w,
     const __global fcl_elem *u, const __global float *h0, __global fcl_elem *o,
-    __global float *ht, __global float *ck, const __global int *cu,
+    __global float *ht, const __global int *cu,
     RW_TENSOR(r), RW_TENSOR(k), RW_TENSOR(v), RW_TENSOR(w), RW_TENSOR(o),
-    int seqlen, int heads, int nchunk, float scale, int flags, int p_begin,
+    int seqlen, int heads, float scale, int flags, int p_begin,
     int p_end) {
   __local float r_s[TC * K_PAD], k_s[TC * K_PAD], e_s[TC * K_PAD], v_s[TC * BV];
 #if KS > 1
@@ -90,14 +87,6 @@ void fcl_rwkv6_fwd_recurrent(
   if (c * TC < p_stop) RW_PREFETCH(c * TC);
   for (; c * TC < p_stop; ++c) {
     const int p0 = c * TC, nt = min(TC, p_stop - p0);
-    if (flags & RW_CHECKPOINT) {
-      FCL_UNROLL
-      for (int m = 0; m < KR; ++m)
-        FCL_UNROLL
-        for (int n = 0; n < VC; ++n)
-          if (i0 + m < K_DIM && j0 + n < V_DIM)
-            ck[(((long)bh * nchunk + c) * K_DIM + i0 + m) * V_DIM + j0 + n] = S[m][n];
-    }
     FCL_UNROLL
     for (int n = 0; n < NS_K; ++n) {
       const int e = lid + n * RW_WG;
@@ -131,12 +120,10 @@ void fcl_rwkv6_fwd_recurrent(
         }
       }
 #if KS == 1
-      if (!(flags & RW_NO_OUTPUT)) {
-        const long at = rw_at(RW_T(o), s, rw_time(p0 + tt, s.n, flags), flags);
-        FCL_UNROLL
-        for (int n = 0; n < VC; ++n)
-          if (j0 + n < V_DIM) FCL_STORE(o, at + j0 + n, scale * acc[n]);
-      }
+      const long at = rw_at(RW_T(o), s, rw_time(p0 + tt, s.n, flags), flags);
+      FCL_UNROLL
+      for (int n = 0; n < VC; ++n)
+        if (j0 + n < V_DIM) FCL_STORE(o, at + j0 + n, scale * acc[n]);
 #else
       FCL_UNROLL
       for (int n = 0; n < VC; ++n) o_s[(tt * KS + ks) * BV + jl0 + n] = acc[n];
@@ -144,16 +131,15 @@ void fcl_rwkv6_fwd_recurrent(
     }
 #if KS > 1
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (!(flags & RW_NO_OUTPUT))
-      for (int e = lid; e < nt * BV; e += RW_WG) {
-        const int tt = e / BV, jj = e - tt * BV;
-        if (vb * BV + jj >= V_DIM) continue;
-        float acc = 0.0f;
-        FCL_UNROLL
-        for (int q = 0; q < KS; ++q) acc += o_s[(tt * KS + q) * BV + jj];
-        FCL_STORE(o, rw_at(RW_T(o), s, rw_time(p0 + tt, s.n, flags), flags) + vb * BV + jj,
-                  scale * acc);
-      }
+    for (int e = lid; e < nt * BV; e += RW_WG) {
+      const int tt = e / BV, jj = e - tt * BV;
+      if (vb * BV + jj >= V_DIM) continue;
+      float acc = 0.0f;
+      FCL_UNROLL
+      for (int q = 0; q < KS; ++q) acc += o_s[(tt * KS + q) * BV + jj];
+      FCL_STORE(o, rw_at(RW_T(o), s, rw_time(p0 + tt, s.n, flags), flags) + vb * BV + jj,
+                scale * acc);
+    }
 #endif
     barrier(CLK_LOCAL_MEM_FENCE);
   }

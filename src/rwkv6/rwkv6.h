@@ -27,22 +27,33 @@ fcl_status fcl_check_rwkv6_desc(fcl_context *ctx, const fcl_rwkv6_desc *d);
 
 /* The variants (rwkv6_variants.c) and their parameters. */
 #define FCL_RWKV6_FWD_PARAMS(X) X(TC) X(KS) X(VS) X(VC)
-#define FCL_RWKV6_CHUNKED_PARAMS(X) X(TC) X(KS) X(VS) X(VC) X(BVC)
 #define FCL_RWKV6_BWD_PARAMS(X) X(TC) X(BVB)
-/* Steps per chunk, recurrent work-items along K and V, value columns per
- * recurrent work-item, value columns per chunk-output work-group. */
-FCL_PARAM_STRUCT(fcl_rwkv6_fwd_params, FCL_RWKV6_CHUNKED_PARAMS);
-/* Steps per chunk, value columns per backward work-group. */
+#define FCL_RWKV6_CHUNK_PARAMS(X) X(TC) X(BK) X(BV) X(WG) X(HK) X(HV) X(HC)
+/* Recurrent forward: steps per chunk of loads, work-items along K and V,
+ * value columns per work-item. */
+FCL_PARAM_STRUCT(fcl_rwkv6_fwd_params, FCL_RWKV6_FWD_PARAMS);
+/* Recurrent backward: steps per chunk, value columns per work-group. */
 FCL_PARAM_STRUCT(fcl_rwkv6_bwd_params, FCL_RWKV6_BWD_PARAMS);
+/* Chunked (forward and backward): positions per chunk, key and value
+ * columns per tile and work-items of the chunk kernels; rows, columns
+ * and columns per work-item of the state pass. */
+FCL_PARAM_STRUCT(fcl_rwkv6_chunk_params, FCL_RWKV6_CHUNK_PARAMS);
 extern const fcl_variant fcl_variant_rwkv6_recurrent;
 extern const fcl_variant fcl_variant_rwkv6_chunked;
 extern const fcl_variant fcl_variant_rwkv6_bwd;
+extern const fcl_variant fcl_variant_rwkv6_bwd_chunked;
+extern const fcl_variant fcl_variant_rwkv6_chunked_mma;
+extern const fcl_variant fcl_variant_rwkv6_bwd_chunked_mma;
 /* Positions one launch may walk within the device's loop budget (a
  * multiple of the chunk), or 0 when unlimited. */
 int64_t fcl_rwkv6_fwd_positions_per_launch(const fcl_device_info *dev, int K,
                                            const fcl_rwkv6_fwd_params *c);
 int64_t fcl_rwkv6_bwd_positions_per_launch(const fcl_device_info *dev, int K,
                                            const fcl_rwkv6_bwd_params *c);
+/* Chunks one launch of the chunked state pass may walk, or 0 when
+ * unlimited (rwkv6_chunk_variants.c). */
+int64_t fcl_rwkv6_chunk_state_chunks_per_launch(const fcl_device_info *dev, int tc, int hk,
+                                                int hv, int hc);
 
 /* rwkv6_plan.c: what one call runs: the variant, its class, configuration
  * (and where it came from) and build options. */
@@ -57,4 +68,65 @@ typedef struct {
  * p (NULL in config queries) bounds the backward's partial sums. */
 fcl_status fcl_rwkv6_plan_make(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dtype,
                                bool backward, const fcl_rwkv6_problem *p, fcl_rwkv6_plan *pl);
+/* The plan of variant v (a fallback's). */
+fcl_status fcl_rwkv6_plan_variant(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dtype,
+                                  const fcl_variant *v, const fcl_rwkv6_problem *p,
+                                  fcl_rwkv6_plan *pl);
+
+/* rwkv6_chunked.c: the launches of the chunked forward and backward, for
+ * checked arguments and a plan of a chunked variant. */
+typedef struct {
+  const fcl_tensor *r, *k, *v, *w, *dout, *o, *dr, *dk, *dv, *dw;
+  cl_mem u, h0, ht, dht, du, dh0;
+} fcl_rwkv6_args;
+fcl_status fcl_rwkv6_chunked_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
+                                     const fcl_rwkv6_problem *p, const fcl_rwkv6_plan *pl,
+                                     const fcl_rwkv6_args *a);
+fcl_status fcl_rwkv6_chunked_backward(fcl_context *ctx, const fcl_rwkv6_desc *d,
+                                      const fcl_rwkv6_problem *p, const fcl_rwkv6_plan *pl,
+                                      const fcl_rwkv6_args *a);
+/* What the chunked launches share: the scalar arguments, and the forward
+ * state pass (kernel ks: fcl_rwkv6_chunk_state) from h0 to ht writing the
+ * checkpoints, which it returns in *ck (scratch slot 0). */
+typedef struct {
+  cl_int   seqlen, heads, nchunk, flags;
+  cl_float scale;
+  cl_mem   cu;
+  size_t   bh;
+} fcl_rwkv6_chunk_common;
+fcl_rwkv6_chunk_common fcl_rwkv6_chunk_common_of(const fcl_rwkv6_desc *d,
+                                                 const fcl_rwkv6_problem *p, int tc,
+                                                 const fcl_tensor *r);
+typedef struct {
+  int TC, HK, HV, HC; /* the state pass's parameters */
+} fcl_rwkv6_chunk_launch;
+fcl_status fcl_rwkv6_chunk_begin(fcl_context *ctx, const fcl_rwkv6_desc *d,
+                                 const fcl_rwkv6_problem *p, const fcl_rwkv6_chunk_launch *lc,
+                                 const fcl_rwkv6_args *a, cl_kernel ks, cl_mem *ck);
+/* The chunked backward's launches with the kernels given: the two state
+ * passes (ks), dv (kout, out_wg work-items a chunk, out_bv value columns),
+ * dr dk dw (kdk, WG work-items, BK key columns), du (kdu). */
+typedef struct {
+  fcl_rwkv6_chunk_launch state;
+  int                    BK, WG;
+  size_t                 out_wg;
+  int                    out_bv;
+  cl_kernel              ks, kout, kdk, kdu;
+} fcl_rwkv6_chunk_bwd_launch;
+fcl_status fcl_rwkv6_chunk_backward_run(fcl_context *ctx, const fcl_rwkv6_desc *d,
+                                        const fcl_rwkv6_problem *p, const fcl_rwkv6_args *a,
+                                        const fcl_rwkv6_chunk_bwd_launch *lb);
+/* Local memory (bytes) of the dr dk dw kernel (rwkv6_chunk_bwd.cl). */
+size_t fcl_rwkv6_chunk_dk_bytes(int tc, int bk, int bv);
+
+/* rwkv6_chunk_mma.c: the forward with its output on tensor cores. */
+fcl_status fcl_rwkv6_chunk_mma_applies(fcl_context *ctx, const fcl_rwkv6_desc *d,
+                                       fcl_dtype dtype, bool *yes);
+/* Set *fallback (nothing enqueued) when their kernels do not build. */
+fcl_status fcl_rwkv6_chunk_mma_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
+                                       const fcl_rwkv6_problem *p, const fcl_rwkv6_plan *pl,
+                                       const fcl_rwkv6_args *a, bool *fallback);
+fcl_status fcl_rwkv6_chunk_mma_backward(fcl_context *ctx, const fcl_rwkv6_desc *d,
+                                        const fcl_rwkv6_problem *p, const fcl_rwkv6_plan *pl,
+                                        const fcl_rwkv6_args *a, bool *fallback);
 #endif

@@ -1,5 +1,6 @@
-/* fcl_rwkv6_backward: forward-time pass (dr, du partials, checkpoints),
- * reverse-time pass (dk, dw partials, dv, dh0), then fixed-order sums. */
+/* fcl_rwkv6_backward, fused recurrent: forward-time pass (dr, du partials,
+ * checkpoints), reverse-time pass (dk, dw partials, dv, dh0), then
+ * fixed-order sums. The chunked backward is in rwkv6_chunked.c. */
 #include "rwkv6/rwkv6.h"
 
 #include <math.h>
@@ -32,10 +33,20 @@ fcl_status fcl_rwkv6_backward(fcl_context *ctx, const fcl_rwkv6_desc *d,
   const int K = (int)d->head_dim_k, V = (int)d->head_dim_v;
   fcl_rwkv6_plan pl;
   if ((s = fcl_rwkv6_plan_make(ctx, d, p.dtype, true, &p, &pl))) return s;
-  const fcl_rwkv6_bwd_params *c = FCL_CPARAMS(fcl_rwkv6_bwd_params, &pl.cfg);
   const fcl_variant *kd = pl.cls.variant;
   const char *opts = pl.options;
-  fcl_log(ctx, "rwkv6 backward: %s", opts);
+  fcl_log(ctx, "rwkv6 backward: %s, %s", kd->name, opts);
+  const fcl_rwkv6_args t = {r, k, v, w, dout, NULL, dr, dk, dv, dw, u, h0, NULL, dht, du, dh0};
+  if (kd == &fcl_variant_rwkv6_bwd_chunked_mma) {
+    bool fallback = false;
+    if ((s = fcl_rwkv6_chunk_mma_backward(ctx, d, &p, &pl, &t, &fallback)) || !fallback)
+      return s;
+    if ((s = fcl_rwkv6_plan_variant(ctx, d, p.dtype, &fcl_variant_rwkv6_bwd_chunked, &p, &pl)))
+      return s;
+    kd = pl.cls.variant;
+  }
+  if (kd == &fcl_variant_rwkv6_bwd_chunked) return fcl_rwkv6_chunked_backward(ctx, d, &p, &pl, &t);
+  const fcl_rwkv6_bwd_params *c = FCL_CPARAMS(fcl_rwkv6_bwd_params, &pl.cfg);
   cl_kernel kf, kr, kfin, kdu;
   if ((s = fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, "fcl_rwkv6_bwd_forward", &kf)) ||
       (s = fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, "fcl_rwkv6_bwd_reverse", &kr)) ||

@@ -1,5 +1,5 @@
-/* fcl_rwkv6_forward: the fused recurrent kernel, or the chunked pair (state
- * pass with checkpoints, then all chunks' outputs in parallel). */
+/* fcl_rwkv6_forward: the fused recurrent kernel here, or the chunked
+ * kernels (rwkv6_chunked.c). */
 #include "rwkv6/rwkv6.h"
 
 #include <math.h>
@@ -22,22 +22,22 @@ fcl_status fcl_rwkv6_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
   fcl_rwkv6_plan pl;
   if ((s = fcl_rwkv6_plan_make(ctx, d, p.dtype, false, &p, &pl))) return s;
   const fcl_variant *kd = pl.cls.variant;
-  const bool chunked = kd == &fcl_variant_rwkv6_chunked;
-  const fcl_rwkv6_fwd_params *c = FCL_CPARAMS(fcl_rwkv6_fwd_params, &pl.cfg);
-  const int K = (int)d->head_dim_k;
   const char *opts = pl.options;
   fcl_log(ctx, "rwkv6 forward: %s, %s", kd->name, opts);
-  cl_kernel krec, kout = NULL;
+  const fcl_rwkv6_args t = {r, k, v, w, NULL, o, NULL, NULL, NULL, NULL,
+                            u, h0, ht, NULL, NULL, NULL};
+  if (kd == &fcl_variant_rwkv6_chunked_mma) {
+    bool fallback = false;
+    if ((s = fcl_rwkv6_chunk_mma_forward(ctx, d, &p, &pl, &t, &fallback)) || !fallback) return s;
+    if ((s = fcl_rwkv6_plan_variant(ctx, d, p.dtype, &fcl_variant_rwkv6_chunked, &p, &pl)))
+      return s;
+    kd = pl.cls.variant;
+  }
+  if (kd == &fcl_variant_rwkv6_chunked) return fcl_rwkv6_chunked_forward(ctx, d, &p, &pl, &t);
+  const fcl_rwkv6_fwd_params *c = FCL_CPARAMS(fcl_rwkv6_fwd_params, &pl.cfg);
+  const int K = (int)d->head_dim_k;
+  cl_kernel krec;
   if ((s = fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, "fcl_rwkv6_fwd_recurrent", &krec)))
-    return s;
-  if (chunked &&
-      (s = fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, "fcl_rwkv6_fwd_chunk_output", &kout)))
-    return s;
-  const cl_int nchunk = (cl_int)((d->seqlen + c->TC - 1) / c->TC);
-  cl_mem ck = o->buffer; /* never written unless chunked */
-  if (chunked &&
-      (s = fcl_scratch(ctx, 0, fcl_bytes(d->batch * d->heads, nchunk, d->head_dim_k,
-                                         d->head_dim_v, sizeof(float)), &ck)))
     return s;
 
   /* Segments of positions, each one launch (one unless the device bounds
@@ -62,32 +62,19 @@ fcl_status fcl_rwkv6_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
   for (int64_t si = 0; si < nseg; ++si) {
     const bool first = si == 0, last = si == nseg - 1;
     cl_mem in = first ? h0 : carry, out = last ? ht : carry;
-    cl_int flags = base_flags | (in ? RW_H0 : 0) | (out ? RW_HT : 0) | (chunked ? RW_CHECKPOINT | RW_NO_OUTPUT : 0);
+    cl_int flags = base_flags | (in ? RW_H0 : 0) | (out ? RW_HT : 0);
     cl_int p_begin = (cl_int)(si * seg), p_end = (cl_int)(last ? d->seqlen : (si + 1) * seg);
     if (!in) in = r->buffer;
     if (!out) out = r->buffer;
     fcl_args a = {krec, 0, CL_SUCCESS};
     FCL_ARG(&a, r->buffer); FCL_ARG(&a, k->buffer); FCL_ARG(&a, v->buffer);
     FCL_ARG(&a, w->buffer); FCL_ARG(&a, u); FCL_ARG(&a, in); FCL_ARG(&a, o->buffer);
-    FCL_ARG(&a, out); FCL_ARG(&a, ck); FCL_ARG(&a, cu_b);
+    FCL_ARG(&a, out); FCL_ARG(&a, cu_b);
     fcl_arg_tensor(&a, r); fcl_arg_tensor(&a, k); fcl_arg_tensor(&a, v);
     fcl_arg_tensor(&a, w); fcl_arg_tensor(&a, o);
-    FCL_ARG(&a, seqlen); FCL_ARG(&a, heads); FCL_ARG(&a, nchunk); FCL_ARG(&a, scale);
+    FCL_ARG(&a, seqlen); FCL_ARG(&a, heads); FCL_ARG(&a, scale);
     FCL_ARG(&a, flags); FCL_ARG(&a, p_begin); FCL_ARG(&a, p_end);
     if ((s = fcl_launch(ctx, krec, &a, g1, l1, "enqueueing rwkv6 forward"))) return s;
   }
-  if (!chunked) return FCL_OK;
-
-  fcl_args b = {kout, 0, CL_SUCCESS};
-  FCL_ARG(&b, r->buffer); FCL_ARG(&b, k->buffer); FCL_ARG(&b, v->buffer);
-  FCL_ARG(&b, w->buffer); FCL_ARG(&b, u); FCL_ARG(&b, o->buffer); FCL_ARG(&b, ck);
-  FCL_ARG(&b, cu_b);
-  fcl_arg_tensor(&b, r); fcl_arg_tensor(&b, k); fcl_arg_tensor(&b, v);
-  fcl_arg_tensor(&b, w); fcl_arg_tensor(&b, o);
-  FCL_ARG(&b, seqlen); FCL_ARG(&b, heads); FCL_ARG(&b, nchunk); FCL_ARG(&b, scale);
-  FCL_ARG(&b, base_flags);
-  const size_t wg2 = (size_t)(c->TC * c->BVC);
-  size_t g2[3] = {(size_t)nchunk * wg2, (size_t)((d->head_dim_v + c->BVC - 1) / c->BVC), bh};
-  size_t l2[3] = {wg2, 1, 1};
-  return fcl_launch(ctx, kout, &b, g2, l2, "enqueueing rwkv6 chunk output");
+  return FCL_OK;
 }

@@ -1,4 +1,4 @@
-/* The RWKV6 plan: recurrent or chunked for the forward, the configuration
+/* The RWKV6 plan: recurrent or chunked, the configuration
  * of the chosen variant and its build options. fcl_rwkv6_config() reports
  * exactly what the calls run. */
 #include "rwkv6/rwkv6.h"
@@ -15,32 +15,68 @@ static void rwkv6_class(const fcl_rwkv6_desc *d, fcl_dtype dtype, const fcl_vari
   cls->bucket = fcl_seqlen_bucket(d->seqlen);
 }
 
-/* Chunked or recurrent: the descriptor, $FCL_RWKV6_ALGORITHM, then the
- * faster of the two where fa-tune measured both for this class; otherwise
- * the recurrent kernel, the faster one on every device measured so far
- * (H100: 2.2 ms against 41 ms on B8 T4096 H32 K64). */
-static bool use_chunked(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dtype) {
+/* Chunked or recurrent, for the forward or the backward: the descriptor,
+ * $FCL_RWKV6_ALGORITHM, a variant fa-tune overrides, then the faster of
+ * the two where fa-tune measured both for this class (the chunked one's
+ * best variant, portable or tensor cores); otherwise recurrent. The
+ * recurrent kernels are the ones run and timed on a GPU (H100: forward
+ * 2.1 ms, backward 47 ms at B8 T4096 H32 K64); the chunked ones (the
+ * tensor cores' included) have so far run on CPUs only (PoCL, rusticl,
+ * the emulated tensor cores), so they are chosen where fa-tune timed them
+ * faster, or asked for. */
+static bool use_chunked(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dtype,
+                        bool backward) {
   if (d->algorithm != FCL_RWKV6_AUTO) return d->algorithm == FCL_RWKV6_CHUNKED;
   if (ctx->opt.rwkv6_algorithm) return ctx->opt.rwkv6_algorithm == 2;
-  fcl_tuning_class rc, cc;
-  rwkv6_class(d, dtype, &fcl_variant_rwkv6_recurrent, &rc);
-  rwkv6_class(d, dtype, &fcl_variant_rwkv6_chunked, &cc);
+  const fcl_variant *vr = backward ? &fcl_variant_rwkv6_bwd : &fcl_variant_rwkv6_recurrent;
+  const fcl_variant *vc = backward ? &fcl_variant_rwkv6_bwd_chunked : &fcl_variant_rwkv6_chunked;
+  const fcl_variant *vm = backward ? &fcl_variant_rwkv6_bwd_chunked_mma
+                                  : &fcl_variant_rwkv6_chunked_mma;
+  const bool oc = fcl_tuning_overridden(ctx, vc) || fcl_tuning_overridden(ctx, vm);
+  if (oc || fcl_tuning_overridden(ctx, vr)) return oc; /* fa-tune's */
+  fcl_tuning_class rc, cc, cm;
+  rwkv6_class(d, dtype, vr, &rc);
+  rwkv6_class(d, dtype, vc, &cc);
+  rwkv6_class(d, dtype, vm, &cm);
   const double tr = fcl_tuning_stored_time(ctx, &rc);
-  const double tch = fcl_tuning_stored_time(ctx, &cc);
+  const double tc = fcl_tuning_stored_time(ctx, &cc), tm = fcl_tuning_stored_time(ctx, &cm);
+  const double tch = tm > 0 && (tc <= 0 || tm < tc) ? tm : tc;
   return tr > 0 && tch > 0 && tch < tr;
+}
+
+/* The chunked variant: on tensor cores where they apply (unless fa-tune
+ * overrides the portable one), else portable. */
+static fcl_status chunked_variant(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dtype,
+                                  bool backward, const fcl_variant **v) {
+  const fcl_variant *portable = backward ? &fcl_variant_rwkv6_bwd_chunked
+                                         : &fcl_variant_rwkv6_chunked;
+  bool mma = false;
+  fcl_status s = fcl_tuning_overridden(ctx, portable)
+                     ? FCL_OK
+                     : fcl_rwkv6_chunk_mma_applies(ctx, d, dtype, &mma);
+  *v = !mma ? portable : backward ? &fcl_variant_rwkv6_bwd_chunked_mma
+                                  : &fcl_variant_rwkv6_chunked_mma;
+  return s;
 }
 
 fcl_status fcl_rwkv6_plan_make(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dtype,
                                bool backward, const fcl_rwkv6_problem *p, fcl_rwkv6_plan *pl) {
-  const fcl_variant *v = backward              ? &fcl_variant_rwkv6_bwd
-                         : use_chunked(ctx, d, dtype) ? &fcl_variant_rwkv6_chunked
-                                                      : &fcl_variant_rwkv6_recurrent;
+  const bool chunked = use_chunked(ctx, d, dtype, backward);
+  const fcl_variant *v = backward ? &fcl_variant_rwkv6_bwd : &fcl_variant_rwkv6_recurrent;
+  fcl_status s0;
+  if (chunked && (s0 = chunked_variant(ctx, d, dtype, backward, &v))) return s0;
+  return fcl_rwkv6_plan_variant(ctx, d, dtype, v, p, pl);
+}
+
+fcl_status fcl_rwkv6_plan_variant(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dtype,
+                                  const fcl_variant *v, const fcl_rwkv6_problem *p,
+                                  fcl_rwkv6_plan *pl) {
   rwkv6_class(d, dtype, v, &pl->cls);
   fcl_status s = fcl_tuning_choose(ctx, &pl->cls, &pl->cfg, pl->from, sizeof pl->from);
   if (s != FCL_OK) return s;
   const int K = (int)d->head_dim_k, V = (int)d->head_dim_v;
   const int64_t ntok = p ? p->ntok : d->batch * d->seqlen;
-  if (backward) {
+  if (v == &fcl_variant_rwkv6_bwd) {
     /* Each block of BVB value columns keeps its own partial dr, dk and dw,
      * so a tuned small BVB can need more than one buffer may hold where the
      * defaults fit (BVB=1 at 128 sequences of 16384, K=V=64: 32 GiB a
@@ -62,13 +98,13 @@ fcl_status fcl_rwkv6_plan_make(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dt
       }
     }
   }
-  /* The forward program holds both kernels; the recurrent one's
-   * configuration leaves BVC (the chunk output's) at its default. */
-  fcl_define extra[2];
-  int n = 0;
-  if (v == &fcl_variant_rwkv6_recurrent) extra[n++] = (fcl_define){"BVC", pl->cfg.v[4]};
-  if (!backward) extra[n++] = (fcl_define){"FCL_UNROLL_HINTS", !ctx->info.is_cpu};
-  fcl_build_options(&pl->cls, &pl->cfg, extra, n, NULL, pl->options, sizeof pl->options);
+  const fcl_define unroll = {"FCL_UNROLL_HINTS", !ctx->info.is_cpu};
+  const bool hints = v != &fcl_variant_rwkv6_bwd;
+  fcl_build_options(&pl->cls, &pl->cfg, &unroll, hints ? 1 : 0,
+                    v == &fcl_variant_rwkv6_chunked_mma || v == &fcl_variant_rwkv6_bwd_chunked_mma
+                        ? fcl_mma_build_options(ctx, dtype)
+                        : NULL,
+                    pl->options, sizeof pl->options);
   return FCL_OK;
 }
 

@@ -1,6 +1,7 @@
-/* The RWKV6 variants' descriptors: built-in block sizes fitted to local
- * memory and work-group limits, checks, search spaces, and the loop
- * budgets' segment lengths. */
+/* The fused-recurrent RWKV6 variants' descriptors (forward and backward):
+ * built-in block sizes fitted to local memory and work-group limits,
+ * checks, search spaces, and the loop budgets' segment lengths. The
+ * chunked pair is in rwkv6_chunk_variants.c. */
 #include "rwkv6/rwkv6.h"
 
 #include <stdio.h>
@@ -14,21 +15,16 @@ static size_t budget(const fcl_device_info *dev) {
   return dev->local_mem > 1024 ? dev->local_mem - 512 : 0;
 }
 
-/* Local memory of the recurrent (state) kernel, of the chunk-output kernel
- * and of the backward. */
+/* Local memory of the forward and of the backward. */
 static size_t recurrent_bytes(int K, const fwd_params *c) {
   const int kpad = c->KS * ceil_div(K, c->KS), bv = c->VS * c->VC;
   return 4 * (size_t)c->TC * (3 * kpad + bv + (c->KS > 1 ? bv * c->KS : 0));
-}
-static size_t chunk_output_bytes(int K, const fwd_params *c) {
-  return 4 * ((size_t)c->TC * (4 * (K + 1) + c->BVC) + (size_t)K * c->BVC +
-              (size_t)c->TC * (c->TC + 1));
 }
 static size_t bwd_bytes(int K, const bwd_params *c) {
   return 4 * ((size_t)c->TC * (3 * K + 2 * c->BVB) + 2 * (size_t)c->TC * c->BVB * K);
 }
 
-static void fwd_choose(const fcl_device_info *dev, int K, int V, bool chunked, fwd_params *c) {
+static void fwd_choose(const fcl_device_info *dev, int K, int V, fwd_params *c) {
   if (!dev->is_cpu) {
     /* 8 x 8 state blocks: few local reads per multiply-add, and enough
      * work-items to hide the latency of the chunk loads. */
@@ -45,33 +41,23 @@ static void fwd_choose(const fcl_device_info *dev, int K, int V, bool chunked, f
   while (c->VS > 1 && c->VS * c->VC >= 2 * V) c->VS /= 2;
   while (c->VS > 1 && (size_t)(c->VS * c->KS) > dev->max_wg) c->VS /= 2;
   c->TC = 16;
-  c->BVC = V < 16 ? V : 16;
-  for (;;) {
-    bool fits = recurrent_bytes(K, c) <= budget(dev) &&
-                (!chunked || chunk_output_bytes(K, c) <= budget(dev)) &&
-                (!chunked || (size_t)(c->TC * c->BVC) <= dev->max_wg);
-    if (fits || c->TC == 1) break;
-    if (chunked && c->BVC > 4) c->BVC /= 2;
-    else c->TC /= 2;
-  }
+  while (recurrent_bytes(K, c) > budget(dev) && c->TC > 1) c->TC /= 2;
 }
 
 /* Checks of tuned parameters (fa-tune candidates, database rows): sizes,
  * work-group and local-memory limits, and the per-work-item state block
  * (KR x VC floats in registers). */
-static bool fwd_valid(const fcl_device_info *dev, int K, int V, bool chunked,
-                      const fwd_params *c, char *why, size_t why_size) {
+static bool fwd_valid(const fcl_device_info *dev, int K, int V, const fwd_params *c, char *why,
+                      size_t why_size) {
   const char *bad = NULL;
-  if (c->TC < 1 || c->KS < 1 || c->VS < 1 || c->VC < 1 || c->BVC < 1 || c->TC > 256 ||
-      c->KS > K || c->VC > V || c->BVC > V)
+  if (c->TC < 1 || c->KS < 1 || c->VS < 1 || c->VC < 1 || c->TC > 256 || c->KS > K ||
+      c->VC > V)
     bad = "a size out of range";
-  else if ((size_t)c->VS * c->KS > dev->max_wg ||
-           (chunked && (size_t)c->TC * c->BVC > dev->max_wg))
+  else if ((size_t)c->VS * c->KS > dev->max_wg)
     bad = "work-group larger than the device allows";
   else if (c->VS * c->VC >= 2 * V && c->VS > 1)
     bad = "more value columns than the head has";
-  else if (recurrent_bytes(K, c) > budget(dev) ||
-           (chunked && chunk_output_bytes(K, c) > budget(dev)))
+  else if (recurrent_bytes(K, c) > budget(dev))
     bad = "local memory exceeded";
   else if (ceil_div(K, c->KS) * c->VC > 128)
     bad = "state block too large for registers";
@@ -79,28 +65,22 @@ static bool fwd_valid(const fcl_device_info *dev, int K, int V, bool chunked,
   return bad == NULL;
 }
 
-static bool is_chunked(const fcl_tuning_class *c) {
-  return c->variant == &fcl_variant_rwkv6_chunked;
-}
-
 static void fwd_defaults(const fcl_device_info *dev, const fcl_tuning_class *c, fcl_config *cfg) {
-  fwd_choose(dev, c->head_dim, c->head_dim_v, is_chunked(c), FCL_PARAMS(fwd_params, cfg));
+  fwd_choose(dev, c->head_dim, c->head_dim_v, FCL_PARAMS(fwd_params, cfg));
 }
 
 static bool fwd_valid_cfg(const fcl_device_info *dev, const fcl_tuning_class *c,
                           const fcl_config *cfg, char *why, size_t n) {
-  return fwd_valid(dev, c->head_dim, c->head_dim_v, is_chunked(c), FCL_CPARAMS(fwd_params, cfg),
-                   why, n);
+  return fwd_valid(dev, c->head_dim, c->head_dim_v, FCL_CPARAMS(fwd_params, cfg), why, n);
 }
 
 static int fwd_axes(const fcl_tuning_class *c, fcl_axis *a) {
+  (void)c;
   a[0] = (fcl_axis){"TC", 5, {4, 8, 16, 32, 64}};
   a[1] = (fcl_axis){"K_ROWS_PER_ITEM", 7, {1, 2, 4, 8, 16, 32, 64}};
   a[2] = (fcl_axis){"VS", 7, {1, 2, 4, 8, 16, 32, 64}};
   a[3] = (fcl_axis){"VC", 5, {1, 2, 4, 8, 16}};
-  if (!is_chunked(c)) return 4;
-  a[4] = (fcl_axis){"BVC", 5, {4, 8, 16, 32, 64}};
-  return 5;
+  return 4;
 }
 
 static void fwd_point(const fcl_tuning_class *c, const int *v, fcl_config *cfg) {
@@ -108,7 +88,6 @@ static void fwd_point(const fcl_tuning_class *c, const int *v, fcl_config *cfg) 
   r->TC = v[0];
   r->KS = ceil_div(c->head_dim, v[1]);
   r->VS = v[2], r->VC = v[3];
-  r->BVC = is_chunked(c) ? v[4] : (c->head_dim_v < 16 ? c->head_dim_v : 16);
 }
 
 static bool fwd_worth_trying(const fcl_device_info *dev, const fcl_tuning_class *c,
@@ -166,8 +145,7 @@ static void bwd_point(const fcl_tuning_class *c, const int *v, fcl_config *cfg) 
 }
 
 static const char *const fwd_files[] = {"rwkv6/rwkv6_abi.h", "common/dtype.cl",
-                                        "rwkv6/rwkv6_common.cl", "rwkv6/rwkv6_recurrent.cl",
-                                        "rwkv6/rwkv6_chunked.cl"};
+                                        "rwkv6/rwkv6_common.cl", "rwkv6/rwkv6_recurrent.cl"};
 static const char *const bwd_files[] = {"rwkv6/rwkv6_abi.h", "common/dtype.cl",
                                         "rwkv6/rwkv6_common.cl", "rwkv6/rwkv6_backward.cl"};
 #define DIMS {"K_DIM", "V_DIM"}
@@ -175,11 +153,6 @@ const fcl_variant fcl_variant_rwkv6_recurrent = {
     "rwkv6_recurrent", FCL_TUNING_RWKV6_RECURRENT, fwd_files, (int)FCL_COUNT(fwd_files), DIMS,
     FCL_RWKV6_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV6_FWD_PARAMS),
     FCL_PARAM_NAMES(FCL_RWKV6_FWD_PARAMS), fwd_defaults, fwd_valid_cfg, fwd_axes, fwd_point,
-    fwd_worth_trying};
-const fcl_variant fcl_variant_rwkv6_chunked = {
-    "rwkv6_chunked", FCL_TUNING_RWKV6_CHUNKED, fwd_files, (int)FCL_COUNT(fwd_files), DIMS,
-    FCL_RWKV6_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV6_CHUNKED_PARAMS),
-    FCL_PARAM_NAMES(FCL_RWKV6_CHUNKED_PARAMS), fwd_defaults, fwd_valid_cfg, fwd_axes, fwd_point,
     fwd_worth_trying};
 const fcl_variant fcl_variant_rwkv6_bwd = {
     "rwkv6_bwd", FCL_TUNING_RWKV6_BWD, bwd_files, (int)FCL_COUNT(bwd_files), DIMS,

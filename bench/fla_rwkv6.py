@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""flash-linear-attention's RWKV6 (chunk_rwkv6, fused_recurrent_rwkv6) timed
+on the shapes of fa-bench's rwkv6-fwd and rwkv6-bwd, for side-by-side rows.
+
+The inputs are those of bench/rwkv6_bench.c: dense [B, T, H, K] tensors,
+r, k, v, u and dout uniform on [-1, 1), w = -exp(N(-3, 1)) (log decay, as
+fla takes it), no initial or final state, the default scale 1/sqrt(K).
+
+  fwd  the forward call, under torch.no_grad();
+  bwd  the backward alone: torch.autograd.grad(o, (r, k, v, w, u), dout,
+       retain_graph=True) after one forward with gradients (fla's backward
+       recomputes its chunk states, as flashcl's does);
+each the median of --iters CUDA-event timings after --warmup calls.
+
+fla runs from bench/vendor (h100_rwkv6.sh unpacks the wheels downloaded
+there and puts them on PYTHONPATH), or from an installed
+flash-linear-attention / fla-core.
+
+  python3 bench/fla_rwkv6.py --batch 8 --heads 32 --seqlen 4096 --head-dim 64 \
+      --dtype bf16,f32 [--impl chunk,fused_recurrent] [--json]
+"""
+import argparse
+import json
+import statistics
+import sys
+
+import torch
+
+try:
+    from fla.ops.rwkv6 import chunk_rwkv6, fused_recurrent_rwkv6
+except ImportError as e:  # the message says where fla is looked for
+    sys.exit(f"fla_rwkv6.py: cannot import fla ({e}); PYTHONPATH={sys.path[:3]}...")
+
+IMPLS = {"chunk": chunk_rwkv6, "fused_recurrent": fused_recurrent_rwkv6}
+DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+
+
+def inputs(b, t, h, k, v, dt, seed=0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+
+    def uni(*shape):
+        return (torch.rand(*shape, generator=g, device="cuda") * 2 - 1).to(dt)
+
+    r, kk, vv, do = uni(b, t, h, k), uni(b, t, h, k), uni(b, t, h, v), uni(b, t, h, v)
+    w = (-torch.exp(torch.randn(b, t, h, k, generator=g, device="cuda") - 3.0)).to(dt)
+    return r, kk, vv, w, uni(h, k), do
+
+
+def timed(fn, iters, warmup):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        a, z = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        z.record()
+        torch.cuda.synchronize()
+        times.append(a.elapsed_time(z))
+    return statistics.median(times)
+
+
+def run(impl, b, t, h, k, v, dtn, iters, warmup):
+    f = IMPLS[impl]
+    r, kk, vv, w, u, do = inputs(b, t, h, k, v, DTYPES[dtn])
+    with torch.no_grad():
+        fwd = timed(lambda: f(r, kk, vv, w, u), iters, warmup)
+    xs = [x.detach().clone().requires_grad_(True) for x in (r, kk, vv, w, u)]
+    o, _ = f(*xs)
+    bwd = timed(lambda: torch.autograd.grad(o, xs, do, retain_graph=True), iters, warmup)
+    del o, xs
+    torch.cuda.empty_cache()
+    return {"impl": "fla_" + impl, "dtype": dtn, "batch": b, "seqlen": t, "heads": h,
+            "head_dim": k, "head_dim_v": v, "fwd_ms": fwd, "bwd_ms": bwd}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--heads", type=int, default=32)
+    ap.add_argument("--seqlen", default="4096", help="comma-separated T values")
+    ap.add_argument("--head-dim", type=int, default=64, help="K")
+    ap.add_argument("--head-dim-v", type=int, default=0, help="V (default K)")
+    ap.add_argument("--dtype", default="bf16,f32")
+    ap.add_argument("--impl", default="chunk,fused_recurrent")
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--json", action="store_true", help="JSON rows instead of the table")
+    a = ap.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("fla_rwkv6.py: no CUDA device")
+    v = a.head_dim_v or a.head_dim
+    rows = []
+    if not a.json:
+        print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}")
+        print(f"{'impl':<20} {'dtype':<5} {'B':>3} {'T':>6} {'H':>3} {'K':>4} {'V':>4} "
+              f"{'fwd ms':>9} {'bwd ms':>9}")
+    for t in (int(x) for x in a.seqlen.split(",")):
+        for dtn in a.dtype.split(","):
+            for impl in a.impl.split(","):
+                row = run(impl, a.batch, t, a.heads, a.head_dim, v, dtn, a.iters, a.warmup)
+                rows.append(row)
+                if not a.json:
+                    print(f"{row['impl']:<20} {dtn:<5} {a.batch:>3} {t:>6} {a.heads:>3} "
+                          f"{a.head_dim:>4} {v:>4} {row['fwd_ms']:>9.3f} {row['bwd_ms']:>9.3f}",
+                          flush=True)
+    if a.json:
+        json.dump(rows, sys.stdout, indent=1)
+        print()
+
+
+if __name__ == "__main__":
+    main()

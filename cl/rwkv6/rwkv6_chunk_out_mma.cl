@@ -1,0 +1,209 @@
+/* The chunked RWKV6 products that end in value columns on NVIDIA tensor
+ * cores (prepend dtype.cl, rwkv6_common.cl, rwkv6_chunk_common.cl,
+ * rwkv6_chunk_state.cl, mma_warp.cl, mma_common.cl; FCL_DTYPE 1 (f16) or 2
+ * (bf16); WG = the work-group, TC / 16 warps): the numbers of
+ * fcl_rwkv6_chunk_out (rwkv6_chunk_out.cl), the forward's output
+ *   o_t  = scale * ((r_t e^{w before t}) S_c + sum_{s<=t} A[t][s] v_s)
+ * or, with RW_STATE_GRAD, the backward's
+ *   dv_s = (k_s e^{w after s}) D_c + scale * sum_{t>=s} A[t][s] dO_t,
+ * with the products in m16n8k16 mma.sync: 16-bit operands, f32 sums. The
+ * text below speaks of the forward; the backward swaps the roles of r and
+ * k (its rows are s, its partners the sub-chunks after it, its diagonal
+ * blocks transposed).
+ *
+ * A work-group owns one chunk of TC positions of one sequence-head, one
+ * warp per sub-chunk of 16 (warp I: rows t of sub-chunk I). K and V are
+ * multiples of 16 up to 128. Per key tile of BK columns the decays come
+ * from rw_chunk_decays in f32 (exact, rwkv6_chunk_common.cl); then the
+ * operands are rounded to 16 bits into local tiles:
+ *   qt = r fq pp     (rows t)      the state term  qt . S_c
+ *   kq = k fk        (rows s)      B of the off-diagonal blocks of A
+ *   qs[I][J] = r fq ex[I-1][J] (rows t of I, one tile per J < I)
+ * and warp I accumulates its rows of A's blocks J < I (qs[I][J] . kq_J^T)
+ * and of the state term in registers. The diagonal blocks are summed
+ * exactly in f32 by the warp's lanes (spans as running sums, with u on the
+ * diagonal). Then A's rows, rounded to 16 bits, multiply the chunk's v. */
+#define WARPS (TC / 16)
+#define MWG (WARPS * 32)
+#define LDK (BK + 8)     /* 16-bit tile pitches: 16-byte rows, ldmatrix */
+#define LDV (V_DIM + 8)
+#define NBLK FCL_MAX(1, NSUB * (NSUB - 1) / 2) /* tiles qs[I][J], J < I */
+#define NDG FCL_CEIL_DIV(136, 32) /* a lane's entries of its 16 x 16 diagonal block */
+#define NTV (V_DIM / 8)           /* n8 tiles of an output row block */
+
+#if TC % 16 || BK % 16 || K_DIM % 16 || V_DIM % 16 || V_DIM > 128
+#error "rwkv6_chunk_out_mma: TC, BK, K and V multiples of 16, V at most 128"
+#endif
+
+/* x rounded to the 16-bit dtype, stored at p[i]. */
+inline void rw_st16(__local ushort *p, int i, float x) {
+#if FCL_DTYPE == 2
+  p[i] = fcl_f32_to_bf16(x);
+#else
+  vstore_half_rte(x, (size_t)i, (__local half *)p);
+#endif
+}
+
+__kernel __attribute__((reqd_work_group_size(MWG, 1, 1)))
+void fcl_rwkv6_chunk_out_mma(
+    const __global fcl_elem *r, const __global fcl_elem *k, const __global fcl_elem *w,
+    const __global fcl_elem *u, const __global fcl_elem *v, const __global float *ck,
+    __global fcl_elem *o, const __global int *cu, RW_TENSOR(r), RW_TENSOR(k),
+    RW_TENSOR(w), RW_TENSOR(v), RW_TENSOR(o), int seqlen, int heads, int nchunk,
+    float scale, int flags) {
+  /* f32 key tiles, then (after the key loop) the 16-bit values. */
+  __local float pool[FCL_MAX(5 * TC * BK, FCL_CEIL_DIV(TC * LDV, 2))]
+      __attribute__((aligned(16)));
+  __local ushort qt16[TC * LDK] __attribute__((aligned(16)));
+  __local ushort kq16[TC * LDK] __attribute__((aligned(16)));
+  __local ushort qs16[NBLK * 16 * LDK] __attribute__((aligned(16)));
+  __local ushort st16[BK * LDV] __attribute__((aligned(16)));
+  __local float tot[NSUB * BK], pp[NSUB * BK], ps[NSUB * BK], ex[NSUB * NSUB * BK];
+  __local float eg[BK], u_s[BK], dg_s[WARPS * 256];
+  MMA_EMU_DECL(WARPS)
+  __local float *r_s = pool, *k_s = pool + TC * BK, *w_s = pool + 2 * TC * BK,
+                *rq = pool + 3 * TC * BK, *kq = pool + 4 * TC * BK;
+  __local ushort *v16 = (__local ushort *)pool;
+  const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5, g = lane >> 2, tq = lane & 3;
+  const int c = get_group_id(0), bh = get_group_id(2);
+  const rw_seq s = rw_sequence(bh, heads, seqlen, cu, flags);
+  const int p0 = c * TC;
+  const int nt = max(0, min(TC, s.n - p0)); /* no early return (rwkv6_chunk_out.cl) */
+  const bool grad = (flags & RW_STATE_GRAD) != 0;
+
+  float4 acc[NTV], a_acc[2 * NSUB];
+  MMA_UNROLL for (int n = 0; n < NTV; ++n) acc[n] = (float4)(0.0f);
+  MMA_UNROLL for (int n = 0; n < 2 * NSUB; ++n) a_acc[n] = (float4)(0.0f);
+  float d[NDG];
+  MMA_UNROLL for (int n = 0; n < NDG; ++n) d[n] = 0.0f;
+
+  for (int kt = 0; kt < K_DIM / BK; ++kt) {
+    const int k0 = kt * BK;
+    rw_load_chunk(r_s, BK, K_DIM, r, RW_T(r), k0, s, p0, flags, false, lid, MWG);
+    rw_load_chunk(k_s, BK, K_DIM, k, RW_T(k), k0, s, p0, flags, false, lid, MWG);
+    rw_load_chunk(w_s, BK, K_DIM, w, RW_T(w), k0, s, p0, flags, false, lid, MWG);
+    for (int i = lid; i < BK; i += MWG) u_s[i] = FCL_LOAD(u, (long)s.h * K_DIM + k0 + i);
+    for (int e = lid; e < BK * V_DIM; e += MWG) {
+      const int i = e / V_DIM, j = e - i * V_DIM;
+      rw_st16(st16, i * LDV + j,
+              nt > 0 ? ck[rw_ck(bh, nchunk, c) + (long)(k0 + i) * V_DIM + j] : 0.0f);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    rw_chunk_decays(w_s, r_s, k_s, rq, kq, tot, pp, ps, ex, eg, lid);
+    /* Forward: rows r fq (the warp's) and partners k fk; backward: rows
+     * k fk, partners r fq. Tile (hi, lo) of partners hi > lo holds the
+     * rows of the warp's sub-chunk (hi forward, lo backward) times
+     * ex[hi-1][lo]. */
+    for (int e = lid; e < TC * BK; e += MWG) {
+      const int t = e / BK, i = e - t * BK, I = t / 16;
+      const float x = grad ? kq[e] : rq[e];
+      rw_st16(qt16, t * LDK + i, x * (grad ? ps : pp)[I * BK + i]);
+      rw_st16(kq16, t * LDK + i, grad ? rq[e] : kq[e]);
+      for (int P = grad ? I + 1 : 0; P < (grad ? NSUB : I); ++P) {
+        const int hi = max(I, P), lo = min(I, P);
+        rw_st16(qs16, (hi * (hi - 1) / 2 + lo) * 16 * LDK + (t - I * 16) * LDK + i,
+                x * ex[((hi - 1) * NSUB + lo) * BK + i]);
+      }
+    }
+    /* The warp's diagonal block, exactly: entries (tl, sl), sl <= tl. */
+    MMA_UNROLL for (int n = 0; n < NDG; ++n) {
+      const int e = min(lane + 32 * n, 135), tl = rw_tri_row(e), sl = e - tl * (tl + 1) / 2;
+      const int t = warp * 16 + tl, s2 = warp * 16 + sl;
+      float x = 0.0f;
+      if (sl == tl) {
+        for (int i = 0; i < BK; ++i) x = fma(r_s[t * BK + i] * u_s[i], k_s[s2 * BK + i], x);
+      } else {
+        for (int i = 0; i < BK; ++i) {
+          float span = 0.0f;
+          for (int q = s2 + 1; q < t; ++q) span += w_s[q * BK + i];
+          x = fma(r_s[t * BK + i] * k_s[s2 * BK + i], exp(span), x);
+        }
+      }
+      d[n] += x;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    MMA_UNROLL for (int kk = 0; kk < BK / 16; ++kk) {
+      const uint4 aq =
+          mma_ldsm_x4(qt16, (warp * 16 + (lane & 15)) * LDK + kk * 16 + (lane >> 4) * 8);
+      MMA_UNROLL for (int np = 0; np < V_DIM / 16; ++np) {
+        const uint4 b = mma_ldsm_x4_t(
+            st16, (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LDV + np * 16 + (lane >> 4) * 8);
+        acc[2 * np] = mma_16816(aq, b.xy, acc[2 * np]);
+        acc[2 * np + 1] = mma_16816(aq, b.zw, acc[2 * np + 1]);
+      }
+      /* Blocks J < warp of A (J > warp of A's transpose: uniform over a
+       * warp; emulated, every warp runs every J and keeps its own). */
+      MMA_UNROLL for (int J = 0; J < NSUB; ++J) {
+        const bool mine = grad ? J > warp : J < warp;
+        MMA_SPECIAL(mine) {
+          const int hi = max(J, warp), lo = min(J, warp);
+          const int blk = mine ? hi * (hi - 1) / 2 + lo : 0;
+          const uint4 a =
+              mma_ldsm_x4(qs16, (blk * 16 + (lane & 15)) * LDK + kk * 16 + (lane >> 4) * 8);
+          const uint4 b = mma_ldsm_x4(kq16, (J * 16 + (lane >> 4) * 8 + (lane & 7)) * LDK +
+                                                kk * 16 + ((lane >> 3) & 1) * 8);
+          const float4 c0 = mma_16816(a, b.xy, a_acc[2 * J]);
+          const float4 c1 = mma_16816(a, b.zw, a_acc[2 * J + 1]);
+          if (mine) a_acc[2 * J] = c0, a_acc[2 * J + 1] = c1;
+        }
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+
+  /* The diagonal blocks to local memory (0 above the diagonal), the chunk's
+   * v (16-bit, as stored; 0 past the sequence) over the key tiles. */
+  for (int e = lane; e < 256; e += 32) dg_s[warp * 256 + e] = 0.0f;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  MMA_UNROLL for (int n = 0; n < NDG; ++n) {
+    const int e = lane + 32 * n, tl = rw_tri_row(min(e, 135));
+    const int sl = e - tl * (tl + 1) / 2; /* backward: the transpose */
+    if (e < 136) dg_s[warp * 256 + (grad ? sl * 16 + tl : tl * 16 + sl)] = d[n];
+  }
+  const long vb = rw_at(RW_T(v), s, 0, flags);
+  for (int e = lid; e < TC * V_DIM; e += MWG) {
+    const int t = e / V_DIM, j = e - t * V_DIM;
+    const long at = vb + (long)rw_time(min(p0 + t, s.n - 1), s.n, flags) * v_ss + j;
+    v16[t * LDV + j] = t < nt ? (ushort)FCL_LOAD_RAW(v, at) : (ushort)0;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const float ascale = grad ? scale : 1.0f; /* the backward scales A only */
+  MMA_UNROLL for (int J = 0; J < NSUB; ++J) {
+    const bool mine = grad ? J >= warp : J <= warp;
+    MMA_SPECIAL(mine) {
+      float4 c0 = a_acc[2 * J], c1 = a_acc[2 * J + 1];
+      if (J == warp) { /* the lane's C positions of the diagonal block */
+        __local const float *dg = dg_s + warp * 256;
+        c0 = (float4)(dg[g * 16 + 2 * tq], dg[g * 16 + 2 * tq + 1], dg[(g + 8) * 16 + 2 * tq],
+                      dg[(g + 8) * 16 + 2 * tq + 1]);
+        c1 = (float4)(dg[g * 16 + 8 + 2 * tq], dg[g * 16 + 9 + 2 * tq],
+                      dg[(g + 8) * 16 + 8 + 2 * tq], dg[(g + 8) * 16 + 9 + 2 * tq]);
+      }
+      c0 *= ascale, c1 *= ascale;
+      const uint4 af = (uint4)(mma_pack(c0.x, c0.y), mma_pack(c0.z, c0.w), mma_pack(c1.x, c1.y),
+                               mma_pack(c1.z, c1.w));
+      MMA_UNROLL for (int np = 0; np < V_DIM / 16; ++np) {
+        const uint4 b = mma_ldsm_x4_t(
+            v16, (J * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LDV + np * 16 + (lane >> 4) * 8);
+        const float4 x0 = mma_16816(af, b.xy, acc[2 * np]);
+        const float4 x1 = mma_16816(af, b.zw, acc[2 * np + 1]);
+        if (mine) acc[2 * np] = x0, acc[2 * np + 1] = x1;
+      }
+    }
+  }
+  const float oscale = grad ? 1.0f : scale;
+  const int t0 = warp * 16 + g, t1 = t0 + 8;
+  const long o0 = t0 < nt ? rw_at(RW_T(o), s, rw_time(p0 + t0, s.n, flags), flags) : 0;
+  const long o1 = t1 < nt ? rw_at(RW_T(o), s, rw_time(p0 + t1, s.n, flags), flags) : 0;
+  MMA_UNROLL for (int n = 0; n < NTV; ++n) {
+    const int j = n * 8 + 2 * tq;
+    if (t0 < nt) {
+      FCL_STORE(o, o0 + j, oscale * acc[n].x);
+      FCL_STORE(o, o0 + j + 1, oscale * acc[n].y);
+    }
+    if (t1 < nt) {
+      FCL_STORE(o, o1 + j, oscale * acc[n].z);
+      FCL_STORE(o, o1 + j + 1, oscale * acc[n].w);
+    }
+  }
+}

@@ -1,0 +1,209 @@
+/* The chunked RWKV6 with its value-column products on NVIDIA tensor cores
+ * (cl/rwkv6/rwkv6_chunk_out_mma.cl, f16 and bf16): the forward's output
+ * and the backward's dv. Which problems they take, their descriptors and
+ * launches. The chunk-boundary states come from the portable state pass
+ * (rwkv6_chunk_state.cl) and the backward's dr, dk, dw from the portable
+ * kernel (rwkv6_chunk_bwd.cl), in the same program; f32 runs the portable
+ * variants. */
+#include "rwkv6/rwkv6.h"
+
+#include <stddef.h>
+#include <stdio.h>
+
+#define PARAMS(X) X(TC) X(BK) X(HK) X(HV) X(HC)
+FCL_PARAM_STRUCT(mma_params, PARAMS);
+/* The backward's: BV is the dr dk dw kernel's value tile. */
+#define BWD_PARAMS(X) X(TC) X(BK) X(HK) X(HV) X(HC) X(BV)
+FCL_PARAM_STRUCT(bwd_params, BWD_PARAMS);
+_Static_assert(offsetof(bwd_params, HC) == offsetof(mma_params, HC), "a common prefix");
+
+static int imin(int a, int b) { return a < b ? a : b; }
+
+/* Local memory of the output kernel (rwkv6_chunk_out_mma.cl, emulation's
+ * scratch included) and of the state pass. */
+static size_t out_bytes(const fcl_device_info *dev, int V, const mma_params *c) {
+  const size_t tc = (size_t)c->TC, bk = (size_t)c->BK, ldk = bk + 8, ldv = (size_t)V + 8;
+  const size_t nsub = tc / 16, warps = tc / 16, nblk = nsub > 1 ? nsub * (nsub - 1) / 2 : 1;
+  const size_t pool = 4 * 5 * tc * bk > 2 * tc * ldv ? 4 * 5 * tc * bk : 2 * tc * ldv;
+  return pool + 2 * (2 * tc * ldk + nblk * 16 * ldk + bk * ldv) +
+         4 * (bk * (nsub * (3 + nsub) + 2) + warps * 256) +
+         (dev->mma_emulate ? 1024 * warps : 0);
+}
+static size_t state_bytes(const mma_params *c) {
+  return 4 * (size_t)c->TC * (2 * (size_t)c->HK + (size_t)c->HV);
+}
+static size_t budget(const fcl_device_info *dev) {
+  return dev->local_mem > 1024 ? dev->local_mem - 512 : 0;
+}
+
+static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fcl_config *cfg) {
+  mma_params *c = FCL_PARAMS(mma_params, cfg);
+  const int K = cls->head_dim, V = cls->head_dim_v;
+  c->TC = 64, c->BK = K % 32 == 0 ? 32 : 16;
+  c->HK = imin(K, 32), c->HV = imin(V, 64), c->HC = imin(c->HV, 8);
+  while (c->HV % c->HC) --c->HC;
+  while (out_bytes(dev, V, c) > budget(dev) && (c->BK > 16 || c->TC > 16)) {
+    if (c->BK > 16) c->BK /= 2;
+    else c->TC /= 2;
+  }
+}
+
+static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const fcl_config *cfg,
+                  char *why, size_t why_size) {
+  const mma_params *c = FCL_CPARAMS(mma_params, cfg);
+  const int K = cls->head_dim, V = cls->head_dim_v;
+  const char *bad = NULL;
+  if (c->TC < 16 || c->TC > 64 || c->TC % 16 || c->BK < 16 || c->BK % 16 || K % c->BK ||
+      c->HK < 1 || c->HK > K || c->HV < 1 || c->HV > V || c->HC < 1 || c->HV % c->HC ||
+      c->HC > 32)
+    bad = "TC 16, 32 or 64, BK a multiple of 16 dividing K, HC dividing HV";
+  else if (K % 16 || V % 16 || V > 128)
+    bad = "K and V multiples of 16, V at most 128";
+  else if ((size_t)c->HK * (size_t)(c->HV / c->HC) > dev->max_wg)
+    bad = "work-group larger than the device allows";
+  else if (out_bytes(dev, V, c) > budget(dev) || state_bytes(c) > budget(dev))
+    bad = "local memory exceeded";
+  if (bad && why) snprintf(why, why_size, "%s", bad);
+  return bad == NULL;
+}
+
+static int axes(const fcl_tuning_class *cls, fcl_axis *a) {
+  (void)cls;
+  a[0] = (fcl_axis){"TC", 3, {16, 32, 64}};
+  a[1] = (fcl_axis){"BK", 3, {16, 32, 64}};
+  a[2] = (fcl_axis){"HK", 4, {8, 16, 32, 64}};
+  a[3] = (fcl_axis){"HC", 4, {2, 4, 8, 16}};
+  return 4;
+}
+
+static void point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg) {
+  mma_params *c = FCL_PARAMS(mma_params, cfg);
+  c->TC = v[0], c->BK = v[1];
+  c->HK = imin(v[2], cls->head_dim);
+  c->HC = imin(v[3], c->HV);
+}
+
+/* The dr dk dw kernel's value tile: the widest that fits. */
+static int bwd_bv(const fcl_device_info *dev, int V, int tc, int bk) {
+  int bv = imin(V, 64);
+  while (bv > 16 && fcl_rwkv6_chunk_dk_bytes(tc, bk, bv) > budget(dev)) bv /= 2;
+  return bv;
+}
+
+static void bwd_defaults(const fcl_device_info *dev, const fcl_tuning_class *cls,
+                         fcl_config *cfg) {
+  defaults(dev, cls, cfg);
+  bwd_params *c = FCL_PARAMS(bwd_params, cfg);
+  while (fcl_rwkv6_chunk_dk_bytes(c->TC, c->BK, 16) > budget(dev) && c->TC > 16) c->TC /= 2;
+  c->BV = bwd_bv(dev, cls->head_dim_v, c->TC, c->BK);
+}
+
+static bool bwd_valid(const fcl_device_info *dev, const fcl_tuning_class *cls,
+                      const fcl_config *cfg, char *why, size_t why_size) {
+  const bwd_params *c = FCL_CPARAMS(bwd_params, cfg);
+  if (!valid(dev, cls, cfg, why, why_size)) return false;
+  const char *bad = NULL;
+  if (c->BV < 16 || c->BV % 16 || c->BV > cls->head_dim_v) bad = "BV a multiple of 16 up to V";
+  else if (fcl_rwkv6_chunk_dk_bytes(c->TC, c->BK, c->BV) > budget(dev))
+    bad = "local memory exceeded (dr dk dw)";
+  if (bad && why) snprintf(why, why_size, "%s", bad);
+  return bad == NULL;
+}
+
+static int bwd_axes(const fcl_tuning_class *cls, fcl_axis *a) {
+  const int n = axes(cls, a);
+  a[n] = (fcl_axis){"BV", 3, {16, 32, 64}};
+  return n + 1;
+}
+
+static void bwd_point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg) {
+  point(cls, v, cfg);
+  FCL_PARAMS(bwd_params, cfg)->BV = imin(v[4], cls->head_dim_v);
+}
+
+static const char *const files[] = {
+    "rwkv6/rwkv6_abi.h",          "common/dtype.cl",            "rwkv6/rwkv6_common.cl",
+    "rwkv6/rwkv6_chunk_common.cl", "rwkv6/rwkv6_chunk_state.cl", "common/mma_warp.cl",
+    "common/mma_common.cl",        "rwkv6/rwkv6_chunk_out_mma.cl"};
+static const char *const bwd_files[] = {
+    "rwkv6/rwkv6_abi.h",          "common/dtype.cl",            "rwkv6/rwkv6_common.cl",
+    "rwkv6/rwkv6_chunk_common.cl", "rwkv6/rwkv6_chunk_state.cl", "common/mma_warp.cl",
+    "common/mma_common.cl",        "rwkv6/rwkv6_chunk_out_mma.cl", "rwkv6/rwkv6_chunk_bwd_mma.cl",
+    "rwkv6/rwkv6_chunk_bwd.cl"};
+const fcl_variant fcl_variant_rwkv6_chunked_mma = {
+    "rwkv6_chunked_mma", FCL_TUNING_RWKV6_CHUNKED, files, (int)FCL_COUNT(files),
+    {"K_DIM", "V_DIM"}, 128, false, FCL_PARAM_COUNT(PARAMS), FCL_PARAM_NAMES(PARAMS),
+    defaults, valid, axes, point, NULL};
+const fcl_variant fcl_variant_rwkv6_bwd_chunked_mma = {
+    "rwkv6_bwd_chunked_mma", FCL_TUNING_RWKV6_BWD_CHUNKED, bwd_files,
+    (int)FCL_COUNT(bwd_files), {"K_DIM", "V_DIM"}, 128, false, FCL_PARAM_COUNT(BWD_PARAMS),
+    FCL_PARAM_NAMES(BWD_PARAMS), bwd_defaults, bwd_valid, bwd_axes, bwd_point, NULL};
+
+fcl_status fcl_rwkv6_chunk_mma_applies(fcl_context *ctx, const fcl_rwkv6_desc *d,
+                                       fcl_dtype dtype, bool *yes) {
+  *yes = false;
+  /* 16-bit operands only (f32 would need 3xTF32); loop budgets are the
+   * portable kernels'. */
+  if (dtype == FCL_F32 || d->head_dim_k % 16 || d->head_dim_v % 16 || d->head_dim_k > 128 ||
+      d->head_dim_v > 128 || ctx->info.loop_budget > 0)
+    return FCL_OK;
+  return fcl_mma_ready(ctx, dtype, yes);
+}
+
+/* The program's kernels with the work-group of the tensor-core kernel;
+ * false (and the reason logged) when they do not build. */
+static bool kernels(fcl_context *ctx, const fcl_rwkv6_plan *pl, const char *const *names,
+                    cl_kernel *out, int n) {
+  const fcl_variant *kd = pl->cls.variant;
+  char opts[768];
+  snprintf(opts, sizeof opts, "%s -DWG=%d", pl->options, pl->cfg.v[0] / 16 * 32);
+  for (int i = 0; i < n; ++i)
+    if (fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, names[i], &out[i])) {
+      /* The portable kernels still work: say why and use them. */
+      fcl_log(ctx, "fast path: the rwkv6 chunked kernels do not build, using the portable "
+                   "ones: %s", ctx->message);
+      fcl_clear_error(ctx);
+      return false;
+    }
+  return true;
+}
+
+fcl_status fcl_rwkv6_chunk_mma_backward(fcl_context *ctx, const fcl_rwkv6_desc *d,
+                                        const fcl_rwkv6_problem *p, const fcl_rwkv6_plan *pl,
+                                        const fcl_rwkv6_args *t, bool *fallback) {
+  const bwd_params *c = FCL_CPARAMS(bwd_params, &pl->cfg);
+  static const char *const names[] = {"fcl_rwkv6_chunk_state", "fcl_rwkv6_chunk_out_mma",
+                                      "fcl_rwkv6_chunk_dk", "fcl_rwkv6_chunk_du"};
+  cl_kernel k[4];
+  if (!kernels(ctx, pl, names, k, 4)) return *fallback = true, FCL_OK;
+  const int wg = c->TC / 16 * 32;
+  const fcl_rwkv6_chunk_bwd_launch lb = {{c->TC, c->HK, c->HV, c->HC}, c->BK, wg, (size_t)wg,
+                                         (int)d->head_dim_v, k[0], k[1], k[2], k[3]};
+  return fcl_rwkv6_chunk_backward_run(ctx, d, p, t, &lb);
+}
+
+fcl_status fcl_rwkv6_chunk_mma_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
+                                       const fcl_rwkv6_problem *p, const fcl_rwkv6_plan *pl,
+                                       const fcl_rwkv6_args *t, bool *fallback) {
+  const mma_params *c = FCL_CPARAMS(mma_params, &pl->cfg);
+  const int wg = c->TC / 16 * 32;
+  static const char *const names[] = {"fcl_rwkv6_chunk_state", "fcl_rwkv6_chunk_out_mma"};
+  cl_kernel k[2];
+  if (!kernels(ctx, pl, names, k, 2)) return *fallback = true, FCL_OK;
+  const cl_kernel ks = k[0], ko = k[1];
+  const fcl_rwkv6_chunk_launch lc = {c->TC, c->HK, c->HV, c->HC};
+  cl_mem ck;
+  fcl_status s = fcl_rwkv6_chunk_begin(ctx, d, p, &lc, t, ks, &ck);
+  if (s != FCL_OK) return s;
+  const fcl_rwkv6_chunk_common m = fcl_rwkv6_chunk_common_of(d, p, c->TC, t->r);
+  fcl_args a = {ko, 0, CL_SUCCESS};
+  FCL_ARG(&a, t->r->buffer); FCL_ARG(&a, t->k->buffer); FCL_ARG(&a, t->w->buffer);
+  FCL_ARG(&a, t->u); FCL_ARG(&a, t->v->buffer); FCL_ARG(&a, ck); FCL_ARG(&a, t->o->buffer);
+  FCL_ARG(&a, m.cu);
+  fcl_arg_tensor(&a, t->r); fcl_arg_tensor(&a, t->k); fcl_arg_tensor(&a, t->w);
+  fcl_arg_tensor(&a, t->v); fcl_arg_tensor(&a, t->o);
+  FCL_ARG(&a, m.seqlen); FCL_ARG(&a, m.heads); FCL_ARG(&a, m.nchunk); FCL_ARG(&a, m.scale);
+  FCL_ARG(&a, m.flags);
+  size_t g[3] = {(size_t)m.nchunk * (size_t)wg, 1, m.bh}, l[3] = {(size_t)wg, 1, 1};
+  return fcl_launch(ctx, ko, &a, g, l, "enqueueing rwkv6 chunk output (mma)");
+}
