@@ -6,6 +6,8 @@
  *       [--iters N] [--warmup N] [--check 0|1] [--json]
  *
  * seqlen is the whole sequence; each rank holds its slice (fcl_ring_slice).
+ * In SEL, "%r" stands for the rank's index on its node, so that one GPU a
+ * rank is e.g. --device 0:%r (platform 0, device local rank).
  * Per case it reports, over the --iters calls (medians; the slowest rank
  * for the wall time, the mean over ranks for the rest):
  *   ms        wall time of one ring call        step_ms   ms / ring steps
@@ -41,10 +43,32 @@ static int g_rank, g_size;
 
 static void usage(void) {
   if (g_rank == 0)
-    printf("usage: mpirun -np R fa-ring-bench [--op fwd,bwd] [--device SEL] [--batch N] "
+    printf("usage: mpirun -np R fa-ring-bench [--op fwd,bwd] [--device SEL (%%r: local rank)] [--batch N] "
            "[--heads N] [--heads-kv N] [--seqlen LIST] [--head-dim N] [--dtype LIST] "
            "[--causal LIST] [--layout zigzag|contiguous] [--iters N] [--warmup N] "
            "[--check 0|1] [--json]\n");
+}
+
+/* The selector with "%r" replaced by the rank's index among the ranks of
+ * its node (empty: none given). */
+static void device_for_rank(const char *sel, char *out, size_t n) {
+  out[0] = '\0';
+  if (!sel) return;
+  MPI_Comm node;
+  int local = 0;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_rank, MPI_INFO_NULL, &node);
+  MPI_Comm_rank(node, &local);
+  MPI_Comm_free(&node);
+  size_t k = 0;
+  for (const char *c = sel; *c && k + 12 < n; ++c) {
+    if (c[0] == '%' && c[1] == 'r') {
+      k += (size_t)snprintf(out + k, n - k, "%d", local);
+      ++c;
+    } else {
+      out[k++] = *c;
+    }
+  }
+  out[k] = '\0';
 }
 
 static int parse(int argc, char **argv, opts *o) {
@@ -168,9 +192,11 @@ int main(int argc, char **argv) {
     MPI_Finalize();
     return 2;
   }
+  char device[256];
+  device_for_rank(o.device, device, sizeof device);
   fcl_context *ctx = NULL;
   fcl_ring *ring = NULL;
-  fcl_status s = fcl_context_create(o.device, &ctx);
+  fcl_status s = fcl_context_create(device[0] ? device : NULL, &ctx);
   if (!s) s = fcl_ring_create(ctx, MPI_COMM_WORLD, &ring);
   if (s) {
     fprintf(stderr, "fa-ring-bench: rank %d: %s: %s%s\n", g_rank, fcl_status_string(s),
