@@ -56,13 +56,7 @@ static double *dalloc(size_t n) {
  * and h folded into b) into a dense [b][len][h][d]. */
 static void take(const double *all, double *mine, const fcl_ring_slice_info *s, int64_t b,
                  int64_t n, int64_t hd) {
-  for (int64_t bb = 0; bb < b; ++bb) {
-    int64_t row = 0;
-    for (int p = 0; p < s->pieces; ++p)
-      for (int64_t i = 0; i < s->len[p]; ++i, ++row)
-        memcpy(mine + (bb * s->length + row) * hd, all + (bb * n + s->start[p] + i) * hd,
-               (size_t)hd * sizeof *mine);
-  }
+  tu_take_rows(all, mine, s->pieces, s->start, s->len, s->length, b, n, hd);
 }
 
 /* Worst err/allowed over the ranks; prints the rank's failure. */

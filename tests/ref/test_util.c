@@ -39,6 +39,17 @@ void tu_fill_uniform(tu_rng *r, double *x, size_t n, double lo, double hi) {
   for (size_t i = 0; i < n; ++i) x[i] = tu_rng_range(r, lo, hi);
 }
 
+void tu_take_rows(const double *all, double *mine, int pieces, const int64_t *start,
+                  const int64_t *len, int64_t length, int64_t b, int64_t n, int64_t hd) {
+  for (int64_t bb = 0; bb < b; ++bb) {
+    int64_t row = 0;
+    for (int p = 0; p < pieces; ++p)
+      for (int64_t i = 0; i < len[p]; ++i, ++row)
+        memcpy(mine + (bb * length + row) * hd, all + (bb * n + start[p] + i) * hd,
+               (size_t)hd * sizeof *mine);
+  }
+}
+
 /* ---- dtypes --------------------------------------------------------------- */
 const char *tu_dtype_name(fcl_dtype t) {
   switch (t) {

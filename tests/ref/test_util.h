@@ -26,6 +26,12 @@ int64_t  tu_rng_int(tu_rng *r, int64_t lo, int64_t hi); /* [lo, hi]      */
 double   tu_rng_normal(tu_rng *r);                      /* N(0, 1)       */
 void     tu_fill_uniform(tu_rng *r, double *x, size_t n, double lo, double hi);
 
+/* Pieces of the rows of b dense blocks [n][hd]: rows [start[p], start[p] +
+ * len[p]) of each block, the pieces one after the other, into dense
+ * [b][length][hd] (length: the pieces' sum; a ring rank's slice). */
+void tu_take_rows(const double *all, double *mine, int pieces, const int64_t *start,
+                  const int64_t *len, int64_t length, int64_t b, int64_t n, int64_t hd);
+
 /* ---- dtypes ------------------------------------------------------------ */
 const char *tu_dtype_name(fcl_dtype t);
 /* A dense [batch, seq, heads, dim] view of m (offset 0). */
