@@ -226,6 +226,12 @@ cl_int fcl_kvcache_flags(const fcl_kvcache_problem *p) {
  * left mostly empty costs as much time as a full one. On devices that
  * bound a work-item's loop (llvmpipe) no split walks more than the bound
  * allows. */
+/* How full the waves of slots work-groups are that run n work-groups. */
+static double wave_fill(int64_t n, double slots) {
+  const double waves = (double)n / slots;
+  return waves / ceil(waves);
+}
+
 static cl_int split_count(const fcl_context *ctx, const decode_params *c,
                           const fcl_kvcache_problem *p, int64_t groups, int64_t keys,
                           cl_int *min_split_keys) {
@@ -238,13 +244,9 @@ static cl_int split_count(const fcl_context *ctx, const decode_params *c,
     const double slots = (double)c->WAVES * ctx->info.compute_units;
     int64_t most = (keys + c->SPLIT_KEYS - 1) / c->SPLIT_KEYS;
     if (most > FCL_KV_MAX_SPLITS) most = FCL_KV_MAX_SPLITS;
-    double eff[FCL_KV_MAX_SPLITS + 1], best = 0.0;
-    for (int64_t n = 1; n <= most; ++n) {
-      const double waves = (double)(groups * n) / slots;
-      eff[n] = waves / ceil(waves);
-      if (eff[n] > best) best = eff[n];
-    }
-    while (ns < most && eff[ns] < 0.85 * best) ++ns;
+    double best = 0.0;
+    for (int64_t n = 1; n <= most; ++n) best = fmax(best, wave_fill(groups * n, slots));
+    while (ns < most && wave_fill(groups * ns, slots) < 0.85 * best) ++ns;
     *min_split_keys = c->SPLIT_KEYS;
   }
   if (ctx->info.loop_budget > 0) { /* ~40 loop iterations a key for each row */
