@@ -35,6 +35,15 @@ static void arg_view(args *a, const fcl_tensor *t) {
   ARG(a, sh);
 }
 
+/* A dense staging or accumulator buffer: buffer, element offset, batch
+ * stride. */
+static void arg_dense(args *a, ring_dense_at x) {
+  const cl_long off = (cl_long)x.off, sb = x.sb;
+  ARG(a, x.buf);
+  ARG(a, off);
+  ARG(a, sb);
+}
+
 static fcl_status launch(fcl_ring *r, args *a, int64_t b, int64_t s, int64_t h, int64_t d,
                          const char *what) {
   if (a->err != CL_SUCCESS) return ring_fail_cl(r, a->err, "clSetKernelArg");
@@ -46,11 +55,8 @@ static fcl_status launch(fcl_ring *r, args *a, int64_t b, int64_t s, int64_t h, 
 fcl_status ring_pack(fcl_ring *r, const ring_kernels *k, ring_dense_at dst,
                      const fcl_tensor *t, int64_t b, int64_t s, int64_t h, int64_t d) {
   args a = {k->pack, 0, CL_SUCCESS};
-  const cl_long off = (cl_long)dst.off, sb = dst.sb;
   const cl_int nd = (cl_int)d;
-  ARG(&a, dst.buf);
-  ARG(&a, off);
-  ARG(&a, sb);
+  arg_dense(&a, dst);
   ARG(&a, t->buffer);
   arg_view(&a, t);
   ARG(&a, nd);
@@ -61,11 +67,8 @@ fcl_status ring_add(fcl_ring *r, const ring_kernels *k, ring_dense_at acc,
                     const fcl_tensor *t, int64_t b, int64_t s, int64_t h, int64_t d,
                     bool first) {
   args a = {k->add, 0, CL_SUCCESS};
-  const cl_long off = (cl_long)acc.off, sb = acc.sb;
   const cl_int nd = (cl_int)d, f = first;
-  ARG(&a, acc.buf);
-  ARG(&a, off);
-  ARG(&a, sb);
+  arg_dense(&a, acc);
   ARG(&a, t->buffer);
   arg_view(&a, t);
   ARG(&a, nd);
@@ -76,13 +79,10 @@ fcl_status ring_add(fcl_ring *r, const ring_kernels *k, ring_dense_at acc,
 fcl_status ring_store(fcl_ring *r, const ring_kernels *k, const fcl_tensor *t,
                       ring_dense_at acc, int64_t b, int64_t s, int64_t h, int64_t d) {
   args a = {k->store, 0, CL_SUCCESS};
-  const cl_long off = (cl_long)acc.off, sb = acc.sb;
   const cl_int nd = (cl_int)d;
   ARG(&a, t->buffer);
   arg_view(&a, t);
-  ARG(&a, acc.buf);
-  ARG(&a, off);
-  ARG(&a, sb);
+  arg_dense(&a, acc);
   ARG(&a, nd);
   return launch(r, &a, b, s, h, d, "enqueueing the ring's gradient store");
 }
