@@ -22,10 +22,12 @@
  *             rank 0's device, alone (the 1-device baseline)
  *   err       with --check 1 (default), the largest difference of o (or
  *             dq, dk, dv) from the single-process call, over all ranks.
+ * Inputs are seeded values made on the device (bench/ring_data.cl), so that
+ * sequences of 128K tokens take no host time to set up.
  * R ranks sharing one GPU compete for it: compute then includes waiting
  * for the other rank's kernels. */
 #include "flashcl_mpi.h"
-#include "test_util.h"
+#include "ring_data.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -120,62 +122,62 @@ static double median(double *x, int n) {
   return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
-/* A device tensor [b, s, h, d] of uniform values in [-a, a] (seeded). */
-static tu_tensor rand_tensor(fcl_context *ctx, int64_t b, int64_t s, int64_t h, int64_t d,
-                             fcl_dtype t, double a, uint64_t seed) {
-  const size_t n = (size_t)(b * s * h * d);
-  double *x = malloc(n * sizeof *x);
-  tu_rng g;
-  tu_rng_seed(&g, seed);
-  if (x) tu_fill_uniform(&g, x, n, -a, a);
-  tu_tensor out;
-  memset(&out, 0, sizeof out);
-  if (!x || tu_tensor_create(fcl_context_cl(ctx), fcl_context_queue(ctx), x, b, s, h, d, t,
-                             TU_BSHD, 0, 0, &out)) {
-    fprintf(stderr, "fa-ring-bench: rank %d: allocation of %zu elements failed\n", g_rank, n);
+/* A whole-sequence device tensor [b, n, h, d] and this rank's rows of it
+ * (slice sl): seeded uniform values in [-a, a] (the same on every rank),
+ * or left unset where a is 0 (outputs). */
+static void make_pair(fcl_context *ctx, const fcl_ring_slice_info *sl, int64_t b, int64_t n,
+                      int64_t h, int64_t d, fcl_dtype t, double a, unsigned seed,
+                      tu_tensor *whole, tu_tensor *mine) {
+  if (ring_data_tensor(ctx, b, n, h, d, t, whole) ||
+      ring_data_tensor(ctx, b, sl->length, h, d, t, mine) ||
+      (a != 0.0 && (ring_data_fill(ctx, whole, seed, a, n, NULL) ||
+                    ring_data_fill(ctx, mine, seed, a, n, sl)))) {
+    fprintf(stderr, "fa-ring-bench: rank %d: making a tensor of %lld x %lld x %lld x %lld failed\n",
+            g_rank, (long long)b, (long long)n, (long long)h, (long long)d);
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
-  free(x);
-  return out;
-}
-
-/* Rows of this rank's slice of a dense [b][n][hd] into [b][len][hd]. */
-static void take(const double *all, double *mine, const fcl_ring_slice_info *s, int64_t b,
-                 int64_t n, int64_t hd) {
-  tu_take_rows(all, mine, s->pieces, s->start, s->len, s->length, b, n, hd);
 }
 
 /* The transfers of one ring call alone: R - 1 steps of a K/V slice (and
  * for the backward R steps of f32 dK/dV), MPI_Sendrecv between host
- * buffers, in ms. */
+ * buffers, in ms. One untimed round first, so that the buffers' pages are
+ * in place (first touches are slow in some VMs). */
 static double comm_only(size_t kv_bytes, size_t dkv_bytes, int bwd) {
   if (g_size == 1) return 0.0;
+  /* Every rank moves the largest slice's bytes (slices differ by a token
+   * where the ranks do not divide the length): matching counts. */
+  unsigned long long mine[2] = {kv_bytes, dkv_bytes}, most_of[2];
+  MPI_Allreduce(mine, most_of, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+  kv_bytes = (size_t)most_of[0], dkv_bytes = (size_t)most_of[1];
   const size_t most = kv_bytes > dkv_bytes ? kv_bytes : dkv_bytes;
   char *a = malloc(most), *b = malloc(most);
   if (!a || !b) MPI_Abort(MPI_COMM_WORLD, 2);
-  memset(a, 1, most);
+  memset(a, 1, most), memset(b, 0, most);
   const int next = (g_rank + 1) % g_size, prev = (g_rank + g_size - 1) % g_size;
-  MPI_Barrier(MPI_COMM_WORLD);
-  const double t0 = MPI_Wtime();
-  for (int s = 0; s < g_size; ++s) {
-    for (size_t at = 0; s < g_size - 1 && at < kv_bytes; at += 1 << 30) {
-      const int n = (int)(kv_bytes - at < (1u << 30) ? kv_bytes - at : 1u << 30);
-      MPI_Sendrecv(a + at, n, MPI_BYTE, next, 0, b + at, n, MPI_BYTE, prev, 0, MPI_COMM_WORLD,
-                   MPI_STATUS_IGNORE);
+  double ms = 0.0;
+  for (int round = 0; round < 2; ++round) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = MPI_Wtime();
+    for (int s = 0; s < g_size; ++s) {
+      for (size_t at = 0; s < g_size - 1 && at < kv_bytes; at += 1 << 30) {
+        const int n = (int)(kv_bytes - at < (1u << 30) ? kv_bytes - at : 1u << 30);
+        MPI_Sendrecv(a + at, n, MPI_BYTE, next, 0, b + at, n, MPI_BYTE, prev, 0, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE);
+      }
+      for (size_t at = 0; bwd && at < dkv_bytes; at += 1 << 30) {
+        const int n = (int)(dkv_bytes - at < (1u << 30) ? dkv_bytes - at : 1u << 30);
+        MPI_Sendrecv(a + at, n, MPI_BYTE, next, 1, b + at, n, MPI_BYTE, prev, 1, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE);
+      }
     }
-    for (size_t at = 0; bwd && at < dkv_bytes; at += 1 << 30) {
-      const int n = (int)(dkv_bytes - at < (1u << 30) ? dkv_bytes - at : 1u << 30);
-      MPI_Sendrecv(a + at, n, MPI_BYTE, next, 1, b + at, n, MPI_BYTE, prev, 1, MPI_COMM_WORLD,
-                   MPI_STATUS_IGNORE);
-    }
+    ms = (MPI_Wtime() - t0) * 1e3;
   }
-  const double ms = (MPI_Wtime() - t0) * 1e3;
   free(a), free(b);
   return ms;
 }
 
 static void run_case(fcl_context *ctx, fcl_ring *ring, const opts *o, int64_t n, fcl_dtype dt,
-                     int causal, int bwd);
+                     int causal);
 
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
@@ -205,8 +207,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < o.nseq; ++i)
     for (int t = 0; t < o.ndt; ++t)
       for (int c = 0; c < o.ncausal; ++c) {
-        if (o.fwd) run_case(ctx, ring, &o, o.seqlen[i], (fcl_dtype)o.dtypes[t], o.causal[c], 0);
-        if (o.bwd) run_case(ctx, ring, &o, o.seqlen[i], (fcl_dtype)o.dtypes[t], o.causal[c], 1);
+        run_case(ctx, ring, &o, o.seqlen[i], (fcl_dtype)o.dtypes[t], o.causal[c]);
       }
   fcl_ring_destroy(ring);
   fcl_context_destroy(ctx);
@@ -214,9 +215,47 @@ int main(int argc, char **argv) {
   return 0;
 }
 
+/* One pass's figures over the timed calls. */
+typedef struct {
+  double wall[64], comp[64], wait[64], single, err;
+  int    steps;
+} pass_times;
+
+/* Rank 0 prints a pass's line (medians; the slowest rank's wall time). */
+static void report(const opts *o, pass_times *p, int bwd, fcl_dtype dt, int causal, int64_t n,
+                   int it, size_t kv, size_t dkv, const char *device) {
+  const double comm = comm_only(kv, dkv, bwd);
+  double m[4] = {median(p->wall, it), median(p->comp, it), median(p->wait, it), p->err};
+  double mx[4], sum[4], cm = comm;
+  MPI_Allreduce(m, mx, 4, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(m, sum, 4, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Allreduce(&comm, &cm, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  const double compute = sum[1] / g_size, overlap = compute > 0 ? compute / mx[0] : -1.0;
+  if (g_rank != 0) return;
+  const char *op = bwd ? "bwd" : "fwd", *dn = tu_dtype_name(dt);
+  if (o->json)
+    printf("{\"op\": \"ring-%s\", \"dtype\": \"%s\", \"causal\": %d, \"layout\": \"%s\", "
+           "\"batch\": %lld, \"heads\": %lld, \"heads_kv\": %lld, \"head_dim\": %lld, "
+           "\"seqlen\": %lld, \"ranks\": %d, \"steps\": %d, \"ms\": %.4f, \"step_ms\": %.4f, "
+           "\"compute_ms\": %.4f, \"overlap\": %.4f, \"wait_ms\": %.4f, \"comm_ms\": %.4f, "
+           "\"single_ms\": %.4f, \"err\": %.3g, \"device\": \"%s\"}\n",
+           op, dn, causal, o->zigzag ? "zigzag" : "contiguous", (long long)o->batch,
+           (long long)o->heads, (long long)o->heads_kv, (long long)o->head_dim, (long long)n,
+           g_size, p->steps, mx[0], mx[0] / p->steps, compute, overlap, sum[2] / g_size, cm,
+           p->single, mx[3], device);
+  else
+    printf("%-4s %-4s %-6d %7lld %4d %9.3f %9.3f %9.3f %7.2f %8.3f %9.3f %9.3f %9.2g\n", op, dn,
+           causal, (long long)n, g_size, mx[0], mx[0] / p->steps, compute, overlap,
+           sum[2] / g_size, cm, p->single, mx[3]);
+  fflush(stdout);
+}
+
+/* One shape: the inputs are made once, then the forward (and backward)
+ * passes are timed and checked together; each pass gets its own line. */
 static void run_case(fcl_context *ctx, fcl_ring *ring, const opts *o, int64_t n, fcl_dtype dt,
-                     int causal, int bwd) {
+                     int causal) {
   const int64_t B = o->batch, H = o->heads, HK = o->heads_kv, D = o->head_dim;
+  const int bwd = o->bwd;
   fcl_ring_desc rd = FCL_RING_DESC_INIT;
   fcl_attention_desc *a = &rd.attn;
   a->batch = B, a->seqlen_q = a->seqlen_k = n, a->heads_q = H, a->heads_kv = HK;
@@ -228,113 +267,83 @@ static void run_case(fcl_context *ctx, fcl_ring *ring, const opts *o, int64_t n,
     return;
   }
   const int64_t L = sl.length;
-  /* The whole sequence's inputs (same seeds on every rank), and this rank's rows. */
-  tu_tensor Q = rand_tensor(ctx, B, n, H, D, dt, 2.0, 1), K = rand_tensor(ctx, B, n, HK, D, dt, 2.0, 2);
-  tu_tensor V = rand_tensor(ctx, B, n, HK, D, dt, 1.0, 3), DO = rand_tensor(ctx, B, n, H, D, dt, 1.0, 4);
-  tu_tensor O = rand_tensor(ctx, B, n, H, D, dt, 0.0, 5), DQ = rand_tensor(ctx, B, n, H, D, dt, 0.0, 6);
-  tu_tensor DK = rand_tensor(ctx, B, n, HK, D, dt, 0.0, 7), DV = rand_tensor(ctx, B, n, HK, D, dt, 0.0, 8);
+  /* The whole sequence's tensors (same seeds on every rank) and this rank's rows. */
+  tu_tensor Q, K, V, DO, O, DQ, DK, DV, lq, lk, lv, ldo, lo, ldq, ldk, ldv;
+  make_pair(ctx, &sl, B, n, H, D, dt, 2.0, 1, &Q, &lq);
+  make_pair(ctx, &sl, B, n, HK, D, dt, 2.0, 2, &K, &lk);
+  make_pair(ctx, &sl, B, n, HK, D, dt, 1.0, 3, &V, &lv);
+  make_pair(ctx, &sl, B, n, H, D, dt, bwd ? 1.0 : 0.0, 4, &DO, &ldo);
+  make_pair(ctx, &sl, B, n, H, D, dt, 0.0, 5, &O, &lo);
+  make_pair(ctx, &sl, B, n, H, D, dt, 0.0, 6, &DQ, &ldq);
+  make_pair(ctx, &sl, B, n, HK, D, dt, 0.0, 7, &DK, &ldk);
+  make_pair(ctx, &sl, B, n, HK, D, dt, 0.0, 8, &DV, &ldv);
   cl_context cl = fcl_context_cl(ctx);
   cl_command_queue qu = fcl_context_queue(ctx);
   cl_mem lse = tu_buffer_poison(cl, qu, (size_t)(B * H * n) * 4);
-  tu_tensor *whole[4] = {&Q, &K, &V, &DO}, local[4];
-  const int64_t hs[4] = {H, HK, HK, H};
-  for (int i = 0; i < 4; ++i) {
-    const size_t cnt = (size_t)(B * n * hs[i] * D), mine = (size_t)(B * L * hs[i] * D);
-    double *all = malloc(cnt * sizeof *all), *part = malloc(mine * sizeof *part);
-    if (!all || !part) MPI_Abort(MPI_COMM_WORLD, 2);
-    tu_tensor_read(qu, whole[i], all, NULL);
-    take(all, part, &sl, B, n, hs[i] * D);
-    tu_tensor_create(cl, qu, part, B, L, hs[i], D, dt, TU_BSHD, 0, 0, &local[i]);
-    free(all), free(part);
-  }
-  tu_tensor lo = rand_tensor(ctx, B, L, H, D, dt, 0.0, 9), ldq = rand_tensor(ctx, B, L, H, D, dt, 0.0, 10);
-  tu_tensor ldk = rand_tensor(ctx, B, L, HK, D, dt, 0.0, 11), ldv = rand_tensor(ctx, B, L, HK, D, dt, 0.0, 12);
   cl_mem llse = tu_buffer_poison(cl, qu, (size_t)(B * H * L) * 4);
+  const int it = o->iters < 64 ? o->iters : 64;
+  pass_times pf = {.steps = g_size}, pb = {.steps = g_size};
 
-  /* The single-process call, alone on rank 0's device. */
-  double single = 0.0;
+  /* The single-process calls (one warm-up on every rank), timed alone on rank 0's device. */
   fcl_status s = fcl_attention_forward(ctx, a, &Q.t, &K.t, &V.t, &O.t, lse);
   if (!s && bwd)
     s = fcl_attention_backward(ctx, a, &Q.t, &K.t, &V.t, &O.t, lse, &DO.t, &DQ.t, &DK.t, &DV.t);
   clFinish(qu);
   MPI_Barrier(MPI_COMM_WORLD);
   if (g_rank == 0 && !s) {
-    double t[64];
-    const int it = o->iters < 64 ? o->iters : 64;
-    for (int i = 0; i < it; ++i) {
-      const double t0 = MPI_Wtime();
-      s = bwd ? fcl_attention_backward(ctx, a, &Q.t, &K.t, &V.t, &O.t, lse, &DO.t, &DQ.t, &DK.t,
-                                       &DV.t)
-              : fcl_attention_forward(ctx, a, &Q.t, &K.t, &V.t, &O.t, lse);
+    double tf[64], tb[64] = {0};
+    for (int i = 0; i < it && !s; ++i) {
+      double t0 = MPI_Wtime();
+      s = fcl_attention_forward(ctx, a, &Q.t, &K.t, &V.t, &O.t, lse);
       clFinish(qu);
-      t[i] = (MPI_Wtime() - t0) * 1e3;
+      tf[i] = (MPI_Wtime() - t0) * 1e3;
+      if (s || !bwd) continue;
+      t0 = MPI_Wtime();
+      s = fcl_attention_backward(ctx, a, &Q.t, &K.t, &V.t, &O.t, lse, &DO.t, &DQ.t, &DK.t, &DV.t);
+      clFinish(qu);
+      tb[i] = (MPI_Wtime() - t0) * 1e3;
     }
-    single = median(t, it);
+    pf.single = median(tf, it), pb.single = median(tb, it);
   }
   if (s) fprintf(stderr, "rank %d: single-process call: %s\n", g_rank, fcl_context_last_error(ctx));
   MPI_Barrier(MPI_COMM_WORLD);
 
   /* The ring: the forward gives o and lse (the backward's inputs). */
-  double wall[64], comp[64], wait[64];
-  const int it = o->iters < 64 ? o->iters : 64;
   fcl_ring_stats st = {0};
   for (int i = -o->warmup - 1; i < it && !s; ++i) {
     MPI_Barrier(MPI_COMM_WORLD);
-    s = fcl_ring_attention_forward(ring, &rd, &local[0].t, &local[1].t, &local[2].t, &lo.t, llse);
-    if (!s && bwd)
-      s = fcl_ring_attention_backward(ring, &rd, &local[0].t, &local[1].t, &local[2].t, &lo.t,
-                                      llse, &local[3].t, &ldq.t, &ldk.t, &ldv.t);
+    s = fcl_ring_attention_forward(ring, &rd, &lq.t, &lk.t, &lv.t, &lo.t, llse);
     fcl_ring_last_stats(ring, &st);
-    if (i >= 0) wall[i] = st.wall_ms, comp[i] = st.compute_ms, wait[i] = st.wait_ms;
+    if (i >= 0) pf.wall[i] = st.wall_ms, pf.comp[i] = st.compute_ms, pf.wait[i] = st.wait_ms;
+    if (s || !bwd) continue;
+    MPI_Barrier(MPI_COMM_WORLD);
+    s = fcl_ring_attention_backward(ring, &rd, &lq.t, &lk.t, &lv.t, &lo.t, llse, &ldo.t, &ldq.t,
+                                    &ldk.t, &ldv.t);
+    fcl_ring_last_stats(ring, &st);
+    if (i >= 0) pb.wall[i] = st.wall_ms, pb.comp[i] = st.compute_ms, pb.wait[i] = st.wait_ms;
   }
+  pf.steps = pb.steps = st.steps > 0 ? st.steps : g_size;
   if (s) {
     fprintf(stderr, "rank %d: ring call: %s\n", g_rank, fcl_ring_last_error(ring));
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
-  double err = 0.0;
   if (o->check) { /* this rank's rows against the single process's */
-    tu_tensor *got[4] = {&lo, &ldq, &ldk, &ldv}, *ref[4] = {&O, &DQ, &DK, &DV};
-    for (int i = bwd ? 1 : 0; i < (bwd ? 4 : 1); ++i) {
-      const int64_t h = i >= 2 ? HK : H;
-      const size_t cnt = (size_t)(B * n * h * D), mine = (size_t)(B * L * h * D);
-      double *all = malloc(cnt * 8), *x = malloc(mine * 8), *y = malloc(mine * 8);
-      if (!all || !x || !y) MPI_Abort(MPI_COMM_WORLD, 2);
-      tu_tensor_read(qu, ref[i], all, NULL);
-      take(all, x, &sl, B, n, h * D);
-      tu_tensor_read(qu, got[i], y, NULL);
-      for (size_t j = 0; j < mine; ++j) err = fmax(err, fabs(x[j] - y[j]));
-      free(all), free(x), free(y);
+    pf.err = ring_data_maxdiff(ctx, &O, &lo, n, &sl);
+    if (bwd)
+      pb.err = fmax(ring_data_maxdiff(ctx, &DQ, &ldq, n, &sl),
+                    fmax(ring_data_maxdiff(ctx, &DK, &ldk, n, &sl),
+                         ring_data_maxdiff(ctx, &DV, &ldv, n, &sl)));
+    if (pf.err < 0 || pb.err < 0) {
+      fprintf(stderr, "fa-ring-bench: rank %d: the check's kernel failed\n", g_rank);
+      MPI_Abort(MPI_COMM_WORLD, 1);
     }
   }
   const size_t es = fcl_dtype_size(dt);
   const size_t kv = (size_t)(B * L * HK * 2 * D) * es, dkv = (size_t)(B * L * HK * 2 * D) * 4;
-  const double comm = comm_only(kv, dkv, bwd);
-  double m[4] = {median(wall, it), median(comp, it), median(wait, it), err}, mx[4], sum[4];
-  MPI_Allreduce(m, mx, 4, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Allreduce(m, sum, 4, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  double cm = comm;
-  MPI_Allreduce(&comm, &cm, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  const double compute = sum[1] / g_size, overlap = compute > 0 ? compute / mx[0] : -1.0;
-  if (g_rank == 0) {
-    const char *op = bwd ? "bwd" : "fwd", *dn = tu_dtype_name(dt);
-    if (o->json)
-      printf("{\"op\": \"ring-%s\", \"dtype\": \"%s\", \"causal\": %d, \"layout\": \"%s\", "
-             "\"batch\": %lld, \"heads\": %lld, \"heads_kv\": %lld, \"head_dim\": %lld, "
-             "\"seqlen\": %lld, \"ranks\": %d, \"steps\": %d, \"ms\": %.4f, \"step_ms\": %.4f, "
-             "\"compute_ms\": %.4f, \"overlap\": %.4f, \"wait_ms\": %.4f, \"comm_ms\": %.4f, "
-             "\"single_ms\": %.4f, \"err\": %.3g, \"device\": \"%s\"}\n",
-             op, dn, causal, o->zigzag ? "zigzag" : "contiguous", (long long)B, (long long)H,
-             (long long)HK, (long long)D, (long long)n, g_size, st.steps, mx[0],
-             mx[0] / st.steps, compute, overlap, sum[2] / g_size, cm, single, mx[3],
-             fcl_context_device_name(ctx));
-    else
-      printf("%-4s %-4s %-6d %7lld %4d %9.3f %9.3f %9.3f %7.2f %8.3f %9.3f %9.3f %9.2g\n", op,
-             dn, causal, (long long)n, g_size, mx[0], mx[0] / st.steps, compute, overlap,
-             sum[2] / g_size, cm, single, mx[3]);
-    fflush(stdout);
-  }
-  tu_tensor *all[] = {&Q, &K, &V, &DO, &O, &DQ, &DK, &DV, &local[0], &local[1], &local[2],
-                      &local[3], &lo, &ldq, &ldk, &ldv};
+  const char *dev = fcl_context_device_name(ctx);
+  if (o->fwd) report(o, &pf, 0, dt, causal, n, it, kv, dkv, dev);
+  if (bwd) report(o, &pb, 1, dt, causal, n, it, kv, dkv, dev);
+  tu_tensor *all[] = {&Q, &K, &V, &DO, &O, &DQ, &DK, &DV, &lq, &lk, &lv, &ldo, &lo, &ldq, &ldk, &ldv};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) tu_tensor_release(all[i]);
   clReleaseMemObject(lse), clReleaseMemObject(llse);
 }
