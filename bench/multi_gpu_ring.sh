@@ -43,14 +43,8 @@ run() { # run FILE LIMIT_S ARGS...: one fa-ring-bench step, its lines kept in FI
 }
 for r in $RANKS; do
   ((r <= gpus)) || { echo "$me: $r ranks need $r GPUs; $gpus here"; continue; }
-  run "$out/ring_multi_np$r.json" 300 "${mpi[@]}" -np "$r" "$ring" --seqlen "$SEQLENS" \
+  run "$out/ring_multi_np$r.json" $((r == 2 ? 220 : 180)) "${mpi[@]}" -np "$r" "$ring" --seqlen "$SEQLENS" \
       --dtype "$DTYPES" "${shape[@]}"
-done
-for r in $RANKS; do # weak scaling: WEAK tokens per GPU, where SEQLENS lacks it
-  n=$((WEAK * r))
-  ((r <= gpus)) && [[ ",$SEQLENS," != *",$n,"* ]] || continue
-  run "$out/ring_weak_np$r.json" 200 "${mpi[@]}" -np "$r" "$ring" --seqlen "$n" \
-      --dtype "${DTYPES%%,*}" "${shape[@]}"
 done
 if [[ ${ANCHOR:-1} == 1 ]]; then
   ranks=1
@@ -59,10 +53,16 @@ if [[ ${ANCHOR:-1} == 1 ]]; then
   for r in $RANKS; do weak+=",$((WEAK * r))"; done
   echo
   echo "== bench/ring_anchor.py"
-  timeout 200 python3 "$here/ring_anchor.py" --seqlen "$SEQLENS$weak" --dtype "$DTYPES" \
+  timeout 110 python3 "$here/ring_anchor.py" --seqlen "$SEQLENS$weak" --dtype "$DTYPES" \
       --ranks "$ranks" --heads "$HEADS" --iters "$ITERS" | tee "$out/ring_anchor.json" ||
     { echo "$me: the anchor failed"; status=1; }
 fi
+for r in $RANKS; do # weak scaling: WEAK tokens per GPU, where SEQLENS lacks it
+  n=$((WEAK * r))
+  ((r <= gpus)) && [[ ",$SEQLENS," != *",$n,"* ]] || continue
+  run "$out/ring_weak_np$r.json" 70 "${mpi[@]}" -np "$r" "$ring" --seqlen "$n" \
+      --dtype "${DTYPES%%,*}" "${shape[@]}"
+done
 python3 "$here/ring_table.py" --weak "$WEAK" "$out"/ring_multi_np*.json "$out"/ring_weak_np*.json \
     "$out/ring_anchor.json" 2>&1 | tee "$out/ring_tables.md"
 exit $status
