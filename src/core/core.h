@@ -20,6 +20,7 @@
 typedef struct {
   char device[256];          /* FCL_DEVICE: the selector when none is given  */
   bool log;                  /* FCL_LOG set and not "0"                      */
+  bool trace;                /* FCL_TRACE: each kernel's device time logged  */
   char kernel_dir[4096];     /* FCL_KERNEL_DIR: "" reads the embedded copies */
   char build_options[1024];  /* FCL_BUILD_OPTIONS, appended to every build   */
   char cache_dir[4096];      /* program cache; "" when FCL_CACHE=0 or no home */

@@ -46,6 +46,7 @@ void fcl_options_read(fcl_options *o) {
   memset(o, 0, sizeof *o);
   copy(o->device, sizeof o->device, env("FCL_DEVICE"));
   o->log = flag("FCL_LOG", false);
+  o->trace = flag("FCL_TRACE", false);
   copy(o->kernel_dir, sizeof o->kernel_dir, env("FCL_KERNEL_DIR"));
   copy(o->build_options, sizeof o->build_options, env("FCL_BUILD_OPTIONS"));
   const char *cache = env("FCL_CACHE_DIR");
