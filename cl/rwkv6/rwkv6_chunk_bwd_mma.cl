@@ -30,24 +30,39 @@ static inline void rw_dk_products_mma(const __global fcl_elem *v, const __global
   float dg = 0.0f;
   const long vb = rw_at(RW_T(v), s, 0, flags), db = rw_at(RW_T(do), s, 0, flags);
   for (int j0 = 0; j0 < V_DIM; j0 += BV) {
-    for (int e = lid; e < TC * BV; e += WG) {
-      const int t = e / BV, j = e - t * BV;
-      const bool ok = t < nt && j0 + j < V_DIM;
-      const long tt = rw_time(min(p0 + t, s.n - 1), s.n, flags);
-      do16[t * LDB + j] = ok ? (ushort)FCL_LOAD_RAW(dout, db + tt * do_ss + j0 + j) : (ushort)0;
-      v16[t * LDB + j] = ok ? (ushort)FCL_LOAD_RAW(v, vb + tt * v_ss + j0 + j) : (ushort)0;
+    /* Loads in batches of RW_BATCH before their stores (rw_load_chunk). */
+    for (int e0 = lid; e0 < TC * BV; e0 += RW_BATCH * WG) {
+      ushort xd[RW_BATCH], xv[RW_BATCH];
+      MMA_UNROLL for (int q = 0; q < RW_BATCH; ++q) {
+        const int e = e0 + q * WG, t = e / BV, j = e - t * BV;
+        const bool ok = e < TC * BV && t < nt && j0 + j < V_DIM;
+        const long tt = rw_time(min(p0 + t, s.n - 1), s.n, flags);
+        xd[q] = ok ? (ushort)FCL_LOAD_RAW(dout, db + tt * do_ss + j0 + j) : (ushort)0;
+        xv[q] = ok ? (ushort)FCL_LOAD_RAW(v, vb + tt * v_ss + j0 + j) : (ushort)0;
+      }
+      MMA_UNROLL for (int q = 0; q < RW_BATCH; ++q) {
+        const int e = e0 + q * WG, t = e / BV, j = e - t * BV;
+        if (e < TC * BV) do16[t * LDB + j] = xd[q], v16[t * LDB + j] = xv[q];
+      }
     }
-    for (int e = lid; e < BK * BV; e += WG) {
-      const int i = e / BV, j = e - i * BV;
-      const bool ok = nt > 0 && k0 + i < K_DIM && j0 + j < V_DIM;
-      const long at = ck_at + (long)(k0 + i) * V_DIM + j0 + j;
-      rw_st16(S16, i * LDB + j, ok ? cks[at] : 0.0f);
-      rw_st16(D16, i * LDB + j, ok ? ckd[at] : 0.0f);
+    for (int e0 = lid; e0 < BK * BV; e0 += RW_BATCH * WG) {
+      float xs[RW_BATCH], xd[RW_BATCH];
+      MMA_UNROLL for (int q = 0; q < RW_BATCH; ++q) {
+        const int e = e0 + q * WG, i = e / BV, j = e - i * BV;
+        const bool ok = e < BK * BV && nt > 0 && k0 + i < K_DIM && j0 + j < V_DIM;
+        const long at = ck_at + (long)(k0 + i) * V_DIM + j0 + j;
+        xs[q] = ok ? cks[at] : 0.0f;
+        xd[q] = ok ? ckd[at] : 0.0f;
+      }
+      MMA_UNROLL for (int q = 0; q < RW_BATCH; ++q) {
+        const int e = e0 + q * WG, i = e / BV, j = e - i * BV;
+        if (e < BK * BV) rw_st16(S16, i * LDB + j, xs[q]), rw_st16(D16, i * LDB + j, xd[q]);
+      }
     }
     if (lid < BK && nt > 0 && k0 + lid < K_DIM) /* in f32: D . S is dw's base */
-      for (int j = j0; j < min(j0 + BV, V_DIM); ++j) {
-        const long at = ck_at + (long)(k0 + lid) * V_DIM + j;
-        dg = fma(ckd[at], cks[at], dg);
+      MMA_UNROLL for (int jj = 0; jj < BV; ++jj) { /* unrolled: the loads in flight together */
+        const long at = ck_at + (long)(k0 + lid) * V_DIM + j0 + jj;
+        if (j0 + jj < V_DIM) dg = fma(ckd[at], cks[at], dg);
       }
     barrier(CLK_LOCAL_MEM_FENCE);
     MMA_UNROLL for (int kk = 0; kk < BV / 16; ++kk) {

@@ -107,10 +107,18 @@ inline void rw_chunk_decays(__local const float *w_s, __local const float *rq_in
  * state pass never wrote. */
 inline void rw_load_state(__local float *dst, const __global float *ck, long at, int i0,
                           int nrow, int j0, int ncol, bool any, int lid, int nthreads) {
-  for (int e = lid; e < nrow * ncol; e += nthreads) {
-    const int a = e / ncol, b = e - a * ncol;
-    dst[e] = (any && i0 + a < K_DIM && j0 + b < V_DIM)
+  const int total = nrow * ncol;
+  for (int e0 = lid; e0 < total; e0 += RW_BATCH * nthreads) { /* RW_BATCH loads in flight */
+    float x[RW_BATCH];
+    FCL_UNROLL
+    for (int q = 0; q < RW_BATCH; ++q) {
+      const int e = e0 + q * nthreads, a = e / ncol, b = e - a * ncol;
+      x[q] = (e < total && any && i0 + a < K_DIM && j0 + b < V_DIM)
                  ? ck[at + (long)(i0 + a) * V_DIM + j0 + b]
                  : 0.0f;
+    }
+    FCL_UNROLL
+    for (int q = 0; q < RW_BATCH; ++q)
+      if (e0 + q * nthreads < total) dst[e0 + q * nthreads] = x[q];
   }
 }

@@ -83,10 +83,17 @@ void fcl_rwkv6_chunk_out_mma(
     rw_load_chunk(k_s, BK, K_DIM, k, RW_T(k), k0, s, p0, flags, false, lid, MWG);
     rw_load_chunk(w_s, BK, K_DIM, w, RW_T(w), k0, s, p0, flags, false, lid, MWG);
     for (int i = lid; i < BK; i += MWG) u_s[i] = FCL_LOAD(u, (long)s.h * K_DIM + k0 + i);
-    for (int e = lid; e < BK * V_DIM; e += MWG) {
-      const int i = e / V_DIM, j = e - i * V_DIM;
-      rw_st16(st16, i * LDV + j,
-              nt > 0 ? ck[rw_ck(bh, nchunk, c) + (long)(k0 + i) * V_DIM + j] : 0.0f);
+    for (int e0 = lid; e0 < BK * V_DIM; e0 += RW_BATCH * MWG) { /* RW_BATCH loads in flight */
+      float x[RW_BATCH];
+      MMA_UNROLL for (int q = 0; q < RW_BATCH; ++q) {
+        const int e = e0 + q * MWG, i = e / V_DIM, j = e - i * V_DIM;
+        x[q] = nt > 0 && e < BK * V_DIM ? ck[rw_ck(bh, nchunk, c) + (long)(k0 + i) * V_DIM + j]
+                                        : 0.0f;
+      }
+      MMA_UNROLL for (int q = 0; q < RW_BATCH; ++q) {
+        const int e = e0 + q * MWG, i = e / V_DIM, j = e - i * V_DIM;
+        if (e < BK * V_DIM) rw_st16(st16, i * LDV + j, x[q]);
+      }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     rw_chunk_decays(w_s, r_s, k_s, rq, kq, tot, pp, ps, ex, eg, lid);
@@ -161,10 +168,17 @@ void fcl_rwkv6_chunk_out_mma(
     if (e < 136) dg_s[warp * 256 + (grad ? sl * 16 + tl : tl * 16 + sl)] = d[n];
   }
   const long vb = rw_at(RW_T(v), s, 0, flags);
-  for (int e = lid; e < TC * V_DIM; e += MWG) {
-    const int t = e / V_DIM, j = e - t * V_DIM;
-    const long at = vb + (long)rw_time(min(p0 + t, s.n - 1), s.n, flags) * v_ss + j;
-    v16[t * LDV + j] = t < nt ? (ushort)FCL_LOAD_RAW(v, at) : (ushort)0;
+  for (int e0 = lid; e0 < TC * V_DIM; e0 += RW_BATCH * MWG) { /* RW_BATCH loads in flight */
+    ushort x[RW_BATCH];
+    MMA_UNROLL for (int q = 0; q < RW_BATCH; ++q) {
+      const int e = e0 + q * MWG, t = e / V_DIM, j = e - t * V_DIM;
+      const long at = vb + (long)rw_time(min(p0 + t, s.n - 1), s.n, flags) * v_ss + j;
+      x[q] = t < nt && e < TC * V_DIM ? (ushort)FCL_LOAD_RAW(v, at) : (ushort)0;
+    }
+    MMA_UNROLL for (int q = 0; q < RW_BATCH; ++q) {
+      const int e = e0 + q * MWG, t = e / V_DIM, j = e - t * V_DIM;
+      if (e < TC * V_DIM) v16[t * LDV + j] = x[q];
+    }
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   const float ascale = grad ? scale : 1.0f; /* the backward scales A only */

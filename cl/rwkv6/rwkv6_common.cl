@@ -52,21 +52,34 @@ inline int rw_time(int p, int n, int flags) {
   return (flags & RW_REVERSE) ? n - 1 - p : p;
 }
 
+/* Loads in flight per work-item: each batch issues RW_BATCH independent
+ * global loads before its first store to local memory. One load at a time
+ * (a load, then its store, then the next) waited out the full memory
+ * latency for every element: NVIDIA's compiler does not pipeline such a
+ * loop, whose trip count depends on the work-item. */
+#define RW_BATCH 8
+
 /* Loads positions [p0, p0 + TC) of a [*, dim] operand into dst[TC][ld]
  * (zero past the sequence or the dimension); exp_of stores exp(x). */
 inline void rw_load_chunk(__local float *dst, int ld, int dim,
                           const __global fcl_elem *src, long off, long sb,
                           long ss, long sh, int col0, rw_seq s, int p0,
                           int flags, bool exp_of, int lid, int nthreads) {
-  for (int e = lid; e < TC * ld; e += nthreads) {
-    const int tt = e / ld, c = e - tt * ld, p = p0 + tt;
-    float x = exp_of ? 1.0f : 0.0f;
-    if (p < s.n && col0 + c < dim) {
-      const float y = FCL_LOAD(src, rw_at(off, sb, ss, sh, s, rw_time(p, s.n, flags),
-                                          flags) + col0 + c);
-      x = exp_of ? exp(y) : y;
+  const int total = TC * ld;
+  for (int e0 = lid; e0 < total; e0 += RW_BATCH * nthreads) {
+    float x[RW_BATCH];
+    FCL_UNROLL
+    for (int b = 0; b < RW_BATCH; ++b) {
+      const int e = e0 + b * nthreads, tt = e / ld, c = e - tt * ld, p = p0 + tt;
+      x[b] = 0.0f;
+      if (e < total && p < s.n && col0 + c < dim)
+        x[b] = FCL_LOAD(src, rw_at(off, sb, ss, sh, s, rw_time(p, s.n, flags), flags) + col0 + c);
     }
-    dst[e] = x;
+    FCL_UNROLL
+    for (int b = 0; b < RW_BATCH; ++b) {
+      const int e = e0 + b * nthreads;
+      if (e < total) dst[e] = exp_of ? exp(x[b]) : x[b]; /* exp(0) = 1 past the end */
+    }
   }
 }
 
