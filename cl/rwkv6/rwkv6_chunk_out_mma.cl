@@ -28,7 +28,6 @@
 #define LDK (BK + 8)     /* 16-bit tile pitches: 16-byte rows, ldmatrix */
 #define LDV (V_DIM + 8)
 #define NBLK FCL_MAX(1, NSUB * (NSUB - 1) / 2) /* tiles qs[I][J], J < I */
-#define NDG FCL_CEIL_DIV(136, 32) /* a lane's entries of its 16 x 16 diagonal block */
 #define NTV (V_DIM / 8)           /* n8 tiles of an output row block */
 
 #if TC % 16 || BK % 16 || K_DIM % 16 || V_DIM % 16 || V_DIM > 128
@@ -74,8 +73,11 @@ void fcl_rwkv6_chunk_out_mma(
   float4 acc[NTV], a_acc[2 * NSUB];
   MMA_UNROLL for (int n = 0; n < NTV; ++n) acc[n] = (float4)(0.0f);
   MMA_UNROLL for (int n = 0; n < 2 * NSUB; ++n) a_acc[n] = (float4)(0.0f);
-  float d[NDG];
-  MMA_UNROLL for (int n = 0; n < NDG; ++n) d[n] = 0.0f;
+  /* The warp's diagonal block: lane (tl, ih) sums row tl over half of
+   * each key tile's columns, entry sl in xd[sl] (0 above the diagonal). */
+  const int tl = lane & 15, ih = lane >> 4, tw = warp * 16 + tl;
+  float xd[16];
+  MMA_UNROLL for (int n = 0; n < 16; ++n) xd[n] = 0.0f;
 
   for (int kt = 0; kt < K_DIM / BK; ++kt) {
     const int k0 = kt * BK;
@@ -104,6 +106,7 @@ void fcl_rwkv6_chunk_out_mma(
     for (int e = lid; e < TC * BK; e += MWG) {
       const int t = e / BK, i = e - t * BK, I = t / 16;
       const float x = grad ? kq[e] : rq[e];
+      w_s[e] = exp(w_s[e]); /* the step decays, for the diagonal blocks */
       rw_st16(qt16, t * LDK + i, x * (grad ? ps : pp)[I * BK + i]);
       rw_st16(kq16, t * LDK + i, grad ? rq[e] : kq[e]);
       for (int P = grad ? I + 1 : 0; P < (grad ? NSUB : I); ++P) {
@@ -112,21 +115,23 @@ void fcl_rwkv6_chunk_out_mma(
                 x * ex[((hi - 1) * NSUB + lo) * BK + i]);
       }
     }
-    /* The warp's diagonal block, exactly: entries (tl, sl), sl <= tl. */
-    MMA_UNROLL for (int n = 0; n < NDG; ++n) {
-      const int e = min(lane + 32 * n, 135), tl = rw_tri_row(e), sl = e - tl * (tl + 1) / 2;
-      const int t = warp * 16 + tl, s2 = warp * 16 + sl;
-      float x = 0.0f;
-      if (sl == tl) {
-        for (int i = 0; i < BK; ++i) x = fma(r_s[t * BK + i] * u_s[i], k_s[s2 * BK + i], x);
-      } else {
-        for (int i = 0; i < BK; ++i) {
-          float span = 0.0f;
-          for (int q = s2 + 1; q < t; ++q) span += w_s[q * BK + i];
-          x = fma(r_s[t * BK + i] * k_s[s2 * BK + i], exp(span), x);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    /* The diagonal block, exactly: walking s down from t, the decay
+     * between s and t is the product of the step decays strictly between
+     * (a running product: each step rounds once, and a strong decay only
+     * makes it 0); s = t takes u. */
+    MMA_UNROLL for (int ii = 0; ii < BK / 2; ++ii) {
+      const int i = ih * (BK / 2) + ii;
+      const float rt = r_s[tw * BK + i];
+      float fac = 1.0f;
+      MMA_UNROLL for (int sl = 15; sl >= 0; --sl) {
+        const int s2 = warp * 16 + sl;
+        if (sl == tl) xd[sl] = fma(rt * u_s[i], k_s[s2 * BK + i], xd[sl]);
+        if (sl < tl) {
+          xd[sl] = fma(rt * k_s[s2 * BK + i], fac, xd[sl]);
+          fac *= w_s[s2 * BK + i];
         }
       }
-      d[n] += x;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     MMA_UNROLL for (int kk = 0; kk < BK / 16; ++kk) {
@@ -160,13 +165,14 @@ void fcl_rwkv6_chunk_out_mma(
 
   /* The diagonal blocks to local memory (0 above the diagonal), the chunk's
    * v (16-bit, as stored; 0 past the sequence) over the key tiles. */
-  for (int e = lane; e < 256; e += 32) dg_s[warp * 256 + e] = 0.0f;
+  /* The two halves of each row summed (backward: the transpose). */
+  if (ih == 0)
+    MMA_UNROLL for (int sl = 0; sl < 16; ++sl)
+      dg_s[warp * 256 + (grad ? sl * 16 + tl : tl * 16 + sl)] = xd[sl];
   barrier(CLK_LOCAL_MEM_FENCE);
-  MMA_UNROLL for (int n = 0; n < NDG; ++n) {
-    const int e = lane + 32 * n, tl = rw_tri_row(min(e, 135));
-    const int sl = e - tl * (tl + 1) / 2; /* backward: the transpose */
-    if (e < 136) dg_s[warp * 256 + (grad ? sl * 16 + tl : tl * 16 + sl)] = d[n];
-  }
+  if (ih == 1)
+    MMA_UNROLL for (int sl = 0; sl < 16; ++sl)
+      dg_s[warp * 256 + (grad ? sl * 16 + tl : tl * 16 + sl)] += xd[sl];
   const long vb = rw_at(RW_T(v), s, 0, flags);
   for (int e0 = lid; e0 < TC * V_DIM; e0 += RW_BATCH * MWG) { /* RW_BATCH loads in flight */
     ushort x[RW_BATCH];
