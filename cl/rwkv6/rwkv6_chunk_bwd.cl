@@ -177,24 +177,49 @@ void fcl_rwkv6_chunk_dk(
   }
   barrier(CLK_LOCAL_MEM_FENCE);
 
-  /* 3. dw (the sums above: each term spans tau) and du, a work-item a key. */
-  for (int i = lid; i < BK; i += WG) {
-    float after = 0.0f, du = 0.0f;
-    for (int t = TC - 1; t >= 0; --t) { /* qs[t] becomes sum_{t2 > t} */
+  /* 3. dw (the sums above: each term spans tau) and du: scans over the
+   * chunk's positions, nseg work-items a key column, each over a segment
+   * of positions; the segments' totals meet in local memory (fq and fk's
+   * space, free by now: 5 arrays of nseg * BK <= 2 TC BK). */
+  int nseg = 1;
+  while (nseg * 2 <= WG / BK && nseg * 8 <= TC && TC % (nseg * 2) == 0) nseg *= 2;
+  const int seg = TC / nseg, i = lid % BK, g = lid / BK, t0 = g * seg;
+  __local float *sq = fq, *sk = fq + nseg * BK, *sf = fq + 2 * nseg * BK,
+                *sd = fq + 3 * nseg * BK, *sn = fq + 4 * nseg * BK;
+  if (g < nseg) {
+    float q = 0.0f, kk = 0.0f, fs = 0.0f, du = 0.0f;
+    bool fin = true;
+    for (int t = t0; t < t0 + seg; ++t) {
+      q += qs[t * BK + i];
+      kk += ks[t * BK + i];
+      if (t + 1 < TC) fs += kf[t * BK + i] - rf[(t + 1) * BK + i];
+      du = fma(da[RW_TRI(t, t)] * r_s[t * BK + i], k_s[t * BK + i], du);
+      fin &= isfinite(rf[t * BK + i] + kf[t * BK + i]);
+    }
+    sq[g * BK + i] = q, sk[g * BK + i] = kk, sf[g * BK + i] = fs, sd[g * BK + i] = du;
+    sn[g * BK + i] = fin ? 1.0f : 0.0f;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (g < nseg) {
+    float after = 0.0f, before = 0.0f, f = 0.0f, du = 0.0f;
+    bool finite = true;
+    for (int h = 0; h < nseg; ++h) { /* the other segments, in a fixed order */
+      if (h > g) after += sq[h * BK + i];
+      if (h < g) before += sk[h * BK + i], f += sf[h * BK + i];
+      finite &= sn[h * BK + i] != 0.0f;
+      du += sd[h * BK + i];
+    }
+    for (int t = t0 + seg - 1; t >= t0; --t) { /* qs[t] becomes sum_{t2 > t} */
       const float x = qs[t * BK + i];
       qs[t * BK + i] = after;
       after += x;
-      du = fma(da[RW_TRI(t, t)] * r_s[t * BK + i], k_s[t * BK + i], du);
     }
     const float base = eg[i] * dg_s[i];
     /* F's recurrence subtracts: an inf or NaN in it would stay in every
      * later F, where the true F has none (a NaN in r_t belongs to F_tau for
      * tau < t only). Then F_tau is summed pair by pair instead (slow, only
      * for such a column). */
-    bool finite = true;
-    for (int t = 0; t < TC; ++t) finite &= isfinite(rf[t * BK + i] + kf[t * BK + i]);
-    float before = 0.0f, f = 0.0f;
-    for (int t = 0; t < TC; ++t) {
+    for (int t = t0; t < t0 + seg; ++t) {
       if (!finite) {
         f = 0.0f;
         for (int s2 = 0; s2 < t; ++s2) {
@@ -212,7 +237,7 @@ void fcl_rwkv6_chunk_dk(
       before += ks[t * BK + i];
       if (t + 1 < TC) f += kf[t * BK + i] - rf[(t + 1) * BK + i];
     }
-    if (k0 + i < K_DIM) dup[du_at + i] = du;
+    if (g == 0 && k0 + i < K_DIM) dup[du_at + i] = du;
   }
 }
 

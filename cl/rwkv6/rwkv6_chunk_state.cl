@@ -12,7 +12,8 @@
  * and dh0 gets the gradient of the initial state.
  * The rows of the state are independent: a work-group owns HK rows and HV
  * columns (one tile of [K x V]); work-item (i, g) keeps row i, columns
- * g*HC .. g*HC+HC-1 in registers. A launch walks chunks [c_begin, c_end)
+ * g, g + HG, ..., g + (HC-1) HG in registers (strided, so that the
+ * checkpoint stores of neighbouring work-items are neighbouring columns). A launch walks chunks [c_begin, c_end)
  * (segments on devices that bound a work-item's loop iterations), the
  * state passing between launches through the in / out buffers. */
 #ifndef HK
@@ -34,7 +35,7 @@ void fcl_rwkv6_chunk_state(
     const __global int *cu, RW_TENSOR(a), RW_TENSOR(w), RW_TENSOR(b), int seqlen,
     int heads, int nchunk, float scale, int flags, int c_begin, int c_end) {
   __local float a_s[TC * HK], w_s[TC * HK], b_s[TC * HV];
-  const int lid = get_local_id(0), il = lid / HG, j0l = (lid - il * HG) * HC;
+  const int lid = get_local_id(0), il = lid / HG, gl = lid - il * HG;
   const int nkb = FCL_CEIL_DIV(K_DIM, HK);
   const int i0 = (get_group_id(0) % nkb) * HK, jb0 = (get_group_id(0) / nkb) * HV;
   const int bh = get_group_id(1), i = i0 + il;
@@ -44,7 +45,7 @@ void fcl_rwkv6_chunk_state(
   float S[HC];
   FCL_UNROLL
   for (int n = 0; n < HC; ++n) {
-    const int j = jb0 + j0l + n;
+    const int j = jb0 + gl + n * HG;
     S[n] = ((flags & RW_H0) && i < K_DIM && j < V_DIM) ? in[((long)bh * K_DIM + i) * V_DIM + j]
                                                         : 0.0f;
   }
@@ -53,7 +54,7 @@ void fcl_rwkv6_chunk_state(
     const int c = grad ? last - 1 - step : c_begin + step, p0 = c * TC;
     FCL_UNROLL
     for (int n = 0; n < HC; ++n) {
-      const int j = jb0 + j0l + n;
+      const int j = jb0 + gl + n * HG;
       if (i < K_DIM && j < V_DIM) ck[rw_ck(bh, nchunk, c) + (long)i * V_DIM + j] = S[n];
     }
     rw_load_chunk(a_s, HK, K_DIM, a, RW_T(a), i0, s, p0, flags, false, lid, WGH);
@@ -80,7 +81,7 @@ void fcl_rwkv6_chunk_state(
     for (int t = 0; t < TC; ++t) {
       const float at = a_s[t * HK + il];
       FCL_UNROLL
-      for (int n = 0; n < HC; ++n) acc[n] = fma(at, b_s[t * HV + j0l + n], acc[n]);
+      for (int n = 0; n < HC; ++n) acc[n] = fma(at, b_s[t * HV + gl + n * HG], acc[n]);
     }
     FCL_UNROLL
     for (int n = 0; n < HC; ++n) S[n] = fma(eg, S[n], bscale * acc[n]);
@@ -89,7 +90,7 @@ void fcl_rwkv6_chunk_state(
   if (flags & RW_HT)
     FCL_UNROLL
     for (int n = 0; n < HC; ++n) {
-      const int j = jb0 + j0l + n;
+      const int j = jb0 + gl + n * HG;
       if (i < K_DIM && j < V_DIM) out[((long)bh * K_DIM + i) * V_DIM + j] = S[n];
     }
 }
