@@ -7,11 +7,24 @@
  * fcl_attention_forward (a shifted diagonal, fcl_attention_desc.diag_shift,
  * places each pair of slices in the whole sequence) and merges the partial
  * results by their log-sum-exp in f32 (fcl_attention_merge). The next
- * slice's transfer (non-blocking MPI, double-buffered host staging) runs
- * while the device computes on the current one. In the backward pass the
- * key/value gradients travel with the keys and values, summed in f32 in a
- * fixed order, and come home: the result is deterministic for a fixed
- * number of ranks.
+ * slice's transfer runs while the device computes on the current one. In
+ * the backward pass the key/value gradients travel with the keys and
+ * values, summed in f32 in a fixed order, and come home: the result is
+ * deterministic for a fixed number of ranks.
+ *
+ * Transports. Where every rank of the communicator is on one node
+ * (MPI_Comm_split_type with MPI_COMM_TYPE_SHARED gives all of them), the
+ * host staging is MPI-3 shared memory (MPI_Win_allocate_shared): each rank
+ * reads its keys and values back into its own segment once per call and
+ * every other rank uploads them to its device straight from there, and
+ * the running dK/dV sums are handed on the same way, zero-byte messages
+ * saying when a segment is ready and when it has been read: no host copy
+ * and no MPI message carrying data. Otherwise the slices and sums travel
+ * as MPI messages (non-blocking, through double-buffered pinned host
+ * staging). The environment variable FCL_RING_TRANSPORT, read by
+ * fcl_ring_create, chooses: "mpi" or "shm" forces one ("shm" where the
+ * ranks span nodes is an error), unset or empty takes shm where it can.
+ * Every rank must set the same. Both give the same bits.
  *
  * Layout (fcl_ring_slice says which tokens a rank holds): the sequence is
  * cut into 2R chunks for R ranks (FCL_RING_ZIGZAG; chunk c spans tokens
@@ -83,9 +96,14 @@ FCL_API fcl_status fcl_ring_slice(fcl_ring_layout layout, int64_t seqlen, int ra
                                   fcl_ring_slice_info *out);
 
 /* A ring over the ranks of comm (duplicated: the ring talks on its own
- * communicator), computing on ctx's device and queue. Collective. Staging
- * buffers grow to the largest problem seen and are kept until destroy.
- * Errors of create: fcl_ring_last_error(NULL), per thread. */
+ * communicator), computing on ctx's device and queue (and, node-local, a
+ * second queue of its own on that device for the uploads). Collective.
+ * Staging buffers grow to the largest problem seen (node-local, every rank
+ * grows a shared window together, inside the collective calls) and are
+ * kept until destroy. FCL_RING_TRANSPORT that is neither mpi nor shm, or
+ * differs between ranks: FCL_ERROR_INVALID_ARGUMENT; shm where the ranks
+ * span nodes: FCL_ERROR_UNSUPPORTED (on every rank). Errors of create:
+ * fcl_ring_last_error(NULL), per thread. */
 FCL_API fcl_status fcl_ring_create(fcl_context *ctx, MPI_Comm comm, fcl_ring **out);
 FCL_API void       fcl_ring_destroy(fcl_ring *ring); /* NULL: no-op; collective */
 /* The message of the last failed call on ring ("" if none); with NULL,
@@ -117,9 +135,13 @@ FCL_API fcl_status fcl_ring_attention_backward(fcl_ring *ring, const fcl_ring_de
 /* What the last successful call of this rank did: ring steps, wall time
  * of the call, the device time of its attention and merge work (from
  * profiling events: -1 when the queue does not profile), the host time
- * spent waiting for transfers after the step's compute was enqueued, and
- * bytes sent. compute_ms / wall_ms is the overlap achieved: near 1 when
- * the transfers hide behind the compute. */
+ * spent blocked on transfers (over MPI: waiting for the messages;
+ * node-local: for the other ranks' keys and values to be read back, for
+ * the rank before's dK/dV sums, and for the rank after to have uploaded
+ * the ones it was handed), and bytes_sent, the bytes this rank handed on
+ * (node-local: its own keys and values once for each other rank that reads
+ * them, and its dK/dV sums). compute_ms / wall_ms is the overlap achieved:
+ * near 1 when the transfers hide behind the compute. */
 typedef struct {
   int     ranks, steps;
   double  wall_ms, compute_ms, wait_ms;

@@ -6,11 +6,15 @@
  * seed), runs fcl_attention_forward/backward on the whole sequence, and
  * compares its slice of the ring's results with those rows (the dtype's
  * tolerances: the ring differs by rounding) and o, lse with the double
- * reference; the backward is run twice and must be bit-identical. Then bad
- * input: every rank must return the same error, naming the argument and
- * the rank, with outputs untouched.
+ * reference; the backward is run twice and must be bit-identical. Every
+ * case runs over both transports (two rings, made with FCL_RING_TRANSPORT
+ * mpi and shm), whose results must be bit-identical too. Then bad input,
+ * over each: every rank must return the same error, naming the argument
+ * and the rank, with outputs untouched; and FCL_RING_TRANSPORT wrong or
+ * different between ranks.
  *
- * Environment: FCL_DEVICE, FCL_TEST_FILTER (cases whose name contains it). */
+ * Environment: FCL_DEVICE, FCL_TEST_FILTER (cases whose name contains it;
+ * "bad input"). FCL_RING_TRANSPORT is set by the test itself. */
 #include "flashcl_mpi.h"
 #include "ref_attention.h"
 #include "test_util.h"
@@ -42,9 +46,20 @@ static const ring_case cases[] = {
   {"uneven 77 causal alibi", FCL_F32, FCL_RING_ZIGZAG, 1, 77, 77, 2, 2, 40, 24, 1, -1, -1, 0, 1, TU_PADDED_BHSD, 1},
   {"uneven 61 window bf16", FCL_BF16, FCL_RING_ZIGZAG, 1, 61, 61, 2, 1, 32, 32, 1, 9, -1, 0, 0, TU_BSHD, 0},
   {"seqlen_q 48 != seqlen_k 80 causal", FCL_F32, FCL_RING_ZIGZAG, 1, 48, 80, 2, 2, 32, 32, 1, -1, -1, 0, 0, TU_BSHD, 0},
+  /* Last and the largest: the host staging grows (collectively, node-local). */
+  {"uneven 67 contiguous GQA batch 2", FCL_F32, FCL_RING_CONTIGUOUS, 2, 67, 67, 4, 2, 64, 64, 1, -1, -1, 0, 0, TU_BSHD, 0},
 };
 
 static int g_rank, g_size, g_failed, g_run;
+/* One ring over each transport (FCL_RING_TRANSPORT when it was made). */
+static const char *const g_transports[2] = {"mpi", "shm"};
+static fcl_ring *g_rings[2];
+
+/* test_ring_bad.c */
+fcl_status ring_create_with(fcl_context *ctx, const char *transport, fcl_ring **out);
+void ring_bad_input(fcl_context *ctx, fcl_ring *ring, const char *transport, int rank, int size);
+void ring_bad_create(fcl_context *ctx, int rank, int size);
+int  ring_bad_failed(void);
 
 static double *dalloc(size_t n) {
   double *x = calloc(n ? n : 1, sizeof *x);
@@ -76,7 +91,69 @@ static int mk(fcl_context *ctx, const double *x, int64_t b, int64_t s, int64_t h
                           4, t);
 }
 
-static void run_case(fcl_context *ctx, fcl_ring *ring, const ring_case *c) {
+/* This rank's ring tensors. */
+typedef struct {
+  tu_tensor q, k, v, o, dout, dq, dk, dv;
+  cl_mem    lse;
+  size_t    ml;
+} ring_io;
+
+/* One transport's results, read back. */
+typedef struct {
+  double        *o, *l, *dq, *dk, *dv;
+  long           outside; /* bytes outside the output views changed */
+  int            bad, det;
+  fcl_ring_stats fst;
+} ring_result;
+
+static void ring_result_free(ring_result *x) {
+  free(x->o), free(x->l), free(x->dq), free(x->dk), free(x->dv);
+}
+
+static size_t elems(const tu_tensor *t) { return (size_t)(t->b * t->s * t->h * t->d); }
+
+/* The forward, then the backward twice (bit-identical), on outputs
+ * poisoned afresh: nothing the other transport wrote is read back. */
+static void ring_run(fcl_context *ctx, fcl_ring *ring, const fcl_ring_desc *rd, ring_io *io,
+                     ring_result *x) {
+  cl_command_queue queue = fcl_context_queue(ctx);
+  memset(x, 0, sizeof *x);
+  tu_tensor *outs[4] = {&io->o, &io->dq, &io->dk, &io->dv};
+  for (int i = 0; i < 4; ++i) tu_buffer_repoison(queue, outs[i]->buffer, outs[i]->bytes);
+  tu_buffer_repoison(queue, io->lse, io->ml * 4);
+  fcl_status s = fcl_ring_attention_forward(ring, rd, &io->q.t, &io->k.t, &io->v.t, &io->o.t,
+                                            io->lse);
+  fcl_ring_last_stats(ring, &x->fst);
+  fcl_status s2 = s ? s : fcl_ring_attention_backward(ring, rd, &io->q.t, &io->k.t, &io->v.t,
+                                                      &io->o.t, io->lse, &io->dout.t,
+                                                      &io->dq.t, &io->dk.t, &io->dv.t);
+  if (s || s2) {
+    printf("  rank %d: ring call: %s: %s\n", g_rank, fcl_status_string(s ? s : s2),
+           fcl_ring_last_error(ring));
+    x->bad = 1;
+  }
+  const size_t mq = elems(&io->dq), mk_ = elems(&io->dk), mv = elems(&io->dv);
+  x->o = dalloc(elems(&io->o)), x->l = dalloc(io->ml), x->dq = dalloc(mq);
+  x->dk = dalloc(mk_), x->dv = dalloc(mv);
+  x->outside = tu_tensor_read(queue, &io->o, x->o, NULL) +
+               tu_tensor_read(queue, &io->dq, x->dq, NULL) +
+               tu_tensor_read(queue, &io->dk, x->dk, NULL) +
+               tu_tensor_read(queue, &io->dv, x->dv, NULL);
+  tu_buffer_read_f32(queue, io->lse, x->l, io->ml, 0, NULL);
+  /* Again: bit-identical. */
+  double *dq3 = dalloc(mq), *dk3 = dalloc(mk_), *dv3 = dalloc(mv);
+  if (!x->bad && fcl_ring_attention_backward(ring, rd, &io->q.t, &io->k.t, &io->v.t, &io->o.t,
+                                             io->lse, &io->dout.t, &io->dq.t, &io->dk.t,
+                                             &io->dv.t))
+    x->bad = 1;
+  tu_tensor_read(queue, &io->dq, dq3, NULL), tu_tensor_read(queue, &io->dk, dk3, NULL);
+  tu_tensor_read(queue, &io->dv, dv3, NULL);
+  x->det = !memcmp(x->dq, dq3, mq * 8) && !memcmp(x->dk, dk3, mk_ * 8) &&
+           !memcmp(x->dv, dv3, mv * 8);
+  free(dq3), free(dk3), free(dv3);
+}
+
+static void run_case(fcl_context *ctx, const ring_case *c) {
   const int64_t B = c->b, NQ = c->sq, NK = c->sk, HQ = c->hq, HK = c->hkv, D = c->d, DV = c->dv;
   const fcl_dtype dt = c->dt;
   cl_command_queue queue = fcl_context_queue(ctx);
@@ -136,7 +213,7 @@ static void run_case(fcl_context *ctx, fcl_ring *ring, const ring_case *c) {
   tu_tensor_read(queue, &DQ, dq1, NULL), tu_tensor_read(queue, &DK, dk1, NULL);
   tu_tensor_read(queue, &DV_, dv1, NULL);
 
-  /* This rank's slices, and the ring. */
+  /* This rank's slices, and the ring over each transport. */
   fcl_ring_slice_info qs, ks;
   fcl_ring_slice(c->layout, NQ, g_size, g_rank, &qs);
   fcl_ring_slice(c->layout, NK, g_size, g_rank, &ks);
@@ -147,35 +224,15 @@ static void run_case(fcl_context *ctx, fcl_ring *ring, const ring_case *c) {
   double *lq = dalloc(mq), *lk = dalloc(mk_), *lv = dalloc(mv), *ldo = dalloc(mo);
   take(q, lq, &qs, B, NQ, HQ * D), take(k, lk, &ks, B, NK, HK * D), take(v, lv, &ks, B, NK, HK * DV);
   take(dout, ldo, &qs, B, NQ, HQ * DV);
-  tu_tensor rq, rk, rv, ro, rdo, rdq, rdk, rdv;
+  ring_io io = {.ml = ml};
   const tu_layout l = c->view;
-  mk(ctx, lq, B, LQ, HQ, D, dt, l, c->off, &rq), mk(ctx, lk, B, LK, HK, D, dt, l, c->off, &rk);
-  mk(ctx, lv, B, LK, HK, DV, dt, l, c->off, &rv), mk(ctx, NULL, B, LQ, HQ, DV, dt, l, c->off, &ro);
-  mk(ctx, ldo, B, LQ, HQ, DV, dt, l, c->off, &rdo), mk(ctx, NULL, B, LQ, HQ, D, dt, l, c->off, &rdq);
-  mk(ctx, NULL, B, LK, HK, D, dt, l, c->off, &rdk), mk(ctx, NULL, B, LK, HK, DV, dt, l, c->off, &rdv);
-  cl_mem rl = tu_buffer_poison(cl, queue, ml * 4);
-  fcl_status s = fcl_ring_attention_forward(ring, &rd, &rq.t, &rk.t, &rv.t, &ro.t, rl);
-  fcl_ring_stats fst = {0};
-  fcl_ring_last_stats(ring, &fst);
-  fcl_status s2 = s ? s : fcl_ring_attention_backward(ring, &rd, &rq.t, &rk.t, &rv.t, &ro.t, rl,
-                                                      &rdo.t, &rdq.t, &rdk.t, &rdv.t);
-  if (s || s2) {
-    printf("  rank %d: ring call: %s: %s\n", g_rank, fcl_status_string(s ? s : s2),
-           fcl_ring_last_error(ring));
-    bad = 1;
-  }
-  double *o2 = dalloc(mo), *l2 = dalloc(ml), *dq2 = dalloc(mq), *dk2 = dalloc(mk_), *dv2 = dalloc(mv);
-  long outside = tu_tensor_read(queue, &ro, o2, NULL) + tu_tensor_read(queue, &rdq, dq2, NULL) +
-                 tu_tensor_read(queue, &rdk, dk2, NULL) + tu_tensor_read(queue, &rdv, dv2, NULL);
-  tu_buffer_read_f32(queue, rl, l2, ml, 0, NULL);
-  /* Again: bit-identical. */
-  double *dq3 = dalloc(mq), *dk3 = dalloc(mk_), *dv3 = dalloc(mv);
-  if (!bad && fcl_ring_attention_backward(ring, &rd, &rq.t, &rk.t, &rv.t, &ro.t, rl, &rdo.t,
-                                          &rdq.t, &rdk.t, &rdv.t))
-    bad = 1;
-  tu_tensor_read(queue, &rdq, dq3, NULL), tu_tensor_read(queue, &rdk, dk3, NULL);
-  tu_tensor_read(queue, &rdv, dv3, NULL);
-  const int det = !memcmp(dq2, dq3, mq * 8) && !memcmp(dk2, dk3, mk_ * 8) && !memcmp(dv2, dv3, mv * 8);
+  mk(ctx, lq, B, LQ, HQ, D, dt, l, c->off, &io.q), mk(ctx, lk, B, LK, HK, D, dt, l, c->off, &io.k);
+  mk(ctx, lv, B, LK, HK, DV, dt, l, c->off, &io.v), mk(ctx, NULL, B, LQ, HQ, DV, dt, l, c->off, &io.o);
+  mk(ctx, ldo, B, LQ, HQ, DV, dt, l, c->off, &io.dout), mk(ctx, NULL, B, LQ, HQ, D, dt, l, c->off, &io.dq);
+  mk(ctx, NULL, B, LK, HK, D, dt, l, c->off, &io.dk), mk(ctx, NULL, B, LK, HK, DV, dt, l, c->off, &io.dv);
+  io.lse = tu_buffer_poison(cl, queue, ml * 4);
+  ring_result res[2];
+  for (int t = 0; t < 2; ++t) ring_run(ctx, g_rings[t], &rd, &io, &res[t]);
 
   /* The single process's rows of this rank, and the reference's. */
   double *xo = dalloc(mo), *xl = dalloc(ml), *xdq = dalloc(mq), *xdk = dalloc(mk_), *xdv = dalloc(mv);
@@ -185,45 +242,58 @@ static void run_case(fcl_context *ctx, fcl_ring *ring, const ring_case *c) {
   take(dv1, xdv, &ks, B, NK, HK * DV);
   take(o_ref, ro_, &qs, B, NQ, HQ * DV), take(lse_ref, rl_, &qs, B * HQ, NQ, 1);
   const tu_tol to = tu_tol_with_logits(tu_tol_output(dt), ref_attention_logit_bound(&p, q, k), D, 1.0);
-  double w[7] = {
-      check("o vs single", o2, xo, mo, tu_tol_output(dt), 0),
-      check("lse vs single", l2, xl, ml, tu_tol_lse(), 1),
-      check("o vs reference", o2, ro_, mo, to, 0),
-      check("lse vs reference", l2, rl_, ml, tu_tol_lse(), 1),
-      check("dq vs single", dq2, xdq, mq, tu_tol_grad(dt), 0),
-      check("dk vs single", dk2, xdk, mk_, tu_tol_grad(dt), 0),
-      check("dv vs single", dv2, xdv, mv, tu_tol_grad(dt), 0)};
-  if (outside) printf("  rank %d: %ld bytes outside the output views changed\n", g_rank, outside);
-  if (!det) printf("  rank %d: two backward runs differ\n", g_rank);
-  int fail = bad || outside || !det;
-  for (int i = 0; i < 7; ++i) fail |= !(w[i] <= 1.0);
-  double wmax[7];
-  int any = 0;
-  MPI_Allreduce(w, wmax, 7, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Allreduce(&fail, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  g_run++;
-  g_failed += any;
-  if (g_rank == 0)
-    printf("%s np=%d %-4s %s | b%lld sq%lld sk%lld h%lld/%lld d%lld/%lld %s | worst/tol: o %.0f%% "
-           "(ref %.0f%%) lse %.0f%% dq %.0f%% dk %.0f%% dv %.0f%% | fwd %.1f ms, %d steps\n",
-           any ? "FAIL" : "PASS", g_size, tu_dtype_name(dt), c->name, (long long)B,
-           (long long)NQ, (long long)NK, (long long)HQ, (long long)HK, (long long)D,
-           (long long)DV, c->layout == FCL_RING_ZIGZAG ? "zigzag" : "contiguous",
-           100 * wmax[0], 100 * wmax[2], 100 * fmax(wmax[1], wmax[3]), 100 * wmax[4],
-           100 * wmax[5], 100 * wmax[6], fst.wall_ms, fst.steps);
-  fflush(stdout);
+  /* Both transports must give the same bits: the same data, summed in the
+   * same order. */
+  const ring_result *a0 = &res[0], *a1 = &res[1];
+  const int same = !a0->bad && !a1->bad && !memcmp(a0->o, a1->o, mo * 8) &&
+                   !memcmp(a0->l, a1->l, ml * 8) && !memcmp(a0->dq, a1->dq, mq * 8) &&
+                   !memcmp(a0->dk, a1->dk, mk_ * 8) && !memcmp(a0->dv, a1->dv, mv * 8);
+  if (!same) printf("  rank %d: the transports' results differ\n", g_rank);
+  for (int t = 0; t < 2; ++t) {
+    const ring_result *x = &res[t];
+    double w[7] = {
+        check("o vs single", x->o, xo, mo, tu_tol_output(dt), 0),
+        check("lse vs single", x->l, xl, ml, tu_tol_lse(), 1),
+        check("o vs reference", x->o, ro_, mo, to, 0),
+        check("lse vs reference", x->l, rl_, ml, tu_tol_lse(), 1),
+        check("dq vs single", x->dq, xdq, mq, tu_tol_grad(dt), 0),
+        check("dk vs single", x->dk, xdk, mk_, tu_tol_grad(dt), 0),
+        check("dv vs single", x->dv, xdv, mv, tu_tol_grad(dt), 0)};
+    if (x->outside)
+      printf("  rank %d: %s: %ld bytes outside the output views changed\n", g_rank,
+             g_transports[t], x->outside);
+    if (!x->det) printf("  rank %d: %s: two backward runs differ\n", g_rank, g_transports[t]);
+    int fail = bad || x->bad || x->outside || !x->det || !same;
+    for (int i = 0; i < 7; ++i) fail |= !(w[i] <= 1.0);
+    double wmax[7];
+    int any = 0;
+    MPI_Allreduce(w, wmax, 7, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(&fail, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    g_run++;
+    g_failed += any;
+    if (g_rank == 0)
+      printf("%s np=%d %s %-4s %s | b%lld sq%lld sk%lld h%lld/%lld d%lld/%lld %s | worst/tol: o "
+             "%.0f%% (ref %.0f%%) lse %.0f%% dq %.0f%% dk %.0f%% dv %.0f%% | fwd %.1f ms, %d "
+             "steps%s\n",
+             any ? "FAIL" : "PASS", g_size, g_transports[t], tu_dtype_name(dt), c->name,
+             (long long)B, (long long)NQ, (long long)NK, (long long)HQ, (long long)HK,
+             (long long)D, (long long)DV, c->layout == FCL_RING_ZIGZAG ? "zigzag" : "contiguous",
+             100 * wmax[0], 100 * wmax[2], 100 * fmax(wmax[1], wmax[3]), 100 * wmax[4],
+             100 * wmax[5], 100 * wmax[6], x->fst.wall_ms, x->fst.steps,
+             t == 0 ? "" : same ? ", bit-identical to mpi" : ", NOT bit-identical to mpi");
+    fflush(stdout);
+  }
 
-  tu_tensor *all[] = {&Q, &K, &V, &O, &DO, &DQ, &DK, &DV_, &rq, &rk, &rv, &ro, &rdo, &rdq, &rdk, &rdv};
+  tu_tensor *all[] = {&Q, &K, &V, &O, &DO, &DQ, &DK, &DV_, &io.q, &io.k, &io.v, &io.o, &io.dout,
+                      &io.dq, &io.dk, &io.dv};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) tu_tensor_release(all[i]);
-  clReleaseMemObject(LSE), clReleaseMemObject(rl);
+  clReleaseMemObject(LSE), clReleaseMemObject(io.lse);
   if (alibi) clReleaseMemObject(alibi);
-  double *fr[] = {q, k, v, dout, o_ref, lse_ref, o1, l1, dq1, dk1, dv1, lq, lk, lv, ldo, o2, l2,
-                  dq2, dk2, dv2, dq3, dk3, dv3, xo, xl, xdq, xdk, xdv, ro_, rl_};
+  for (int t = 0; t < 2; ++t) ring_result_free(&res[t]);
+  double *fr[] = {q, k, v, dout, o_ref, lse_ref, o1, l1, dq1, dk1, dv1, lq, lk, lv, ldo,
+                  xo, xl, xdq, xdk, xdv, ro_, rl_};
   for (size_t i = 0; i < sizeof fr / sizeof fr[0]; ++i) free(fr[i]);
 }
-
-void ring_bad_input(fcl_context *ctx, fcl_ring *ring, int rank, int size); /* test_ring_bad.c */
-int ring_bad_failed(void);
 
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
@@ -231,9 +301,8 @@ int main(int argc, char **argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
   const double t0 = MPI_Wtime();
   fcl_context *ctx = NULL;
-  fcl_ring *ring = NULL;
   fcl_status s = fcl_context_create(NULL, &ctx);
-  if (!s) s = fcl_ring_create(ctx, MPI_COMM_WORLD, &ring);
+  for (int t = 0; t < 2 && !s; ++t) s = ring_create_with(ctx, g_transports[t], &g_rings[t]);
   int ok = s == FCL_OK, all_ok = 0;
   MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (!all_ok) {
@@ -245,10 +314,13 @@ int main(int argc, char **argv) {
   if (g_rank == 0) printf("device: %s, %d ranks\n", fcl_context_device_name(ctx), g_size);
   const char *filter = getenv("FCL_TEST_FILTER");
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
-    if (!filter || strstr(cases[i].name, filter)) run_case(ctx, ring, &cases[i]);
-  if (!filter || strstr("bad input", filter)) ring_bad_input(ctx, ring, g_rank, g_size);
+    if (!filter || strstr(cases[i].name, filter)) run_case(ctx, &cases[i]);
+  if (!filter || strstr("bad input", filter)) {
+    for (int t = 0; t < 2; ++t) ring_bad_input(ctx, g_rings[t], g_transports[t], g_rank, g_size);
+    ring_bad_create(ctx, g_rank, g_size);
+  }
   g_failed += ring_bad_failed();
-  fcl_ring_destroy(ring);
+  for (int t = 0; t < 2; ++t) fcl_ring_destroy(g_rings[t]);
   fcl_context_destroy(ctx);
   if (g_rank == 0)
     printf("test_ring (%d ranks): %d cases, %d failed, %.1f s\n", g_size, g_run, g_failed,

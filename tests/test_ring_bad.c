@@ -1,10 +1,13 @@
 /* Bad input to the ring calls (test_ring.c): every rank must return the
  * same status, the message must name the argument (and the failing rank),
- * and no output may change. */
+ * and no output may change. And FCL_RING_TRANSPORT that is wrong, or not
+ * the same on every rank: fcl_ring_create fails on every rank. */
+#define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */
 #include "flashcl_mpi.h"
 #include "test_util.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int g_bad_failed;
@@ -13,6 +16,7 @@ int ring_bad_failed(void) { return g_bad_failed; }
 typedef struct {
   fcl_context *ctx;
   fcl_ring    *ring;
+  const char  *transport;
   int          rank, size;
   tu_tensor    q, k, v, o, dq, dk, dv;
   cl_mem       lse;
@@ -49,15 +53,69 @@ static void expect(bad_setup *b, const char *what, const fcl_ring_desc *d, const
   MPI_Allreduce(&fail, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   g_bad_failed += any;
   if (b->rank == 0)
-    printf("%s np=%d bad input: %s | %s\n", any ? "FAIL" : "PASS", b->size, what, msg);
+    printf("%s np=%d %s bad input: %s | %s\n", any ? "FAIL" : "PASS", b->size, b->transport,
+           what, msg);
   fflush(stdout);
 }
 
-void ring_bad_input(fcl_context *ctx, fcl_ring *ring, int rank, int size);
-void ring_bad_input(fcl_context *ctx, fcl_ring *ring, int rank, int size) {
+fcl_status ring_create_with(fcl_context *ctx, const char *transport, fcl_ring **out);
+void ring_bad_input(fcl_context *ctx, fcl_ring *ring, const char *transport, int rank, int size);
+void ring_bad_create(fcl_context *ctx, int rank, int size);
+
+/* A ring over MPI_COMM_WORLD made with FCL_RING_TRANSPORT = transport
+ * (NULL: unset); the variable is restored after. */
+fcl_status ring_create_with(fcl_context *ctx, const char *transport, fcl_ring **out) {
+  const char *was = getenv("FCL_RING_TRANSPORT");
+  char old[64] = "";
+  if (was) snprintf(old, sizeof old, "%s", was);
+  if (transport) setenv("FCL_RING_TRANSPORT", transport, 1);
+  else unsetenv("FCL_RING_TRANSPORT");
+  const fcl_status s = fcl_ring_create(ctx, MPI_COMM_WORLD, out);
+  if (was) setenv("FCL_RING_TRANSPORT", old, 1);
+  else unsetenv("FCL_RING_TRANSPORT");
+  return s;
+}
+
+static void expect_create(fcl_context *ctx, int rank, int size, const char *what,
+                          const char *transport, const char *const *words) {
+  fcl_ring *ring = NULL;
+  const fcl_status s = ring_create_with(ctx, transport, &ring);
+  const char *msg = fcl_ring_last_error(NULL);
+  char missing[256] = "";
+  const int fail = s != FCL_ERROR_INVALID_ARGUMENT || ring != NULL ||
+                   !tu_has_words(msg, words, missing, sizeof missing);
+  if (fail)
+    printf("  rank %d: %s: got %s (want %s), message \"%s\"%s%s\n", rank, what,
+           fcl_status_string(s), fcl_status_string(FCL_ERROR_INVALID_ARGUMENT), msg,
+           missing[0] ? ", missing " : "", missing);
+  fcl_ring_destroy(ring); /* collective: every rank has one or none */
+  int any = 0;
+  MPI_Allreduce(&fail, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  g_bad_failed += any;
+  if (rank == 0)
+    printf("%s np=%d bad input: %s | %s\n", any ? "FAIL" : "PASS", size, what, msg);
+  fflush(stdout);
+}
+
+void ring_bad_create(fcl_context *ctx, int rank, int size) {
+  {
+    char last[32];
+    snprintf(last, sizeof last, "%d", size - 1);
+    const char *w[] = {"FCL_RING_TRANSPORT", rank == size - 1 ? "tcp" : last, NULL};
+    expect_create(ctx, rank, size, "FCL_RING_TRANSPORT=tcp on the last rank",
+                  rank == size - 1 ? "tcp" : "shm", w);
+  }
+  if (size > 1) {
+    const char *w[] = {"FCL_RING_TRANSPORT", "differs", NULL};
+    expect_create(ctx, rank, size, "FCL_RING_TRANSPORT mpi on rank 0, shm elsewhere",
+                  rank == 0 ? "mpi" : "shm", w);
+  }
+}
+
+void ring_bad_input(fcl_context *ctx, fcl_ring *ring, const char *transport, int rank, int size) {
   bad_setup b;
   memset(&b, 0, sizeof b);
-  b.ctx = ctx, b.ring = ring, b.rank = rank, b.size = size;
+  b.ctx = ctx, b.ring = ring, b.transport = transport, b.rank = rank, b.size = size;
   cl_context cl = fcl_context_cl(ctx);
   cl_command_queue qu = fcl_context_queue(ctx);
   const int64_t N = 8 * size, L = 8, H = 2, D = 16; /* zig-zag: 8 tokens a rank */

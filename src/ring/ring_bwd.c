@@ -3,17 +3,16 @@
  * the global o and lse (so each pair's P is the whole sequence's); dq sums
  * in f32 here, and the pair's dk, dv in an f32 contribution for that
  * slice. The slice's running dK/dV sums (f32, summed by the ranks before
- * this one in ring order) arrive from the rank before while the device
- * computes; this rank adds its contribution and passes them on, so after
- * R steps they come home to their rank: every element is summed in the
- * same order on every run. */
+ * this one in ring order) arrive from the rank before (ring_dkv.c); this
+ * rank adds its contribution and passes them on, so after R steps they
+ * come home to their rank: every element is summed in the same order on
+ * every run, over either transport. */
 #include "ring/ring.h"
 
 #include <string.h>
 
 enum { B_DQ_PART = 3, B_DKV_PART = 4, B_DQ_ACC = 5, B_LSE = 6 /* + piece */, B_LOCAL = 10,
        B_INC = 11 };
-enum { H_DKV_SEND = 3, H_DKV_RECV = 4 /* and 5 */ };
 
 typedef struct {
   const ring_call    *c;
@@ -23,7 +22,7 @@ typedef struct {
   cl_mem              lse[2];
   int64_t             most_q, most_k; /* longest query piece, key slice */
   bool                touched[2];     /* dq of the piece written */
-  ring_xfer           xs, xr;         /* dK/dV sends and receives */
+  ring_dkv            dkv;            /* the running dK/dV sums */
 } bwd_state;
 
 static int64_t slice_len(const fcl_ring *r, const fcl_ring_desc *d, int origin, ring_slice *s) {
@@ -50,7 +49,6 @@ static fcl_status prepare(fcl_ring *r, bwd_state *b) {
     if (slice_len(r, c->d, o, &ks) > b->most_k) b->most_k = ks.length;
   }
   cl_mem m;
-  void *h;
   for (int p = 0; p < b->qs->n; ++p) {
     const int64_t len = b->qs->p[p].len;
     if (len > b->most_q) b->most_q = len;
@@ -68,11 +66,7 @@ static fcl_status prepare(fcl_ring *r, bwd_state *b) {
       (s = ring_dev_get(r, B_DQ_ACC, (size_t)(B * b->qs->length * a->heads_q * a->head_dim) * 4, &m)) ||
       (s = ring_dev_get(r, B_LOCAL, dkv, &m)) || (s = ring_dev_get(r, B_INC, dkv, &m)))
     return s;
-  if (r->size > 1 &&
-      ((s = ring_host_get(r, H_DKV_SEND, dkv, &h)) || (s = ring_host_get(r, H_DKV_RECV, dkv, &h)) ||
-       (s = ring_host_get(r, H_DKV_RECV + 1, dkv, &h))))
-    return s;
-  return FCL_OK;
+  return ring_dkv_prepare(r, dkv);
 }
 
 static fcl_status flashcl_fail(fcl_ring *r, fcl_status s) {
@@ -130,48 +124,17 @@ static fcl_status step_grads(fcl_ring *r, bwd_state *b, const ring_slice *os,
   return s;
 }
 
-/* The running sums of the step's slice: the arrived ones plus this rank's
- * (in that order), read back and sent on. */
-static fcl_status pass_on(fcl_ring *r, bwd_state *b, int step, int64_t len) {
-  const fcl_attention_desc *a = &b->c->d->attn;
-  const size_t bytes = dkv_bytes(a, len);
-  cl_mem acc = r->dev[B_LOCAL].buf;
-  fcl_status s = FCL_OK, w;
-  if (step > 0) {
-    s = ring_xfer_finish(r, &b->xr);
-    cl_int err = clEnqueueWriteBuffer(r->queue, r->dev[B_INC].buf, CL_FALSE, 0, bytes,
-                                      r->host[H_DKV_RECV + step % 2].ptr, 0, NULL, NULL);
-    if (err && !s) s = ring_fail_cl(r, err, "uploading dK/dV sums");
-    if (!s) s = ring_sum(r, b->kern, r->dev[B_INC].buf, acc, bytes / 4);
-    acc = r->dev[B_INC].buf;
-  }
-  if ((w = ring_xfer_finish(r, &b->xs)) && !s) s = w; /* the send staging is free */
-  const cl_int err = clEnqueueReadBuffer(r->queue, acc, CL_TRUE, 0, bytes,
-                                         r->host[H_DKV_SEND].ptr, 0, NULL, NULL);
-  if (err && !s) s = ring_fail_cl(r, err, "reading dK/dV sums");
-  if ((w = ring_xfer_start(r, &b->xs, r->host[H_DKV_SEND].ptr, bytes, NULL, 0, 2 * step + 3)) &&
-      !s)
-    s = w;
-  return s;
-}
-
 /* dK/dV come home (after R steps) and are stored with dq. */
 static fcl_status finish(fcl_ring *r, bwd_state *b, const ring_slice *ks) {
   const ring_call *c = b->c;
   const fcl_attention_desc *a = &c->d->attn;
   const int64_t B = a->batch, Hq = a->heads_q, Hk = a->heads_kv, D = a->head_dim,
                 Dv = a->head_dim_v, L = ks->length;
-  fcl_status s = FCL_OK, w;
+  fcl_status s = FCL_OK;
   cl_mem acc = r->dev[B_LOCAL].buf;
   if (r->size > 1) {
-    const size_t bytes = dkv_bytes(a, L);
-    void *home = r->host[H_DKV_RECV].ptr;
-    s = ring_xfer_start(r, &b->xr, NULL, 0, home, bytes, 2 * (r->size - 1) + 3);
-    if ((w = ring_xfer_finish(r, &b->xr)) && !s) s = w;
-    if ((w = ring_xfer_finish(r, &b->xs)) && !s) s = w;
     acc = r->dev[B_INC].buf;
-    const cl_int err = clEnqueueWriteBuffer(r->queue, acc, CL_TRUE, 0, bytes, home, 0, NULL, NULL);
-    if (err && !s) s = ring_fail_cl(r, err, "uploading dK/dV");
+    s = ring_dkv_home(r, &b->dkv, dkv_bytes(a, L), acc);
   }
   const float zero = 0.0f;
   for (int p = 0; p < b->qs->n && !s; ++p)
@@ -196,7 +159,8 @@ fcl_status ring_backward_run(fcl_ring *r, const ring_call *c, const ring_slice *
                              const ring_slice *ks) {
   const fcl_attention_desc *a = &c->d->attn;
   bwd_state b = {.c = c, .qs = qs};
-  fcl_status st = ring_agree(r, prepare(r, &b));
+  ring_dkv_init(&b.dkv);
+  fcl_status st = ring_host_commit(r, ring_agree(r, prepare(r, &b)));
   if (st) return st;
   const double t0 = ring_now_ms();
   r->stats = (fcl_ring_stats){.ranks = r->size, .steps = r->size};
@@ -211,21 +175,26 @@ fcl_status ring_backward_run(fcl_ring *r, const ring_call *c, const ring_slice *
     ring_slice os;
     slice_len(r, c->d, ring_origin(r, step), &os);
     if ((w = ring_kv_step(r, &b.kv, step, c->k, c->v, &k, &v)) && !st) st = w;
-    if (step > 0 &&
-        (w = ring_xfer_start(r, &b.xr, NULL, 0, r->host[H_DKV_RECV + step % 2].ptr,
-                             dkv_bytes(a, os.length), 2 * (step - 1) + 3)) && !st)
-      st = w;
+    if ((w = ring_dkv_receive(r, &b.dkv, step, dkv_bytes(a, os.length))) && !st) st = w;
     ring_mark(r, &marks);
     if (!st) st = step_grads(r, &b, &os, &k, &v);
     ring_mark(r, &marks);
     clFlush(r->queue);
-    if ((w = ring_kv_wait(r, &b.kv)) && !st) st = w;
-    if (r->size > 1 && (w = pass_on(r, &b, step, os.length)) && !st) st = w;
+    /* Node-local, both uploads share the second queue: the sums', which
+     * runs beside this step's compute, first; the keys' of step + 2 then
+     * wait for nothing (ring_kv_wait) and run beside the next step's. */
+    if (!r->shm && (w = ring_kv_wait(r, &b.kv)) && !st) st = w;
+    if (r->size > 1 &&
+        (w = ring_dkv_pass_on(r, &b.dkv, b.kern, step, dkv_bytes(a, os.length),
+                              r->dev[B_LOCAL].buf, r->dev[B_INC].buf)) &&
+        !st)
+      st = w;
+    if (r->shm && (w = ring_kv_wait(r, &b.kv)) && !st) st = w;
   }
   if ((w = finish(r, &b, ks)) && !st) st = w;
   const cl_int err = clFinish(r->queue);
   if (!st && err) st = ring_fail_cl(r, err, "clFinish");
-  ring_kv_end(&b.kv);
+  ring_kv_end(r, &b.kv);
   r->stats.compute_ms = ring_marks_ms(r, &marks);
   ring_marks_release(&marks);
   r->stats.wall_ms = ring_now_ms() - t0;

@@ -44,6 +44,23 @@ fcl_status fcl_ring_last_stats(const fcl_ring *ring, fcl_ring_stats *out) {
   return FCL_OK;
 }
 
+/* The node-local transport's queue for uploads (on ctx's device), so that
+ * they run beside the compute; collective: made on every rank or none. */
+static fcl_status second_queue(fcl_ring *r) {
+  cl_device_id dev = NULL;
+  cl_int err = clGetCommandQueueInfo(r->queue, CL_QUEUE_DEVICE, sizeof dev, &dev, NULL);
+  if (err == CL_SUCCESS) r->xq = clCreateCommandQueue(r->cl, dev, 0, &err);
+  int ok = err == CL_SUCCESS, all = 0;
+  if (MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, r->comm) != MPI_SUCCESS) all = 0;
+  if (all) return FCL_OK;
+  if (ok) clReleaseCommandQueue(r->xq);
+  r->xq = NULL;
+  return ok ? ring_fail(NULL, FCL_ERROR_OPENCL, "creating the ring's upload queue failed on "
+                                               "another rank")
+            : ring_fail(NULL, FCL_ERROR_OPENCL, "creating the ring's upload queue: OpenCL "
+                                               "error %d", (int)err);
+}
+
 fcl_status fcl_ring_create(fcl_context *ctx, MPI_Comm comm, fcl_ring **out) {
   create_msg[0] = '\0';
   if (!out) return ring_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "out: is NULL");
@@ -73,6 +90,13 @@ fcl_status fcl_ring_create(fcl_context *ctx, MPI_Comm comm, fcl_ring **out) {
   MPI_Comm_set_errhandler(r->comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(r->comm, &r->rank);
   MPI_Comm_size(r->comm, &r->size);
+  fcl_status s = ring_transport_choose(r);
+  if (!s && r->shm && r->size > 1) s = second_queue(r);
+  if (s) {
+    MPI_Comm_free(&r->comm);
+    free(r);
+    return s;
+  }
   *out = r;
   return FCL_OK;
 }
@@ -100,8 +124,14 @@ void fcl_ring_destroy(fcl_ring *ring) {
   }
   for (size_t i = 0; i < sizeof ring->dev / sizeof ring->dev[0]; ++i)
     if (ring->dev[i].buf) clReleaseMemObject(ring->dev[i].buf);
+  if (ring->xq) {
+    clFinish(ring->xq);
+    clReleaseCommandQueue(ring->xq);
+  }
+  /* Windows are freed collectively, in the same slot order on every rank. */
   for (size_t i = 0; i < sizeof ring->host / sizeof ring->host[0]; ++i)
-    host_release(ring, &ring->host[i]);
+    if (ring->shm) ring_shm_release(ring, &ring->host[i]);
+    else host_release(ring, &ring->host[i]);
   MPI_Comm_free(&ring->comm);
   free(ring);
 }
@@ -124,11 +154,16 @@ fcl_status ring_dev_get(fcl_ring *r, int slot, size_t bytes, cl_mem *out) {
   return FCL_OK;
 }
 
-/* Pinned memory where the device offers it (faster transfers); the
- * caller has waited for every transfer that used the old buffer. */
+/* Over MPI: pinned memory where the device offers it (faster transfers);
+ * the caller has waited for every transfer that used the old buffer. */
 fcl_status ring_host_get(fcl_ring *r, int slot, size_t bytes, void **out) {
   ring_host *h = &r->host[slot];
   if (bytes == 0) bytes = 4;
+  if (r->shm) { /* grown by ring_host_commit, with every rank */
+    h->want = bytes;
+    *out = h->ptr;
+    return FCL_OK;
+  }
   if (h->size < bytes) {
     host_release(r, h);
     cl_int err;

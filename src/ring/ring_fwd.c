@@ -118,7 +118,7 @@ fcl_status ring_forward_run(fcl_ring *r, const ring_call *c, const ring_slice *q
   const fcl_attention_desc *a = &c->d->attn;
   fwd_state f = {.c = c, .qs = qs};
   ring_kv kv;
-  fcl_status st = ring_agree(r, prepare(r, &f, &kv));
+  fcl_status st = ring_host_commit(r, ring_agree(r, prepare(r, &f, &kv)));
   if (st) return st;
   const double t0 = ring_now_ms();
   r->stats = (fcl_ring_stats){.ranks = r->size, .steps = r->size};
@@ -150,7 +150,7 @@ fcl_status ring_forward_run(fcl_ring *r, const ring_call *c, const ring_slice *q
                        qs->p[p].len, a->batch * a->heads_q);
   const cl_int err = clFinish(r->queue);
   if (!st && err) st = ring_fail_cl(r, err, "clFinish");
-  ring_kv_end(&kv);
+  ring_kv_end(r, &kv);
   r->stats.compute_ms = ring_marks_ms(r, &marks);
   ring_marks_release(&marks);
   r->stats.wall_ms = ring_now_ms() - t0;
