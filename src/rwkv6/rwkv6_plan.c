@@ -18,12 +18,12 @@ static void rwkv6_class(const fcl_rwkv6_desc *d, fcl_dtype dtype, const fcl_vari
 /* Chunked or recurrent, for the forward or the backward: the descriptor,
  * $FCL_RWKV6_ALGORITHM, a variant fa-tune overrides, then the faster of
  * the two where fa-tune measured both for this class (the chunked one's
- * best variant, portable or tensor cores); otherwise recurrent. The
- * recurrent kernels are the ones run and timed on a GPU (H100: forward
- * 2.1 ms, backward 47 ms at B8 T4096 H32 K64); the chunked ones (the
- * tensor cores' included) have so far run on CPUs only (PoCL, rusticl,
- * the emulated tensor cores), so they are chosen where fa-tune timed them
- * faster, or asked for. */
+ * best variant, portable or tensor cores). Untuned, what the H100
+ * measured at B8 T4096 H32 K=V=64 (fa-bench, 2026-11-26): the backward on
+ * tensor cores (f16/bf16) 13.0 ms chunked against 46.0 recurrent, so it
+ * is chunked there from T = 256 (four chunks); every forward (recurrent
+ * 2.2 ms, chunked 5.2) and the f32 backward (portable chunked 62 ms,
+ * recurrent 45) stay recurrent. */
 static bool use_chunked(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dtype,
                         bool backward) {
   if (d->algorithm != FCL_RWKV6_AUTO) return d->algorithm == FCL_RWKV6_CHUNKED;
@@ -41,7 +41,11 @@ static bool use_chunked(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dty
   const double tr = fcl_tuning_stored_time(ctx, &rc);
   const double tc = fcl_tuning_stored_time(ctx, &cc), tm = fcl_tuning_stored_time(ctx, &cm);
   const double tch = tm > 0 && (tc <= 0 || tm < tc) ? tm : tc;
-  return tr > 0 && tch > 0 && tch < tr;
+  if (tr > 0 && tch > 0) return tch < tr;
+  bool mma = false;
+  if (!backward || d->seqlen < 256 || fcl_rwkv6_chunk_mma_applies(ctx, d, dtype, &mma))
+    return false;
+  return mma;
 }
 
 /* The chunked variant: on tensor cores where they apply (unless fa-tune
