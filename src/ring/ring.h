@@ -52,14 +52,16 @@ struct fcl_ring {
   char             msg[FCL_RING_MSG];
 };
 
-/* ring_context.c: errors, buffers, kernels. ring_fail records the message
- * and returns s; ring_fail_cl names an OpenCL error. */
+/* ring_error.c: ring_fail records the message (r NULL: the create's) and
+ * returns s; ring_fail_cl names an OpenCL error; ring_error_reset clears
+ * the create's message. ring_context.c: buffers, kernels. */
 fcl_status ring_fail(fcl_ring *r, fcl_status s, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
 fcl_status ring_fail_cl(fcl_ring *r, cl_int err, const char *what);
+void       ring_error_reset(void);
 fcl_status ring_dev_get(fcl_ring *r, int slot, size_t bytes, cl_mem *out);
 /* Over MPI: grows host slot to bytes now. Node-local: notes the size
  * (*out is then the current segment, maybe smaller, maybe NULL); the
@@ -99,6 +101,11 @@ fcl_status ring_check(fcl_ring *r, const ring_call *c, ring_slice *q_slice, ring
  * rank's status on all (its message is kept where it failed; the others
  * name it). */
 fcl_status ring_agree(fcl_ring *r, fcl_status s);
+/* ring_agree, and the first of n (at most 32) values v that differ between
+ * ranks: its index in *differs (-1: none) and its least and largest value
+ * (ring_error.c). */
+fcl_status ring_agree_values(fcl_ring *r, fcl_status s, const int64_t *v, int n, int *differs,
+                             int64_t *lo, int64_t *hi);
 
 /* ring_view.c: views of a piece of a tensor, and the ring's kernels on
  * them. ring_rows: t from row `row` on along the sequence. */

@@ -132,32 +132,17 @@ static const char *const fp_names[NFP] = {
     "window_left", "window_right", "diag_shift", "layout", "q.dtype", "softmax_scale",
     "softcap", "alibi_slopes", "pass"};
 
-/* One MPI_Allreduce (MIN) of the first failing rank and status, and of the
- * fingerprint and its negation (fp == NULL: a status alone). */
+/* The ranks' status, then the fingerprint: the first value that differs
+ * between ranks is named. */
 static fcl_status agree(fcl_ring *r, fcl_status s, const int64_t *fp) {
-  int64_t in[1 + 2 * NFP] = {0}, out[1 + 2 * NFP];
-  in[0] = s ? (int64_t)r->rank * 16 + (int64_t)s : INT64_MAX;
-  const int n = fp ? 1 + 2 * NFP : 1;
-  for (int i = 0; fp && i < NFP; ++i) in[1 + i] = fp[i], in[1 + NFP + i] = -fp[i];
-  if (MPI_Allreduce(in, out, n, MPI_INT64_T, MPI_MIN, r->comm) != MPI_SUCCESS)
-    return ring_fail(r, FCL_ERROR_INTERNAL, "MPI_Allreduce failed while checking the arguments");
-  if (out[0] != INT64_MAX) {
-    const int who = (int)(out[0] / 16);
-    /* Every rank reports the failing rank's message. */
-    char msg[FCL_RING_MSG];
-    memcpy(msg, r->msg, sizeof msg);
-    MPI_Bcast(msg, FCL_RING_MSG, MPI_CHAR, who, r->comm);
-    msg[FCL_RING_MSG - 1] = '\0';
-    ring_fail(r, (fcl_status)(out[0] % 16), "rank %d: %s", who, msg);
-    return (fcl_status)(out[0] % 16);
-  }
-  for (int i = 0; fp && i < NFP; ++i)
-    if (out[1 + i] != -out[1 + NFP + i])
-      return ring_fail(r, FCL_ERROR_INVALID_ARGUMENT,
-                       "d: %s differs between ranks (from %" PRId64 " to %" PRId64 "); every "
-                       "rank must pass the same descriptor",
-                       fp_names[i], out[1 + i], -out[1 + NFP + i]);
-  return FCL_OK;
+  int differs = -1;
+  int64_t lo = 0, hi = 0;
+  const fcl_status a = ring_agree_values(r, s, fp, NFP, &differs, &lo, &hi);
+  if (a || differs < 0) return a;
+  return ring_fail(r, FCL_ERROR_INVALID_ARGUMENT,
+                   "d: %s differs between ranks (from %" PRId64 " to %" PRId64 "); every "
+                   "rank must pass the same descriptor",
+                   fp_names[differs], lo, hi);
 }
 
 fcl_status ring_check(fcl_ring *r, const ring_call *c, ring_slice *qs, ring_slice *ks) {
@@ -166,4 +151,3 @@ fcl_status ring_check(fcl_ring *r, const ring_call *c, ring_slice *qs, ring_slic
   return agree(r, check_local(r, c, qs, ks), fp);
 }
 
-fcl_status ring_agree(fcl_ring *r, fcl_status s) { return agree(r, s, NULL); }

@@ -1,4 +1,4 @@
-/* The ring handle: create and destroy, error messages, the staging
+/* The ring handle: create and destroy, the staging
  * buffers it keeps between calls, and its kernels (cl/ring/ring_copy.cl). */
 #include "ring/ring.h"
 
@@ -14,26 +14,6 @@ struct fcl_embedded_source {
 };
 extern const struct fcl_embedded_source fcl_ring_sources[];
 
-static _Thread_local char create_msg[FCL_RING_MSG];
-
-fcl_status ring_fail(fcl_ring *r, fcl_status s, const char *fmt, ...) {
-  char *dst = r ? r->msg : create_msg;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(dst, FCL_RING_MSG, fmt, ap);
-  va_end(ap);
-  return s;
-}
-
-fcl_status ring_fail_cl(fcl_ring *r, cl_int err, const char *what) {
-  const fcl_status s = err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_RESOURCES ||
-                               err == CL_OUT_OF_HOST_MEMORY
-                           ? FCL_ERROR_OUT_OF_MEMORY
-                           : FCL_ERROR_OPENCL;
-  return ring_fail(r, s, "%s: OpenCL error %d", what, (int)err);
-}
-
-const char *fcl_ring_last_error(const fcl_ring *ring) { return ring ? ring->msg : create_msg; }
 int fcl_ring_rank(const fcl_ring *ring) { return ring ? ring->rank : -1; }
 int fcl_ring_size(const fcl_ring *ring) { return ring ? ring->size : 0; }
 
@@ -62,7 +42,7 @@ static fcl_status second_queue(fcl_ring *r) {
 }
 
 fcl_status fcl_ring_create(fcl_context *ctx, MPI_Comm comm, fcl_ring **out) {
-  create_msg[0] = '\0';
+  ring_error_reset();
   if (!out) return ring_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "out: is NULL");
   *out = NULL;
   if (!ctx) return ring_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "ctx: is NULL");
