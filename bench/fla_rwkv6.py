@@ -21,10 +21,11 @@ flash-linear-attention / fla-core.
 """
 import argparse
 import json
-import statistics
 import sys
 
 import torch
+
+from cuda_timing import timed
 
 try:
     from fla.ops.rwkv6 import chunk_rwkv6, fused_recurrent_rwkv6
@@ -44,21 +45,6 @@ def inputs(b, t, h, k, v, dt, seed=0):
     r, kk, vv, do = uni(b, t, h, k), uni(b, t, h, k), uni(b, t, h, v), uni(b, t, h, v)
     w = (-torch.exp(torch.randn(b, t, h, k, generator=g, device="cuda") - 3.0)).to(dt)
     return r, kk, vv, w, uni(h, k), do
-
-
-def timed(fn, iters, warmup):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        a, z = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        z.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(z))
-    return statistics.median(times)
 
 
 def run(impl, b, t, h, k, v, dtn, iters, warmup):
