@@ -57,6 +57,11 @@ void fcl_rwkv6_chunk_out(
     rw_load_state(st_s, ck, rw_ck(bh, nchunk, c), k0, BK, j0, BV, nt > 0, lid, WG);
     barrier(CLK_LOCAL_MEM_FENCE);
     rw_chunk_decays(w_s, r_s, k_s, rq, kq, tot, pp, ps, ex, eg, lid);
+    /* The step decays e^{w}, for the entries inside a sub-chunk: their
+     * decay is the product of the steps strictly between (each product
+     * rounds once; a strong decay only makes it 0). */
+    for (int e = lid; e < TC * BK; e += WG) w_s[e] = exp(w_s[e]);
+    barrier(CLK_LOCAL_MEM_FENCE);
     /* This tile's part of the entries of A the work-item owns (lower
      * triangle entries lid, lid + WG, ...). */
       for (int n = 0; n < NA; ++n) {
@@ -67,9 +72,9 @@ void fcl_rwkv6_chunk_out(
         for (int i = 0; i < BK; ++i) x = fma(r_s[t * BK + i] * u_s[i], k_s[s2 * BK + i], x);
       } else if (I == J) {
         for (int i = 0; i < BK; ++i) {
-          float span = 0.0f;
-          for (int q = s2 + 1; q < t; ++q) span += w_s[q * BK + i];
-          x = fma(r_s[t * BK + i] * k_s[s2 * BK + i], exp(span), x);
+          float f = 1.0f;
+          for (int q = s2 + 1; q < t; ++q) f *= w_s[q * BK + i];
+          x = fma(r_s[t * BK + i] * k_s[s2 * BK + i], f, x);
         }
       } else {
         __local const float *exij = ex + ((I - 1) * NSUB + J) * BK;
