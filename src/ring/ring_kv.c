@@ -101,20 +101,18 @@ fcl_status ring_kv_step(fcl_ring *r, ring_kv *kv, int s, const fcl_tensor *own_k
   kv->step = s;
   if (s == 0) {
     *k = *own_k, *v = *own_v;
-  } else if (r->shm) { /* uploading since step s - 1 (prefetch) */
+  } else { /* the slice in device staging s % 2 */
     cl_mem dev = r->dev[RING_DEV_KV + s % 2].buf;
-    cl_int err = kv->up[s % 2] ? CL_SUCCESS : CL_INVALID_EVENT; /* the prefetch failed */
-    if (!err) err = clEnqueueBarrierWithWaitList(r->queue, 1, &kv->up[s % 2], NULL);
-    if (err != CL_SUCCESS) up = ring_fail_cl(r, err, "waiting for the keys and values");
-    *k = ring_dense(dev, kv->dt, 0, len, a->heads_kv, a->head_dim);
-    *v = ring_dense(dev, kv->dt, (size_t)(a->batch * len * a->heads_kv * a->head_dim), len,
-                    a->heads_kv, a->head_dim_v);
-  } else { /* arrived during step s - 1 in host staging 1 + s % 2 */
-    cl_mem dev = r->dev[RING_DEV_KV + s % 2].buf;
-    const cl_int err = clEnqueueWriteBuffer(r->queue, dev, CL_FALSE, 0, ring_kv_bytes(kv, len),
-                                            r->host[RING_HOST_KV + s % 2].ptr, 0, NULL,
-                                            &kv->up[s % 2]);
-    if (err != CL_SUCCESS) up = ring_fail_cl(r, err, "uploading keys and values");
+    cl_int err;
+    if (r->shm) { /* uploading since step s - 1 (prefetch) */
+      err = kv->up[s % 2] ? CL_SUCCESS : CL_INVALID_EVENT; /* the prefetch failed */
+      if (!err) err = clEnqueueBarrierWithWaitList(r->queue, 1, &kv->up[s % 2], NULL);
+      if (err != CL_SUCCESS) up = ring_fail_cl(r, err, "waiting for the keys and values");
+    } else { /* arrived during step s - 1 in host staging 1 + s % 2 */
+      err = clEnqueueWriteBuffer(r->queue, dev, CL_FALSE, 0, ring_kv_bytes(kv, len),
+                                 r->host[RING_HOST_KV + s % 2].ptr, 0, NULL, &kv->up[s % 2]);
+      if (err != CL_SUCCESS) up = ring_fail_cl(r, err, "uploading keys and values");
+    }
     *k = ring_dense(dev, kv->dt, 0, len, a->heads_kv, a->head_dim);
     *v = ring_dense(dev, kv->dt, (size_t)(a->batch * len * a->heads_kv * a->head_dim), len,
                     a->heads_kv, a->head_dim_v);
