@@ -18,7 +18,7 @@ static const fcl_variant *const registry[] = {
     &fcl_variant_rwkv6_bwd,         &fcl_variant_rwkv6_bwd_chunked_mma,
     &fcl_variant_rwkv6_bwd_chunked, &fcl_variant_rwkv6_chunked_mma,
     &fcl_variant_rwkv6_chunked,
-    &fcl_variant_attention_decode};
+    &fcl_variant_attention_decode_mma, &fcl_variant_attention_decode};
 
 int fcl_variant_count(void) { return (int)FCL_COUNT(registry); }
 
@@ -63,8 +63,8 @@ bool fcl_tuning_worth_trying(fcl_context *ctx, const fcl_tuning_class *c,
 }
 
 /* The plan of a problem of the class: its head dims, causal flag and
- * bucket length. fcl_attention_kvcache has one kernel, the decode variant:
- * it runs every class it has. */
+ * bucket length. fcl_attention_kvcache runs a decode variant on every class
+ * it has. */
 static fcl_status plans(fcl_context *ctx, const fcl_tuning_class *c, bool *runs) {
   const fcl_variant *v = c->variant;
   const int64_t len = fcl_seqlen_bucket_length(c->bucket);
@@ -77,8 +77,13 @@ static fcl_status plans(fcl_context *ctx, const fcl_tuning_class *c, bool *runs)
     s = fcl_attention_plan_make(ctx, &d, c->dtype, v->op == FCL_TUNING_ATTENTION_BWD, 0, &pl);
     *runs = s == FCL_OK && pl.cls.variant == v;
   } else if (v->op == FCL_TUNING_ATTENTION_DECODE) {
+    /* The tensor-core kernel where it suits the class, else the portable
+     * one (which runs anywhere when forced). */
+    const bool mma = fcl_kvcache_mma_suits(ctx, c->dtype, c->head_dim, c->head_dim_v);
     s = FCL_OK;
-    *runs = fcl_tuning_class_valid(c);
+    *runs = fcl_tuning_class_valid(c) &&
+            (v == &fcl_variant_attention_decode_mma ? mma
+                                                     : !mma || fcl_tuning_overridden(ctx, v));
   } else {
     fcl_rwkv6_desc d = FCL_RWKV6_DESC_INIT;
     d.batch = 1, d.seqlen = len, d.heads = 1;

@@ -62,12 +62,14 @@ inline long kv_lse_index(const kv_seq *s, int b, int t, int h, int heads_q, int 
   }
 
 /* The keys [lo, hi) the tile's rows see, and this split's blocks of bn of
- * them, [blk0, blk1): declares the four. */
-#define KV_TILE_KEYS(bn)                                                           \
+ * them, [blk0, blk1): declares the four. KV_TILE_KEYS_FROM starts lo at a
+ * multiple of al (the keys before the window are masked). */
+#define KV_TILE_KEYS(bn) KV_TILE_KEYS_FROM(bn, 1)
+#define KV_TILE_KEYS_FROM(bn, al)                                                  \
   const int t_lo_ = row0 / group, t_hi_ = min(s.n - 1, (row0 + ROWS - 1) / group);  \
   int lo = 0, hi = 0;                                                              \
   if (t_lo_ < s.n) {                                                               \
-    lo = max(0, t_lo_ + s.diag - window_left);                                     \
+    lo = max(0, t_lo_ + s.diag - window_left) / (al) * (al);                       \
     hi = min(s.sk, t_hi_ + s.diag + window_right + 1);                             \
   }                                                                                \
   const int nblk_ = hi > lo ? (hi - lo + (bn) - 1) / (bn) : 0;                     \

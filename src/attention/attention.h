@@ -178,12 +178,46 @@ fcl_status fcl_kvcache_append(fcl_context *ctx, cl_kernel k, const fcl_kvcache_p
  * page size, pages, pages a sequence. */
 void fcl_kvcache_layout_args(fcl_args *a, const fcl_kvcache_desc *d);
 extern const fcl_variant fcl_variant_attention_decode;
-void fcl_kvcache_class(const fcl_kvcache_problem *p, fcl_tuning_class *cls);
+void fcl_kvcache_class(const fcl_kvcache_problem *p, const fcl_variant *v,
+                       fcl_tuning_class *cls);
 fcl_status fcl_kvcache_decode_launch(fcl_context *ctx, const fcl_tuning_class *cls,
                                      const fcl_config *cfg, const fcl_kvcache_problem *p);
+/* What runs a decode kernel (either variant): its name, work-group, keys
+ * a block of the work-group, query rows a tile, the most rows its
+ * configuration allows, and the splits' choice (work-groups a compute unit
+ * in a wave, fewest keys a split). */
+typedef struct {
+  const char *kernel;
+  int         wg, bn, rows, max_rows, waves, split_keys;
+} fcl_kv_shape;
+/* Splits the keys, then enqueues the append, the kernel and the merge of
+ * the splits, all from the variant's program built with options. */
+fcl_status fcl_kvcache_run(fcl_context *ctx, const fcl_variant *v, const char *options,
+                           const fcl_kv_shape *sh, const fcl_kvcache_problem *p);
+/* Query rows a tile: a kv head's rows (its query heads times the new
+ * tokens) rounded up to a power of two, at most max_rows. */
+int fcl_kvcache_tile_rows(int max_rows, const fcl_kvcache_desc *d);
+/* Elements of the caches' 16-byte (or narrower) loads. */
+int fcl_kvcache_vector_width(const fcl_kvcache_problem *p);
+/* The forward of few rows as a KV-cache problem over a full contiguous
+ * cache (d holds the descriptor kp points to). */
+void fcl_kvcache_from_forward(const fcl_attention_problem *p, fcl_kvcache_desc *d,
+                              fcl_kvcache_problem *kp);
+/* kvcache_decode_mma.c: the decode kernel on NVIDIA's tensor cores
+ * (f16, bf16); the KV-cache row and the forward row. */
+extern const fcl_variant fcl_variant_attention_decode_mma;
+bool       fcl_kvcache_mma_suits(fcl_context *ctx, fcl_dtype dtype, int64_t head_dim,
+                                 int64_t head_dim_v);
+bool       fcl_kvcache_mma_applies(fcl_context *ctx, const fcl_kvcache_problem *p);
+fcl_status fcl_kvcache_mma_launch(fcl_context *ctx, const fcl_tuning_class *cls,
+                                  const fcl_config *cfg, const fcl_kvcache_problem *p);
+fcl_status fcl_attention_fwd_decode_mma_applies(fcl_context *ctx, const fcl_attention_desc *d,
+                                                fcl_dtype dtype, bool *yes);
+fcl_status fcl_attention_fwd_decode_mma_launch(fcl_context *ctx, const fcl_attention_plan *pl,
+                                               const fcl_attention_problem *p, bool *fallback);
 /* kvcache_prefill.c: many new rows run on the forward's kernels (the
  * tensor cores where they apply), over the cache or a contiguous copy. */
-bool       fcl_kvcache_prefill_applies(const fcl_context *ctx, const fcl_kvcache_problem *p);
+bool       fcl_kvcache_prefill_applies(fcl_context *ctx, const fcl_kvcache_problem *p);
 fcl_status fcl_kvcache_prefill_launch(fcl_context *ctx, const fcl_tuning_class *cls,
                                       const fcl_config *cfg, const fcl_kvcache_problem *p);
 /* The forward row: few query rows a kv head, many keys, no varlen. */

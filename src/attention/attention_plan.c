@@ -5,10 +5,12 @@
 
 #include <stdio.h>
 
-/* Forward: few query rows against many keys (the KV-cache kernels), the
- * tensor cores (NVIDIA), the CPU kernel (CPUs but llvmpipe), the portable
- * kernel (everywhere). */
+/* Forward: few query rows against many keys (the KV-cache kernels, on
+ * tensor cores, then portable), the tensor cores (NVIDIA), the CPU kernel
+ * (CPUs but llvmpipe), the portable kernel (everywhere). */
 const fcl_attention_row fcl_attention_fwd_rows[] = {
+    {&fcl_variant_attention_decode_mma, fcl_attention_fwd_decode_mma_applies, true, NULL,
+     fcl_attention_fwd_decode_mma_launch},
     {&fcl_variant_attention_decode, fcl_attention_fwd_decode_applies, true, NULL,
      fcl_attention_fwd_decode_launch},
     {&fcl_variant_attention_fwd_mma, fcl_attention_fwd_mma_applies, true,

@@ -98,8 +98,9 @@ const fcl_variant fcl_variant_attention_decode = {
     {"HEAD_DIM", "HEAD_DIM_V"}, FCL_MAX_HEAD_DIM, false, FCL_PARAM_COUNT(PARAMS),
     FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, worth_trying};
 
-void fcl_kvcache_class(const fcl_kvcache_problem *p, fcl_tuning_class *cls) {
-  *cls = (fcl_tuning_class){&fcl_variant_attention_decode, p->dtype, (int)p->d->head_dim,
+void fcl_kvcache_class(const fcl_kvcache_problem *p, const fcl_variant *v,
+                       fcl_tuning_class *cls) {
+  *cls = (fcl_tuning_class){v, p->dtype, (int)p->d->head_dim,
                             (int)p->d->head_dim_v, 0,
                             fcl_seqlen_bucket(p->fixed_len >= 0 ? p->fixed_len
                                                                 : p->d->cache_capacity)};
@@ -232,36 +233,37 @@ static double wave_fill(int64_t n, double slots) {
   return waves / ceil(waves);
 }
 
-static cl_int split_count(const fcl_context *ctx, const decode_params *c,
+static cl_int split_count(const fcl_context *ctx, const fcl_kv_shape *sh,
                           const fcl_kvcache_problem *p, int64_t groups, int64_t keys,
                           cl_int *min_split_keys) {
-  const int bn = c->WG / c->TPK * c->KPW;
   int64_t ns = 1;
   *min_split_keys = 0;
   if (p->d->num_splits > 0) {
     ns = p->d->num_splits;
   } else {
-    const double slots = (double)c->WAVES * ctx->info.compute_units;
-    int64_t most = (keys + c->SPLIT_KEYS - 1) / c->SPLIT_KEYS;
+    const double slots = (double)sh->waves * ctx->info.compute_units;
+    int64_t most = (keys + sh->split_keys - 1) / sh->split_keys;
     if (most > FCL_KV_MAX_SPLITS) most = FCL_KV_MAX_SPLITS;
     double best = 0.0;
     for (int64_t n = 1; n <= most; ++n) best = fmax(best, wave_fill(groups * n, slots));
     while (ns < most && wave_fill(groups * ns, slots) < 0.85 * best) ++ns;
-    *min_split_keys = c->SPLIT_KEYS;
+    *min_split_keys = sh->split_keys;
   }
   if (ctx->info.loop_budget > 0) { /* ~40 loop iterations a key for each row */
-    const int64_t keys_per_walk = ctx->info.loop_budget / 2 / (40 * c->MAX_ROWS) / bn * bn;
+    const int64_t keys_per_walk =
+        ctx->info.loop_budget / 2 / (40 * sh->max_rows) / sh->bn * sh->bn;
     const int64_t need = (keys + keys_per_walk - 1) / (keys_per_walk > 0 ? keys_per_walk : 1);
     if (ns < need) ns = need, *min_split_keys = 0;
   }
   return (cl_int)(ns < 1 ? 1 : ns > FCL_KV_MAX_SPLITS ? FCL_KV_MAX_SPLITS : ns);
 }
 
-/* Query rows a work-group: the rows of a kv head, up to MAX_ROWS. */
-static int tile_rows(const decode_params *c, const fcl_kvcache_desc *d) {
+int fcl_kvcache_tile_rows(int max_rows, const fcl_kvcache_desc *d) {
   const int rows = next_pow2(d->heads_q / d->heads_kv * d->seqlen_q);
-  return rows > c->MAX_ROWS ? c->MAX_ROWS : rows;
+  return rows > max_rows ? max_rows : rows;
 }
+
+int fcl_kvcache_vector_width(const fcl_kvcache_problem *p) { return vector_width(p); }
 
 fcl_status fcl_kvcache_options(fcl_context *ctx, const fcl_tuning_class *cls,
                                const fcl_config *cfg, const fcl_kvcache_problem *p, char *out,
@@ -273,7 +275,8 @@ fcl_status fcl_kvcache_options(fcl_context *ctx, const fcl_tuning_class *cls,
   if (p->dtype == FCL_F16 && ctx->info.is_nvidia && !ctx->info.mma_emulate &&
       (s = fcl_mma_ready(ctx, FCL_F16, &ptx)))
     return s;
-  const fcl_define extra[] = {{"ROWS", tile_rows(FCL_CPARAMS(decode_params, cfg), p->d)},
+  const decode_params *c = FCL_CPARAMS(decode_params, cfg);
+  const fcl_define extra[] = {{"ROWS", fcl_kvcache_tile_rows(c->MAX_ROWS, p->d)},
                               {"VEC", vector_width(p)},
                               {"FCL_UNROLL_HINTS", !ctx->info.is_cpu},
                               {"KV_PTX_CVT", ptx}};
@@ -282,30 +285,24 @@ fcl_status fcl_kvcache_options(fcl_context *ctx, const fcl_tuning_class *cls,
   return FCL_OK;
 }
 
-fcl_status fcl_kvcache_decode_launch(fcl_context *ctx, const fcl_tuning_class *cls,
-                                     const fcl_config *cfg, const fcl_kvcache_problem *p) {
+fcl_status fcl_kvcache_run(fcl_context *ctx, const fcl_variant *v, const char *options,
+                           const fcl_kv_shape *sh, const fcl_kvcache_problem *p) {
   const fcl_kvcache_desc *d = p->d;
-  const decode_params *c = FCL_CPARAMS(decode_params, cfg);
-  const fcl_variant *v = cls->variant;
   const int64_t rows_all = d->heads_q / d->heads_kv * d->seqlen_q;
-  const int rows = tile_rows(c, d);
-  char options[512];
-  fcl_status s;
-  if ((s = fcl_kvcache_options(ctx, cls, cfg, p, options, sizeof options))) return s;
-
-  const int64_t tiles = (rows_all + rows - 1) / rows;
+  const int64_t tiles = (rows_all + sh->rows - 1) / sh->rows;
   cl_int min_split_keys;
-  const cl_int ns = split_count(ctx, c, p, d->batch * d->heads_kv * tiles,
+  const cl_int ns = split_count(ctx, sh, p, d->batch * d->heads_kv * tiles,
                                 p->fixed_len >= 0 ? p->fixed_len : d->cache_capacity,
                                 &min_split_keys);
   const cl_int flags = (p->lse ? FCL_ATTN_LSE : 0) | (d->alibi_slopes ? FCL_ATTN_ALIBI : 0) |
                        (p->varlen ? FCL_ATTN_VARLEN : 0);
   cl_int kv_flags = fcl_kvcache_flags(p);
+  fcl_status s;
 
   /* Every kernel and buffer first: on error nothing is enqueued. */
   cl_kernel kd, km = NULL, ka = NULL;
   cl_mem part_o = p->q->buffer, part_lse = p->q->buffer;
-  if ((s = fcl_get_kernel(ctx, v->files, v->nfiles, options, "fcl_kv_decode", &kd)) ||
+  if ((s = fcl_get_kernel(ctx, v->files, v->nfiles, options, sh->kernel, &kd)) ||
       (p->append &&
        (s = fcl_get_kernel(ctx, v->files, v->nfiles, options, "fcl_kv_append", &ka))))
     return s;
@@ -317,7 +314,7 @@ fcl_status fcl_kvcache_decode_launch(fcl_context *ctx, const fcl_tuning_class *c
         (s = fcl_scratch(ctx, 1, fcl_bytes(ns, nrows, 4, 1, 1), &part_lse)))
       return s;
   }
-  fcl_log(ctx, "kvcache: %s rows %d, %d split(s)%s", options, rows, ns,
+  fcl_log(ctx, "kvcache: %s %s rows %d, %d split(s)%s", sh->kernel, options, sh->rows, ns,
           min_split_keys ? " (automatic)" : "");
   fcl_args ad = {kd, 0, CL_SUCCESS}, am = {km, 0, CL_SUCCESS};
   decode_args(&ad, p, part_o, part_lse, ns, min_split_keys, kv_flags, flags);
@@ -325,11 +322,23 @@ fcl_status fcl_kvcache_decode_launch(fcl_context *ctx, const fcl_tuning_class *c
   if (ad.err || am.err) return fcl_fail_cl(ctx, ad.err ? ad.err : am.err, "clSetKernelArg");
 
   if (ka && (s = fcl_kvcache_append(ctx, ka, p, kv_flags, flags))) return s;
-  const size_t g[3] = {(size_t)(ns * d->heads_kv) * c->WG, (size_t)tiles, (size_t)d->batch};
-  const size_t l[3] = {(size_t)c->WG, 1, 1};
+  const size_t g[3] = {(size_t)(ns * d->heads_kv) * sh->wg, (size_t)tiles, (size_t)d->batch};
+  const size_t l[3] = {(size_t)sh->wg, 1, 1};
   if ((s = fcl_launch(ctx, kd, &ad, g, l, "enqueueing KV-cache attention")) || !km) return s;
-  const size_t gm[3] = {(size_t)(d->seqlen_q * d->heads_q) * c->WG, (size_t)d->batch, 1};
+  const size_t gm[3] = {(size_t)(d->seqlen_q * d->heads_q) * sh->wg, (size_t)d->batch, 1};
   return fcl_launch(ctx, km, &am, gm, l, "enqueueing the KV-cache split merge");
+}
+
+fcl_status fcl_kvcache_decode_launch(fcl_context *ctx, const fcl_tuning_class *cls,
+                                     const fcl_config *cfg, const fcl_kvcache_problem *p) {
+  const decode_params *c = FCL_CPARAMS(decode_params, cfg);
+  char options[512];
+  fcl_status s;
+  if ((s = fcl_kvcache_options(ctx, cls, cfg, p, options, sizeof options))) return s;
+  const fcl_kv_shape sh = {"fcl_kv_decode", c->WG, c->WG / c->TPK * c->KPW,
+                           fcl_kvcache_tile_rows(c->MAX_ROWS, p->d), c->MAX_ROWS, c->WAVES,
+                           c->SPLIT_KEYS};
+  return fcl_kvcache_run(ctx, cls->variant, options, &sh, p);
 }
 
 /* The forward of few rows against many keys: a KV-cache call on k and v
@@ -345,19 +354,26 @@ fcl_status fcl_attention_fwd_decode_applies(fcl_context *ctx, const fcl_attentio
   return FCL_OK;
 }
 
-fcl_status fcl_attention_fwd_decode_launch(fcl_context *ctx, const fcl_attention_plan *pl,
-                                           const fcl_attention_problem *p, bool *fallback) {
-  (void)fallback;
+void fcl_kvcache_from_forward(const fcl_attention_problem *p, fcl_kvcache_desc *d,
+                              fcl_kvcache_problem *kp) {
   const fcl_attention_desc *a = p->d;
-  const fcl_kvcache_desc d = {
+  *d = (fcl_kvcache_desc){
       .batch = a->batch, .seqlen_q = a->seqlen_q, .heads_q = a->heads_q,
       .heads_kv = a->heads_kv, .head_dim = a->head_dim, .head_dim_v = a->head_dim_v,
       .cache_capacity = a->seqlen_k, .cache_batch = a->batch,
       .softmax_scale = a->softmax_scale, .causal = a->causal, .window_left = a->window_left,
       .window_right = a->window_right, .softcap = a->softcap, .alibi_slopes = a->alibi_slopes};
-  fcl_kvcache_problem kp = {.d = &d, .dtype = p->dtype, .q = p->q, .k_cache = p->k,
-                            .v_cache = p->v, .o = p->o, .lse = p->lse,
-                            .tokens = p->total_q, .lse_len = a->heads_q * p->total_q,
-                            .fixed_len = a->seqlen_k, .attn = *a, .sc = p->sc};
+  *kp = (fcl_kvcache_problem){.d = d, .dtype = p->dtype, .q = p->q, .k_cache = p->k,
+                              .v_cache = p->v, .o = p->o, .lse = p->lse,
+                              .tokens = p->total_q, .lse_len = a->heads_q * p->total_q,
+                              .fixed_len = a->seqlen_k, .attn = *a, .sc = p->sc};
+}
+
+fcl_status fcl_attention_fwd_decode_launch(fcl_context *ctx, const fcl_attention_plan *pl,
+                                           const fcl_attention_problem *p, bool *fallback) {
+  (void)fallback;
+  fcl_kvcache_desc d;
+  fcl_kvcache_problem kp;
+  fcl_kvcache_from_forward(p, &d, &kp);
   return fcl_kvcache_decode_launch(ctx, &pl->cls, &pl->cfg, &kp);
 }

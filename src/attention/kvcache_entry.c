@@ -6,18 +6,33 @@
  * append), the problems it takes (NULL: all) and its launch. */
 typedef struct {
   const fcl_variant *variant;
-  bool (*applies)(const fcl_context *ctx, const fcl_kvcache_problem *p);
+  bool (*applies)(fcl_context *ctx, const fcl_kvcache_problem *p);
   fcl_status (*launch)(fcl_context *ctx, const fcl_tuning_class *cls, const fcl_config *cfg,
                        const fcl_kvcache_problem *p);
 } kvcache_row;
 
 /* Chunked prefill on the forward's kernels (tensor cores where they
- * apply), then the decode kernel, which takes every problem on every
- * device (bandwidth-bound, its 16-byte loads serve NVIDIA too). */
+ * apply), the decode kernel on NVIDIA's tensor cores (f16, bf16), then the
+ * portable decode kernel, which takes every problem on every device. */
 static const kvcache_row rows[] = {
     {&fcl_variant_attention_decode, fcl_kvcache_prefill_applies, fcl_kvcache_prefill_launch},
+    {&fcl_variant_attention_decode_mma, fcl_kvcache_mma_applies, fcl_kvcache_mma_launch},
     {&fcl_variant_attention_decode, NULL, fcl_kvcache_decode_launch},
 };
+
+/* The row for a problem: the first that applies, past the decode rows
+ * fa-tune does not override while it tunes the other one. */
+static const kvcache_row *choose_row(fcl_context *ctx, const fcl_kvcache_problem *p) {
+  const kvcache_row *r = rows;
+  const bool forced_mma = fcl_tuning_overridden(ctx, &fcl_variant_attention_decode_mma);
+  const bool forced_portable = fcl_tuning_overridden(ctx, &fcl_variant_attention_decode);
+  for (; r->applies; ++r) {
+    const bool skip = (forced_portable && r->variant == &fcl_variant_attention_decode_mma) ||
+                      (forced_mma && r->launch == fcl_kvcache_prefill_launch);
+    if (!skip && r->applies(ctx, p)) break;
+  }
+  return r;
+}
 
 fcl_status fcl_attention_kvcache(fcl_context *ctx, const fcl_kvcache_desc *d,
                                  const fcl_tensor *q, const fcl_tensor *k_cache,
@@ -31,11 +46,10 @@ fcl_status fcl_attention_kvcache(fcl_context *ctx, const fcl_kvcache_desc *d,
   if ((s = fcl_check_kvcache(ctx, d, q, k_cache, v_cache, k_new, v_new, o, lse, &p)) ||
       (s = fcl_device_probe(ctx)))
     return s;
-  const kvcache_row *r = rows;
-  while (r->applies && !r->applies(ctx, &p)) ++r;
+  const kvcache_row *r = choose_row(ctx, &p);
   fcl_tuning_class cls;
   fcl_config cfg;
-  fcl_kvcache_class(&p, &cls);
+  fcl_kvcache_class(&p, r->variant, &cls);
   /* A database row or override is valid here (fcl_tuning_choose checks). */
   if ((s = fcl_tuning_choose(ctx, &cls, &cfg, NULL, 0))) return s;
   return r->launch(ctx, &cls, &cfg, &p);

@@ -17,7 +17,7 @@ static size_t gather_bytes(const fcl_kvcache_problem *p) {
 /* More rows a kv head than one decode work-group takes, not ragged, and a
  * gathered copy (where one is needed) within a quarter of the device's
  * largest buffer and 1 GiB; the rest stays with the decode kernels. */
-bool fcl_kvcache_prefill_applies(const fcl_context *ctx, const fcl_kvcache_problem *p) {
+bool fcl_kvcache_prefill_applies(fcl_context *ctx, const fcl_kvcache_problem *p) {
   const fcl_kvcache_desc *d = p->d;
   const size_t g = gather_bytes(p);
   const size_t most = ctx->info.max_alloc ? ctx->info.max_alloc / 4 : ((size_t)1 << 30);

@@ -1,0 +1,128 @@
+/* The decode variant on NVIDIA's tensor cores
+ * (cl/attention/kvcache_decode_mma.cl): its descriptor (parameters,
+ * defaults, checks, search space), where it applies (f16 and bf16, head
+ * dims that its permuted 16-byte loads cover, 16-byte aligned caches) and
+ * its launch, through the decode's runner (splits, append, merge). */
+#include "attention/attention.h"
+
+#include <stdio.h>
+
+/* Work-group size (warps of 32), 16-key steps a warp iteration, and the
+ * splits' choice as the portable decode makes it: work-groups a compute
+ * unit in a wave, fewest keys a split. */
+#define PARAMS(X) X(WG) X(KSUB) X(WAVES) X(SPLIT_KEYS)
+FCL_PARAM_STRUCT(decode_mma_params, PARAMS);
+
+#define MMA_ROWS 16 /* a tile's rows: one m16 tile of S */
+
+static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fcl_config *cfg) {
+  (void)dev, (void)cls;
+  decode_mma_params *c = FCL_PARAMS(decode_mma_params, cfg);
+  /* 150 registers a work-item at D=128 (ptxas): three work-groups an SM
+   * on the H100, one wave. */
+  c->WG = 128, c->KSUB = 1, c->WAVES = 3, c->SPLIT_KEYS = 256;
+}
+
+static size_t local_bytes(const fcl_tuning_class *cls, int wg) {
+  return 4 * ((size_t)MMA_ROWS * (cls->head_dim + cls->head_dim_v) + 2 * (size_t)wg / 2 +
+              2 * MMA_ROWS) +
+         (size_t)wg / 32 * 1024; /* the emulation's scratch, at most */
+}
+
+static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const fcl_config *cfg,
+                  char *why, size_t why_size) {
+  const decode_mma_params *c = FCL_CPARAMS(decode_mma_params, cfg);
+  const char *bad = NULL;
+  if (c->WG < 32 || c->WG > 512 || c->WG % 32 || c->KSUB < 1 || c->KSUB > 4 || c->WAVES < 1 ||
+      c->SPLIT_KEYS < 16)
+    bad = "a size out of range (WG whole warps up to 512, KSUB 1 to 4)";
+  else if ((size_t)c->WG > dev->max_wg)
+    bad = "work-group larger than the device allows";
+  else if (cls->head_dim % 32 || cls->head_dim_v % 64 || cls->head_dim > 256 ||
+           cls->head_dim_v > 256)
+    bad = "head dims not multiples of 32 (K) and 64 (V) up to 256";
+  else if (local_bytes(cls, c->WG) + 512 > dev->local_mem)
+    bad = "local memory exceeded";
+  if (bad && why) snprintf(why, why_size, "%s", bad);
+  return bad == NULL;
+}
+
+static int axes(const fcl_tuning_class *cls, fcl_axis *a) {
+  (void)cls;
+  a[0] = (fcl_axis){"WG", 3, {64, 128, 256}};
+  a[1] = (fcl_axis){"KSUB", 2, {1, 2}};
+  a[2] = (fcl_axis){"WAVES", 4, {1, 2, 3, 4}};
+  a[3] = (fcl_axis){"SPLIT_KEYS", 3, {128, 256, 512}};
+  return 4;
+}
+
+static void point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg) {
+  (void)cls;
+  decode_mma_params *c = FCL_PARAMS(decode_mma_params, cfg);
+  c->WG = v[0], c->KSUB = v[1], c->WAVES = v[2], c->SPLIT_KEYS = v[3];
+}
+
+/* The program holds the append and the split merge beside the kernel. */
+static const char *const files[] = {
+    "attention/attention_abi.h",        "common/dtype.cl",
+    "common/mma_warp.cl",               "common/mma_common.cl",
+    "attention/attention_common.cl",    "attention/kvcache_common.cl",
+    "attention/kvcache_append.cl",      "attention/kvcache_tile.cl",
+    "attention/kvcache_split_merge.cl", "attention/kvcache_decode_mma.cl"};
+const fcl_variant fcl_variant_attention_decode_mma = {
+    "attention_decode_mma", FCL_TUNING_ATTENTION_DECODE, files, (int)FCL_COUNT(files),
+    {"HEAD_DIM", "HEAD_DIM_V"}, FCL_MAX_HEAD_DIM, false, FCL_PARAM_COUNT(PARAMS),
+    FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, NULL};
+
+bool fcl_kvcache_mma_suits(fcl_context *ctx, fcl_dtype dtype, int64_t head_dim,
+                           int64_t head_dim_v) {
+  bool ready = false;
+  if (dtype == FCL_F32 || head_dim % 32 || head_dim_v % 64 || head_dim > 256 ||
+      head_dim_v > 256 || ctx->info.loop_budget > 0)
+    return false;
+  if (fcl_mma_ready(ctx, dtype, &ready) != FCL_OK) fcl_clear_error(ctx), ready = false;
+  return ready;
+}
+
+/* Paged caches with pages of a multiple of 16 tokens (a 16-key step lies
+ * in one page); others (pages of 1, say) run on the portable kernel, and
+ * so does one row a kv head (MHA decode: 40 us against 46 at 4096 keys on
+ * the H100, where the portable kernel's work-items all read). */
+bool fcl_kvcache_mma_applies(fcl_context *ctx, const fcl_kvcache_problem *p) {
+  return fcl_kvcache_mma_suits(ctx, p->dtype, p->d->head_dim, p->d->head_dim_v) &&
+         fcl_kvcache_vector_width(p) == 8 && (!p->paged || p->d->page_size % 16 == 0) &&
+         p->d->heads_q / p->d->heads_kv * p->d->seqlen_q >= 2;
+}
+
+fcl_status fcl_kvcache_mma_launch(fcl_context *ctx, const fcl_tuning_class *cls,
+                                  const fcl_config *cfg, const fcl_kvcache_problem *p) {
+  const decode_mma_params *c = FCL_CPARAMS(decode_mma_params, cfg);
+  const int rows = fcl_kvcache_tile_rows(MMA_ROWS, p->d);
+  const fcl_define extra[] = {{"ROWS", rows}, {"VEC", 8}, {"FCL_UNROLL_HINTS", 1}};
+  char options[512];
+  fcl_build_options(cls, cfg, extra, (int)FCL_COUNT(extra),
+                    fcl_mma_build_options(ctx, p->dtype), options, sizeof options);
+  const fcl_kv_shape sh = {"fcl_kv_decode_mma", c->WG, c->WG / 32 * 16 * c->KSUB, rows,
+                           MMA_ROWS, c->WAVES, c->SPLIT_KEYS};
+  return fcl_kvcache_run(ctx, cls->variant, options, &sh, p);
+}
+
+/* The forward row: the portable decode row's problems, where the tensor
+ * cores take them; caches whose views are not 16-byte aligned fall back. */
+fcl_status fcl_attention_fwd_decode_mma_applies(fcl_context *ctx, const fcl_attention_desc *d,
+                                                fcl_dtype dtype, bool *yes) {
+  fcl_status s = fcl_attention_fwd_decode_applies(ctx, d, dtype, yes);
+  if (s == FCL_OK && *yes)
+    *yes = d->heads_q / d->heads_kv * d->seqlen_q >= 2 &&
+           fcl_kvcache_mma_suits(ctx, dtype, d->head_dim, d->head_dim_v);
+  return s;
+}
+
+fcl_status fcl_attention_fwd_decode_mma_launch(fcl_context *ctx, const fcl_attention_plan *pl,
+                                               const fcl_attention_problem *p, bool *fallback) {
+  fcl_kvcache_desc d;
+  fcl_kvcache_problem kp;
+  fcl_kvcache_from_forward(p, &d, &kp);
+  if (fcl_kvcache_vector_width(&kp) != 8) return *fallback = true, FCL_OK;
+  return fcl_kvcache_mma_launch(ctx, &pl->cls, &pl->cfg, &kp);
+}
