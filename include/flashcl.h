@@ -297,7 +297,8 @@ typedef struct {
   char kernel[32];  /* "attention_fwd", "attention_fwd_cpu",
                        "attention_fwd_mma", "attention_bwd",
                        "attention_bwd_mma", "rwkv6_recurrent",
-                       "rwkv6_chunked", "rwkv6_bwd" or "attention_decode" */
+                       "rwkv6_chunked", "rwkv6_bwd", "attention_decode" or
+                       "attention_decode_mma" */
   char params[160]; /* "BLOCK_M=64,BLOCK_N=32,..."                          */
   char source[512]; /* "tuning database PATH (this driver, ...)",
                        "built-in defaults (reason)" or "override"           */
