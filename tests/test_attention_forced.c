@@ -13,7 +13,8 @@
  * v at a key that masking hides from some rows of a block. Runs where the
  * CPU kernel applies (PoCL).
  * mma: the tensor-core forward (NVIDIA, or FCL_MMA_EMULATE=1) with block
- * sizes its defaults do not take (3 warps, key tiles of 16 and 40).
+ * sizes its defaults do not take (3 warps, key tiles of 16 and 40, two m16
+ * tiles a warp with windows, softcap, ALiBi, varlen and a masked NaN).
  * Elsewhere each mode says that its kernel does not run and passes. */
 #include "op_harness.h"
 #define FCL_STATIC_LINKING_ONLY
@@ -57,15 +58,21 @@ static const forced_case cpu_cases[] = {
   {"attention_fwd_cpu", P4, FCL_BF16, 0, 0, 0, 2, 1, 19, 45, 1, -1, -1, 0, 1, 3, {1, 40, 77}, {300, 40, 60}, 0},
 };
 
-#define M1 "WARPS=3,BLOCK_N=16"
-#define M2 "WARPS=2,BLOCK_N=40"
-#define M3 "WARPS=2,BLOCK_N=32"
+#define M1 "WARPS=3,BLOCK_N=16,MT=1"
+#define M2 "WARPS=2,BLOCK_N=40,MT=1"
+#define M3 "WARPS=2,BLOCK_N=32,MT=1"
+#define M4 "WARPS=2,BLOCK_N=32,MT=2" /* two m16 tiles a warp */
+#define M5 "WARPS=3,BLOCK_N=48,MT=2"
 
 static const forced_case mma_cases[] = {
   {"attention_fwd_mma", M1, FCL_F32, 1, 100, 77, 2, 1, 128, 128, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},
   {"attention_fwd_mma", M1, FCL_F32, 0, 0, 0, 2, 2, 64, 64, 0, 30, 2, 4.0, 1, 3, {40, 0, 70}, {33, 9, 91}, 0},
   {"attention_fwd_mma", M2, FCL_F32, 1, 61, 130, 2, 2, 38, 20, 0, -1, -1, 0, 0, 0, {0}, {0}, 1},
   {"attention_fwd_mma", M3, FCL_F16, 1, 70, 70, 2, 1, 64, 64, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},
+  {"attention_fwd_mma", M4, FCL_F16, 1, 150, 133, 2, 1, 64, 64, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},
+  {"attention_fwd_mma", M4, FCL_BF16, 1, 100, 200, 2, 2, 128, 128, 0, 40, 9, 0, 1, 0, {0}, {0}, 1},
+  {"attention_fwd_mma", M5, FCL_F16, 0, 0, 0, 2, 2, 80, 40, 0, 30, 2, 4.0, 1, 3, {40, 0, 97}, {33, 9, 91}, 0},
+  {"attention_fwd_mma", M5, FCL_BF16, 1, 129, 129, 2, 1, 64, 64, 1, -1, -1, 0, 0, 0, {0}, {0}, 1},
 };
 
 static int g_failed = 0;

@@ -133,8 +133,10 @@ inline attn_block attn_block_info(int b, int h, int hk, int flags,
   const int ntiles = j_hi >= j_lo ? (j_hi - jt0) / BLOCK_N + 1 : 0
 
 /* The end of the tensor-core forwards: each row's sum over its quad of
- * lanes, o = acc / l (0 where the row saw no key) and lse. */
-#define MMA_FWD_STORE()\
+ * lanes, o = acc / l (0 where the row saw no key) and lse; for one m16
+ * tile (acc[NT_O], its rows r0 and r1 with their m and l). */
+#define MMA_FWD_STORE() MMA_FWD_STORE_OF(acc, m0, m1, l0, l1, r0, r1)
+#define MMA_FWD_STORE_OF(acc, m0, m1, l0, l1, r0, r1)                                 \
   do {                                                                                \
     /* Each lane summed its own columns: add the four lanes of a row. */              \
     l0 += mma_shfl_xor(l0, 1);                                                        \
@@ -167,10 +169,11 @@ inline attn_block attn_block_info(int b, int h, int hk, int flags,
 /* One key tile's online-softmax step, shared by the 16-bit and 3xTF32
  * tensor-core forwards: the tile's scores s[NT_S] (a lane's rows r0, r1)
  * masked and transformed with MMA_SCORE, the rows' maxima over the quad,
- * and l0, l1 and acc[NT_O] rescaled to the new maxima m0, m1. Declares
- * mu0 and mu1, the rows' exponent offsets, for the caller's P (hence a
- * statement list, not a block). */
-#define MMA_SOFTMAX_STEP()                                                       \
+ * and l0, l1 and acc[NT_O] rescaled to the new maxima m0, m1 (_OF: of one
+ * m16 tile's arrays and rows). Declares mu0 and mu1, the rows' exponent
+ * offsets, for the caller's P (hence a statement list, not a block). */
+#define MMA_SOFTMAX_STEP() MMA_SOFTMAX_STEP_OF(s, acc, m0, m1, l0, l1, r0, r1)
+#define MMA_SOFTMAX_STEP_OF(s, acc, m0, m1, l0, l1, r0, r1)                      \
   /* Tiles inside every row's window skip the per-element test. */             \
   const bool full = j0 >= i_last + diag - window_left &&                         \
                     j0 + BLOCK_N - 1 <= i0 + diag + window_right &&              \

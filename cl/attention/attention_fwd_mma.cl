@@ -1,9 +1,11 @@
 /* FlashAttention-2 forward on NVIDIA tensor cores (prepend dtype.cl,
  * attention_common.cl and mma_common.cl); f16 and bf16 storage.
  *
- * A work-group of WARPS warps owns BLOCK_M = 16 * WARPS query rows
- * of one (batch, head); each warp owns 16 rows, keeps its Q fragments, S
- * and the O accumulator in registers, and walks the visible key tiles of
+ * A work-group of WARPS warps owns BLOCK_M = 16 * MT * WARPS query rows
+ * of one (batch, head); each warp owns MT m16 tiles of 16 rows (MT = 2:
+ * each K and V fragment read from local memory feeds two mma, as
+ * FlashAttention-2's 32 rows a warp do), keeps their Q fragments, S and
+ * O accumulators in registers, and walks the visible key tiles of
  * BLOCK_N keys with the online softmax in the log2 domain. S = Q K^T and
  * O += P V run on mma.sync m16n8k16 with f32 accumulation; P is rounded to
  * the storage type for the second product, its row sums stay f32.
@@ -32,6 +34,9 @@
 #ifndef BLOCK_N
 #define BLOCK_N 64
 #endif
+#ifndef MT
+#define MT 1 /* m16 tiles a warp */
+#endif
 /* 1: softcap, ALiBi or a non-positive scale, scores transformed one by one;
  * 0: the scale is folded into the exponent. */
 /* x * scale - mu must not become an fma (see the exponent below). */
@@ -45,7 +50,7 @@
 #endif
 
 #define WG (WARPS * 32)
-#define BLOCK_M (16 * WARPS)
+#define BLOCK_M (16 * MT * WARPS)
 /* Padded head dims and tile pitches: attention_abi.h, which the host's
  * local-memory check (FCL_MMA16_FWD_LOCAL) reads too. */
 #define DP FCL_MMA16_PAD(HEAD_DIM)
@@ -83,15 +88,23 @@ void fcl_attention_fwd_mma(
   mma_cp_commit();
   mma_cp_wait_all();
   barrier(CLK_LOCAL_MEM_FENCE);
-  uint4 qf[KQ];
-  MMA_UNROLL for (int kk = 0; kk < KQ; ++kk)
-    qf[kk] = mma_ldsm_x4(qv_s, (warp * 16 + (lane & 15)) * LDK + kk * 16 + (lane >> 4) * 8);
+  uint4 qf[MT][KQ];
+  MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
+    MMA_UNROLL for (int kk = 0; kk < KQ; ++kk)
+      qf[mt][kk] = mma_ldsm_x4(qv_s, ((warp * MT + mt) * 16 + (lane & 15)) * LDK + kk * 16 +
+                                         (lane >> 4) * 8);
   barrier(CLK_LOCAL_MEM_FENCE);
 
-  float4 acc[NT_O];
-  MMA_UNROLL for (int n = 0; n < NT_O; ++n) acc[n] = (float4)(0.0f);
-  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
-  const int r0 = i0 + warp * 16 + g, r1 = r0 + 8; /* this lane's rows */
+  float4 acc[MT][NT_O];
+  float m[MT][2], l[MT][2];
+  int rr[MT][2]; /* this lane's rows of each m16 tile */
+  MMA_UNROLL for (int mt = 0; mt < MT; ++mt) {
+    MMA_UNROLL for (int n = 0; n < NT_O; ++n) acc[mt][n] = (float4)(0.0f);
+    m[mt][0] = m[mt][1] = -INFINITY;
+    l[mt][0] = l[mt][1] = 0.0f;
+    rr[mt][0] = i0 + (warp * MT + mt) * 16 + g;
+    rr[mt][1] = rr[mt][0] + 8;
+  }
 
   for (int it = 0; it < ntiles; ++it) {
     const int j0 = jt0 + it * BLOCK_N;
@@ -107,42 +120,48 @@ void fcl_attention_fwd_mma(
                                min(j0 + BLOCK_N, sk) - 1 <= i0 + diag + window_right);
     if (some_masked && lid < NFW) nf_s[lid] = 0u;
 
-    float4 s[NT_S];
-    MMA_UNROLL for (int n = 0; n < NT_S; ++n) s[n] = (float4)(0.0f);
+    float4 s[MT][NT_S];
+    MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
+      MMA_UNROLL for (int n = 0; n < NT_S; ++n) s[mt][n] = (float4)(0.0f);
     MMA_UNROLL for (int kk = 0; kk < KQ; ++kk) {
       MMA_UNROLL for (int np = 0; np < NT_S / 2; ++np) {
         const uint4 bk = mma_ldsm_x4(
             k_s, (np * 16 + (lane >> 4) * 8 + (lane & 7)) * LDK + kk * 16 + ((lane >> 3) & 1) * 8);
-        s[2 * np] = mma_16816(qf[kk], bk.xy, s[2 * np]);
-        s[2 * np + 1] = mma_16816(qf[kk], bk.zw, s[2 * np + 1]);
+        MMA_UNROLL for (int mt = 0; mt < MT; ++mt) {
+          s[mt][2 * np] = mma_16816(qf[mt][kk], bk.xy, s[mt][2 * np]);
+          s[mt][2 * np + 1] = mma_16816(qf[mt][kk], bk.zw, s[mt][2 * np + 1]);
+        }
       }
     }
 
-    MMA_SOFTMAX_STEP(); /* declares mu0, mu1 (attention_common.cl) */
-
-    uint4 pf[NT_S / 2];
-    MMA_UNROLL for (int n = 0; n < NT_S; ++n) {
-      const float4 x = s[n];
-      float4 p;
+    uint4 pf[MT][NT_S / 2];
+    MMA_UNROLL for (int mt = 0; mt < MT; ++mt) {
+      /* declares mu0, mu1 (attention_common.cl) */
+      MMA_SOFTMAX_STEP_OF(s[mt], acc[mt], m[mt][0], m[mt][1], l[mt][0], l[mt][1], rr[mt][0],
+                          rr[mt][1]);
+      MMA_UNROLL for (int n = 0; n < NT_S; ++n) {
+        const float4 x = s[mt][n];
+        float4 p;
 #if MMA_GENERAL
-      p = (float4)(mma_exp2(x.x - mu0), mma_exp2(x.y - mu0),
-                   mma_exp2(x.z - mu1), mma_exp2(x.w - mu1));
+        p = (float4)(mma_exp2(x.x - mu0), mma_exp2(x.y - mu0),
+                     mma_exp2(x.z - mu1), mma_exp2(x.w - mu1));
 #else
-      /* The product rounded as the row maximum was (mu = max(x) * scale),
-       * so the largest score gives exp2(0) exactly: fma's unrounded
-       * product differs from mu by up to half an ulp of mu, which for
-       * logits near the f16 limit (~1e10) is thousands, and exp2 of that
-       * overflows. */
-      const float4 xs = x * qk_scale;
-      p = (float4)(mma_exp2(xs.x - mu0), mma_exp2(xs.y - mu0),
-                   mma_exp2(xs.z - mu1), mma_exp2(xs.w - mu1));
+        /* The product rounded as the row maximum was (mu = max(x) * scale),
+         * so the largest score gives exp2(0) exactly: fma's unrounded
+         * product differs from mu by up to half an ulp of mu, which for
+         * logits near the f16 limit (~1e10) is thousands, and exp2 of that
+         * overflows. */
+        const float4 xs = x * qk_scale;
+        p = (float4)(mma_exp2(xs.x - mu0), mma_exp2(xs.y - mu0),
+                     mma_exp2(xs.z - mu1), mma_exp2(xs.w - mu1));
 #endif
-      l0 += p.x + p.y;
-      l1 += p.z + p.w;
-      /* S tiles 2c and 2c + 1 form the A fragment of key chunk c. */
-      const uint lo = mma_pack(p.x, p.y), hi = mma_pack(p.z, p.w);
-      if (n & 1) { pf[n / 2].z = lo; pf[n / 2].w = hi; }
-      else       { pf[n / 2].x = lo; pf[n / 2].y = hi; }
+        l[mt][0] += p.x + p.y;
+        l[mt][1] += p.z + p.w;
+        /* S tiles 2c and 2c + 1 form the A fragment of key chunk c. */
+        const uint lo = mma_pack(p.x, p.y), hi = mma_pack(p.z, p.w);
+        if (n & 1) { pf[mt][n / 2].z = lo; pf[mt][n / 2].w = hi; }
+        else       { pf[mt][n / 2].x = lo; pf[mt][n / 2].y = hi; }
+      }
     }
 
     mma_cp_wait_all(); /* V of this tile */
@@ -166,14 +185,19 @@ void fcl_attention_fwd_mma(
       MMA_UNROLL for (int dp = 0; dp < DVP / 16; ++dp) {
         const uint4 bv = mma_ldsm_x4_t(
             qv_s, (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LDV + dp * 16 + (lane >> 4) * 8);
-        acc[2 * dp] = mma_16816(pf[kk], bv.xy, acc[2 * dp]);
-        acc[2 * dp + 1] = mma_16816(pf[kk], bv.zw, acc[2 * dp + 1]);
+        MMA_UNROLL for (int mt = 0; mt < MT; ++mt) {
+          acc[mt][2 * dp] = mma_16816(pf[mt][kk], bv.xy, acc[mt][2 * dp]);
+          acc[mt][2 * dp + 1] = mma_16816(pf[mt][kk], bv.zw, acc[mt][2 * dp + 1]);
+        }
       }
     }
     MMA_SPECIAL(nf_any) /* uniform over the work-group */
-      MMA_FIX_NONFINITE(acc, NT_O, pf, nfb, v, v_base, v_ss, j0, HEAD_DIM_V, r0, r1,
-                        FWD_VISIBLE);
+      MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
+        MMA_FIX_NONFINITE(acc[mt], NT_O, pf[mt], nfb, v, v_base, v_ss, j0, HEAD_DIM_V,
+                          rr[mt][0], rr[mt][1], FWD_VISIBLE);
   }
 
-  MMA_FWD_STORE(); /* o and lse of the lane's rows (attention_common.cl) */
+  /* o and lse of the lane's rows (attention_common.cl) */
+  MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
+    MMA_FWD_STORE_OF(acc[mt], m[mt][0], m[mt][1], l[mt][0], l[mt][1], rr[mt][0], rr[mt][1]);
 }

@@ -8,8 +8,9 @@
 
 #include <stdio.h>
 
-/* Warps of 16 query rows each, keys per tile. */
-#define PARAMS(X) X(WARPS) X(BLOCK_N)
+/* Warps, keys per tile, m16 tiles of query rows a warp (16-bit: 1 or 2,
+ * two sharing every K and V fragment; f32: 1). */
+#define PARAMS(X) X(WARPS) X(BLOCK_N) X(MT)
 FCL_PARAM_STRUCT(mma_params, PARAMS);
 
 /* Local memory: the kernels' tiles (attention_abi.h) and what the
@@ -18,7 +19,7 @@ static size_t local_bytes(const fcl_device_info *dev, const fcl_tuning_class *cl
                           const mma_params *c) {
   const size_t emu = dev->mma_emulate ? 1024u * (size_t)c->WARPS : 0;
   const size_t d = (size_t)cls->head_dim, dv = (size_t)cls->head_dim_v;
-  const size_t w = (size_t)c->WARPS, n = (size_t)c->BLOCK_N;
+  const size_t w = (size_t)c->WARPS * (size_t)c->MT, n = (size_t)c->BLOCK_N;
   return (cls->dtype == FCL_F32 ? FCL_TF32_FWD_LOCAL(d, dv, n)
                                 : FCL_MMA16_FWD_LOCAL(d, dv, w, n)) + emu;
 }
@@ -26,10 +27,16 @@ static size_t local_bytes(const fcl_device_info *dev, const fcl_tuning_class *cl
 static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fcl_config *cfg) {
   mma_params *c = FCL_PARAMS(mma_params, cfg);
   /* H100: 4 warps and 64 keys; 8 warps were 10-20% slower, 128 keys the
-   * same. f32 tiles are twice the bytes: 64 keys up to head dim 64. */
-  c->WARPS = 4, c->BLOCK_N = 64;
+   * same. f32 tiles are twice the bytes: 64 keys up to head dim 64.
+   * 16-bit up to head dim 64: two m16 tiles a warp (B4 H32 N4096 f16:
+   * 236 -> 255 TFLOP/s, causal 216 -> 221). At D=128 two tiles (242+
+   * registers) measured the same as one at that shape (fa-tune takes them
+   * where they pay: 1.05x at 16384 tokens with 48 keys a tile). */
+  c->WARPS = 4, c->BLOCK_N = 64, c->MT = 1;
+  if (cls->dtype != FCL_F32 && cls->head_dim <= 64 && cls->head_dim_v <= 64) c->MT = 2;
   while (local_bytes(dev, cls, c) + 256 > dev->local_mem) {
-    if (c->BLOCK_N > 16) c->BLOCK_N /= 2;
+    if (c->MT > 1) c->MT = 1;
+    else if (c->BLOCK_N > 16) c->BLOCK_N /= 2;
     else if (c->WARPS > 1) c->WARPS /= 2;
     else break;
   }
@@ -41,8 +48,8 @@ static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const
   const bool f32 = cls->dtype == FCL_F32;
   const char *bad = NULL;
   if (c->WARPS < 1 || c->WARPS > 8 || c->BLOCK_N < 16 || c->BLOCK_N > 128 ||
-      (!f32 && c->BLOCK_N % 16))
-    bad = "WARPS in 1..8 and BLOCK_N a multiple of 16 in 16..128";
+      (!f32 && c->BLOCK_N % 16) || c->MT < 1 || c->MT > (f32 ? 1 : 2))
+    bad = "WARPS in 1..8, BLOCK_N a multiple of 16 in 16..128, MT 1 or 2 (f32: 1)";
   else if ((size_t)c->WARPS * 32 > dev->max_wg)
     bad = "work-group larger than the device allows";
   else if (f32 && c->BLOCK_N % 8)
@@ -57,13 +64,14 @@ static int axes(const fcl_tuning_class *cls, fcl_axis *a) {
   (void)cls;
   a[0] = (fcl_axis){"WARPS", 4, {1, 2, 4, 8}};
   a[1] = (fcl_axis){"BLOCK_N", 8, {16, 32, 48, 64, 80, 96, 112, 128}};
-  return 2;
+  if (cls->dtype == FCL_F32) return 2; /* MT stays 1 */
+  a[2] = (fcl_axis){"MT", 2, {1, 2}};
+  return 3;
 }
 
 static void point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg) {
-  (void)cls;
   mma_params *c = FCL_PARAMS(mma_params, cfg);
-  c->WARPS = v[0], c->BLOCK_N = v[1];
+  c->WARPS = v[0], c->BLOCK_N = v[1], c->MT = cls->dtype == FCL_F32 ? 1 : v[2];
 }
 
 /* Both forwards (16-bit and f32) guard the rows; a launch builds one. */
@@ -141,12 +149,12 @@ fcl_status fcl_attention_fwd_mma_launch(fcl_context *ctx, const fcl_attention_pl
   fcl_status s;
   if ((s = fcl_nonfinite_flags(ctx, scan, nfin, f32 ? 2 : 1, (int)d->heads_kv, &nf_flags)))
     return s;
-  const size_t wg = (size_t)c->WARPS * 32, block_m = (size_t)c->WARPS * 16;
+  const size_t wg = (size_t)c->WARPS * 32, block_m = (size_t)c->WARPS * 16 * c->MT;
   const size_t nqb = ((size_t)d->seqlen_q + block_m - 1) / block_m;
   size_t global[3] = {nqb * wg, 1, (size_t)(d->batch * d->heads_q)};
   size_t local[3] = {wg, 1, 1};
-  fcl_log(ctx, "attention forward: tensor cores%s, %d warps, %d keys per tile%s%s",
-          f32 ? " (3xTF32)" : "", c->WARPS, c->BLOCK_N, vec ? ", cp.async" : "",
+  fcl_log(ctx, "attention forward: tensor cores%s, %d warps of %d rows, %d keys per tile%s%s",
+          f32 ? " (3xTF32)" : "", c->WARPS, 16 * c->MT, c->BLOCK_N, vec ? ", cp.async" : "",
           general ? ", general scores" : "");
   for (int nf = 0; nf < 2; ++nf) {
     fcl_args a = {kern[nf], 0, CL_SUCCESS};
