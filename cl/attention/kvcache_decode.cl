@@ -201,9 +201,5 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-#define M_OF(r) m_s[r]
-#define L_OF(r) l_s[r]
-  KV_TILE_STORE(out_s, M_OF, L_OF);
-#undef M_OF
-#undef L_OF
+  KV_TILE_STORE(out_s, m_s, l_s);
 }

@@ -81,16 +81,16 @@ inline long kv_lse_index(const kv_seq *s, int b, int t, int h, int heads_q, int 
   const int blk1 = min(nblk_, blk0 + per_split_)
 
 /* The tile's rows out: out_s[ROWS * HEAD_DIM_V] holds each row's sum of
- * p V, m_of(r) its running maximum (log2 domain) and l_of(r) its sum of p:
+ * p V, m_of[r] its running maximum (log2 domain) and l_of[r] its sum of p:
  * the normalised rows and lse to o and lse, or, split, to the scratch. */
 #define KV_TILE_STORE(out_s, m_of, l_of)                                           \
   for (int i_ = lid; i_ < ROWS * HEAD_DIM_V; i_ += WG) {                           \
     const int r_ = i_ / HEAD_DIM_V, d_ = i_ % HEAD_DIM_V, g_ = row0 + r_;           \
     const int t_ = g_ / group, h_ = hk * group + g_ % group;                       \
     if (t_ >= s.n) continue;                                                       \
-    const float l_ = l_of(r_);                                                     \
+    const float l_ = (l_of)[r_];                                                   \
     const float val_ = l_ > 0.0f ? (out_s)[i_] / l_ : 0.0f;                        \
-    const float lse_ = l_ > 0.0f ? (m_of(r_) + log2(l_)) * FCL_LN2 : -INFINITY;    \
+    const float lse_ = l_ > 0.0f ? ((m_of)[r_] + log2(l_)) * FCL_LN2 : -INFINITY;  \
     if (kv_flags & FCL_KV_SPLIT) {                                                 \
       const long pi_ = (((long)split * batch + b) * seqlen_q + t_) * heads_q + h_;  \
       part_o[pi_ * HEAD_DIM_V + d_] = val_;                                        \
