@@ -122,6 +122,10 @@ void fcl_rwkv6_chunk_dk(
     u_s[i] = k0 + i < K_DIM ? FCL_LOAD(u, (long)s.h * K_DIM + k0 + i) : 0.0f;
   barrier(CLK_LOCAL_MEM_FENCE);
   rw_chunk_decays(w_s, NULL, NULL, fq, fk, tot, pp, ps, ex, eg, lid);
+#if RW_DK_MMA /* the sums over other sub-chunks, into rf and kf (read below, then rewritten) */
+  rw_dk_intra_mma(da, r_s, k_s, fq, fk, ex, rf, kf, lid MMA_EMU);
+  barrier(CLK_LOCAL_MEM_FENCE);
+#endif
   FCL_UNROLL
   for (int n = 0; n < NQ; ++n) {
     const int e = lid + n * WG, t = e / BK, i = e - t * BK;
@@ -129,6 +133,9 @@ void fcl_rwkv6_chunk_dk(
     const int I = t / BC, m0 = I * BC;
     /* The intra-chunk part of dr_t: sub-chunks before t's, then t's own
      * (span as a running sum), all but s = t - 1, which comes last. */
+#if RW_DK_MMA
+    float x = rf[e];
+#else
     float x = 0.0f;
     for (int J = 0; J < I; ++J) {
       float y = 0.0f;
@@ -136,6 +143,7 @@ void fcl_rwkv6_chunk_dk(
         if (s2 != t - 1) y = fma(da[RW_TRI(t, s2)], k_s[s2 * BK + i] * fk[s2 * BK + i], y);
       x = fma(ex[((I - 1) * NSUB + J) * BK + i], y, x);
     }
+#endif
     x *= fq[e];
     float span = t > 0 ? w_s[(t - 1) * BK + i] : 0.0f;
     for (int s2 = t - 2; s2 >= m0; --s2) {
@@ -147,6 +155,9 @@ void fcl_rwkv6_chunk_dk(
     const float rinter = scale * fq[e] * pp[I * BK + i] * qs[e];
     const float drp = x + rinter;
     /* ... and of dk_t: sub-chunks after t's, then t's own, t2 = t + 1 last. */
+#if RW_DK_MMA
+    x = kf[e];
+#else
     x = 0.0f;
     for (int J = I + 1; J < NSUB; ++J) {
       float y = 0.0f;
@@ -154,6 +165,7 @@ void fcl_rwkv6_chunk_dk(
         if (t2 != t + 1) y = fma(da[RW_TRI(t2, t)], r_s[t2 * BK + i] * fq[t2 * BK + i], y);
       x = fma(ex[((J - 1) * NSUB + I) * BK + i], y, x);
     }
+#endif
     x *= fk[e];
     span = t + 1 < TC ? w_s[(t + 1) * BK + i] : 0.0f;
     for (int t2 = t + 2; t2 < m0 + BC; ++t2) {

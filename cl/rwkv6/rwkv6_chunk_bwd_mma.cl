@@ -108,3 +108,81 @@ static inline void rw_dk_products_mma(const __global fcl_elem *v, const __global
   }
   if (lid < BK) dg_s[lid] = dg;
 }
+
+/* The second phase's sums over other sub-chunks on tensor cores: for t in
+ * sub-chunk I (warp I) and key column i,
+ *   xr[t][i] = sum_{J<I} ex[I-1][J][i] sum_{s in J} dA[t][s] k_s[i] fk_s[i]
+ *   xk[s][i] = sum_{J>I} ex[J-1][I][i] sum_{t in J} dA[t][s] r_t[i] fq_t[i]
+ * without the pairs (t, t - 1) and (s + 1, s), which the portable loop
+ * adds apart. Products over 16 positions a k-step: dA (rounded to 16 bits,
+ * its excluded pair set to 0) times k fk ex (r fq ex) rounded to 16 bits,
+ * f32 accumulation; every factor e^{..} <= 1 (rwkv6_chunk_common.cl), so
+ * nothing overflows the 16-bit operands that the inputs do not. Results
+ * to xr and xk ([TC][BK], where the portable loop reads them). */
+static inline void rw_dk_intra_mma(__local const float *da, __local const float *r_s,
+                                   __local const float *k_s, __local const float *fq,
+                                   __local const float *fk, __local const float *ex,
+                                   __local float *xr, __local float *xk,
+                                   int lid MMA_EMU_PARAM) {
+  const int lane = lid & 31, I = lid >> 5, g = lane >> 2, tq = lane & 3;
+  const int r0 = I * 16 + g, r1 = r0 + 8; /* this lane's rows: t (dr), s (dk) */
+  float4 cr[BK / 8], ck[BK / 8];
+  MMA_UNROLL for (int n = 0; n < BK / 8; ++n) cr[n] = ck[n] = (float4)(0.0f);
+  MMA_UNROLL for (int J = 0; J < NSUB; ++J) {
+    /* dr: A = dA[rows of I][s in J], B = (k fk ex)[s in J][i] (J < I). */
+    MMA_SPECIAL(J < I) { /* emulated: every warp, kept where J < I */
+      const int s0 = J * 16 + 2 * tq;
+      float a[8]; /* (r0, s0), (r0, s0+1), (r1, s0), (r1, s0+1), then s + 8 */
+      MMA_UNROLL for (int h = 0; h < 2; ++h) {
+        const int s = s0 + 8 * h;
+        a[4 * h] = da[RW_TRI(r0, s)], a[4 * h + 1] = da[RW_TRI(r0, s + 1)];
+        a[4 * h + 2] = da[RW_TRI(r1, s)], a[4 * h + 3] = da[RW_TRI(r1, s + 1)];
+      }
+      if (g == 0 && tq == 3 && J == I - 1) a[5] = 0.0f; /* (t, t - 1), t = 16 I */
+      const uint4 af = (uint4)(mma_pack(a[0], a[1]), mma_pack(a[2], a[3]),
+                               mma_pack(a[4], a[5]), mma_pack(a[6], a[7]));
+      const int xi = ((max(I, 1) - 1) * NSUB + J) * BK;
+      MMA_UNROLL for (int n = 0; n < BK / 8; ++n) {
+        const int i = n * 8 + g;
+        float b[4];
+        MMA_UNROLL for (int q = 0; q < 4; ++q) {
+          const int s = s0 + (q & 1) + 8 * (q >> 1);
+          b[q] = k_s[s * BK + i] * fk[s * BK + i] * ex[xi + i];
+        }
+        const float4 c = mma_16816(af, (uint2)(mma_pack(b[0], b[1]), mma_pack(b[2], b[3])), cr[n]);
+        if (J < I) cr[n] = c;
+      }
+    }
+    /* dk: A = dA^T[rows s of I][t in J], B = (r fq ex)[t in J][i] (J > I). */
+    MMA_SPECIAL(J > I) {
+      const int t0 = J * 16 + 2 * tq;
+      float a[8]; /* (r0, t0), (r0, t0+1), (r1, t0), (r1, t0+1), then t + 8 */
+      MMA_UNROLL for (int h = 0; h < 2; ++h) {
+        const int t = t0 + 8 * h;
+        a[4 * h] = da[RW_TRI(t, r0)], a[4 * h + 1] = da[RW_TRI(t + 1, r0)];
+        a[4 * h + 2] = da[RW_TRI(t, r1)], a[4 * h + 3] = da[RW_TRI(t + 1, r1)];
+      }
+      if (g == 7 && tq == 0 && J == I + 1) a[2] = 0.0f; /* (s + 1, s), s = 16 I + 15 */
+      const uint4 af = (uint4)(mma_pack(a[0], a[1]), mma_pack(a[2], a[3]),
+                               mma_pack(a[4], a[5]), mma_pack(a[6], a[7]));
+      const int xi = ((max(J, 1) - 1) * NSUB + I) * BK;
+      MMA_UNROLL for (int n = 0; n < BK / 8; ++n) {
+        const int i = n * 8 + g;
+        float b[4];
+        MMA_UNROLL for (int q = 0; q < 4; ++q) {
+          const int t = t0 + (q & 1) + 8 * (q >> 1);
+          b[q] = r_s[t * BK + i] * fq[t * BK + i] * ex[xi + i];
+        }
+        const float4 c = mma_16816(af, (uint2)(mma_pack(b[0], b[1]), mma_pack(b[2], b[3])), ck[n]);
+        if (J > I) ck[n] = c;
+      }
+    }
+  }
+  MMA_UNROLL for (int n = 0; n < BK / 8; ++n) {
+    const int i = n * 8 + 2 * tq;
+    xr[r0 * BK + i] = cr[n].x, xr[r0 * BK + i + 1] = cr[n].y;
+    xr[r1 * BK + i] = cr[n].z, xr[r1 * BK + i + 1] = cr[n].w;
+    xk[r0 * BK + i] = ck[n].x, xk[r0 * BK + i + 1] = ck[n].y;
+    xk[r1 * BK + i] = ck[n].z, xk[r1 * BK + i + 1] = ck[n].w;
+  }
+}
