@@ -21,9 +21,13 @@ static void rwkv6_class(const fcl_rwkv6_desc *d, fcl_dtype dtype, const fcl_vari
  * best variant, portable or tensor cores). Untuned, what the H100
  * measured at B8 T4096 H32 K=V=64 (fa-bench, 2026-11-26): the backward on
  * tensor cores (f16/bf16) 13.0 ms chunked against 46.0 recurrent, so it
- * is chunked there from T = 256 (four chunks); every forward (recurrent
- * 2.2 ms, chunked 5.2) and the f32 backward (portable chunked 62 ms,
- * recurrent 45) stay recurrent. */
+ * is chunked there from T = 256 (four chunks); the f32 backward (portable
+ * chunked 62 ms, recurrent 45) stays recurrent. The forward is recurrent
+ * (there 2.2 ms, chunked 5.2; B32 H16 T512 K=V=128: 2.25 against 3.42)
+ * unless the sequence-heads are fewer than the compute units and long:
+ * the recurrent kernel, a work-group or two a sequence-head, then leaves
+ * most of the device idle for its whole walk (B2 H16 T16384 K=V=128:
+ * recurrent 10.9 ms, chunked on tensor cores 6.7). */
 static bool use_chunked(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dtype,
                         bool backward) {
   if (d->algorithm != FCL_RWKV6_AUTO) return d->algorithm == FCL_RWKV6_CHUNKED;
@@ -43,7 +47,9 @@ static bool use_chunked(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dty
   const double tch = tm > 0 && (tc <= 0 || tm < tc) ? tm : tc;
   if (tr > 0 && tch > 0) return tch < tr;
   bool mma = false;
-  if (!backward || d->seqlen < 256 || fcl_rwkv6_chunk_mma_applies(ctx, d, dtype, &mma))
+  const bool few = d->batch * d->heads < (int64_t)ctx->info.compute_units && d->seqlen >= 1024;
+  if (!(backward || few) || d->seqlen < 256 ||
+      fcl_rwkv6_chunk_mma_applies(ctx, d, dtype, &mma))
     return false;
   return mma;
 }
