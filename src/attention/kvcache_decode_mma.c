@@ -23,10 +23,13 @@ static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fc
   c->WG = 128, c->KSUB = 1, c->WAVES = 3, c->SPLIT_KEYS = 256;
 }
 
-static size_t local_bytes(const fcl_tuning_class *cls, int wg) {
-  return 4 * ((size_t)MMA_ROWS * (cls->head_dim + cls->head_dim_v) + 2 * (size_t)wg / 2 +
-              2 * MMA_ROWS) +
-         (size_t)wg / 32 * 1024; /* the emulation's scratch, at most */
+/* The kernel's local memory: q_s and out_s (f32 rows), qa_s (Q's A
+ * fragments, 16 bytes a lane a k-step), the warps' and the rows' m and l,
+ * and the emulation's scratch (1 KiB a warp) where the device emulates. */
+static size_t local_bytes(const fcl_device_info *dev, const fcl_tuning_class *cls, int wg) {
+  const size_t d = (size_t)cls->head_dim, dv = (size_t)cls->head_dim_v, warps = (size_t)wg / 32;
+  return 4 * (MMA_ROWS * (d + dv) + 2 * 16 * warps + 2 * MMA_ROWS) + 16 * 32 * (d / 16) +
+         (dev->mma_emulate ? 1024 * warps : 0);
 }
 
 static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const fcl_config *cfg,
@@ -41,7 +44,7 @@ static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const
   else if (cls->head_dim % 32 || cls->head_dim_v % 64 || cls->head_dim > 256 ||
            cls->head_dim_v > 256)
     bad = "head dims not multiples of 32 (K) and 64 (V) up to 256";
-  else if (local_bytes(cls, c->WG) + 512 > dev->local_mem)
+  else if (local_bytes(dev, cls, c->WG) + 512 > dev->local_mem)
     bad = "local memory exceeded";
   if (bad && why) snprintf(why, why_size, "%s", bad);
   return bad == NULL;
