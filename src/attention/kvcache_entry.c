@@ -20,17 +20,14 @@ static const kvcache_row rows[] = {
     {&fcl_variant_attention_decode, NULL, fcl_kvcache_decode_launch},
 };
 
-/* The row for a problem: the first that applies, past the decode rows
- * fa-tune does not override while it tunes the other one. */
+/* The row for a problem: the first that applies; while fa-tune overrides
+ * a variant, only that variant's rows (and the last, which takes all). */
 static const kvcache_row *choose_row(fcl_context *ctx, const fcl_kvcache_problem *p) {
+  const fcl_variant *forced = NULL;
+  for (const kvcache_row *r = rows; !forced && r->applies; ++r)
+    if (fcl_tuning_overridden(ctx, r->variant)) forced = r->variant;
   const kvcache_row *r = rows;
-  const bool forced_mma = fcl_tuning_overridden(ctx, &fcl_variant_attention_decode_mma);
-  const bool forced_portable = fcl_tuning_overridden(ctx, &fcl_variant_attention_decode);
-  for (; r->applies; ++r) {
-    const bool skip = (forced_portable && r->variant == &fcl_variant_attention_decode_mma) ||
-                      (forced_mma && r->launch == fcl_kvcache_prefill_launch);
-    if (!skip && r->applies(ctx, p)) break;
-  }
+  while (r->applies && ((forced && r->variant != forced) || !r->applies(ctx, p))) ++r;
   return r;
 }
 
