@@ -108,7 +108,7 @@ void fcl_kvcache_class(const fcl_kvcache_problem *p, const fcl_variant *v,
 
 /* Elements a load: 16 bytes where the head dims and the caches' views
  * allow, else less. */
-static int vector_width(const fcl_kvcache_problem *p) {
+int fcl_kvcache_vector_width(const fcl_kvcache_problem *p) {
   const size_t es = fcl_dtype_size(p->dtype);
   for (int vec = (int)(16 / es); vec > 1; vec /= 2)
     if (p->d->head_dim % vec == 0 && p->d->head_dim_v % vec == 0 &&
@@ -263,8 +263,6 @@ int fcl_kvcache_tile_rows(int max_rows, const fcl_kvcache_desc *d) {
   return rows > max_rows ? max_rows : rows;
 }
 
-int fcl_kvcache_vector_width(const fcl_kvcache_problem *p) { return vector_width(p); }
-
 fcl_status fcl_kvcache_options(fcl_context *ctx, const fcl_tuning_class *cls,
                                const fcl_config *cfg, const fcl_kvcache_problem *p, char *out,
                                size_t size) {
@@ -277,7 +275,7 @@ fcl_status fcl_kvcache_options(fcl_context *ctx, const fcl_tuning_class *cls,
     return s;
   const decode_params *c = FCL_CPARAMS(decode_params, cfg);
   const fcl_define extra[] = {{"ROWS", fcl_kvcache_tile_rows(c->MAX_ROWS, p->d)},
-                              {"VEC", vector_width(p)},
+                              {"VEC", fcl_kvcache_vector_width(p)},
                               {"FCL_UNROLL_HINTS", !ctx->info.is_cpu},
                               {"KV_PTX_CVT", ptx}};
   fcl_build_options(cls, cfg, extra, (int)FCL_COUNT(extra),
