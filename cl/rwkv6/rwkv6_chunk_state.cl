@@ -13,9 +13,10 @@
  * The rows of the state are independent: a work-group owns HK rows and HV
  * columns (one tile of [K x V]); work-item (i, g) keeps row i, columns
  * g, g + HG, ..., g + (HC-1) HG in registers (strided, so that the
- * checkpoint stores of neighbouring work-items are neighbouring columns). A launch walks chunks [c_begin, c_end)
- * (segments on devices that bound a work-item's loop iterations), the
- * state passing between launches through the in / out buffers. */
+ * checkpoint stores of neighbouring work-items are neighbouring columns).
+ * A launch walks chunks [c_begin, c_end) (segments on devices that bound
+ * a work-item's loop iterations), the state passing between launches
+ * through the in / out buffers. */
 #ifndef HK
 #define HK 32
 #endif

@@ -53,7 +53,7 @@ struct fcl_ring {
 };
 
 /* ring_error.c: ring_fail records the message (r NULL: the create's) and
- * returns s; ring_fail_cl names an OpenCL error; ring_error_reset clears
+ * returns s; ring_fail_cl an OpenCL error's status and code; ring_error_reset clears
  * the create's message. ring_context.c: buffers, kernels. */
 fcl_status ring_fail(fcl_ring *r, fcl_status s, const char *fmt, ...)
 #if defined(__GNUC__)

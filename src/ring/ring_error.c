@@ -1,7 +1,8 @@
 /* The ring's errors: the message of a handle (or of the last failed
- * create on this thread), OpenCL errors named, and the agreement of every
- * rank on one status, so that all return the same failure and none waits
- * for a transfer that will not come. Below every other ring file. */
+ * create on this thread), OpenCL errors by status and code (this library
+ * sees flashcl.h only, not the core's error names), and the agreement of
+ * every rank on one status, so that all return the same failure and none
+ * waits for a transfer that will not come. Below every other ring file. */
 #include "ring/ring.h"
 
 #include <stdarg.h>
