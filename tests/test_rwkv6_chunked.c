@@ -76,9 +76,9 @@ static const forced_case cases[] = {
 };
 
 /* Tensor-core variants (the backward's adds BV=32). */
-#define M_64 "TC=64,BK=16,HK=32,HV=64,HC=8"
-#define M_32 "TC=32,BK=32,HK=16,HV=32,HC=4"
-#define M_16 "TC=16,BK=16,HK=64,HV=16,HC=2"
+#define M_64 "TC=64,BK=16,HK=32,HV=64,SST=3"
+#define M_32 "TC=32,BK=32,HK=16,HV=16,SST=2"
+#define M_16 "TC=16,BK=16,HK=64,HV=16,SST=2"
 #define F16 OH_DT(FCL_F16)
 #define H16 (OH_DT(FCL_F16) | OH_DT(FCL_BF16))
 static const forced_case mma_cases[] = {

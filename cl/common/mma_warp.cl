@@ -59,6 +59,9 @@ inline void mma_cp16b(__local uchar *dst, const __global uchar *src, uint src_by
 }
 inline void mma_cp_commit(void) { FCL_ASM volatile("cp.async.commit_group;" ::: "memory"); }
 inline void mma_cp_wait_all(void) { FCL_ASM volatile("cp.async.wait_group 0;" ::: "memory"); }
+/* Waits until at most n (a literal) groups committed last are in flight. */
+#define MMA_CP_WAIT(n) MMA_CP_WAIT_(n)
+#define MMA_CP_WAIT_(n) FCL_ASM volatile("cp.async.wait_group " #n ";" ::: "memory")
 
 #else /* FCL_MMA_EMULATE */
 #define MMA_UNROLL
@@ -102,6 +105,7 @@ inline void mma_cp16b(__local uchar *dst, const __global uchar *src, uint src_by
 }
 inline void mma_cp_commit(void) {}
 inline void mma_cp_wait_all(void) {}
+#define MMA_CP_WAIT(n)
 #endif
 
 /* Rows [row0, row0 + rows) of a strided matrix into a local tile of pitch

@@ -50,10 +50,19 @@ int64_t fcl_rwkv6_fwd_positions_per_launch(const fcl_device_info *dev, int K,
                                            const fcl_rwkv6_fwd_params *c);
 int64_t fcl_rwkv6_bwd_positions_per_launch(const fcl_device_info *dev, int K,
                                            const fcl_rwkv6_bwd_params *c);
-/* Chunks one launch of the chunked state pass may walk, or 0 when
- * unlimited (rwkv6_chunk_variants.c). */
-int64_t fcl_rwkv6_chunk_state_chunks_per_launch(const fcl_device_info *dev, int tc, int hk,
-                                                int hv, int hc);
+/* The state pass: chunk, tile of HK rows by HV columns, work-items a tile,
+ * chunks a launch (0: all) and whether its kernel copies rows in 16-byte
+ * pieces (then RW_ALIGNED is passed where the operands allow). */
+typedef struct {
+  int     TC, HK, HV;
+  size_t  wg;
+  int64_t per_launch;
+  bool    rows16;
+} fcl_rwkv6_chunk_launch;
+/* The portable state pass's launch (rwkv6_chunk_variants.c): chunks a
+ * launch walks within the device's loop budget, or 0 when unlimited. */
+fcl_rwkv6_chunk_launch fcl_rwkv6_chunk_state_launch(const fcl_device_info *dev,
+                                                    const fcl_rwkv6_chunk_params *c);
 
 /* rwkv6_plan.c: what one call runs: the variant, its class, configuration
  * (and where it came from) and build options. */
@@ -97,9 +106,6 @@ typedef struct {
 fcl_rwkv6_chunk_common fcl_rwkv6_chunk_common_of(const fcl_rwkv6_desc *d,
                                                  const fcl_rwkv6_problem *p, int tc,
                                                  const fcl_tensor *r);
-typedef struct {
-  int TC, HK, HV, HC; /* the state pass's parameters */
-} fcl_rwkv6_chunk_launch;
 fcl_status fcl_rwkv6_chunk_begin(fcl_context *ctx, const fcl_rwkv6_desc *d,
                                  const fcl_rwkv6_problem *p, const fcl_rwkv6_chunk_launch *lc,
                                  const fcl_rwkv6_args *a, cl_kernel ks, cl_mem *ck);

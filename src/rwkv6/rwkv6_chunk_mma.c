@@ -1,21 +1,23 @@
 /* The chunked RWKV6 with its value-column products on NVIDIA tensor cores
  * (cl/rwkv6/rwkv6_chunk_out_mma.cl, f16 and bf16): the forward's output
- * and the backward's dv. Which problems they take, their descriptors and
- * launches. The chunk-boundary states come from the portable state pass
- * (rwkv6_chunk_state.cl) and the backward's dr, dk, dw from the portable
- * kernel (rwkv6_chunk_bwd.cl), in the same program; f32 runs the portable
- * variants. */
+ * and the backward's dv, and the chunk-boundary states
+ * (rwkv6_chunk_state_mma.cl). Which problems they take, their descriptors
+ * and launches. The backward's dr, dk, dw come from rwkv6_chunk_bwd.cl
+ * with its intra-chunk sums on tensor cores (rwkv6_chunk_bwd_mma.cl), in
+ * the same program; f32 runs the portable variants. */
 #include "rwkv6/rwkv6.h"
 
 #include <stddef.h>
 #include <stdio.h>
 
-#define PARAMS(X) X(TC) X(BK) X(HK) X(HV) X(HC)
+/* TC the chunk, BK the output kernel's key tile; the state pass's tile of
+ * HK rows by HV columns and its steps in flight SST. */
+#define PARAMS(X) X(TC) X(BK) X(HK) X(HV) X(SST)
 FCL_PARAM_STRUCT(mma_params, PARAMS);
 /* The backward's: BV is the dr dk dw kernel's value tile. */
-#define BWD_PARAMS(X) X(TC) X(BK) X(HK) X(HV) X(HC) X(BV)
+#define BWD_PARAMS(X) X(TC) X(BK) X(HK) X(HV) X(SST) X(BV)
 FCL_PARAM_STRUCT(bwd_params, BWD_PARAMS);
-_Static_assert(offsetof(bwd_params, HC) == offsetof(mma_params, HC), "a common prefix");
+_Static_assert(offsetof(bwd_params, SST) == offsetof(mma_params, SST), "a common prefix");
 
 static int imin(int a, int b) { return a < b ? a : b; }
 
@@ -29,9 +31,14 @@ static size_t out_bytes(const fcl_device_info *dev, int V, const mma_params *c) 
          4 * (bk * (nsub * (3 + nsub) + 2) + warps * 256) +
          (dev->mma_emulate ? 1024 * warps : 0);
 }
-static size_t state_bytes(const mma_params *c) {
-  return 4 * (size_t)c->TC * (2 * (size_t)c->HK + (size_t)c->HV);
+/* ... and of the state pass (rwkv6_chunk_state_mma.cl). */
+static size_t state_bytes(const fcl_device_info *dev, const mma_params *c) {
+  const size_t sb = c->TC < 32 ? (size_t)c->TC : 32, hk = (size_t)c->HK, hv = (size_t)c->HV;
+  return 2 * ((size_t)c->SST * sb * (2 * hk + hv + 8) + 2 * sb * (hk + 8)) + 4 * hk +
+         (dev->mma_emulate ? 1024 * (hk / 16) : 0);
 }
+/* The largest of 64, 32, 16 dividing n. */
+static int tile_of(int n) { return n % 64 == 0 ? 64 : n % 32 == 0 ? 32 : 16; }
 static size_t budget(const fcl_device_info *dev) {
   return dev->local_mem > 1024 ? dev->local_mem - 512 : 0;
 }
@@ -40,8 +47,7 @@ static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fc
   mma_params *c = FCL_PARAMS(mma_params, cfg);
   const int K = cls->head_dim, V = cls->head_dim_v;
   c->TC = 64, c->BK = K % 32 == 0 ? 32 : 16;
-  c->HK = imin(K, 32), c->HV = imin(V, 64), c->HC = imin(c->HV, 8);
-  while (c->HV % c->HC) --c->HC;
+  c->HK = tile_of(K), c->HV = tile_of(V), c->SST = 2;
   while (out_bytes(dev, V, c) > budget(dev) && (c->BK > 16 || c->TC > 16)) {
     if (c->BK > 16) c->BK /= 2;
     else c->TC /= 2;
@@ -53,15 +59,16 @@ static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const
   const mma_params *c = FCL_CPARAMS(mma_params, cfg);
   const int K = cls->head_dim, V = cls->head_dim_v;
   const char *bad = NULL;
-  if (c->TC < 16 || c->TC > 64 || c->TC % 16 || c->BK < 16 || c->BK % 16 || K % c->BK ||
-      c->HK < 1 || c->HK > K || c->HV < 1 || c->HV > V || c->HC < 1 || c->HV % c->HC ||
-      c->HC > 32)
-    bad = "TC 16, 32 or 64, BK a multiple of 16 dividing K, HC dividing HV";
+  if (c->TC < 16 || c->TC > 64 || c->TC % 16 || c->BK < 16 || c->BK % 16 || K % c->BK)
+    bad = "TC 16, 32 or 64, BK a multiple of 16 dividing K";
   else if (K % 16 || V % 16 || V > 128)
     bad = "K and V multiples of 16, V at most 128";
-  else if ((size_t)c->HK * (size_t)(c->HV / c->HC) > dev->max_wg)
+  else if (c->HK < 16 || c->HK % 16 || K % c->HK || c->HV < 16 || c->HV % 16 || V % c->HV ||
+           c->SST < 2 || c->SST > 3)
+    bad = "HK and HV multiples of 16 dividing K and V, SST 2 or 3";
+  else if ((size_t)c->HK * 2 > dev->max_wg || (size_t)c->TC * 2 > dev->max_wg)
     bad = "work-group larger than the device allows";
-  else if (out_bytes(dev, V, c) > budget(dev) || state_bytes(c) > budget(dev))
+  else if (out_bytes(dev, V, c) > budget(dev) || state_bytes(dev, c) > budget(dev))
     bad = "local memory exceeded";
   if (bad && why) snprintf(why, why_size, "%s", bad);
   return bad == NULL;
@@ -71,16 +78,18 @@ static int axes(const fcl_tuning_class *cls, fcl_axis *a) {
   (void)cls;
   a[0] = (fcl_axis){"TC", 3, {16, 32, 64}};
   a[1] = (fcl_axis){"BK", 3, {16, 32, 64}};
-  a[2] = (fcl_axis){"HK", 4, {8, 16, 32, 64}};
-  a[3] = (fcl_axis){"HC", 4, {2, 4, 8, 16}};
-  return 4;
+  a[2] = (fcl_axis){"HK", 3, {16, 32, 64}};
+  a[3] = (fcl_axis){"HV", 4, {16, 32, 64, 128}};
+  a[4] = (fcl_axis){"SST", 2, {2, 3}};
+  return 5;
 }
 
 static void point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg) {
   mma_params *c = FCL_PARAMS(mma_params, cfg);
   c->TC = v[0], c->BK = v[1];
   c->HK = imin(v[2], cls->head_dim);
-  c->HC = imin(v[3], c->HV);
+  c->HV = imin(v[3], cls->head_dim_v);
+  c->SST = v[4];
 }
 
 /* The dr dk dw kernel's value tile: the widest that fits. */
@@ -118,18 +127,18 @@ static int bwd_axes(const fcl_tuning_class *cls, fcl_axis *a) {
 
 static void bwd_point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg) {
   point(cls, v, cfg);
-  FCL_PARAMS(bwd_params, cfg)->BV = imin(v[4], cls->head_dim_v);
+  FCL_PARAMS(bwd_params, cfg)->BV = imin(v[5], cls->head_dim_v);
 }
 
 static const char *const files[] = {
     "rwkv6/rwkv6_abi.h",          "common/dtype.cl",            "rwkv6/rwkv6_common.cl",
-    "rwkv6/rwkv6_chunk_common.cl", "rwkv6/rwkv6_chunk_state.cl", "common/mma_warp.cl",
-    "common/mma_common.cl",        "rwkv6/rwkv6_chunk_out_mma.cl"};
+    "rwkv6/rwkv6_chunk_common.cl", "common/mma_warp.cl",         "common/mma_common.cl",
+    "rwkv6/rwkv6_chunk_state_mma.cl", "rwkv6/rwkv6_chunk_out_mma.cl"};
 static const char *const bwd_files[] = {
     "rwkv6/rwkv6_abi.h",          "common/dtype.cl",            "rwkv6/rwkv6_common.cl",
-    "rwkv6/rwkv6_chunk_common.cl", "rwkv6/rwkv6_chunk_state.cl", "common/mma_warp.cl",
-    "common/mma_common.cl",        "rwkv6/rwkv6_chunk_out_mma.cl", "rwkv6/rwkv6_chunk_bwd_mma.cl",
-    "rwkv6/rwkv6_chunk_bwd.cl"};
+    "rwkv6/rwkv6_chunk_common.cl", "common/mma_warp.cl",         "common/mma_common.cl",
+    "rwkv6/rwkv6_chunk_state_mma.cl", "rwkv6/rwkv6_chunk_out_mma.cl",
+    "rwkv6/rwkv6_chunk_bwd_mma.cl", "rwkv6/rwkv6_chunk_bwd.cl"};
 const fcl_variant fcl_variant_rwkv6_chunked_mma = {
     "rwkv6_chunked_mma", FCL_TUNING_RWKV6_CHUNKED, files, (int)FCL_COUNT(files),
     {"K_DIM", "V_DIM"}, 128, false, FCL_PARAM_COUNT(PARAMS), FCL_PARAM_NAMES(PARAMS),
@@ -148,6 +157,12 @@ fcl_status fcl_rwkv6_chunk_mma_applies(fcl_context *ctx, const fcl_rwkv6_desc *d
       d->head_dim_v > 128 || ctx->info.loop_budget > 0)
     return FCL_OK;
   return fcl_mma_ready(ctx, dtype, yes);
+}
+
+/* The state pass on tensor cores: a warp per 16 rows, every chunk in one
+ * launch (no loop budgets here), 16-byte row copies where aligned. */
+static fcl_rwkv6_chunk_launch state_launch(const mma_params *c) {
+  return (fcl_rwkv6_chunk_launch){c->TC, c->HK, c->HV, (size_t)c->HK * 2, 0, true};
 }
 
 /* The program's kernels with the work-group of the tensor-core kernel;
@@ -172,12 +187,13 @@ fcl_status fcl_rwkv6_chunk_mma_backward(fcl_context *ctx, const fcl_rwkv6_desc *
                                         const fcl_rwkv6_problem *p, const fcl_rwkv6_plan *pl,
                                         const fcl_rwkv6_args *t, bool *fallback) {
   const bwd_params *c = FCL_CPARAMS(bwd_params, &pl->cfg);
-  static const char *const names[] = {"fcl_rwkv6_chunk_state", "fcl_rwkv6_chunk_out_mma",
+  static const char *const names[] = {"fcl_rwkv6_chunk_state_mma", "fcl_rwkv6_chunk_out_mma",
                                       "fcl_rwkv6_chunk_dk", "fcl_rwkv6_chunk_du"};
   cl_kernel k[4];
   if (!kernels(ctx, pl, names, k, 4)) return *fallback = true, FCL_OK;
   const int wg = c->TC / 16 * 32;
-  const fcl_rwkv6_chunk_bwd_launch lb = {{c->TC, c->HK, c->HV, c->HC}, c->BK, wg, (size_t)wg,
+  const fcl_rwkv6_chunk_bwd_launch lb = {state_launch(FCL_CPARAMS(mma_params, &pl->cfg)), c->BK,
+                                         wg, (size_t)wg,
                                          (int)d->head_dim_v, k[0], k[1], k[2], k[3]};
   return fcl_rwkv6_chunk_backward_run(ctx, d, p, t, &lb);
 }
@@ -187,11 +203,11 @@ fcl_status fcl_rwkv6_chunk_mma_forward(fcl_context *ctx, const fcl_rwkv6_desc *d
                                        const fcl_rwkv6_args *t, bool *fallback) {
   const mma_params *c = FCL_CPARAMS(mma_params, &pl->cfg);
   const int wg = c->TC / 16 * 32;
-  static const char *const names[] = {"fcl_rwkv6_chunk_state", "fcl_rwkv6_chunk_out_mma"};
+  static const char *const names[] = {"fcl_rwkv6_chunk_state_mma", "fcl_rwkv6_chunk_out_mma"};
   cl_kernel k[2];
   if (!kernels(ctx, pl, names, k, 2)) return *fallback = true, FCL_OK;
   const cl_kernel ks = k[0], ko = k[1];
-  const fcl_rwkv6_chunk_launch lc = {c->TC, c->HK, c->HV, c->HC};
+  const fcl_rwkv6_chunk_launch lc = state_launch(c);
   cl_mem ck;
   fcl_status s = fcl_rwkv6_chunk_begin(ctx, d, p, &lc, t, ks, &ck);
   if (s != FCL_OK) return s;

@@ -172,11 +172,12 @@ const fcl_variant fcl_variant_rwkv6_bwd_chunked = {
     DIMS, FCL_RWKV6_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV6_CHUNK_PARAMS),
     FCL_PARAM_NAMES(FCL_RWKV6_CHUNK_PARAMS), defaults, valid, axes, point, worth_trying};
 
-int64_t fcl_rwkv6_chunk_state_chunks_per_launch(const fcl_device_info *dev, int tc, int hk,
-                                                int hv, int hc) {
-  if (dev->loop_budget <= 0) return 0;
-  params c = {0};
-  c.TC = tc, c.HK = hk, c.HV = hv, c.HC = hc;
-  const long n = (dev->loop_budget * 3 / 4) / state_iterations(&c);
-  return n < 1 ? 1 : n;
+fcl_rwkv6_chunk_launch fcl_rwkv6_chunk_state_launch(const fcl_device_info *dev,
+                                                    const fcl_rwkv6_chunk_params *c) {
+  fcl_rwkv6_chunk_launch l = {c->TC, c->HK, c->HV, state_wg(c), 0, false};
+  if (dev->loop_budget > 0) {
+    const long n = (dev->loop_budget * 3 / 4) / state_iterations(c);
+    l.per_launch = n < 1 ? 1 : n;
+  }
+  return l;
 }

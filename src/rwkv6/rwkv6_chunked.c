@@ -34,19 +34,23 @@ static fcl_status state_pass(fcl_context *ctx, const fcl_rwkv6_desc *d,
                              bool grad, const fcl_tensor *ta, const fcl_tensor *tw,
                              const fcl_tensor *tb, cl_mem in, cl_mem out, cl_mem ck,
                              cl_mem carry) {
-  const int64_t per =
-      fcl_rwkv6_chunk_state_chunks_per_launch(&ctx->info, c->TC, c->HK, c->HV, c->HC);
-  const int64_t seg = per > 0 ? per : m->nchunk;
+  const int64_t seg = c->per_launch > 0 ? c->per_launch : m->nchunk;
   const int64_t nseg = (m->nchunk + seg - 1) / seg;
   const size_t nkb = (size_t)((d->head_dim_k + c->HK - 1) / c->HK);
   const size_t nvb = (size_t)((d->head_dim_v + c->HV - 1) / c->HV);
-  const size_t wg = (size_t)c->HK * (size_t)(c->HV / c->HC);
+  const size_t wg = c->wg;
   size_t g[3] = {nkb * nvb * wg, m->bh, 1}, l[3] = {wg, 1, 1};
+  /* 16-byte row copies need every row of the three operands to start at a
+   * multiple of 8 elements (16-bit operands only take this kernel). */
+  const bool varlen = (m->flags & RW_VARLEN) != 0;
+  const bool rows16 = c->rows16 && fcl_tensor_aligned(ta, 2, varlen, 8) &&
+                      fcl_tensor_aligned(tw, 2, varlen, 8) && fcl_tensor_aligned(tb, 2, varlen, 8);
   for (int64_t n = 0; n < nseg; ++n) {
     const int64_t si = grad ? nseg - 1 - n : n; /* the gradient walks back */
     const bool first = n == 0, last = n == nseg - 1;
     cl_mem from = first ? in : carry, to = last ? out : carry;
-    cl_int flags = m->flags | (grad ? RW_STATE_GRAD : 0) | (from ? RW_H0 : 0) | (to ? RW_HT : 0);
+    cl_int flags = m->flags | (grad ? RW_STATE_GRAD : 0) | (from ? RW_H0 : 0) | (to ? RW_HT : 0) |
+                   (rows16 ? RW_ALIGNED : 0);
     cl_int cb = (cl_int)(si * seg), ce = (cl_int)(si == nseg - 1 ? m->nchunk : (si + 1) * seg);
     if (!from) from = ta->buffer;
     if (!to) to = ta->buffer;
@@ -100,7 +104,7 @@ fcl_status fcl_rwkv6_chunked_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
                                      const fcl_rwkv6_args *t) {
   const fcl_variant *kd = pl->cls.variant;
   const fcl_rwkv6_chunk_params *c = FCL_CPARAMS(fcl_rwkv6_chunk_params, &pl->cfg);
-  const fcl_rwkv6_chunk_launch lc = {c->TC, c->HK, c->HV, c->HC};
+  const fcl_rwkv6_chunk_launch lc = fcl_rwkv6_chunk_state_launch(&ctx->info, c);
   const common m = fcl_rwkv6_chunk_common_of(d, p, c->TC, t->r);
   cl_kernel ks, ko;
   cl_mem ck;
@@ -118,7 +122,7 @@ fcl_status fcl_rwkv6_chunked_backward(fcl_context *ctx, const fcl_rwkv6_desc *d,
                                       const fcl_rwkv6_args *t) {
   const fcl_variant *kd = pl->cls.variant;
   const fcl_rwkv6_chunk_params *c = FCL_CPARAMS(fcl_rwkv6_chunk_params, &pl->cfg);
-  fcl_rwkv6_chunk_bwd_launch lb = {{c->TC, c->HK, c->HV, c->HC}, c->BK, c->WG,
+  fcl_rwkv6_chunk_bwd_launch lb = {fcl_rwkv6_chunk_state_launch(&ctx->info, c), c->BK, c->WG,
                                    (size_t)c->WG, c->BV, NULL, NULL, NULL, NULL};
   fcl_status s;
   if ((s = fcl_get_kernel(ctx, kd->files, kd->nfiles, pl->options, "fcl_rwkv6_chunk_state",

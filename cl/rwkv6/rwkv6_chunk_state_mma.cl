@@ -1,0 +1,180 @@
+/* The chunk-boundary states of the chunked RWKV6 on NVIDIA tensor cores
+ * (prepend dtype.cl, rwkv6_common.cl, rwkv6_chunk_common.cl, mma_warp.cl,
+ * mma_common.cl; FCL_DTYPE 1 (f16) or 2 (bf16)): the numbers of
+ * fcl_rwkv6_chunk_state (rwkv6_chunk_state.cl), with the same arguments,
+ * checkpoints and segments.
+ *
+ * A work-group owns a tile of HK state rows by HV columns, one warp per 16
+ * rows, whose f32 sums stay in the warp's mma accumulators for the whole
+ * walk. The walk goes in steps of SB positions (a chunk is TC / SB
+ * steps): the chunk's update splits into its steps exactly, each step
+ * decaying what came before it by its own total (forward: the steps in
+ * order, each operand a_t decayed to the step's end; gradient: the steps
+ * in reverse, a_t decayed from the step's start). Per step:
+ *   - its a, w and b rows come in 16-bit by cp.async, SST steps in flight
+ *     (RW_ALIGNED: rows at 16-byte multiples; else plain loads);
+ *   - one work-item per state row takes the running sum of w over the
+ *     step in f32 (every exponent <= 0, as in the portable pass) and
+ *     splits x = a_t e^{..} (times scale for the gradient) into two 16-bit
+ *     parts, hi = x rounded and lo = x - hi rounded: b is exact in 16
+ *     bits, so the products keep twice the operand's bits, as the f32
+ *     states (ht, dh0 and the checkpoints) need;
+ *   - S <- eg S, then S += hi^T b + lo^T b as m16n8k16 products.
+ * The checkpoints are stored from the accumulators at each chunk's start. */
+#define SWARPS (HK / 16)
+#define SWG (SWARPS * 32)
+#define SB (TC < 32 ? TC : 32) /* positions a step */
+#define SPC (TC / SB)          /* steps a chunk */
+#ifndef SST
+#define SST 2 /* steps whose loads are in flight */
+#endif
+#define LDSA (HK + 8) /* 16-bit pitches for ldmatrix: 16-byte rows */
+#define LDSB (HV + 8)
+#define NTS (HV / 8) /* n8 tiles of a warp's rows */
+
+#if HK % 16 || HV % 16 || K_DIM % HK || V_DIM % HV || TC % 16 || SST < 2 || SST > 3
+#error "rwkv6_chunk_state_mma: HK, HV multiples of 16 dividing K and V, TC of 16, SST 2 or 3"
+#endif
+
+inline float rw_ld16(__local const ushort *p, int i) {
+#if FCL_DTYPE == 2
+  return fcl_bf16_to_f32(p[i]);
+#else
+  return fcl_f16_bits_to_f32(p[i]);
+#endif
+}
+/* x rounded to 16 bits into p[i], its rest rounded into q[i]. */
+inline void rw_split16(__local ushort *p, __local ushort *q, int i, float x) {
+#if FCL_DTYPE == 2
+  p[i] = fcl_f32_to_bf16(x);
+  q[i] = fcl_f32_to_bf16(x - fcl_bf16_to_f32(p[i]));
+#else
+  vstore_half_rte(x, (size_t)i, (__local half *)p);
+  vstore_half_rte(x - fcl_f16_bits_to_f32(p[i]), (size_t)i, (__local half *)q);
+#endif
+}
+
+/* Positions [p0, p0 + SB) of columns [col0, col0 + ncol) of a 16-bit
+ * operand into dst[SB][ld], 0 past the sequence. */
+inline void rw_stage16(__local ushort *dst, int ld, int ncol, const __global fcl_elem *src,
+                       long off, long sb, long ss, long sh, int col0, rw_seq s, int p0,
+                       int flags, int lid) {
+  const int cpr = ncol / 8; /* 16-byte pieces a row */
+  const __global ushort *src16 = (const __global ushort *)src;
+  for (int e = lid; e < SB * cpr; e += SWG) {
+    const int t = e / cpr, c = (e - t * cpr) * 8, p = p0 + t;
+    const bool ok = p < s.n;
+    const long at = ok ? rw_at(off, sb, ss, sh, s, rw_time(p, s.n, flags), flags) + col0 + c : 0;
+    if (flags & RW_ALIGNED) {
+      mma_cp16b((__local uchar *)(dst + t * ld + c), (const __global uchar *)(src16 + at),
+                ok ? 16u : 0u);
+    } else {
+      ushort x[8];
+      MMA_UNROLL for (int q = 0; q < 8; ++q) x[q] = ok ? src16[at + q] : (ushort)0;
+      MMA_UNROLL for (int q = 0; q < 8; ++q) dst[t * ld + c + q] = x[q];
+    }
+  }
+}
+
+__kernel __attribute__((reqd_work_group_size(SWG, 1, 1)))
+void fcl_rwkv6_chunk_state_mma(
+    const __global fcl_elem *a, const __global fcl_elem *w, const __global fcl_elem *b,
+    const __global float *in, __global float *out, __global float *ck,
+    const __global int *cu, RW_TENSOR(a), RW_TENSOR(w), RW_TENSOR(b), int seqlen,
+    int heads, int nchunk, float scale, int flags, int c_begin, int c_end) {
+  __local ushort a_s[SST][SB * HK] __attribute__((aligned(16)));
+  __local ushort w_s[SST][SB * HK] __attribute__((aligned(16)));
+  __local ushort b_s[SST][SB * LDSB] __attribute__((aligned(16)));
+  __local ushort ad_s[2][SB * LDSA] __attribute__((aligned(16))); /* hi, lo */
+  __local float eg_s[HK];
+  MMA_EMU_DECL(SWARPS)
+  const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5, g = lane >> 2, tq = lane & 3;
+  const int nkb = K_DIM / HK;
+  const int i0 = (get_group_id(0) % nkb) * HK, j0 = (get_group_id(0) / nkb) * HV;
+  const int bh = get_group_id(1);
+  const rw_seq s = rw_sequence(bh, heads, seqlen, cu, flags);
+  const bool grad = (flags & RW_STATE_GRAD) != 0;
+  const float ascale = grad ? scale : 1.0f;
+  /* The lane's state rows ra and ra + 8, columns n * 8 + 2 tq (+1):
+   * 8-byte pairs. */
+  const int ra = i0 + warp * 16 + g;
+  const long rowa = (long)ra * V_DIM + j0 + 2 * tq, rowb = rowa + 8L * V_DIM;
+  float4 acc[NTS];
+  MMA_UNROLL for (int n = 0; n < NTS; ++n) {
+    const long at = (long)bh * K_DIM * V_DIM;
+    acc[n] = (flags & RW_H0) ? (float4)(*(const __global float2 *)(in + at + rowa + n * 8),
+                                        *(const __global float2 *)(in + at + rowb + n * 8))
+                             : (float4)(0.0f);
+  }
+  const int last = min(c_end, FCL_CEIL_DIV(s.n, TC));
+  const int nsteps = max(0, last - c_begin) * SPC;
+#define RW_STEP_P0(n)                                                                   \
+  ((grad ? last - 1 - (n) / SPC : c_begin + (n) / SPC) * TC +                           \
+   (grad ? SPC - 1 - (n) % SPC : (n) % SPC) * SB)
+#define RW_ISSUE(n)                                                                     \
+  do {                                                                                  \
+    const int p0_ = RW_STEP_P0(n), buf_ = (n) % SST;                                    \
+    rw_stage16(a_s[buf_], HK, HK, a, RW_T(a), i0, s, p0_, flags, lid);                  \
+    rw_stage16(w_s[buf_], HK, HK, w, RW_T(w), i0, s, p0_, flags, lid);                  \
+    rw_stage16(b_s[buf_], LDSB, HV, b, RW_T(b), j0, s, p0_, flags, lid);                \
+  } while (0)
+  for (int n = 0; n < SST - 1; ++n) {
+    if (n < nsteps) RW_ISSUE(n);
+    mma_cp_commit();
+  }
+  for (int n = 0; n < nsteps; ++n) {
+#if SST == 2
+    MMA_CP_WAIT(0);
+#else
+    MMA_CP_WAIT(1);
+#endif
+    /* Step n's rows are in; every work-item is done with step n-1's
+     * buffers and ad_s. */
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (n + SST - 1 < nsteps) RW_ISSUE(n + SST - 1);
+    mma_cp_commit();
+    const int buf = n % SST;
+    if (n % SPC == 0) { /* a chunk's start: its checkpoint */
+      const int c = grad ? last - 1 - n / SPC : c_begin + n / SPC;
+      __global float *cp = ck + rw_ck(bh, nchunk, c);
+      MMA_UNROLL for (int q = 0; q < NTS; ++q) {
+        *(__global float2 *)(cp + rowa + q * 8) = acc[q].xy;
+        *(__global float2 *)(cp + rowb + q * 8) = acc[q].zw;
+      }
+    }
+    if (lid < HK) {
+      float run = 0.0f;
+      for (int q = 0; q < SB; ++q) {
+        const int t = grad ? q : SB - 1 - q, x = t * HK + lid;
+        rw_split16(ad_s[0], ad_s[1], t * LDSA + lid, ascale * rw_ld16(a_s[buf], x) * exp(run));
+        run += rw_ld16(w_s[buf], x);
+      }
+      eg_s[lid] = exp(run);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const float ea = eg_s[warp * 16 + g], eb = eg_s[warp * 16 + g + 8];
+    MMA_UNROLL for (int q = 0; q < NTS; ++q) acc[q] *= (float4)(ea, ea, eb, eb);
+    MMA_UNROLL for (int kk = 0; kk < SB / 16; ++kk) {
+      /* A = the step's decayed a, transposed: rows are state rows. */
+      const int ao = (kk * 16 + (lane >> 4) * 8 + (lane & 7)) * LDSA + warp * 16 +
+                     ((lane >> 3) & 1) * 8;
+      const uint4 ah = mma_ldsm_x4_t(ad_s[0], ao), al = mma_ldsm_x4_t(ad_s[1], ao);
+      MMA_UNROLL for (int np = 0; np < HV / 16; ++np) {
+        const uint4 bf = mma_ldsm_x4_t(
+            b_s[buf], (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LDSB + np * 16 +
+                          (lane >> 4) * 8);
+        acc[2 * np] = mma_16816(ah, bf.xy, mma_16816(al, bf.xy, acc[2 * np]));
+        acc[2 * np + 1] = mma_16816(ah, bf.zw, mma_16816(al, bf.zw, acc[2 * np + 1]));
+      }
+    }
+  }
+#undef RW_ISSUE
+#undef RW_STEP_P0
+  if (flags & RW_HT) {
+    const long at = (long)bh * K_DIM * V_DIM;
+    MMA_UNROLL for (int q = 0; q < NTS; ++q) {
+      *(__global float2 *)(out + at + rowa + q * 8) = acc[q].xy;
+      *(__global float2 *)(out + at + rowb + q * 8) = acc[q].zw;
+    }
+  }
+}
