@@ -115,9 +115,15 @@ void fcl_rwkv6_chunk_dk(
 #endif
 
   /* 2. The chunk's keys, their decays, the gradients. */
+#if RW_DK_MMA
+  rw_rows16f(r_s, BK, TC, BK, r, RW_T(r), k0, s, p0, flags, lid, WG);
+  rw_rows16f(k_s, BK, TC, BK, k, RW_T(k), k0, s, p0, flags, lid, WG);
+  rw_rows16f(w_s, BK, TC, BK, w, RW_T(w), k0, s, p0, flags, lid, WG);
+#else
   rw_load_chunk(r_s, BK, K_DIM, r, RW_T(r), k0, s, p0, flags, false, lid, WG);
   rw_load_chunk(k_s, BK, K_DIM, k, RW_T(k), k0, s, p0, flags, false, lid, WG);
   rw_load_chunk(w_s, BK, K_DIM, w, RW_T(w), k0, s, p0, flags, false, lid, WG);
+#endif
   for (int i = lid; i < BK; i += WG)
     u_s[i] = k0 + i < K_DIM ? FCL_LOAD(u, (long)s.h * K_DIM + k0 + i) : 0.0f;
   barrier(CLK_LOCAL_MEM_FENCE);

@@ -23,47 +23,36 @@ static inline void rw_dk_products_mma(const __global fcl_elem *v, const __global
                                __local float *dg_s, int lid MMA_EMU_PARAM) {
   __local ushort *do16 = (__local ushort *)pool, *v16 = do16 + TC * LDB;
   __local ushort *S16 = v16 + TC * LDB, *D16 = S16 + BK * LDB;
+  __local float *dg_p = (__local float *)(D16 + BK * LDB); /* [BK][BV / 4], in the pool */
   const int lane = lid & 31, warp = lid >> 5, g = lane >> 2, tq = lane & 3;
   float4 a_acc[2 * NSUB], q_acc[BK / 8], k_acc[BK / 8];
   MMA_UNROLL for (int n = 0; n < 2 * NSUB; ++n) a_acc[n] = (float4)(0.0f);
   MMA_UNROLL for (int n = 0; n < BK / 8; ++n) q_acc[n] = k_acc[n] = (float4)(0.0f);
   float dg = 0.0f;
-  const long vb = rw_at(RW_T(v), s, 0, flags), db = rw_at(RW_T(do), s, 0, flags);
   for (int j0 = 0; j0 < V_DIM; j0 += BV) {
-    /* Loads in batches of RW_BATCH before their stores (rw_load_chunk). */
-    for (int e0 = lid; e0 < TC * BV; e0 += RW_BATCH * WG) {
-      ushort xd[RW_BATCH], xv[RW_BATCH];
-      MMA_UNROLL for (int q = 0; q < RW_BATCH; ++q) {
-        const int e = e0 + q * WG, t = e / BV, j = e - t * BV;
-        const bool ok = e < TC * BV && t < nt && j0 + j < V_DIM;
-        const long tt = rw_time(min(p0 + t, s.n - 1), s.n, flags);
-        xd[q] = ok ? (ushort)FCL_LOAD_RAW(dout, db + tt * do_ss + j0 + j) : (ushort)0;
-        xv[q] = ok ? (ushort)FCL_LOAD_RAW(v, vb + tt * v_ss + j0 + j) : (ushort)0;
-      }
-      MMA_UNROLL for (int q = 0; q < RW_BATCH; ++q) {
-        const int e = e0 + q * WG, t = e / BV, j = e - t * BV;
-        if (e < TC * BV) do16[t * LDB + j] = xd[q], v16[t * LDB + j] = xv[q];
-      }
-    }
-    for (int e0 = lid; e0 < BK * BV; e0 += RW_BATCH * WG) {
-      float xs[RW_BATCH], xd[RW_BATCH];
-      MMA_UNROLL for (int q = 0; q < RW_BATCH; ++q) {
-        const int e = e0 + q * WG, i = e / BV, j = e - i * BV;
-        const bool ok = e < BK * BV && nt > 0 && k0 + i < K_DIM && j0 + j < V_DIM;
-        const long at = ck_at + (long)(k0 + i) * V_DIM + j0 + j;
-        xs[q] = ok ? cks[at] : 0.0f;
-        xd[q] = ok ? ckd[at] : 0.0f;
-      }
-      MMA_UNROLL for (int q = 0; q < RW_BATCH; ++q) {
-        const int e = e0 + q * WG, i = e / BV, j = e - i * BV;
-        if (e < BK * BV) rw_st16(S16, i * LDB + j, xs[q]), rw_st16(D16, i * LDB + j, xd[q]);
+    rw_rows16(do16, LDB, TC, BV, V_DIM - j0, dout, RW_T(do), j0, s, p0, flags, lid, WG);
+    rw_rows16(v16, LDB, TC, BV, V_DIM - j0, v, RW_T(v), j0, s, p0, flags, lid, WG);
+    mma_cp_commit();
+    /* S and D's rows k0 .. k0 + BK, columns j0 .. j0 + BV, by 16-byte loads;
+     * D . S (dw's base) in f32 from the same loads. */
+    MMA_UNROLL for (int q = 0; q < FCL_CEIL_DIV(BK * BV / 4, WG); ++q) {
+      const int e = lid + q * WG, i = e / (BV / 4), j = (e - i * (BV / 4)) * 4;
+      const bool ok = e < BK * BV / 4 && nt > 0 && j0 + j < V_DIM;
+      const long at = ck_at + (long)(k0 + i) * V_DIM + j0 + j;
+      const float4 xs = ok ? *(const __global float4 *)(cks + at) : (float4)(0.0f);
+      const float4 xd = ok ? *(const __global float4 *)(ckd + at) : (float4)(0.0f);
+      if (e < BK * BV / 4) {
+        rw_st16(S16, i * LDB + j, xs.x), rw_st16(S16, i * LDB + j + 1, xs.y);
+        rw_st16(S16, i * LDB + j + 2, xs.z), rw_st16(S16, i * LDB + j + 3, xs.w);
+        rw_st16(D16, i * LDB + j, xd.x), rw_st16(D16, i * LDB + j + 1, xd.y);
+        rw_st16(D16, i * LDB + j + 2, xd.z), rw_st16(D16, i * LDB + j + 3, xd.w);
+        dg_p[i * (BV / 4) + j / 4] = fma(xd.w, xs.w, fma(xd.z, xs.z, fma(xd.y, xs.y, xd.x * xs.x)));
       }
     }
-    if (lid < BK && nt > 0 && k0 + lid < K_DIM) /* in f32: D . S is dw's base */
-      MMA_UNROLL for (int jj = 0; jj < BV; ++jj) { /* unrolled: the loads in flight together */
-        const long at = ck_at + (long)(k0 + lid) * V_DIM + j0 + jj;
-        if (j0 + jj < V_DIM) dg = fma(ckd[at], cks[at], dg);
-      }
+    mma_cp_wait_all();
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid < BK) /* in a fixed order */
+      for (int jj = 0; jj < BV / 4; ++jj) dg += dg_p[lid * (BV / 4) + jj];
     barrier(CLK_LOCAL_MEM_FENCE);
     MMA_UNROLL for (int kk = 0; kk < BV / 16; ++kk) {
       const int ra = (warp * 16 + (lane & 15)) * LDB + kk * 16 + (lane >> 4) * 8;

@@ -1,6 +1,6 @@
 /* The chunked RWKV6 products that end in value columns on NVIDIA tensor
  * cores (prepend dtype.cl, rwkv6_common.cl, rwkv6_chunk_common.cl,
- * rwkv6_chunk_state.cl, mma_warp.cl, mma_common.cl; FCL_DTYPE 1 (f16) or 2
+ * mma_warp.cl, mma_common.cl, rwkv6_chunk_rows.cl; FCL_DTYPE 1 (f16) or 2
  * (bf16); WG = the work-group, TC / 16 warps): the numbers of
  * fcl_rwkv6_chunk_out (rwkv6_chunk_out.cl), the forward's output
  *   o_t  = scale * ((r_t e^{w before t}) S_c + sum_{s<=t} A[t][s] v_s)
@@ -81,20 +81,20 @@ void fcl_rwkv6_chunk_out_mma(
 
   for (int kt = 0; kt < K_DIM / BK; ++kt) {
     const int k0 = kt * BK;
-    rw_load_chunk(r_s, BK, K_DIM, r, RW_T(r), k0, s, p0, flags, false, lid, MWG);
-    rw_load_chunk(k_s, BK, K_DIM, k, RW_T(k), k0, s, p0, flags, false, lid, MWG);
-    rw_load_chunk(w_s, BK, K_DIM, w, RW_T(w), k0, s, p0, flags, false, lid, MWG);
+    rw_rows16f(r_s, BK, TC, BK, r, RW_T(r), k0, s, p0, flags, lid, MWG);
+    rw_rows16f(k_s, BK, TC, BK, k, RW_T(k), k0, s, p0, flags, lid, MWG);
+    rw_rows16f(w_s, BK, TC, BK, w, RW_T(w), k0, s, p0, flags, lid, MWG);
     for (int i = lid; i < BK; i += MWG) u_s[i] = FCL_LOAD(u, (long)s.h * K_DIM + k0 + i);
-    for (int e0 = lid; e0 < BK * V_DIM; e0 += RW_BATCH * MWG) { /* RW_BATCH loads in flight */
-      float x[RW_BATCH];
-      MMA_UNROLL for (int q = 0; q < RW_BATCH; ++q) {
-        const int e = e0 + q * MWG, i = e / V_DIM, j = e - i * V_DIM;
-        x[q] = nt > 0 && e < BK * V_DIM ? ck[rw_ck(bh, nchunk, c) + (long)(k0 + i) * V_DIM + j]
-                                        : 0.0f;
-      }
-      MMA_UNROLL for (int q = 0; q < RW_BATCH; ++q) {
-        const int e = e0 + q * MWG, i = e / V_DIM, j = e - i * V_DIM;
-        if (e < BK * V_DIM) rw_st16(st16, i * LDV + j, x[q]);
+    /* The state's rows k0 .. k0 + BK by 16-byte loads (V a multiple of 16). */
+    MMA_UNROLL for (int q = 0; q < FCL_CEIL_DIV(BK * V_DIM / 4, MWG); ++q) {
+      const int e = lid + q * MWG, i = e / (V_DIM / 4), j = (e - i * (V_DIM / 4)) * 4;
+      const float4 x = nt > 0 && e < BK * V_DIM / 4
+                           ? *(const __global float4 *)(ck + rw_ck(bh, nchunk, c) +
+                                                        (long)(k0 + i) * V_DIM + j)
+                           : (float4)(0.0f);
+      if (e < BK * V_DIM / 4) {
+        rw_st16(st16, i * LDV + j, x.x), rw_st16(st16, i * LDV + j + 1, x.y);
+        rw_st16(st16, i * LDV + j + 2, x.z), rw_st16(st16, i * LDV + j + 3, x.w);
       }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -120,17 +120,28 @@ void fcl_rwkv6_chunk_out_mma(
      * between s and t is the product of the step decays strictly between
      * (a running product: each step rounds once, and a strong decay only
      * makes it 0); s = t takes u. */
-    MMA_UNROLL for (int ii = 0; ii < BK / 2; ++ii) {
-      const int i = ih * (BK / 2) + ii;
-      const float rt = r_s[tw * BK + i];
-      float fac = 1.0f;
+    MMA_NO_UNROLL for (int i8 = 0; i8 < BK / 2; i8 += 8) { /* 8 columns: 16-byte reads */
+      const int ib = ih * (BK / 2) + i8;
+      float rt[8], ru[8], fac[8];
+      MMA_UNROLL for (int q = 0; q < 8; ++q) {
+        rt[q] = r_s[tw * BK + ib + q];
+        ru[q] = rt[q] * u_s[ib + q];
+        fac[q] = 1.0f;
+      }
       MMA_UNROLL for (int sl = 15; sl >= 0; --sl) {
-        const int s2 = warp * 16 + sl;
-        if (sl == tl) xd[sl] = fma(rt * u_s[i], k_s[s2 * BK + i], xd[sl]);
-        if (sl < tl) {
-          xd[sl] = fma(rt * k_s[s2 * BK + i], fac, xd[sl]);
-          fac *= w_s[s2 * BK + i];
-        }
+        __local const float4 *kr = (__local const float4 *)(k_s + (warp * 16 + sl) * BK + ib);
+        __local const float4 *wr = (__local const float4 *)(w_s + (warp * 16 + sl) * BK + ib);
+        const float4 k0 = kr[0], k1 = kr[1], w0 = wr[0], w1 = wr[1];
+        const float kq[8] = {k0.x, k0.y, k0.z, k0.w, k1.x, k1.y, k1.z, k1.w};
+        const float wq[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+        float x = 0.0f;
+        if (sl == tl) MMA_UNROLL for (int q = 0; q < 8; ++q) x = fma(ru[q], kq[q], x);
+        if (sl < tl)
+          MMA_UNROLL for (int q = 0; q < 8; ++q) {
+            x = fma(rt[q] * kq[q], fac[q], x);
+            fac[q] *= wq[q];
+          }
+        xd[sl] += x;
       }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -173,19 +184,9 @@ void fcl_rwkv6_chunk_out_mma(
   if (ih == 1)
     MMA_UNROLL for (int sl = 0; sl < 16; ++sl)
       dg_s[warp * 256 + (grad ? sl * 16 + tl : tl * 16 + sl)] += xd[sl];
-  const long vb = rw_at(RW_T(v), s, 0, flags);
-  for (int e0 = lid; e0 < TC * V_DIM; e0 += RW_BATCH * MWG) { /* RW_BATCH loads in flight */
-    ushort x[RW_BATCH];
-    MMA_UNROLL for (int q = 0; q < RW_BATCH; ++q) {
-      const int e = e0 + q * MWG, t = e / V_DIM, j = e - t * V_DIM;
-      const long at = vb + (long)rw_time(min(p0 + t, s.n - 1), s.n, flags) * v_ss + j;
-      x[q] = t < nt && e < TC * V_DIM ? (ushort)FCL_LOAD_RAW(v, at) : (ushort)0;
-    }
-    MMA_UNROLL for (int q = 0; q < RW_BATCH; ++q) {
-      const int e = e0 + q * MWG, t = e / V_DIM, j = e - t * V_DIM;
-      if (e < TC * V_DIM) v16[t * LDV + j] = x[q];
-    }
-  }
+  rw_rows16(v16, LDV, TC, V_DIM, V_DIM, v, RW_T(v), 0, s, p0, flags, lid, MWG);
+  mma_cp_commit();
+  mma_cp_wait_all();
   barrier(CLK_LOCAL_MEM_FENCE);
   const float ascale = grad ? scale : 1.0f; /* the backward scales A only */
   MMA_UNROLL for (int J = 0; J < NSUB; ++J) {

@@ -1,6 +1,6 @@
 /* The chunk-boundary states of the chunked RWKV6 on NVIDIA tensor cores
  * (prepend dtype.cl, rwkv6_common.cl, rwkv6_chunk_common.cl, mma_warp.cl,
- * mma_common.cl; FCL_DTYPE 1 (f16) or 2 (bf16)): the numbers of
+ * mma_common.cl, rwkv6_chunk_rows.cl; FCL_DTYPE 1 (f16) or 2 (bf16)): the numbers of
  * fcl_rwkv6_chunk_state (rwkv6_chunk_state.cl), with the same arguments,
  * checkpoints and segments.
  *
@@ -36,13 +36,6 @@
 #error "rwkv6_chunk_state_mma: HK, HV multiples of 16 dividing K and V, TC of 16, SST 2 or 3"
 #endif
 
-inline float rw_ld16(__local const ushort *p, int i) {
-#if FCL_DTYPE == 2
-  return fcl_bf16_to_f32(p[i]);
-#else
-  return fcl_f16_bits_to_f32(p[i]);
-#endif
-}
 /* x rounded to 16 bits into p[i], its rest rounded into q[i]. */
 inline void rw_split16(__local ushort *p, __local ushort *q, int i, float x) {
 #if FCL_DTYPE == 2
@@ -52,28 +45,6 @@ inline void rw_split16(__local ushort *p, __local ushort *q, int i, float x) {
   vstore_half_rte(x, (size_t)i, (__local half *)p);
   vstore_half_rte(x - fcl_f16_bits_to_f32(p[i]), (size_t)i, (__local half *)q);
 #endif
-}
-
-/* Positions [p0, p0 + SB) of columns [col0, col0 + ncol) of a 16-bit
- * operand into dst[SB][ld], 0 past the sequence. */
-inline void rw_stage16(__local ushort *dst, int ld, int ncol, const __global fcl_elem *src,
-                       long off, long sb, long ss, long sh, int col0, rw_seq s, int p0,
-                       int flags, int lid) {
-  const int cpr = ncol / 8; /* 16-byte pieces a row */
-  const __global ushort *src16 = (const __global ushort *)src;
-  for (int e = lid; e < SB * cpr; e += SWG) {
-    const int t = e / cpr, c = (e - t * cpr) * 8, p = p0 + t;
-    const bool ok = p < s.n;
-    const long at = ok ? rw_at(off, sb, ss, sh, s, rw_time(p, s.n, flags), flags) + col0 + c : 0;
-    if (flags & RW_ALIGNED) {
-      mma_cp16b((__local uchar *)(dst + t * ld + c), (const __global uchar *)(src16 + at),
-                ok ? 16u : 0u);
-    } else {
-      ushort x[8];
-      MMA_UNROLL for (int q = 0; q < 8; ++q) x[q] = ok ? src16[at + q] : (ushort)0;
-      MMA_UNROLL for (int q = 0; q < 8; ++q) dst[t * ld + c + q] = x[q];
-    }
-  }
 }
 
 __kernel __attribute__((reqd_work_group_size(SWG, 1, 1)))
@@ -114,9 +85,9 @@ void fcl_rwkv6_chunk_state_mma(
 #define RW_ISSUE(n)                                                                     \
   do {                                                                                  \
     const int p0_ = RW_STEP_P0(n), buf_ = (n) % SST;                                    \
-    rw_stage16(a_s[buf_], HK, HK, a, RW_T(a), i0, s, p0_, flags, lid);                  \
-    rw_stage16(w_s[buf_], HK, HK, w, RW_T(w), i0, s, p0_, flags, lid);                  \
-    rw_stage16(b_s[buf_], LDSB, HV, b, RW_T(b), j0, s, p0_, flags, lid);                \
+    rw_rows16(a_s[buf_], HK, SB, HK, HK, a, RW_T(a), i0, s, p0_, flags, lid, SWG);      \
+    rw_rows16(w_s[buf_], HK, SB, HK, HK, w, RW_T(w), i0, s, p0_, flags, lid, SWG);      \
+    rw_rows16(b_s[buf_], LDSB, SB, HV, HV, b, RW_T(b), j0, s, p0_, flags, lid, SWG);    \
   } while (0)
   for (int n = 0; n < SST - 1; ++n) {
     if (n < nsteps) RW_ISSUE(n);
@@ -146,8 +117,9 @@ void fcl_rwkv6_chunk_state_mma(
       float run = 0.0f;
       for (int q = 0; q < SB; ++q) {
         const int t = grad ? q : SB - 1 - q, x = t * HK + lid;
-        rw_split16(ad_s[0], ad_s[1], t * LDSA + lid, ascale * rw_ld16(a_s[buf], x) * exp(run));
-        run += rw_ld16(w_s[buf], x);
+        const float xa = ascale * rw_bits_f32(a_s[buf][x]) * exp(run);
+        rw_split16(ad_s[0], ad_s[1], t * LDSA + lid, xa);
+        run += rw_bits_f32(w_s[buf][x]);
       }
       eg_s[lid] = exp(run);
     }

@@ -50,14 +50,12 @@ int64_t fcl_rwkv6_fwd_positions_per_launch(const fcl_device_info *dev, int K,
                                            const fcl_rwkv6_fwd_params *c);
 int64_t fcl_rwkv6_bwd_positions_per_launch(const fcl_device_info *dev, int K,
                                            const fcl_rwkv6_bwd_params *c);
-/* The state pass: chunk, tile of HK rows by HV columns, work-items a tile,
- * chunks a launch (0: all) and whether its kernel copies rows in 16-byte
- * pieces (then RW_ALIGNED is passed where the operands allow). */
+/* The state pass: chunk, tile of HK rows by HV columns, work-items a tile
+ * and chunks a launch (0: all). */
 typedef struct {
   int     TC, HK, HV;
   size_t  wg;
   int64_t per_launch;
-  bool    rows16;
 } fcl_rwkv6_chunk_launch;
 /* The portable state pass's launch (rwkv6_chunk_variants.c): chunks a
  * launch walks within the device's loop budget, or 0 when unlimited. */
@@ -94,9 +92,10 @@ fcl_status fcl_rwkv6_chunked_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
 fcl_status fcl_rwkv6_chunked_backward(fcl_context *ctx, const fcl_rwkv6_desc *d,
                                       const fcl_rwkv6_problem *p, const fcl_rwkv6_plan *pl,
                                       const fcl_rwkv6_args *a);
-/* What the chunked launches share: the scalar arguments, and the forward
- * state pass (kernel ks: fcl_rwkv6_chunk_state) from h0 to ht writing the
- * checkpoints, which it returns in *ck (scratch slot 0). */
+/* What the chunked launches share: the scalar arguments (flags with
+ * RW_ALIGNED where every 16-bit operand's rows start at 16-byte
+ * multiples), and the forward state pass (kernel ks) from h0 to ht
+ * writing the checkpoints, which it returns in *ck (scratch slot 0). */
 typedef struct {
   cl_int   seqlen, heads, nchunk, flags;
   cl_float scale;
@@ -105,7 +104,7 @@ typedef struct {
 } fcl_rwkv6_chunk_common;
 fcl_rwkv6_chunk_common fcl_rwkv6_chunk_common_of(const fcl_rwkv6_desc *d,
                                                  const fcl_rwkv6_problem *p, int tc,
-                                                 const fcl_tensor *r);
+                                                 const fcl_rwkv6_args *t);
 fcl_status fcl_rwkv6_chunk_begin(fcl_context *ctx, const fcl_rwkv6_desc *d,
                                  const fcl_rwkv6_problem *p, const fcl_rwkv6_chunk_launch *lc,
                                  const fcl_rwkv6_args *a, cl_kernel ks, cl_mem *ck);

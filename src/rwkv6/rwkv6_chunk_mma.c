@@ -133,11 +133,11 @@ static void bwd_point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg
 static const char *const files[] = {
     "rwkv6/rwkv6_abi.h",          "common/dtype.cl",            "rwkv6/rwkv6_common.cl",
     "rwkv6/rwkv6_chunk_common.cl", "common/mma_warp.cl",         "common/mma_common.cl",
-    "rwkv6/rwkv6_chunk_state_mma.cl", "rwkv6/rwkv6_chunk_out_mma.cl"};
+    "rwkv6/rwkv6_chunk_rows.cl",  "rwkv6/rwkv6_chunk_state_mma.cl", "rwkv6/rwkv6_chunk_out_mma.cl"};
 static const char *const bwd_files[] = {
     "rwkv6/rwkv6_abi.h",          "common/dtype.cl",            "rwkv6/rwkv6_common.cl",
     "rwkv6/rwkv6_chunk_common.cl", "common/mma_warp.cl",         "common/mma_common.cl",
-    "rwkv6/rwkv6_chunk_state_mma.cl", "rwkv6/rwkv6_chunk_out_mma.cl",
+    "rwkv6/rwkv6_chunk_rows.cl",  "rwkv6/rwkv6_chunk_state_mma.cl", "rwkv6/rwkv6_chunk_out_mma.cl",
     "rwkv6/rwkv6_chunk_bwd_mma.cl", "rwkv6/rwkv6_chunk_bwd.cl"};
 const fcl_variant fcl_variant_rwkv6_chunked_mma = {
     "rwkv6_chunked_mma", FCL_TUNING_RWKV6_CHUNKED, files, (int)FCL_COUNT(files),
@@ -160,9 +160,9 @@ fcl_status fcl_rwkv6_chunk_mma_applies(fcl_context *ctx, const fcl_rwkv6_desc *d
 }
 
 /* The state pass on tensor cores: a warp per 16 rows, every chunk in one
- * launch (no loop budgets here), 16-byte row copies where aligned. */
+ * launch (no loop budgets here). */
 static fcl_rwkv6_chunk_launch state_launch(const mma_params *c) {
-  return (fcl_rwkv6_chunk_launch){c->TC, c->HK, c->HV, (size_t)c->HK * 2, 0, true};
+  return (fcl_rwkv6_chunk_launch){c->TC, c->HK, c->HV, (size_t)c->HK * 2, 0};
 }
 
 /* The program's kernels with the work-group of the tensor-core kernel;
@@ -211,7 +211,7 @@ fcl_status fcl_rwkv6_chunk_mma_forward(fcl_context *ctx, const fcl_rwkv6_desc *d
   cl_mem ck;
   fcl_status s = fcl_rwkv6_chunk_begin(ctx, d, p, &lc, t, ks, &ck);
   if (s != FCL_OK) return s;
-  const fcl_rwkv6_chunk_common m = fcl_rwkv6_chunk_common_of(d, p, c->TC, t->r);
+  const fcl_rwkv6_chunk_common m = fcl_rwkv6_chunk_common_of(d, p, c->TC, t);
   fcl_args a = {ko, 0, CL_SUCCESS};
   FCL_ARG(&a, t->r->buffer); FCL_ARG(&a, t->k->buffer); FCL_ARG(&a, t->w->buffer);
   FCL_ARG(&a, t->u); FCL_ARG(&a, t->v->buffer); FCL_ARG(&a, ck); FCL_ARG(&a, t->o->buffer);

@@ -12,14 +12,24 @@
 
 typedef fcl_rwkv6_chunk_common common;
 
+/* Whether every row of a 16-bit operand starts at a multiple of 16 bytes
+ * (an absent one counts as aligned). */
+static bool rows16(const fcl_tensor *x, bool varlen) {
+  return !x || (x->dtype != FCL_F32 && fcl_tensor_aligned(x, 2, varlen, 8));
+}
+
 fcl_rwkv6_chunk_common fcl_rwkv6_chunk_common_of(const fcl_rwkv6_desc *d,
                                                  const fcl_rwkv6_problem *p, int tc,
-                                                 const fcl_tensor *r) {
+                                                 const fcl_rwkv6_args *t) {
+  const fcl_tensor *r = t->r;
   common m;
   m.seqlen = (cl_int)d->seqlen;
   m.heads = (cl_int)d->heads;
   m.nchunk = (cl_int)((d->seqlen + tc - 1) / tc);
   m.flags = (p->varlen ? RW_VARLEN : 0) | (d->reverse ? RW_REVERSE : 0);
+  if (r->dtype != FCL_F32 && rows16(t->r, p->varlen) && rows16(t->k, p->varlen) &&
+      rows16(t->w, p->varlen) && rows16(t->v, p->varlen) && rows16(t->dout, p->varlen))
+    m.flags |= RW_ALIGNED;
   m.scale = d->scale != 0.0f ? d->scale : (cl_float)(1.0 / sqrt((double)d->head_dim_k));
   m.cu = p->varlen ? d->cu_seqlens : r->buffer;
   m.bh = (size_t)(d->batch * d->heads);
@@ -40,17 +50,11 @@ static fcl_status state_pass(fcl_context *ctx, const fcl_rwkv6_desc *d,
   const size_t nvb = (size_t)((d->head_dim_v + c->HV - 1) / c->HV);
   const size_t wg = c->wg;
   size_t g[3] = {nkb * nvb * wg, m->bh, 1}, l[3] = {wg, 1, 1};
-  /* 16-byte row copies need every row of the three operands to start at a
-   * multiple of 8 elements (16-bit operands only take this kernel). */
-  const bool varlen = (m->flags & RW_VARLEN) != 0;
-  const bool rows16 = c->rows16 && fcl_tensor_aligned(ta, 2, varlen, 8) &&
-                      fcl_tensor_aligned(tw, 2, varlen, 8) && fcl_tensor_aligned(tb, 2, varlen, 8);
   for (int64_t n = 0; n < nseg; ++n) {
     const int64_t si = grad ? nseg - 1 - n : n; /* the gradient walks back */
     const bool first = n == 0, last = n == nseg - 1;
     cl_mem from = first ? in : carry, to = last ? out : carry;
-    cl_int flags = m->flags | (grad ? RW_STATE_GRAD : 0) | (from ? RW_H0 : 0) | (to ? RW_HT : 0) |
-                   (rows16 ? RW_ALIGNED : 0);
+    cl_int flags = m->flags | (grad ? RW_STATE_GRAD : 0) | (from ? RW_H0 : 0) | (to ? RW_HT : 0);
     cl_int cb = (cl_int)(si * seg), ce = (cl_int)(si == nseg - 1 ? m->nchunk : (si + 1) * seg);
     if (!from) from = ta->buffer;
     if (!to) to = ta->buffer;
@@ -89,7 +93,7 @@ static fcl_status chunk_out(fcl_context *ctx, const fcl_rwkv6_desc *d, size_t wg
 fcl_status fcl_rwkv6_chunk_begin(fcl_context *ctx, const fcl_rwkv6_desc *d,
                                  const fcl_rwkv6_problem *p, const fcl_rwkv6_chunk_launch *lc,
                                  const fcl_rwkv6_args *t, cl_kernel ks, cl_mem *ck) {
-  const common m = fcl_rwkv6_chunk_common_of(d, p, lc->TC, t->r);
+  const common m = fcl_rwkv6_chunk_common_of(d, p, lc->TC, t);
   cl_mem carry;
   fcl_status s;
   if ((s = fcl_scratch(ctx, 0, fcl_bytes((int64_t)m.bh, m.nchunk, d->head_dim_k, d->head_dim_v, 4),
@@ -105,7 +109,7 @@ fcl_status fcl_rwkv6_chunked_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
   const fcl_variant *kd = pl->cls.variant;
   const fcl_rwkv6_chunk_params *c = FCL_CPARAMS(fcl_rwkv6_chunk_params, &pl->cfg);
   const fcl_rwkv6_chunk_launch lc = fcl_rwkv6_chunk_state_launch(&ctx->info, c);
-  const common m = fcl_rwkv6_chunk_common_of(d, p, c->TC, t->r);
+  const common m = fcl_rwkv6_chunk_common_of(d, p, c->TC, t);
   cl_kernel ks, ko;
   cl_mem ck;
   fcl_status s;
@@ -140,7 +144,7 @@ fcl_status fcl_rwkv6_chunked_backward(fcl_context *ctx, const fcl_rwkv6_desc *d,
 fcl_status fcl_rwkv6_chunk_backward_run(fcl_context *ctx, const fcl_rwkv6_desc *d,
                                         const fcl_rwkv6_problem *p, const fcl_rwkv6_args *t,
                                         const fcl_rwkv6_chunk_bwd_launch *lb) {
-  const common m = fcl_rwkv6_chunk_common_of(d, p, lb->state.TC, t->r);
+  const common m = fcl_rwkv6_chunk_common_of(d, p, lb->state.TC, t);
   const int64_t K = d->head_dim_k, V = d->head_dim_v;
   const size_t ckb = fcl_bytes((int64_t)m.bh, m.nchunk, K, V, 4);
   cl_mem cks, ckd, dup, carry;
