@@ -20,8 +20,8 @@
  * and S dO_t, D v_s (NQ entries each) in registers; then it takes the
  * chunk's r, k, w for its keys and forms the gradients, work-item (t, i)
  * summing over s with the sub-chunk factors of rwkv6_chunk_common.cl
- * (inside a sub-chunk, spans as running sums of w); one work-item a key
- * walks the chunk for dw and du. The value tiles of the first phase and
+ * (inside a sub-chunk, spans as running products of e^{w}); one work-item
+ * a key walks the chunk for dw and du. The value tiles of the first phase and
  * the key tiles of the second share local memory. */
 #define NQ FCL_CEIL_DIV(TC * BK, WG) /* (position, key) entries per work-item */
 #ifndef RW_DK_MMA
@@ -128,6 +128,11 @@ void fcl_rwkv6_chunk_dk(
     u_s[i] = k0 + i < K_DIM ? FCL_LOAD(u, (long)s.h * K_DIM + k0 + i) : 0.0f;
   barrier(CLK_LOCAL_MEM_FENCE);
   rw_chunk_decays(w_s, NULL, NULL, fq, fk, tot, pp, ps, ex, eg, lid);
+  /* From here on w_s holds the step decays e^{w}: the spans inside a
+   * sub-chunk are running products of them (each step rounds once, a
+   * strong decay only makes a product 0), as in rwkv6_chunk_out.cl. */
+  for (int e = lid; e < TC * BK; e += WG) w_s[e] = exp(w_s[e]);
+  barrier(CLK_LOCAL_MEM_FENCE);
 #if RW_DK_MMA /* the sums over other sub-chunks, into rf and kf (read below, then rewritten) */
   rw_dk_intra_mma(da, r_s, k_s, fq, fk, ex, rf, kf, lid MMA_EMU);
   barrier(CLK_LOCAL_MEM_FENCE);
@@ -138,7 +143,7 @@ void fcl_rwkv6_chunk_dk(
     if (e >= TC * BK) break; /* e only grows; nothing here lives across a barrier */
     const int I = t / BC, m0 = I * BC;
     /* The intra-chunk part of dr_t: sub-chunks before t's, then t's own
-     * (span as a running sum), all but s = t - 1, which comes last. */
+     * (span as a running product), all but s = t - 1, which comes last. */
 #if RW_DK_MMA
     float x = rf[e];
 #else
@@ -151,10 +156,10 @@ void fcl_rwkv6_chunk_dk(
     }
 #endif
     x *= fq[e];
-    float span = t > 0 ? w_s[(t - 1) * BK + i] : 0.0f;
+    float fac = t > 0 ? w_s[(t - 1) * BK + i] : 1.0f;
     for (int s2 = t - 2; s2 >= m0; --s2) {
-      x = fma(da[RW_TRI(t, s2)] * k_s[s2 * BK + i], exp(span), x);
-      span += w_s[s2 * BK + i];
+      x = fma(da[RW_TRI(t, s2)] * k_s[s2 * BK + i], fac, x);
+      fac *= w_s[s2 * BK + i];
     }
     const float rfar = r_s[e] * x; /* sum_{s < t-1} Z[t][s] */
     if (t > 0) x = fma(da[RW_TRI(t, t - 1)], k_s[(t - 1) * BK + i], x);
@@ -173,10 +178,10 @@ void fcl_rwkv6_chunk_dk(
     }
 #endif
     x *= fk[e];
-    span = t + 1 < TC ? w_s[(t + 1) * BK + i] : 0.0f;
+    fac = t + 1 < TC ? w_s[(t + 1) * BK + i] : 1.0f;
     for (int t2 = t + 2; t2 < m0 + BC; ++t2) {
-      x = fma(da[RW_TRI(t2, t)] * r_s[t2 * BK + i], exp(span), x);
-      span += w_s[t2 * BK + i];
+      x = fma(da[RW_TRI(t2, t)] * r_s[t2 * BK + i], fac, x);
+      fac *= w_s[t2 * BK + i];
     }
     const float kfar = k_s[e] * x; /* sum_{t2 > t+1} Z[t2][t] */
     if (t + 1 < TC) x = fma(da[RW_TRI((t + 1), t)], r_s[(t + 1) * BK + i], x);
@@ -241,11 +246,10 @@ void fcl_rwkv6_chunk_dk(
       if (!finite) {
         f = 0.0f;
         for (int s2 = 0; s2 < t; ++s2) {
-          float span = 0.0f;
+          float fac = 1.0f;
           for (int t2 = s2 + 1; t2 < TC; ++t2) {
-            if (t2 > t)
-              f = fma(da[RW_TRI(t2, s2)] * r_s[t2 * BK + i], k_s[s2 * BK + i] * exp(span), f);
-            span += w_s[t2 * BK + i];
+            if (t2 > t) f = fma(da[RW_TRI(t2, s2)] * r_s[t2 * BK + i], k_s[s2 * BK + i] * fac, f);
+            fac *= w_s[t2 * BK + i];
           }
         }
       }
