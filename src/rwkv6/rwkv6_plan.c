@@ -18,16 +18,15 @@ static void rwkv6_class(const fcl_rwkv6_desc *d, fcl_dtype dtype, const fcl_vari
 /* Chunked or recurrent, for the forward or the backward: the descriptor,
  * $FCL_RWKV6_ALGORITHM, a variant fa-tune overrides, then the faster of
  * the two where fa-tune measured both for this class (the chunked one's
- * best variant, portable or tensor cores). Untuned, what the H100
- * measured at B8 T4096 H32 K=V=64 (fa-bench, 2026-11-26): the backward on
- * tensor cores (f16/bf16) 13.0 ms chunked against 46.0 recurrent, so it
- * is chunked there from T = 256 (four chunks); the f32 backward (portable
- * chunked 62 ms, recurrent 45) stays recurrent. The forward is recurrent
- * (there 2.2 ms, chunked 5.2; B32 H16 T512 K=V=128: 2.25 against 3.42)
- * unless the sequence-heads are fewer than the compute units and long:
- * the recurrent kernel, a work-group or two a sequence-head, then leaves
- * most of the device idle for its whole walk (B2 H16 T16384 K=V=128:
- * recurrent 10.9 ms, chunked on tensor cores 6.7). */
+ * best variant, portable or tensor cores). Untuned: chunked where its
+ * tensor-core variants apply (f16/bf16), from T = 256 (four chunks) for
+ * the backward and T = 512 for the forward, else recurrent. What the H100
+ * measured (fa-bench, bf16, 2026-11-26), chunked against recurrent:
+ *   B8 H32 T4096 K=V=64:   forward 2.17 ms / 2.2, backward 5.3 / 46;
+ *   B32 H16 T512 K=V=128:  forward 1.55 / 2.24,   backward 3.4 / 55;
+ *   B2 H16 T16384 K=V=128: forward 4.25 / 10.9,   backward 9.0 / 119.
+ * The f32 backward (portable chunked 62 ms, recurrent 45 at the first
+ * shape) stays recurrent. */
 static bool use_chunked(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dtype,
                         bool backward) {
   if (d->algorithm != FCL_RWKV6_AUTO) return d->algorithm == FCL_RWKV6_CHUNKED;
@@ -47,9 +46,7 @@ static bool use_chunked(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dty
   const double tch = tm > 0 && (tc <= 0 || tm < tc) ? tm : tc;
   if (tr > 0 && tch > 0) return tch < tr;
   bool mma = false;
-  const bool few = d->batch * d->heads < (int64_t)ctx->info.compute_units && d->seqlen >= 1024;
-  if (!(backward || few) || d->seqlen < 256 ||
-      fcl_rwkv6_chunk_mma_applies(ctx, d, dtype, &mma))
+  if (d->seqlen < (backward ? 256 : 512) || fcl_rwkv6_chunk_mma_applies(ctx, d, dtype, &mma))
     return false;
   return mma;
 }
