@@ -49,12 +49,17 @@ if(FCL_OCLGRIND)
   #              3xTF32 forward; bf16 with d = 7; f16 varlen GQA with a NaN
   #              in v, which runs the non-finite variants): the emulated
   #              kernels run about 10 times slower than the others;
+  #   _mma_rwkv6 FCL_MMA_EMULATE=1: the chunked RWKV6 kernels on tensor
+  #              cores (state pass, output and dv, dr dk dw), emulated, on
+  #              the case with K and V multiples of 16; without
+  #              --uninitialized, whose plugin (Oclgrind 21.10) crashes with
+  #              a segmentation fault in them before it reports anything;
   #   _kvcache   fcl_attention_kvcache on four small shapes (contiguous,
   #              paged, more than 64 rows a kv head, no append), each also
   #              with out-of-range cache_seqlens, block_table,
   #              cache_batch_idx and cu_seqlens_q entries: every buffer fits
   #              its view, so an index that escapes its checks is reported.
-  # Times on 2 shared cores: about 50 s, 60 s, 20 s, 95 s and 5 s.
+  # Times on 2 shared cores: about 50 s, 60 s, 20 s, 95 s, 5 s and 5 s.
   set(_ocl_bwd fcl_attention_bwd_delta fcl_attention_bwd_dq fcl_attention_bwd_dkdv)
   set(_ocl_rwkv6 fcl_rwkv6_fwd_recurrent fcl_rwkv6_bwd_forward fcl_rwkv6_bwd_reverse
       fcl_rwkv6_bwd_finish fcl_rwkv6_bwd_du fcl_rwkv6_chunk_state fcl_rwkv6_chunk_out
@@ -66,6 +71,8 @@ if(FCL_OCLGRIND)
   set(_ocl_kernels__mma fcl_mma_probe fcl_mma_tf32_probe fcl_nonfinite_flags
       fcl_attention_fwd_tf32 fcl_attention_fwd_mma fcl_attention_bwd_mma_delta
       fcl_attention_bwd_mma_dq fcl_attention_bwd_mma_dkdv)
+  set(_ocl_kernels__mma_rwkv6 fcl_mma_probe fcl_rwkv6_chunk_state_mma fcl_rwkv6_chunk_out_mma
+      fcl_rwkv6_chunk_dk fcl_rwkv6_chunk_du)
   set(_ocl_kernels__kvcache fcl_kv_append fcl_kv_decode fcl_kv_merge_splits
       fcl_kv_prefill_prep fcl_attention_fwd_cpu)
   set(_ocl_env_ "")
@@ -73,16 +80,23 @@ if(FCL_OCLGRIND)
   set(_ocl_env__portable "FCL_CPU_KERNEL=0" "FCL_OCLGRIND_OPS=attention-fwd")
   set(_ocl_env__mma "FCL_MMA_EMULATE=1" "FCL_OCLGRIND_OPS=attention"
       "FCL_TEST_FILTER=window sq>sk empty rows|window both, d 7|NaN in v")
+  set(_ocl_env__mma_rwkv6 "FCL_MMA_EMULATE=1" "FCL_OCLGRIND_OPS=rwkv6"
+      "FCL_TEST_FILTER=K 16 V 32")
   set(_ocl_env__kvcache "FCL_OCLGRIND_OPS=kvcache")
-  foreach(variant "" "_split" "_portable" "_mma" "_kvcache")
+  set(_ocl_checks__mma_rwkv6 "--check-api;--data-races")
+  foreach(variant "" "_split" "_portable" "_mma" "_mma_rwkv6" "_kvcache")
     set(test test_oclgrind${variant})
     string(JOIN " " kernels ${_ocl_kernels_${variant}})
+    set(checks "--check-api;--data-races;--uninitialized")
+    if(DEFINED _ocl_checks_${variant})
+      set(checks ${_ocl_checks_${variant}})
+    endif()
     set(env "FCL_DEVICE=oclgrind" "FCL_CACHE=0" "FCL_TUNING_DB=off"
         "FCL_OCLGRIND_KERNELS=${kernels}" ${_ocl_env_${variant}})
     add_test(NAME ${test} COMMAND ${CMAKE_COMMAND} -DOCLGRIND=${FCL_OCLGRIND}
              -DPROG=$<TARGET_FILE:test_oclgrind>
              -DLOG=${CMAKE_CURRENT_BINARY_DIR}/${test}.log
-             "-DOPTIONS=--check-api;--data-races;--uninitialized;--build-options;-cl-opt-disable"
+             "-DOPTIONS=${checks};--build-options;-cl-opt-disable"
              -P ${CMAKE_CURRENT_SOURCE_DIR}/oclgrind_check.cmake)
     set_tests_properties(${test} PROPERTIES ENVIRONMENT "${env}" TIMEOUT 900
                          LABELS "oclgrind")

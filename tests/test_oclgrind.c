@@ -94,6 +94,10 @@ static const rcase rwkv_cases[] = {
   R("chunked varlen h0", FCL_F32, FCL_RWKV6_CHUNKED, 0, 0, 1, 9, 3, .nseq = 2,
     .lens = {17, 2}, .h0 = 1, .dht = 1),
   R("recurrent K 33 V 20", FCL_BF16, FCL_RWKV6_RECURRENT, 1, 3, 1, 33, 20, .reverse = 1),
+  /* K and V multiples of 16: with FCL_MMA_EMULATE=1 the chunked kernels on
+   * tensor cores (state pass, output and dv, dr dk dw), emulated. */
+  R("chunked K 16 V 32 varlen reverse", FCL_BF16, FCL_RWKV6_CHUNKED, 0, 0, 1, 16, 32,
+    .nseq = 2, .lens = {21, 3}, .reverse = 1, .h0 = 1, .dht = 1),
 };
 
 static int g_run = 0, g_failed = 0;
