@@ -51,9 +51,11 @@ if(FCL_OCLGRIND)
   #              kernels run about 10 times slower than the others;
   #   _mma_rwkv6 FCL_MMA_EMULATE=1: the chunked RWKV6 kernels on tensor
   #              cores (state pass, output and dv, dr dk dw), emulated, on
-  #              the case with K and V multiples of 16; without
-  #              --uninitialized, whose plugin (Oclgrind 21.10) crashes with
-  #              a segmentation fault in them before it reports anything;
+  #              the case with K and V multiples of 16, with NVIDIA's 48 KiB
+  #              of local memory (the forward then takes its chunks of 64:
+  #              4 warps); without --uninitialized, whose plugin (Oclgrind
+  #              21.10) crashes with a segmentation fault in them before it
+  #              reports anything;
   #   _kvcache   fcl_attention_kvcache on four small shapes (contiguous,
   #              paged, more than 64 rows a kv head, no append), each also
   #              with out-of-range cache_seqlens, block_table,
@@ -83,7 +85,7 @@ if(FCL_OCLGRIND)
   set(_ocl_env__mma_rwkv6 "FCL_MMA_EMULATE=1" "FCL_OCLGRIND_OPS=rwkv6"
       "FCL_TEST_FILTER=K 16 V 32")
   set(_ocl_env__kvcache "FCL_OCLGRIND_OPS=kvcache")
-  set(_ocl_checks__mma_rwkv6 "--check-api;--data-races")
+  set(_ocl_checks__mma_rwkv6 "--check-api;--data-races;--local-mem-size;49152")
   foreach(variant "" "_split" "_portable" "_mma" "_mma_rwkv6" "_kvcache")
     set(test test_oclgrind${variant})
     string(JOIN " " kernels ${_ocl_kernels_${variant}})

@@ -92,10 +92,16 @@ static void point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg) {
   c->SST = v[4];
 }
 
+/* Local memory of the dr dk dw kernel with its products on tensor cores:
+ * the portable kernel's and, emulated, the warps' scratch. */
+static size_t dk_bytes(const fcl_device_info *dev, int tc, int bk, int bv) {
+  return fcl_rwkv6_chunk_dk_bytes(tc, bk, bv) + (dev->mma_emulate ? 1024 * (size_t)(tc / 16) : 0);
+}
+
 /* The dr dk dw kernel's value tile: the widest that fits. */
 static int bwd_bv(const fcl_device_info *dev, int V, int tc, int bk) {
   int bv = imin(V, 64);
-  while (bv > 16 && fcl_rwkv6_chunk_dk_bytes(tc, bk, bv) > budget(dev)) bv /= 2;
+  while (bv > 16 && dk_bytes(dev, tc, bk, bv) > budget(dev)) bv /= 2;
   return bv;
 }
 
@@ -103,7 +109,7 @@ static void bwd_defaults(const fcl_device_info *dev, const fcl_tuning_class *cls
                          fcl_config *cfg) {
   defaults(dev, cls, cfg);
   bwd_params *c = FCL_PARAMS(bwd_params, cfg);
-  while (fcl_rwkv6_chunk_dk_bytes(c->TC, c->BK, 16) > budget(dev) && c->TC > 16) c->TC /= 2;
+  while (dk_bytes(dev, c->TC, c->BK, 16) > budget(dev) && c->TC > 16) c->TC /= 2;
   c->BV = bwd_bv(dev, cls->head_dim_v, c->TC, c->BK);
 }
 
@@ -113,7 +119,7 @@ static bool bwd_valid(const fcl_device_info *dev, const fcl_tuning_class *cls,
   if (!valid(dev, cls, cfg, why, why_size)) return false;
   const char *bad = NULL;
   if (c->BV < 16 || c->BV % 16 || c->BV > cls->head_dim_v) bad = "BV a multiple of 16 up to V";
-  else if (fcl_rwkv6_chunk_dk_bytes(c->TC, c->BK, c->BV) > budget(dev))
+  else if (dk_bytes(dev, c->TC, c->BK, c->BV) > budget(dev))
     bad = "local memory exceeded (dr dk dw)";
   if (bad && why) snprintf(why, why_size, "%s", bad);
   return bad == NULL;
