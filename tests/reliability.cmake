@@ -56,12 +56,17 @@ if(FCL_OCLGRIND)
   #              4 warps); without --uninitialized, whose plugin (Oclgrind
   #              21.10) crashes with a segmentation fault in them before it
   #              reports anything;
-  #   _kvcache   fcl_attention_kvcache on four small shapes (contiguous,
+  #   _kvcache_mma FCL_MMA_EMULATE=1: the decode kernel on tensor cores,
+  #              emulated, on the f16 GQA case in pages of 16 (also with bad
+  #              block_table and cache_seqlens entries), with 48 KiB of
+  #              local memory;
+  #   _kvcache   fcl_attention_kvcache on five small shapes (contiguous,
   #              paged, more than 64 rows a kv head, no append), each also
   #              with out-of-range cache_seqlens, block_table,
   #              cache_batch_idx and cu_seqlens_q entries: every buffer fits
   #              its view, so an index that escapes its checks is reported.
-  # Times on 2 shared cores: about 50 s, 60 s, 20 s, 95 s, 5 s and 5 s.
+  # Times on 2 shared cores: about 50 s, 60 s, 20 s, 95 s, 10 s, 30 s and
+  # 10 s.
   set(_ocl_bwd fcl_attention_bwd_delta fcl_attention_bwd_dq fcl_attention_bwd_dkdv)
   set(_ocl_rwkv6 fcl_rwkv6_fwd_recurrent fcl_rwkv6_bwd_forward fcl_rwkv6_bwd_reverse
       fcl_rwkv6_bwd_finish fcl_rwkv6_bwd_du fcl_rwkv6_chunk_state fcl_rwkv6_chunk_out
@@ -75,6 +80,7 @@ if(FCL_OCLGRIND)
       fcl_attention_bwd_mma_dq fcl_attention_bwd_mma_dkdv)
   set(_ocl_kernels__mma_rwkv6 fcl_mma_probe fcl_rwkv6_chunk_state_mma fcl_rwkv6_chunk_out_mma
       fcl_rwkv6_chunk_dk fcl_rwkv6_chunk_du)
+  set(_ocl_kernels__kvcache_mma fcl_mma_probe fcl_kv_append fcl_kv_decode_mma)
   set(_ocl_kernels__kvcache fcl_kv_append fcl_kv_decode fcl_kv_merge_splits
       fcl_kv_prefill_prep fcl_attention_fwd_cpu)
   set(_ocl_env_ "")
@@ -84,9 +90,12 @@ if(FCL_OCLGRIND)
       "FCL_TEST_FILTER=window sq>sk empty rows|window both, d 7|NaN in v")
   set(_ocl_env__mma_rwkv6 "FCL_MMA_EMULATE=1" "FCL_OCLGRIND_OPS=rwkv6"
       "FCL_TEST_FILTER=K 16 V 32")
+  set(_ocl_env__kvcache_mma "FCL_MMA_EMULATE=1" "FCL_OCLGRIND_OPS=kvcache"
+      "FCL_TEST_FILTER=paged 16 GQA")
   set(_ocl_env__kvcache "FCL_OCLGRIND_OPS=kvcache")
   set(_ocl_checks__mma_rwkv6 "--check-api;--data-races;--local-mem-size;49152")
-  foreach(variant "" "_split" "_portable" "_mma" "_mma_rwkv6" "_kvcache")
+  set(_ocl_checks__kvcache_mma "--check-api;--data-races;--uninitialized;--local-mem-size;49152")
+  foreach(variant "" "_split" "_portable" "_mma" "_mma_rwkv6" "_kvcache_mma" "_kvcache")
     set(test test_oclgrind${variant})
     string(JOIN " " kernels ${_ocl_kernels_${variant}})
     set(checks "--check-api;--data-races;--uninitialized")

@@ -236,15 +236,17 @@ static void run_rwkv6(fcl_context *ctx, const rcase *c, uint64_t seed) {
   free(r); free(k); free(v); free(w); free(u); free(dout); free(h0); free(dht);
 }
 
-/* fcl_attention_kvcache (only with "kvcache" in FCL_OCLGRIND_OPS): four
+/* fcl_attention_kvcache (only with "kvcache" in FCL_OCLGRIND_OPS): five
  * small shapes (contiguous with cache_batch_idx, rotary and 3 splits;
  * paged head-major, ragged, rotary interleaved; more than 64 rows a kv head,
- * which runs the forward's kernels; no append), each valid and checked
+ * which runs the forward's kernels; no append; f16 GQA in pages of 16 with
+ * head dims 32 and 64, which FCL_MMA_EMULATE=1 gives the decode kernel on
+ * tensor cores), each valid and checked
  * against the reference, then with out-of-range device indices (FCL_OK,
  * results unspecified). Every buffer fits its view exactly, so an index
  * that escapes reads or writes outside a buffer, which Oclgrind reports. */
 #define KV(...) {__VA_ARGS__}
-static const kv_case kv_cases[4] = {
+static const kv_case kv_cases[5] = {
   KV(.name = "kvcache contiguous idx rotary splits", .dtypes = OH_DT(FCL_F32), .b = 2, .sq = 3,
      .cached = {5, 2}, .hq = 2, .hkv = 1, .d = 16, .dv = 8, .cache_batch = 3, .cbi = 1,
      .rot = KV_ROT_NEOX, .rot_dim = 8, .causal = 1, .splits = 3),
@@ -255,21 +257,25 @@ static const kv_case kv_cases[4] = {
      .hq = 8, .hkv = 1, .d = 8, .dv = 8, .rot = KV_ROT_NEOX, .causal = 1),
   KV(.name = "kvcache no append", .dtypes = OH_DT(FCL_F32), .b = 2, .sq = 1, .cached = {6, 3},
      .hq = 2, .hkv = 2, .d = 8, .dv = 8, .cache_batch = 2, .cbi = 1, .no_append = 1),
+  KV(.name = "kvcache paged 16 GQA d32/64", .dtypes = OH_DT(FCL_F16), .b = 2, .sq = 1,
+     .cached = {20, 5}, .hq = 4, .hkv = 2, .d = 32, .dv = 64, .page = 16, .spare_pages = 1),
 };
-/* Capacities 11, 12 (3 pages a sequence, 4 pages), 16 and 10. */
-static const kv_corrupt kv_bad[4][6] = {
+/* Capacities 11, 12 (3 pages a sequence, 4 pages), 16, 10 and 32 (2 pages
+ * a sequence, 5 pages). */
+static const kv_corrupt kv_bad[5][6] = {
   {{KV_BAD_SEQLEN, 0, 50}, {KV_BAD_SEQLEN, 1, 9}, {KV_BAD_SEQLEN, 0, -2},
    {KV_BAD_CBI, 1, 3}, {KV_BAD_CBI, 0, -1}},
   {{KV_BAD_BLOCK, 0, 4}, {KV_BAD_BLOCK, 3, -1}, {KV_BAD_SEQLEN, 1, 40},
    {KV_BAD_CUQ, 2, 100}, {KV_BAD_CUQ, 1, 3}, {KV_BAD_CUQ, 0, -1}},
   {{KV_BAD_SEQLEN, 0, 30}, {KV_BAD_SEQLEN, 0, -9}},
   {{KV_BAD_SEQLEN, 0, 100}, {KV_BAD_SEQLEN, 1, -4}, {KV_BAD_CBI, 1, 5}},
+  {{KV_BAD_BLOCK, 1, 5}, {KV_BAD_BLOCK, 2, -1}, {KV_BAD_SEQLEN, 0, 90}},
 };
 
 static void run_kvcache(fcl_context *ctx, uint64_t seed) {
   const kv_opts opts = {0, 1, 0}; /* views fill their buffers; one run */
   kv_stats st = {0, 0, 0, 0};
-  for (int i = 0; i < 4; ++i, ++seed) {
+  for (int i = 0; i < 5; ++i, ++seed) {
     if (!selected(kv_cases[i].name)) continue;
     const fcl_dtype dt = kv_cases[i].dtypes == OH_DT(FCL_F16)    ? FCL_F16
                          : kv_cases[i].dtypes == OH_DT(FCL_BF16) ? FCL_BF16
