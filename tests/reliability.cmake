@@ -61,7 +61,8 @@ if(FCL_OCLGRIND)
   #              block_table and cache_seqlens entries), with 48 KiB of
   #              local memory;
   #   _kvcache   fcl_attention_kvcache on five small shapes (contiguous,
-  #              paged, more than 64 rows a kv head, no append), each also
+  #              paged, more than 64 rows a kv head, no append, f16 GQA in
+  #              pages of 16), each also
   #              with out-of-range cache_seqlens, block_table,
   #              cache_batch_idx and cu_seqlens_q entries: every buffer fits
   #              its view, so an index that escapes its checks is reported.
