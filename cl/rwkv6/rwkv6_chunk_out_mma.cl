@@ -34,15 +34,6 @@
 #error "rwkv6_chunk_out_mma: TC, BK, K and V multiples of 16, V at most 128"
 #endif
 
-/* x rounded to the 16-bit dtype, stored at p[i]. */
-inline void rw_st16(__local ushort *p, int i, float x) {
-#if FCL_DTYPE == 2
-  p[i] = fcl_f32_to_bf16(x);
-#else
-  vstore_half_rte(x, (size_t)i, (__local half *)p);
-#endif
-}
-
 __kernel __attribute__((reqd_work_group_size(MWG, 1, 1)))
 void fcl_rwkv6_chunk_out_mma(
     const __global fcl_elem *r, const __global fcl_elem *k, const __global fcl_elem *w,

@@ -2,14 +2,16 @@
  * rwkv6_common.cl, mma_warp.cl; FCL_DTYPE 1 or 2). Rows are positions of
  * one sequence-head, 0 past its end. Where RW_ALIGNED says that every row
  * of every operand starts at a multiple of 16 bytes, 8 elements go in one
- * 16-byte copy; else element by element. */
+ * 16-byte copy; else element by element. Also the 16-bit rounding they
+ * share. */
 
-/* The dtype's 16 bits as f32. */
-inline float rw_bits_f32(ushort x) {
+/* x rounded to the 16-bit dtype, stored at p[i] (FCL_RAW_F32, dtype.cl,
+ * reads it back). */
+inline void rw_st16(__local ushort *p, int i, float x) {
 #if FCL_DTYPE == 2
-  return fcl_bf16_to_f32(x);
+  p[i] = fcl_f32_to_bf16(x);
 #else
-  return fcl_f16_bits_to_f32(x);
+  vstore_half_rte(x, (size_t)i, (__local half *)p);
 #endif
 }
 
@@ -63,7 +65,7 @@ inline void rw_rows16f(__local float *dst, int ld, int nrow, int ncol,
     } else {
       MMA_UNROLL for (int i = 0; i < 8; ++i) x[i] = ok ? src16[at + i] : (ushort)0;
     }
-    if (e < total) MMA_UNROLL for (int i = 0; i < 8; ++i) dst[t * ld + c + i] = rw_bits_f32(x[i]);
+    if (e < total) MMA_UNROLL for (int i = 0; i < 8; ++i) dst[t * ld + c + i] = FCL_RAW_F32(x[i]);
   }
 }
 #undef RW_ROW_AT

@@ -38,13 +38,8 @@
 
 /* x rounded to 16 bits into p[i], its rest rounded into q[i]. */
 inline void rw_split16(__local ushort *p, __local ushort *q, int i, float x) {
-#if FCL_DTYPE == 2
-  p[i] = fcl_f32_to_bf16(x);
-  q[i] = fcl_f32_to_bf16(x - fcl_bf16_to_f32(p[i]));
-#else
-  vstore_half_rte(x, (size_t)i, (__local half *)p);
-  vstore_half_rte(x - fcl_f16_bits_to_f32(p[i]), (size_t)i, (__local half *)q);
-#endif
+  rw_st16(p, i, x);
+  rw_st16(q, i, x - FCL_RAW_F32(p[i]));
 }
 
 __kernel __attribute__((reqd_work_group_size(SWG, 1, 1)))
@@ -117,9 +112,9 @@ void fcl_rwkv6_chunk_state_mma(
       float run = 0.0f;
       for (int q = 0; q < SB; ++q) {
         const int t = grad ? q : SB - 1 - q, x = t * HK + lid;
-        const float xa = ascale * rw_bits_f32(a_s[buf][x]) * exp(run);
+        const float xa = ascale * FCL_RAW_F32(a_s[buf][x]) * exp(run);
         rw_split16(ad_s[0], ad_s[1], t * LDSA + lid, xa);
-        run += rw_bits_f32(w_s[buf][x]);
+        run += FCL_RAW_F32(w_s[buf][x]);
       }
       eg_s[lid] = exp(run);
     }
