@@ -12,7 +12,7 @@
 
 typedef fcl_rwkv6_chunk_common common;
 
-/* Whether every row of a 16-bit operand starts at a multiple of 16 bytes
+/* Whether an operand is 16-bit with every row at a multiple of 16 bytes
  * (an absent one counts as aligned). */
 static bool rows16(const fcl_tensor *x, bool varlen) {
   return !x || (x->dtype != FCL_F32 && fcl_tensor_aligned(x, 2, varlen, 8));
@@ -27,8 +27,8 @@ fcl_rwkv6_chunk_common fcl_rwkv6_chunk_common_of(const fcl_rwkv6_desc *d,
   m.heads = (cl_int)d->heads;
   m.nchunk = (cl_int)((d->seqlen + tc - 1) / tc);
   m.flags = (p->varlen ? RW_VARLEN : 0) | (d->reverse ? RW_REVERSE : 0);
-  if (r->dtype != FCL_F32 && rows16(t->r, p->varlen) && rows16(t->k, p->varlen) &&
-      rows16(t->w, p->varlen) && rows16(t->v, p->varlen) && rows16(t->dout, p->varlen))
+  if (rows16(t->r, p->varlen) && rows16(t->k, p->varlen) && rows16(t->w, p->varlen) &&
+      rows16(t->v, p->varlen) && rows16(t->dout, p->varlen))
     m.flags |= RW_ALIGNED;
   m.scale = d->scale != 0.0f ? d->scale : (cl_float)(1.0 / sqrt((double)d->head_dim_k));
   m.cu = p->varlen ? d->cu_seqlens : r->buffer;
