@@ -17,6 +17,7 @@ uint __attribute__((overloadable)) atomic_or(volatile __local uint *p, uint v) {
 void __attribute__((overloadable)) barrier(cl_mem_fence_flags f) { __syncthreads(); }
 void __attribute__((overloadable)) vstore_half_rte(float x, size_t i, __global half *p) { ushort h; __asm__("{ .reg .f16 t; cvt.rn.f16.f32 t, %1; mov.b16 %0, t; }" : "=h"(h) : "f"(x)); ((__global ushort *)p)[i] = h; }
 void __attribute__((overloadable)) vstore_half_rte(float x, size_t i, __local half *p) { ushort h; __asm__("{ .reg .f16 t; cvt.rn.f16.f32 t, %1; mov.b16 %0, t; }" : "=h"(h) : "f"(x)); ((__local ushort *)p)[i] = h; }
+void __attribute__((overloadable)) vstore_half_rte(float x, size_t i, __private half *p) { ushort h; __asm__("{ .reg .f16 t; cvt.rn.f16.f32 t, %1; mov.b16 %0, t; }" : "=h"(h) : "f"(x)); ((__private ushort *)p)[i] = h; }
 float __attribute__((overloadable)) tanh(float x) { float r; __asm__("tanh.approx.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
 uint __attribute__((overloadable)) abs(int x) { return x < 0 ? -x : x; }
 int __attribute__((overloadable)) isnan(float x) { return __builtin_isnan(x); }

@@ -56,26 +56,30 @@ inline long rw_ck(int bh, int nchunk, int c) {
  * rq_in / kq_in ([TC][BK]) when those are given (r e^{..}, k e^{..}). tot
  * is [NSUB][BK] scratch; pp, ps [NSUB][BK]; ex [NSUB][NSUB][BK]; eg [BK].
  * Ends with a barrier. */
-inline void rw_chunk_decays(__local const float *w_s, __local const float *rq_in,
+static inline void rw_chunk_decays(__local const float *w_s, __local const float *rq_in,
                             __local const float *kq_in, __local float *fq,
-                            __local float *fk, __local float *tot, __local float *pp,
+                                   __local float *fk, __local float *tot, __local float *pp,
                             __local float *ps, __local float *ex, __local float *eg,
                             int lid) {
-  for (int e = lid; e < NSUB * BK; e += WG) {
-    const int m = e / BK, i = e - m * BK;
+  /* Work-item e walks one sub-chunk's column forward (fq, tot) or, from
+   * NSUB BK on, backward (fk): the two walks run side by side where the
+   * work-group has the work-items. The w go to registers first: the
+   * running sum waits on no store (the tiles may share one local array). */
+  for (int e = lid; e < 2 * NSUB * BK; e += WG) {
+    const bool back = e >= NSUB * BK;
+    const int e2 = back ? e - NSUB * BK : e, m = e2 / BK, i = e2 - m * BK;
+    __local const float *in = back ? kq_in : rq_in;
+    float wv[BC];
+    FCL_UNROLL
+    for (int q = 0; q < BC; ++q) wv[q] = w_s[(m * BC + (back ? BC - 1 - q : q)) * BK + i];
     float run = 0.0f;
+    FCL_UNROLL
     for (int q = 0; q < BC; ++q) {
-      const int x = (m * BC + q) * BK + i;
-      fq[x] = (rq_in ? rq_in[x] : 1.0f) * exp(run);
-      run += w_s[x];
+      const int x = (m * BC + (back ? BC - 1 - q : q)) * BK + i;
+      (back ? fk : fq)[x] = (in ? in[x] : 1.0f) * exp(run);
+      run += wv[q];
     }
-    tot[e] = run;
-    run = 0.0f;
-    for (int q = BC - 1; q >= 0; --q) {
-      const int x = (m * BC + q) * BK + i;
-      fk[x] = (kq_in ? kq_in[x] : 1.0f) * exp(run);
-      run += w_s[x];
-    }
+    if (!back) tot[e2] = run;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   for (int i = lid; i < BK; i += WG) {

@@ -5,15 +5,19 @@
  * 16-byte copy; else element by element. Also the 16-bit rounding they
  * share. */
 
-/* x rounded to the 16-bit dtype, stored at p[i] (FCL_RAW_F32, dtype.cl,
- * reads it back). */
-inline void rw_st16(__local ushort *p, int i, float x) {
+/* x rounded to the 16-bit dtype: its bits (FCL_RAW_F32, dtype.cl, reads
+ * them back). */
+inline ushort rw_bits16(float x) {
 #if FCL_DTYPE == 2
-  p[i] = fcl_f32_to_bf16(x);
+  return fcl_f32_to_bf16(x);
 #else
-  vstore_half_rte(x, (size_t)i, (__local half *)p);
+  ushort h[1];
+  vstore_half_rte(x, 0, (__private half *)h);
+  return h[0];
 #endif
 }
+/* ... stored at p[i]. */
+inline void rw_st16(__local ushort *p, int i, float x) { p[i] = rw_bits16(x); }
 
 /* Element offset of column col0 of position p of a strided operand. */
 #define RW_ROW_AT(x, pos) (rw_at(RW_T(x), s, rw_time((pos), s.n, flags), flags) + col0)

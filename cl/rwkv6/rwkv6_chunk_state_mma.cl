@@ -13,7 +13,7 @@
  * in reverse, a_t decayed from the step's start). Per step:
  *   - its a, w and b rows come in 16-bit by cp.async, SST steps in flight
  *     (RW_ALIGNED: rows at 16-byte multiples; else plain loads);
- *   - one work-item per state row takes the running sum of w over the
+ *   - two work-items per state row take the running sum of w over the
  *     step in f32 (every exponent <= 0, as in the portable pass) and
  *     splits x = a_t e^{..} (times scale for the gradient) into two 16-bit
  *     parts, hi = x rounded and lo = x - hi rounded: b is exact in 16
@@ -35,12 +35,6 @@
 #if HK % 16 || HV % 16 || K_DIM % HK || V_DIM % HV || TC % 16 || SST < 2 || SST > 3
 #error "rwkv6_chunk_state_mma: HK, HV multiples of 16 dividing K and V, TC of 16, SST 2 or 3"
 #endif
-
-/* x rounded to 16 bits into p[i], its rest rounded into q[i]. */
-inline void rw_split16(__local ushort *p, __local ushort *q, int i, float x) {
-  rw_st16(p, i, x);
-  rw_st16(q, i, x - FCL_RAW_F32(p[i]));
-}
 
 __kernel __attribute__((reqd_work_group_size(SWG, 1, 1)))
 void fcl_rwkv6_chunk_state_mma(
@@ -108,15 +102,28 @@ void fcl_rwkv6_chunk_state_mma(
         *(__global float2 *)(cp + rowb + q * 8) = acc[q].zw;
       }
     }
-    if (lid < HK) {
+    { /* Two work-items a state row (SWG = 2 HK), half the step each: the
+       * second half (in walking order) first sums the first's w, in the
+       * same order as one walk would. The split is in registers. */
+      const int row = lid % HK, part = lid / HK;
       float run = 0.0f;
-      for (int q = 0; q < SB; ++q) {
-        const int t = grad ? q : SB - 1 - q, x = t * HK + lid;
-        const float xa = ascale * FCL_RAW_F32(a_s[buf][x]) * exp(run);
-        rw_split16(ad_s[0], ad_s[1], t * LDSA + lid, xa);
-        run += FCL_RAW_F32(w_s[buf][x]);
+      if (part)
+        MMA_UNROLL for (int q = 0; q < SB / 2; ++q)
+          run += FCL_RAW_F32(w_s[buf][(grad ? q : SB - 1 - q) * HK + row]);
+      float av[SB / 2], wv[SB / 2]; /* loads first: nothing waits on a store */
+      MMA_UNROLL for (int j = 0; j < SB / 2; ++j) {
+        const int q = part * (SB / 2) + j, x = (grad ? q : SB - 1 - q) * HK + row;
+        av[j] = FCL_RAW_F32(a_s[buf][x]), wv[j] = FCL_RAW_F32(w_s[buf][x]);
       }
-      eg_s[lid] = exp(run);
+      MMA_UNROLL for (int j = 0; j < SB / 2; ++j) {
+        const int q = part * (SB / 2) + j, t = grad ? q : SB - 1 - q;
+        const float xa = ascale * av[j] * exp(run);
+        const ushort hi = rw_bits16(xa);
+        ad_s[0][t * LDSA + row] = hi;
+        ad_s[1][t * LDSA + row] = rw_bits16(xa - FCL_RAW_F32(hi));
+        run += wv[j];
+      }
+      if (part) eg_s[row] = exp(run);
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     const float ea = eg_s[warp * 16 + g], eb = eg_s[warp * 16 + g + 8];
