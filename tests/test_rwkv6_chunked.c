@@ -79,6 +79,7 @@ static const forced_case cases[] = {
 #define M_64 "TC=64,BK=16,HK=32,HV=64,SST=3"
 #define M_32 "TC=32,BK=32,HK=16,HV=16,SST=2"
 #define M_16 "TC=16,BK=16,HK=64,HV=16,SST=2"
+#define M_W "TC=32,BK=16,HK=64,HV=64,SST=2" /* the defaults at K = V = 128 */
 #define F16 OH_DT(FCL_F16)
 #define H16 (OH_DT(FCL_F16) | OH_DT(FCL_BF16))
 static const forced_case mma_cases[] = {
@@ -87,6 +88,7 @@ static const forced_case mma_cases[] = {
   C(M_64, .name = "mma strong decays h0 NULL", .dtypes = F16, .algos = CH, .b = 1, .t = 200, .h = 2, .decay = OH_W_STRONG, .no_h0 = 1),
   C(M_64, .name = "mma extreme mixed decays", .dtypes = BF16, .algos = CH, .b = 1, .t = 130, .h = 1, .decay = OH_W_EXTREME),
   C(M_64, .name = "mma K128 V128 mixed", .dtypes = BF16, .algos = CH, .dk = 128, .dv = 128, .b = 1, .t = 100, .h = 1, .decay = OH_W_MIX),
+  C(M_W, .name = "mma chunks of 32 K128 V128 varlen", .dtypes = F16, .algos = CH, .dk = 128, .dv = 128, .nseq = 3, .lens = {70, 33, 129}, .h = 1, .decay = OH_W_STRONG),
   C(M_32, .name = "mma chunks of 32 K32 V48 padded", .dtypes = F16, .algos = CH, .dk = 32, .dv = 48, .b = 2, .t = 70, .h = 2, .lin = TU_PADDED, .lout = TU_PADDED, .off = 3),
   C(M_16, .name = "mma chunks of 16 varlen scale", .dtypes = BF16, .algos = CH, .nseq = 3, .lens = {17, 40, 2}, .h = 2, .scale = 0.3f),
 };
