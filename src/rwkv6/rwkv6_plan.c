@@ -22,9 +22,9 @@ static void rwkv6_class(const fcl_rwkv6_desc *d, fcl_dtype dtype, const fcl_vari
  * tensor-core variants apply (f16/bf16), from T = 256 (four chunks) for
  * the backward and T = 512 for the forward, else recurrent. What the H100
  * measured (fa-bench, bf16, 2026-11-26), chunked against recurrent:
- *   B8 H32 T4096 K=V=64:   forward 2.17 ms / 2.2, backward 5.3 / 46;
- *   B32 H16 T512 K=V=128:  forward 1.55 / 2.24,   backward 3.4 / 55;
- *   B2 H16 T16384 K=V=128: forward 4.25 / 10.9,   backward 9.0 / 119.
+ *   B8 H32 T4096 K=V=64:   forward 1.96 ms / 2.2, backward 4.9 / 46;
+ *   B32 H16 T512 K=V=128:  forward 1.11 / 2.24,   backward 3.0 / 55;
+ *   B2 H16 T16384 K=V=128: forward 2.42 / 10.9,   backward 6.9 / 119.
  * The f32 backward (portable chunked 62 ms, recurrent 45 at the first
  * shape) stays recurrent. */
 static bool use_chunked(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dtype,
