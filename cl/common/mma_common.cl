@@ -16,6 +16,18 @@
 #error "the mma helpers need FCL_DTYPE 1 (f16) or 2 (bf16)"
 #endif
 
+/* x rounded to nearest even in the operand dtype: its bits (FCL_RAW_F32,
+ * dtype.cl, reads them back). */
+inline ushort mma_round(float x) {
+#if FCL_DTYPE == 2
+  return fcl_f32_to_bf16(x);
+#else
+  ushort h[1];
+  vstore_half_rte(x, 0, (__private half *)h);
+  return h[0];
+#endif
+}
+
 #if !FCL_MMA_EMULATE
 
 inline float4 mma_16816(uint4 a, uint2 b, float4 c) {
@@ -112,16 +124,6 @@ inline uint4 mma_ldsm_e(__local const ushort *base, int off, int trans,
 #define mma_ldsm_x4(base, off) mma_ldsm_e((base), (off), 0, emu)
 #define mma_ldsm_x4_t(base, off) mma_ldsm_e((base), (off), 1, emu)
 
-
-inline ushort mma_round(float x) {
-#if FCL_DTYPE == 2
-  return fcl_f32_to_bf16(x);
-#else
-  ushort h[1];
-  vstore_half_rte(x, 0, (__private half *)h);
-  return h[0];
-#endif
-}
 inline uint mma_pack(float lo, float hi) {
   return (uint)mma_round(lo) | ((uint)mma_round(hi) << 16);
 }

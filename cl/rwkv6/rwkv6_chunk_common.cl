@@ -57,10 +57,10 @@ inline long rw_ck(int bh, int nchunk, int c) {
  * is [NSUB][BK] scratch; pp, ps [NSUB][BK]; ex [NSUB][NSUB][BK]; eg [BK].
  * Ends with a barrier. */
 static inline void rw_chunk_decays(__local const float *w_s, __local const float *rq_in,
-                            __local const float *kq_in, __local float *fq,
+                                   __local const float *kq_in, __local float *fq,
                                    __local float *fk, __local float *tot, __local float *pp,
-                            __local float *ps, __local float *ex, __local float *eg,
-                            int lid) {
+                                   __local float *ps, __local float *ex, __local float *eg,
+                                   int lid) {
   /* Work-item e walks one sub-chunk's column forward (fq, tot) or, from
    * NSUB BK on, backward (fk): the two walks run side by side where the
    * work-group has the work-items. The w go to registers first: the

@@ -1,23 +1,12 @@
 /* Row loads of the chunked RWKV6 tensor-core kernels (prepend dtype.cl,
- * rwkv6_common.cl, mma_warp.cl; FCL_DTYPE 1 or 2). Rows are positions of
- * one sequence-head, 0 past its end. Where RW_ALIGNED says that every row
- * of every operand starts at a multiple of 16 bytes, 8 elements go in one
- * 16-byte copy; else element by element. Also the 16-bit rounding they
- * share. */
+ * rwkv6_common.cl, mma_warp.cl, mma_common.cl; FCL_DTYPE 1 or 2). Rows
+ * are positions of one sequence-head, 0 past its end. Where RW_ALIGNED
+ * says that every row of every operand starts at a multiple of 16 bytes, 8
+ * elements go in one 16-byte copy; else element by element. Also the
+ * 16-bit rounding store they share. */
 
-/* x rounded to the 16-bit dtype: its bits (FCL_RAW_F32, dtype.cl, reads
- * them back). */
-inline ushort rw_bits16(float x) {
-#if FCL_DTYPE == 2
-  return fcl_f32_to_bf16(x);
-#else
-  ushort h[1];
-  vstore_half_rte(x, 0, (__private half *)h);
-  return h[0];
-#endif
-}
-/* ... stored at p[i]. */
-inline void rw_st16(__local ushort *p, int i, float x) { p[i] = rw_bits16(x); }
+/* x rounded to the 16-bit dtype (mma_round, mma_common.cl), stored at p[i]. */
+inline void rw_st16(__local ushort *p, int i, float x) { p[i] = mma_round(x); }
 
 /* Element offset of column col0 of position p of a strided operand. */
 #define RW_ROW_AT(x, pos) (rw_at(RW_T(x), s, rw_time((pos), s.n, flags), flags) + col0)

@@ -118,9 +118,9 @@ void fcl_rwkv6_chunk_state_mma(
       MMA_UNROLL for (int j = 0; j < SB / 2; ++j) {
         const int q = part * (SB / 2) + j, t = grad ? q : SB - 1 - q;
         const float xa = ascale * av[j] * exp(run);
-        const ushort hi = rw_bits16(xa);
+        const ushort hi = mma_round(xa);
         ad_s[0][t * LDSA + row] = hi;
-        ad_s[1][t * LDSA + row] = rw_bits16(xa - FCL_RAW_F32(hi));
+        ad_s[1][t * LDSA + row] = mma_round(xa - FCL_RAW_F32(hi));
         run += wv[j];
       }
       if (part) eg_s[row] = exp(run);
