@@ -10,16 +10,28 @@
  */
 #if FCL_DTYPE == 1
 #define MMA_T "f16"
-#elif FCL_DTYPE == 2
+#elif FCL_DTYPE == 2 || FCL_DTYPE == 0
 #define MMA_T "bf16"
 #else
-#error "the mma helpers need FCL_DTYPE 1 (f16) or 2 (bf16)"
+#error "the mma helpers need FCL_DTYPE 0 (f32 as split bf16), 1 (f16) or 2 (bf16)"
+#endif
+/* f32 data (FCL_DTYPE 0) on bf16 operands: a kernel that takes it splits
+ * every operand x into hi = x rounded and lo = x - hi rounded (8 + 8
+ * significant bits, bf16 keeping f32's range) and sums hi hi + hi lo +
+ * lo hi: each product then errs by about 2^-17 of its size ("3xBF16"). */
+#define MMA_SPLIT (FCL_DTYPE == 0)
+
+/* An operand's bits back to f32. */
+#if FCL_DTYPE == 1
+#define MMA_OP_F32(h) fcl_f16_bits_to_f32(h)
+#else
+#define MMA_OP_F32(h) fcl_bf16_to_f32(h)
 #endif
 
-/* x rounded to nearest even in the operand dtype: its bits (FCL_RAW_F32,
- * dtype.cl, reads them back). */
+/* x rounded to nearest even in the operand dtype: its bits (MMA_OP_F32
+ * reads them back). */
 inline ushort mma_round(float x) {
-#if FCL_DTYPE == 2
+#if FCL_DTYPE != 1
   return fcl_f32_to_bf16(x);
 #else
   ushort h[1];
@@ -27,6 +39,8 @@ inline ushort mma_round(float x) {
   return h[0];
 #endif
 }
+/* What mma_round leaves of x, rounded (the lo part of a split). */
+inline ushort mma_round_lo(float x, ushort hi) { return mma_round(x - MMA_OP_F32(hi)); }
 
 #if !FCL_MMA_EMULATE
 
@@ -69,7 +83,7 @@ inline uint mma_pack(float lo, float hi) {
 
 inline float mma_elem(uint pair, int hi) {
   const ushort h = (ushort)(hi ? pair >> 16 : pair & 0xffffu);
-  return FCL_RAW_F32(h);
+  return MMA_OP_F32(h);
 }
 
 
@@ -129,6 +143,12 @@ inline uint mma_pack(float lo, float hi) {
 }
 
 #endif
+
+/* The lo parts of a split pair: what mma_pack(x0, x1)'s rounding left of
+ * each, rounded. */
+inline uint mma_pack_lo(float x0, float x1, uint hi) {
+  return mma_pack(x0 - MMA_OP_F32((ushort)(hi & 0xffffu)), x1 - MMA_OP_F32((ushort)(hi >> 16)));
+}
 
 /* 8 elements global -> local (mma_cp16b in mma_warp.cl). */
 inline void mma_cp16(__local ushort *base, int off, const __global ushort *src,

@@ -14,7 +14,7 @@
 #define RW_ACCUMULATE 256 /* add to the du partials of an earlier segment  */
 #define RW_STATE_GRAD 512 /* chunked: the pass of the state's gradient (reverse over
                              chunks, from dht) and the products that follow it */
-#define RW_ALIGNED 1024   /* chunked, 16-bit: every row of every operand starts at
+#define RW_ALIGNED 1024   /* chunked: every row of every operand starts at
                              a multiple of 16 bytes (vector loads, cp.async) */
 
 #endif

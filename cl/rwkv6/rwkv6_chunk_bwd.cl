@@ -40,8 +40,12 @@ void fcl_rwkv6_chunk_dk(
   /* Local memory: the first phase's value tiles (P1) overlap the second's
    * key tiles (P2); qs and ks, written after P1 and read in P2, and da
    * live through both. */
+#if RW_DK_MMA /* the first phase's tiles: rwkv6_chunk_bwd_mma.cl */
+  __local float pool[FCL_MAX(RW_DK_P1, 9 * TC * BK)] __attribute__((aligned(16)));
+#else
   __local float pool[FCL_MAX(2 * TC * BV + 2 * BK * BV, 9 * TC * BK)]
       __attribute__((aligned(16)));
+#endif
   __local float da[NTRI];
   __local float tot[NSUB * BK], pp[NSUB * BK], ps[NSUB * BK], ex[NSUB * NSUB * BK];
   __local float eg[BK], u_s[BK], dg_s[BK];

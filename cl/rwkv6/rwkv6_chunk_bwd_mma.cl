@@ -5,11 +5,15 @@
  *   dA[t][s] = scale * dO_t . v_s (s <= t),  qs[t][i] = dO_t . S[i],
  *   ks[s][i] = v_s . D[i],                   dg[i] = D[i] . S[i],
  * the first three in m16n8k16 mma.sync (dO, v as stored; S, D rounded to
- * 16 bits), one warp per sub-chunk of 16 rows, over value tiles of BV
- * columns; dg in f32. The results land where the portable loop puts them
- * (da packed by rows, qs and ks [TC][BK], dg_s). WG = TC / 16 warps. */
+ * 16 bits; f32 data split, as rwkv6_chunk_rows.cl says), one warp per
+ * sub-chunk of 16 rows, over value tiles of BV columns; dg in f32. The
+ * results land where the portable loop puts them (da packed by rows, qs
+ * and ks [TC][BK], dg_s). WG = TC / 16 warps. */
 #define RW_DK_MMA 1
 #define LDB (BV + 8) /* 16-bit tile pitch: 16-byte rows, ldmatrix */
+/* The first phase's floats of the kernel's pool: its 16-bit tiles, then
+ * dg's partial sums (rwkv6_chunk_bwd.cl sizes the pool by it). */
+#define RW_DK_P1 (RW_PARTS * (TC + BK) * LDB + BK * BV / 4)
 
 #if TC % 16 || BK % 16 || BV % 16 || WG != TC * 2
 #error "the tensor-core dr dk dw: TC, BK, BV multiples of 16 and TC / 16 warps"
@@ -21,17 +25,19 @@ static inline void rw_dk_products_mma(const __global fcl_elem *v, const __global
                                int nt, int k0, float scale, int flags, __local float *pool,
                                __local float *da, __local float *qs, __local float *ks,
                                __local float *dg_s, int lid MMA_EMU_PARAM) {
-  __local ushort *do16 = (__local ushort *)pool, *v16 = do16 + TC * LDB;
-  __local ushort *S16 = v16 + TC * LDB, *D16 = S16 + BK * LDB;
-  __local float *dg_p = (__local float *)(D16 + BK * LDB); /* [BK][BV / 4], in the pool */
+  /* Each tile and, split, its lo twin right after it. */
+  __local ushort *do16 = (__local ushort *)pool, *v16 = do16 + RW_PARTS * TC * LDB;
+  __local ushort *S16 = v16 + RW_PARTS * TC * LDB, *D16 = S16 + RW_PARTS * BK * LDB;
+  __local float *dg_p = (__local float *)(D16 + RW_PARTS * BK * LDB); /* [BK][BV / 4] */
+  const int lt = RW_LO(TC * LDB), lb = RW_LO(BK * LDB);
   const int lane = lid & 31, warp = lid >> 5, g = lane >> 2, tq = lane & 3;
   float4 a_acc[2 * NSUB], q_acc[BK / 8], k_acc[BK / 8];
   MMA_UNROLL for (int n = 0; n < 2 * NSUB; ++n) a_acc[n] = (float4)(0.0f);
   MMA_UNROLL for (int n = 0; n < BK / 8; ++n) q_acc[n] = k_acc[n] = (float4)(0.0f);
   float dg = 0.0f;
   for (int j0 = 0; j0 < V_DIM; j0 += BV) {
-    rw_rows16(do16, LDB, TC, BV, V_DIM - j0, dout, RW_T(do), j0, s, p0, flags, lid, WG);
-    rw_rows16(v16, LDB, TC, BV, V_DIM - j0, v, RW_T(v), j0, s, p0, flags, lid, WG);
+    rw_rows16(do16, lt, LDB, TC, BV, V_DIM - j0, dout, RW_T(do), j0, s, p0, flags, lid, WG);
+    rw_rows16(v16, lt, LDB, TC, BV, V_DIM - j0, v, RW_T(v), j0, s, p0, flags, lid, WG);
     mma_cp_commit();
     /* S and D's rows k0 .. k0 + BK, columns j0 .. j0 + BV, by 16-byte loads;
      * D . S (dw's base) in f32 from the same loads. */
@@ -42,10 +48,10 @@ static inline void rw_dk_products_mma(const __global fcl_elem *v, const __global
       const float4 xs = ok ? *(const __global float4 *)(cks + at) : (float4)(0.0f);
       const float4 xd = ok ? *(const __global float4 *)(ckd + at) : (float4)(0.0f);
       if (e < BK * BV / 4) {
-        rw_st16(S16, i * LDB + j, xs.x), rw_st16(S16, i * LDB + j + 1, xs.y);
-        rw_st16(S16, i * LDB + j + 2, xs.z), rw_st16(S16, i * LDB + j + 3, xs.w);
-        rw_st16(D16, i * LDB + j, xd.x), rw_st16(D16, i * LDB + j + 1, xd.y);
-        rw_st16(D16, i * LDB + j + 2, xd.z), rw_st16(D16, i * LDB + j + 3, xd.w);
+        rw_st16(S16, i * LDB + j, lb, xs.x), rw_st16(S16, i * LDB + j + 1, lb, xs.y);
+        rw_st16(S16, i * LDB + j + 2, lb, xs.z), rw_st16(S16, i * LDB + j + 3, lb, xs.w);
+        rw_st16(D16, i * LDB + j, lb, xd.x), rw_st16(D16, i * LDB + j + 1, lb, xd.y);
+        rw_st16(D16, i * LDB + j + 2, lb, xd.z), rw_st16(D16, i * LDB + j + 3, lb, xd.w);
         dg_p[i * (BV / 4) + j / 4] = fma(xd.w, xs.w, fma(xd.z, xs.z, fma(xd.y, xs.y, xd.x * xs.x)));
       }
     }
@@ -57,22 +63,25 @@ static inline void rw_dk_products_mma(const __global fcl_elem *v, const __global
     MMA_UNROLL for (int kk = 0; kk < BV / 16; ++kk) {
       const int ra = (warp * 16 + (lane & 15)) * LDB + kk * 16 + (lane >> 4) * 8;
       const uint4 ad = mma_ldsm_x4(do16, ra), av = mma_ldsm_x4(v16, ra);
+      const uint4 adl = RW_LDSM_LO(do16, lt, ra), avl = RW_LDSM_LO(v16, lt, ra);
       const int rb = ((lane >> 4) * 8 + (lane & 7)) * LDB + kk * 16 + ((lane >> 3) & 1) * 8;
       MMA_UNROLL for (int J = 0; J < NSUB; ++J) {
         MMA_SPECIAL(J <= warp) { /* dA's blocks s <= t (emulated: all, kept if so) */
           const uint4 b = mma_ldsm_x4(v16, J * 16 * LDB + rb);
-          const float4 c0 = mma_16816(ad, b.xy, a_acc[2 * J]);
-          const float4 c1 = mma_16816(ad, b.zw, a_acc[2 * J + 1]);
+          const uint4 bl = RW_LDSM_LO(v16, lt, J * 16 * LDB + rb);
+          const float4 c0 = RW_MMA(ad, adl, b.xy, bl.xy, a_acc[2 * J]);
+          const float4 c1 = RW_MMA(ad, adl, b.zw, bl.zw, a_acc[2 * J + 1]);
           if (J <= warp) a_acc[2 * J] = c0, a_acc[2 * J + 1] = c1;
         }
       }
       MMA_UNROLL for (int ip = 0; ip < BK / 16; ++ip) {
-        const uint4 bs = mma_ldsm_x4(S16, ip * 16 * LDB + rb);
-        const uint4 bd = mma_ldsm_x4(D16, ip * 16 * LDB + rb);
-        q_acc[2 * ip] = mma_16816(ad, bs.xy, q_acc[2 * ip]);
-        q_acc[2 * ip + 1] = mma_16816(ad, bs.zw, q_acc[2 * ip + 1]);
-        k_acc[2 * ip] = mma_16816(av, bd.xy, k_acc[2 * ip]);
-        k_acc[2 * ip + 1] = mma_16816(av, bd.zw, k_acc[2 * ip + 1]);
+        const int o = ip * 16 * LDB + rb;
+        const uint4 bs = mma_ldsm_x4(S16, o), bsl = RW_LDSM_LO(S16, lb, o);
+        const uint4 bd = mma_ldsm_x4(D16, o), bdl = RW_LDSM_LO(D16, lb, o);
+        q_acc[2 * ip] = RW_MMA(ad, adl, bs.xy, bsl.xy, q_acc[2 * ip]);
+        q_acc[2 * ip + 1] = RW_MMA(ad, adl, bs.zw, bsl.zw, q_acc[2 * ip + 1]);
+        k_acc[2 * ip] = RW_MMA(av, avl, bd.xy, bdl.xy, k_acc[2 * ip]);
+        k_acc[2 * ip + 1] = RW_MMA(av, avl, bd.zw, bdl.zw, k_acc[2 * ip + 1]);
       }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -130,6 +139,8 @@ static inline void rw_dk_intra_mma(__local const float *da, __local const float 
       if (g == 0 && tq == 3 && J == I - 1) a[5] = 0.0f; /* (t, t - 1), t = 16 I */
       const uint4 af = (uint4)(mma_pack(a[0], a[1]), mma_pack(a[2], a[3]),
                                mma_pack(a[4], a[5]), mma_pack(a[6], a[7]));
+      const uint4 afl = (uint4)(RW_PACK_LO(a[0], a[1], af.x), RW_PACK_LO(a[2], a[3], af.y),
+                                RW_PACK_LO(a[4], a[5], af.z), RW_PACK_LO(a[6], a[7], af.w));
       const int xi = ((max(I, 1) - 1) * NSUB + J) * BK;
       MMA_UNROLL for (int n = 0; n < BK / 8; ++n) {
         const int i = n * 8 + g;
@@ -138,7 +149,9 @@ static inline void rw_dk_intra_mma(__local const float *da, __local const float 
           const int s = s0 + (q & 1) + 8 * (q >> 1);
           b[q] = k_s[s * BK + i] * fk[s * BK + i] * ex[xi + i];
         }
-        const float4 c = mma_16816(af, (uint2)(mma_pack(b[0], b[1]), mma_pack(b[2], b[3])), cr[n]);
+        const uint2 bh = (uint2)(mma_pack(b[0], b[1]), mma_pack(b[2], b[3]));
+        const uint2 bl = (uint2)(RW_PACK_LO(b[0], b[1], bh.x), RW_PACK_LO(b[2], b[3], bh.y));
+        const float4 c = RW_MMA(af, afl, bh, bl, cr[n]);
         if (J < I) cr[n] = c;
       }
     }
@@ -154,6 +167,8 @@ static inline void rw_dk_intra_mma(__local const float *da, __local const float 
       if (g == 7 && tq == 0 && J == I + 1) a[2] = 0.0f; /* (s + 1, s), s = 16 I + 15 */
       const uint4 af = (uint4)(mma_pack(a[0], a[1]), mma_pack(a[2], a[3]),
                                mma_pack(a[4], a[5]), mma_pack(a[6], a[7]));
+      const uint4 afl = (uint4)(RW_PACK_LO(a[0], a[1], af.x), RW_PACK_LO(a[2], a[3], af.y),
+                                RW_PACK_LO(a[4], a[5], af.z), RW_PACK_LO(a[6], a[7], af.w));
       const int xi = ((max(J, 1) - 1) * NSUB + I) * BK;
       MMA_UNROLL for (int n = 0; n < BK / 8; ++n) {
         const int i = n * 8 + g;
@@ -162,7 +177,9 @@ static inline void rw_dk_intra_mma(__local const float *da, __local const float 
           const int t = t0 + (q & 1) + 8 * (q >> 1);
           b[q] = r_s[t * BK + i] * fq[t * BK + i] * ex[xi + i];
         }
-        const float4 c = mma_16816(af, (uint2)(mma_pack(b[0], b[1]), mma_pack(b[2], b[3])), ck[n]);
+        const uint2 bh = (uint2)(mma_pack(b[0], b[1]), mma_pack(b[2], b[3]));
+        const uint2 bl = (uint2)(RW_PACK_LO(b[0], b[1], bh.x), RW_PACK_LO(b[2], b[3], bh.y));
+        const float4 c = RW_MMA(af, afl, bh, bl, ck[n]);
         if (J > I) ck[n] = c;
       }
     }

@@ -1,7 +1,7 @@
 /* The chunked RWKV6 products that end in value columns on NVIDIA tensor
  * cores (prepend dtype.cl, rwkv6_common.cl, rwkv6_chunk_common.cl,
- * mma_warp.cl, mma_common.cl, rwkv6_chunk_rows.cl; FCL_DTYPE 1 (f16) or 2
- * (bf16); WG = the work-group, TC / 16 warps): the numbers of
+ * mma_warp.cl, mma_common.cl, rwkv6_chunk_rows.cl; FCL_DTYPE 0 (split, as
+ * rwkv6_chunk_rows.cl says), 1 or 2; WG = the work-group, TC / 16 warps): the numbers of
  * fcl_rwkv6_chunk_out (rwkv6_chunk_out.cl), the forward's output
  *   o_t  = scale * ((r_t e^{w before t}) S_c + sum_{s<=t} A[t][s] v_s)
  * or, with RW_STATE_GRAD, the backward's
@@ -42,12 +42,12 @@ void fcl_rwkv6_chunk_out_mma(
     RW_TENSOR(w), RW_TENSOR(v), RW_TENSOR(o), int seqlen, int heads, int nchunk,
     float scale, int flags) {
   /* f32 key tiles, then (after the key loop) the 16-bit values. */
-  __local float pool[FCL_MAX(5 * TC * BK, FCL_CEIL_DIV(TC * LDV, 2))]
+  __local float pool[FCL_MAX(5 * TC * BK, FCL_CEIL_DIV(RW_PARTS * TC * LDV, 2))]
       __attribute__((aligned(16)));
-  __local ushort qt16[TC * LDK] __attribute__((aligned(16)));
-  __local ushort kq16[TC * LDK] __attribute__((aligned(16)));
-  __local ushort qs16[NBLK * 16 * LDK] __attribute__((aligned(16)));
-  __local ushort st16[BK * LDV] __attribute__((aligned(16)));
+  __local ushort qt16[RW_PARTS * TC * LDK] __attribute__((aligned(16)));
+  __local ushort kq16[RW_PARTS * TC * LDK] __attribute__((aligned(16)));
+  __local ushort qs16[RW_PARTS * NBLK * 16 * LDK] __attribute__((aligned(16)));
+  __local ushort st16[RW_PARTS * BK * LDV] __attribute__((aligned(16)));
   __local float tot[NSUB * BK], pp[NSUB * BK], ps[NSUB * BK], ex[NSUB * NSUB * BK];
   __local float eg[BK], u_s[BK], dg_s[WARPS * 256];
   MMA_EMU_DECL(WARPS)
@@ -84,8 +84,9 @@ void fcl_rwkv6_chunk_out_mma(
                                                         (long)(k0 + i) * V_DIM + j)
                            : (float4)(0.0f);
       if (e < BK * V_DIM / 4) {
-        rw_st16(st16, i * LDV + j, x.x), rw_st16(st16, i * LDV + j + 1, x.y);
-        rw_st16(st16, i * LDV + j + 2, x.z), rw_st16(st16, i * LDV + j + 3, x.w);
+        const int lo = RW_LO(BK * LDV);
+        rw_st16(st16, i * LDV + j, lo, x.x), rw_st16(st16, i * LDV + j + 1, lo, x.y);
+        rw_st16(st16, i * LDV + j + 2, lo, x.z), rw_st16(st16, i * LDV + j + 3, lo, x.w);
       }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -98,12 +99,12 @@ void fcl_rwkv6_chunk_out_mma(
       const int t = e / BK, i = e - t * BK, I = t / 16;
       const float x = grad ? kq[e] : rq[e];
       w_s[e] = exp(w_s[e]); /* the step decays, for the diagonal blocks */
-      rw_st16(qt16, t * LDK + i, x * (grad ? ps : pp)[I * BK + i]);
-      rw_st16(kq16, t * LDK + i, grad ? rq[e] : kq[e]);
+      rw_st16(qt16, t * LDK + i, RW_LO(TC * LDK), x * (grad ? ps : pp)[I * BK + i]);
+      rw_st16(kq16, t * LDK + i, RW_LO(TC * LDK), grad ? rq[e] : kq[e]);
       for (int P = grad ? I + 1 : 0; P < (grad ? NSUB : I); ++P) {
         const int hi = max(I, P), lo = min(I, P);
         rw_st16(qs16, (hi * (hi - 1) / 2 + lo) * 16 * LDK + (t - I * 16) * LDK + i,
-                x * ex[((hi - 1) * NSUB + lo) * BK + i]);
+                RW_LO(NBLK * 16 * LDK), x * ex[((hi - 1) * NSUB + lo) * BK + i]);
       }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -137,13 +138,14 @@ void fcl_rwkv6_chunk_out_mma(
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     MMA_UNROLL for (int kk = 0; kk < BK / 16; ++kk) {
-      const uint4 aq =
-          mma_ldsm_x4(qt16, (warp * 16 + (lane & 15)) * LDK + kk * 16 + (lane >> 4) * 8);
+      const int ao = (warp * 16 + (lane & 15)) * LDK + kk * 16 + (lane >> 4) * 8;
+      const uint4 aq = mma_ldsm_x4(qt16, ao), aql = RW_LDSM_LO(qt16, TC * LDK, ao);
       MMA_UNROLL for (int np = 0; np < V_DIM / 16; ++np) {
-        const uint4 b = mma_ldsm_x4_t(
-            st16, (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LDV + np * 16 + (lane >> 4) * 8);
-        acc[2 * np] = mma_16816(aq, b.xy, acc[2 * np]);
-        acc[2 * np + 1] = mma_16816(aq, b.zw, acc[2 * np + 1]);
+        const int bo = (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LDV + np * 16 +
+                       (lane >> 4) * 8;
+        const uint4 b = mma_ldsm_x4_t(st16, bo), bl = RW_LDSM_LO_T(st16, BK * LDV, bo);
+        acc[2 * np] = RW_MMA(aq, aql, b.xy, bl.xy, acc[2 * np]);
+        acc[2 * np + 1] = RW_MMA(aq, aql, b.zw, bl.zw, acc[2 * np + 1]);
       }
       /* Blocks J < warp of A (J > warp of A's transpose: uniform over a
        * warp; emulated, every warp runs every J and keeps its own). */
@@ -152,12 +154,13 @@ void fcl_rwkv6_chunk_out_mma(
         MMA_SPECIAL(mine) {
           const int hi = max(J, warp), lo = min(J, warp);
           const int blk = mine ? hi * (hi - 1) / 2 + lo : 0;
-          const uint4 a =
-              mma_ldsm_x4(qs16, (blk * 16 + (lane & 15)) * LDK + kk * 16 + (lane >> 4) * 8);
-          const uint4 b = mma_ldsm_x4(kq16, (J * 16 + (lane >> 4) * 8 + (lane & 7)) * LDK +
-                                                kk * 16 + ((lane >> 3) & 1) * 8);
-          const float4 c0 = mma_16816(a, b.xy, a_acc[2 * J]);
-          const float4 c1 = mma_16816(a, b.zw, a_acc[2 * J + 1]);
+          const int ao = (blk * 16 + (lane & 15)) * LDK + kk * 16 + (lane >> 4) * 8;
+          const int bo = (J * 16 + (lane >> 4) * 8 + (lane & 7)) * LDK + kk * 16 +
+                         ((lane >> 3) & 1) * 8;
+          const uint4 a = mma_ldsm_x4(qs16, ao), al = RW_LDSM_LO(qs16, NBLK * 16 * LDK, ao);
+          const uint4 b = mma_ldsm_x4(kq16, bo), bl = RW_LDSM_LO(kq16, TC * LDK, bo);
+          const float4 c0 = RW_MMA(a, al, b.xy, bl.xy, a_acc[2 * J]);
+          const float4 c1 = RW_MMA(a, al, b.zw, bl.zw, a_acc[2 * J + 1]);
           if (mine) a_acc[2 * J] = c0, a_acc[2 * J + 1] = c1;
         }
       }
@@ -175,7 +178,7 @@ void fcl_rwkv6_chunk_out_mma(
   if (ih == 1)
     MMA_UNROLL for (int sl = 0; sl < 16; ++sl)
       dg_s[warp * 256 + (grad ? sl * 16 + tl : tl * 16 + sl)] += xd[sl];
-  rw_rows16(v16, LDV, TC, V_DIM, V_DIM, v, RW_T(v), 0, s, p0, flags, lid, MWG);
+  rw_rows16(v16, RW_LO(TC * LDV), LDV, TC, V_DIM, V_DIM, v, RW_T(v), 0, s, p0, flags, lid, MWG);
   mma_cp_commit();
   mma_cp_wait_all();
   barrier(CLK_LOCAL_MEM_FENCE);
@@ -194,11 +197,14 @@ void fcl_rwkv6_chunk_out_mma(
       c0 *= ascale, c1 *= ascale;
       const uint4 af = (uint4)(mma_pack(c0.x, c0.y), mma_pack(c0.z, c0.w), mma_pack(c1.x, c1.y),
                                mma_pack(c1.z, c1.w));
+      const uint4 afl = (uint4)(RW_PACK_LO(c0.x, c0.y, af.x), RW_PACK_LO(c0.z, c0.w, af.y),
+                                RW_PACK_LO(c1.x, c1.y, af.z), RW_PACK_LO(c1.z, c1.w, af.w));
       MMA_UNROLL for (int np = 0; np < V_DIM / 16; ++np) {
-        const uint4 b = mma_ldsm_x4_t(
-            v16, (J * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LDV + np * 16 + (lane >> 4) * 8);
-        const float4 x0 = mma_16816(af, b.xy, acc[2 * np]);
-        const float4 x1 = mma_16816(af, b.zw, acc[2 * np + 1]);
+        const int bo = (J * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LDV + np * 16 +
+                       (lane >> 4) * 8;
+        const uint4 b = mma_ldsm_x4_t(v16, bo), bl = RW_LDSM_LO_T(v16, TC * LDV, bo);
+        const float4 x0 = RW_MMA(af, afl, b.xy, bl.xy, acc[2 * np]);
+        const float4 x1 = RW_MMA(af, afl, b.zw, bl.zw, acc[2 * np + 1]);
         if (mine) acc[2 * np] = x0, acc[2 * np + 1] = x1;
       }
     }

@@ -1,6 +1,6 @@
 /* The chunk-boundary states of the chunked RWKV6 on NVIDIA tensor cores
  * (prepend dtype.cl, rwkv6_common.cl, rwkv6_chunk_common.cl, mma_warp.cl,
- * mma_common.cl, rwkv6_chunk_rows.cl; FCL_DTYPE 1 (f16) or 2 (bf16)): the numbers of
+ * mma_common.cl, rwkv6_chunk_rows.cl; FCL_DTYPE 0, 1 or 2): the numbers of
  * fcl_rwkv6_chunk_state (rwkv6_chunk_state.cl), with the same arguments,
  * checkpoints and segments.
  *
@@ -11,15 +11,17 @@
  * decaying what came before it by its own total (forward: the steps in
  * order, each operand a_t decayed to the step's end; gradient: the steps
  * in reverse, a_t decayed from the step's start). Per step:
- *   - its a, w and b rows come in 16-bit by cp.async, SST steps in flight
+ *   - its a, w and b rows come as stored by cp.async, SST steps in flight
  *     (RW_ALIGNED: rows at 16-byte multiples; else plain loads);
  *   - two work-items per state row take the running sum of w over the
  *     step in f32 (every exponent <= 0, as in the portable pass) and
  *     splits x = a_t e^{..} (times scale for the gradient) into two 16-bit
  *     parts, hi = x rounded and lo = x - hi rounded: b is exact in 16
  *     bits, so the products keep twice the operand's bits, as the f32
- *     states (ht, dh0 and the checkpoints) need;
- *   - S <- eg S, then S += hi^T b + lo^T b as m16n8k16 products.
+ *     states (ht, dh0 and the checkpoints) need; f32 data (MMA_SPLIT)
+ *     splits b likewise, in the same phase;
+ *   - S <- eg S, then S += hi^T b + lo^T b (+ hi^T b_lo split) as
+ *     m16n8k16 products.
  * The checkpoints are stored from the accumulators at each chunk's start. */
 #define SWARPS (HK / 16)
 #define SWG (SWARPS * 32)
@@ -42,10 +44,13 @@ void fcl_rwkv6_chunk_state_mma(
     const __global float *in, __global float *out, __global float *ck,
     const __global int *cu, RW_TENSOR(a), RW_TENSOR(w), RW_TENSOR(b), int seqlen,
     int heads, int nchunk, float scale, int flags, int c_begin, int c_end) {
-  __local ushort a_s[SST][SB * HK] __attribute__((aligned(16)));
-  __local ushort w_s[SST][SB * HK] __attribute__((aligned(16)));
-  __local ushort b_s[SST][SB * LDSB] __attribute__((aligned(16)));
+  __local fcl_raw a_s[SST][SB * HK] __attribute__((aligned(16)));
+  __local fcl_raw w_s[SST][SB * HK] __attribute__((aligned(16)));
+  __local fcl_raw b_s[SST][SB * LDSB] __attribute__((aligned(16)));
   __local ushort ad_s[2][SB * LDSA] __attribute__((aligned(16))); /* hi, lo */
+#if MMA_SPLIT
+  __local ushort b16[2][SB * LDSB] __attribute__((aligned(16))); /* hi, lo */
+#endif
   __local float eg_s[HK];
   MMA_EMU_DECL(SWARPS)
   const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5, g = lane >> 2, tq = lane & 3;
@@ -74,9 +79,9 @@ void fcl_rwkv6_chunk_state_mma(
 #define RW_ISSUE(n)                                                                     \
   do {                                                                                  \
     const int p0_ = RW_STEP_P0(n), buf_ = (n) % SST;                                    \
-    rw_rows16(a_s[buf_], HK, SB, HK, HK, a, RW_T(a), i0, s, p0_, flags, lid, SWG);      \
-    rw_rows16(w_s[buf_], HK, SB, HK, HK, w, RW_T(w), i0, s, p0_, flags, lid, SWG);      \
-    rw_rows16(b_s[buf_], LDSB, SB, HV, HV, b, RW_T(b), j0, s, p0_, flags, lid, SWG);    \
+    rw_rows(a_s[buf_], HK, SB, HK, HK, a, RW_T(a), i0, s, p0_, flags, lid, SWG);        \
+    rw_rows(w_s[buf_], HK, SB, HK, HK, w, RW_T(w), i0, s, p0_, flags, lid, SWG);        \
+    rw_rows(b_s[buf_], LDSB, SB, HV, HV, b, RW_T(b), j0, s, p0_, flags, lid, SWG);      \
   } while (0)
   for (int n = 0; n < SST - 1; ++n) {
     if (n < nsteps) RW_ISSUE(n);
@@ -120,11 +125,20 @@ void fcl_rwkv6_chunk_state_mma(
         const float xa = ascale * av[j] * exp(run);
         const ushort hi = mma_round(xa);
         ad_s[0][t * LDSA + row] = hi;
-        ad_s[1][t * LDSA + row] = mma_round(xa - FCL_RAW_F32(hi));
+        ad_s[1][t * LDSA + row] = mma_round_lo(xa, hi);
         run += wv[j];
       }
       if (part) eg_s[row] = exp(run);
     }
+#if MMA_SPLIT
+    for (int e = lid; e < SB * HV; e += SWG) {
+      const int t = e / HV, x = t * LDSB + e - t * HV;
+      rw_st16(b16[0], x, SB * LDSB, b_s[buf][x]);
+    }
+    __local const ushort *bop = b16[0];
+#else
+    __local const ushort *bop = b_s[buf];
+#endif
     barrier(CLK_LOCAL_MEM_FENCE);
     const float ea = eg_s[warp * 16 + g], eb = eg_s[warp * 16 + g + 8];
     MMA_UNROLL for (int q = 0; q < NTS; ++q) acc[q] *= (float4)(ea, ea, eb, eb);
@@ -134,9 +148,14 @@ void fcl_rwkv6_chunk_state_mma(
                      ((lane >> 3) & 1) * 8;
       const uint4 ah = mma_ldsm_x4_t(ad_s[0], ao), al = mma_ldsm_x4_t(ad_s[1], ao);
       MMA_UNROLL for (int np = 0; np < HV / 16; ++np) {
-        const uint4 bf = mma_ldsm_x4_t(
-            b_s[buf], (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LDSB + np * 16 +
-                          (lane >> 4) * 8);
+        const int bo = (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LDSB + np * 16 +
+                       (lane >> 4) * 8;
+        const uint4 bf = mma_ldsm_x4_t(bop, bo);
+#if MMA_SPLIT
+        const uint4 bl = mma_ldsm_x4_t(bop + SB * LDSB, bo);
+        acc[2 * np] = mma_16816(ah, bl.xy, acc[2 * np]);
+        acc[2 * np + 1] = mma_16816(ah, bl.zw, acc[2 * np + 1]);
+#endif
         acc[2 * np] = mma_16816(ah, bf.xy, mma_16816(al, bf.xy, acc[2 * np]));
         acc[2 * np + 1] = mma_16816(ah, bf.zw, mma_16816(al, bf.zw, acc[2 * np + 1]));
       }

@@ -93,7 +93,7 @@ fcl_status fcl_rwkv6_chunked_backward(fcl_context *ctx, const fcl_rwkv6_desc *d,
                                       const fcl_rwkv6_problem *p, const fcl_rwkv6_plan *pl,
                                       const fcl_rwkv6_args *a);
 /* What the chunked launches share: the scalar arguments (flags with
- * RW_ALIGNED where every 16-bit operand's rows start at 16-byte
+ * RW_ALIGNED where every operand's rows start at 16-byte
  * multiples), and the forward state pass (kernel ks) from h0 to ht
  * writing the checkpoints, which it returns in *ck (scratch slot 0). */
 typedef struct {
@@ -121,10 +121,13 @@ typedef struct {
 fcl_status fcl_rwkv6_chunk_backward_run(fcl_context *ctx, const fcl_rwkv6_desc *d,
                                         const fcl_rwkv6_problem *p, const fcl_rwkv6_args *a,
                                         const fcl_rwkv6_chunk_bwd_launch *lb);
-/* Local memory (bytes) of the dr dk dw kernel (rwkv6_chunk_bwd.cl). */
-size_t fcl_rwkv6_chunk_dk_bytes(int tc, int bk, int bv);
+/* Local memory (bytes) of the dr dk dw kernel (rwkv6_chunk_bwd.cl) whose
+ * first phase takes p1 floats of its pool (portable: 2 (tc + bk) bv). */
+size_t fcl_rwkv6_chunk_dk_bytes(int tc, int bk, size_t p1);
 
 /* rwkv6_chunk_mma.c: the forward with its output on tensor cores. */
+/* The tensor cores' operand dtype for data of dtype (f32: split bf16). */
+fcl_dtype fcl_rwkv6_mma_operand(fcl_dtype dtype);
 fcl_status fcl_rwkv6_chunk_mma_applies(fcl_context *ctx, const fcl_rwkv6_desc *d,
                                        fcl_dtype dtype, bool *yes);
 /* Set *fallback (nothing enqueued) when their kernels do not build. */

@@ -1,10 +1,12 @@
 /* The chunked RWKV6 with its value-column products on NVIDIA tensor cores
- * (cl/rwkv6/rwkv6_chunk_out_mma.cl, f16 and bf16): the forward's output
- * and the backward's dv, and the chunk-boundary states
- * (rwkv6_chunk_state_mma.cl). Which problems they take, their descriptors
- * and launches. The backward's dr, dk, dw come from rwkv6_chunk_bwd.cl
- * with its intra-chunk sums on tensor cores (rwkv6_chunk_bwd_mma.cl), in
- * the same program; f32 runs the portable variants. */
+ * (cl/rwkv6/rwkv6_chunk_out_mma.cl): the forward's output and the
+ * backward's dv, and the chunk-boundary states (rwkv6_chunk_state_mma.cl).
+ * Which problems they take, their descriptors and launches. The
+ * backward's dr, dk, dw come from rwkv6_chunk_bwd.cl with its intra-chunk
+ * sums on tensor cores (rwkv6_chunk_bwd_mma.cl), in the same program.
+ * f16 and bf16 are operands as stored; f32 splits each operand into two
+ * bf16 parts (3 products each, mma_common.cl), whose 16-bit tiles then
+ * take twice the local memory ("parts" below). */
 #include "rwkv6/rwkv6.h"
 
 #include <stddef.h>
@@ -20,21 +22,29 @@ FCL_PARAM_STRUCT(bwd_params, BWD_PARAMS);
 _Static_assert(offsetof(bwd_params, SST) == offsetof(mma_params, SST), "a common prefix");
 
 static int imin(int a, int b) { return a < b ? a : b; }
+/* 16-bit tiles an operand takes: 2 where f32 is split. */
+static size_t parts_of(const fcl_tuning_class *cls) { return cls->dtype == FCL_F32 ? 2 : 1; }
 
 /* Local memory of the output kernel (rwkv6_chunk_out_mma.cl, emulation's
  * scratch included) and of the state pass. */
-static size_t out_bytes(const fcl_device_info *dev, int V, const mma_params *c) {
-  const size_t tc = (size_t)c->TC, bk = (size_t)c->BK, ldk = bk + 8, ldv = (size_t)V + 8;
+static size_t out_bytes(const fcl_device_info *dev, const fcl_tuning_class *cls,
+                        const mma_params *c) {
+  const size_t tc = (size_t)c->TC, bk = (size_t)c->BK, ldk = bk + 8;
+  const size_t ldv = (size_t)cls->head_dim_v + 8, parts = parts_of(cls);
   const size_t nsub = tc / 16, warps = tc / 16, nblk = nsub > 1 ? nsub * (nsub - 1) / 2 : 1;
-  const size_t pool = 4 * 5 * tc * bk > 2 * tc * ldv ? 4 * 5 * tc * bk : 2 * tc * ldv;
-  return pool + 2 * (2 * tc * ldk + nblk * 16 * ldk + bk * ldv) +
+  const size_t v16 = 4 * ((parts * tc * ldv + 1) / 2);
+  const size_t pool = 4 * 5 * tc * bk > v16 ? 4 * 5 * tc * bk : v16;
+  return pool + 2 * parts * (2 * tc * ldk + nblk * 16 * ldk + bk * ldv) +
          4 * (bk * (nsub * (3 + nsub) + 2) + warps * 256) +
          (dev->mma_emulate ? 1024 * warps : 0);
 }
 /* ... and of the state pass (rwkv6_chunk_state_mma.cl). */
-static size_t state_bytes(const fcl_device_info *dev, const mma_params *c) {
+static size_t state_bytes(const fcl_device_info *dev, const fcl_tuning_class *cls,
+                          const mma_params *c) {
   const size_t sb = c->TC < 32 ? (size_t)c->TC : 32, hk = (size_t)c->HK, hv = (size_t)c->HV;
-  return 2 * ((size_t)c->SST * sb * (2 * hk + hv + 8) + 2 * sb * (hk + 8)) + 4 * hk +
+  const size_t esize = fcl_dtype_size(cls->dtype), split = parts_of(cls) - 1;
+  return esize * (size_t)c->SST * sb * (2 * hk + hv + 8) + 4 * sb * (hk + 8) +
+         split * 4 * sb * (hv + 8) + 4 * hk +
          (dev->mma_emulate ? 1024 * (hk / 16) : 0);
 }
 /* The largest of 64, 32, 16 dividing n. */
@@ -54,9 +64,13 @@ static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fc
   const bool wide = K >= 128 || V >= 128;
   c->TC = wide ? 32 : 64, c->BK = !wide && K % 32 == 0 ? 32 : 16;
   c->HK = tile_of(K), c->HV = tile_of(V), c->SST = 2;
-  while (out_bytes(dev, V, c) > budget(dev) && (c->BK > 16 || c->TC > 16)) {
+  while (out_bytes(dev, cls, c) > budget(dev) && (c->BK > 16 || c->TC > 16)) {
     if (c->BK > 16) c->BK /= 2;
     else c->TC /= 2;
+  }
+  while (state_bytes(dev, cls, c) > budget(dev) && (c->HK > 16 || c->HV > 16)) {
+    if (c->HK >= c->HV && c->HK > 16) c->HK /= 2; /* split f32 */
+    else c->HV /= 2;
   }
 }
 
@@ -74,7 +88,7 @@ static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const
     bad = "HK and HV multiples of 16 dividing K and V, SST 2 or 3";
   else if ((size_t)c->HK * 2 > dev->max_wg || (size_t)c->TC * 2 > dev->max_wg)
     bad = "work-group larger than the device allows";
-  else if (out_bytes(dev, V, c) > budget(dev) || state_bytes(dev, c) > budget(dev))
+  else if (out_bytes(dev, cls, c) > budget(dev) || state_bytes(dev, cls, c) > budget(dev))
     bad = "local memory exceeded";
   if (bad && why) snprintf(why, why_size, "%s", bad);
   return bad == NULL;
@@ -98,16 +112,19 @@ static void point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg) {
   c->SST = v[4];
 }
 
-/* Local memory of the dr dk dw kernel with its products on tensor cores:
- * the portable kernel's and, emulated, the warps' scratch. */
-static size_t dk_bytes(const fcl_device_info *dev, int tc, int bk, int bv) {
-  return fcl_rwkv6_chunk_dk_bytes(tc, bk, bv) + (dev->mma_emulate ? 1024 * (size_t)(tc / 16) : 0);
+/* Local memory of the dr dk dw kernel with its products on tensor cores
+ * (its first phase: RW_DK_P1 of rwkv6_chunk_bwd_mma.cl) and, emulated,
+ * the warps' scratch. */
+static size_t dk_bytes(const fcl_device_info *dev, const fcl_tuning_class *cls, int tc, int bk,
+                       int bv) {
+  const size_t p1 = parts_of(cls) * (size_t)(tc + bk) * (size_t)(bv + 8) + (size_t)(bk * bv / 4);
+  return fcl_rwkv6_chunk_dk_bytes(tc, bk, p1) + (dev->mma_emulate ? 1024 * (size_t)(tc / 16) : 0);
 }
 
 /* The dr dk dw kernel's value tile: the widest that fits. */
-static int bwd_bv(const fcl_device_info *dev, int V, int tc, int bk) {
-  int bv = imin(V, 64);
-  while (bv > 16 && dk_bytes(dev, tc, bk, bv) > budget(dev)) bv /= 2;
+static int bwd_bv(const fcl_device_info *dev, const fcl_tuning_class *cls, int tc, int bk) {
+  int bv = imin(cls->head_dim_v, 64);
+  while (bv > 16 && dk_bytes(dev, cls, tc, bk, bv) > budget(dev)) bv /= 2;
   return bv;
 }
 
@@ -115,8 +132,8 @@ static void bwd_defaults(const fcl_device_info *dev, const fcl_tuning_class *cls
                          fcl_config *cfg) {
   defaults(dev, cls, cfg);
   bwd_params *c = FCL_PARAMS(bwd_params, cfg);
-  while (dk_bytes(dev, c->TC, c->BK, 16) > budget(dev) && c->TC > 16) c->TC /= 2;
-  c->BV = bwd_bv(dev, cls->head_dim_v, c->TC, c->BK);
+  while (dk_bytes(dev, cls, c->TC, c->BK, 16) > budget(dev) && c->TC > 16) c->TC /= 2;
+  c->BV = bwd_bv(dev, cls, c->TC, c->BK);
 }
 
 static bool bwd_valid(const fcl_device_info *dev, const fcl_tuning_class *cls,
@@ -125,7 +142,7 @@ static bool bwd_valid(const fcl_device_info *dev, const fcl_tuning_class *cls,
   if (!valid(dev, cls, cfg, why, why_size)) return false;
   const char *bad = NULL;
   if (c->BV < 16 || c->BV % 16 || c->BV > cls->head_dim_v) bad = "BV a multiple of 16 up to V";
-  else if (dk_bytes(dev, c->TC, c->BK, c->BV) > budget(dev))
+  else if (dk_bytes(dev, cls, c->TC, c->BK, c->BV) > budget(dev))
     bad = "local memory exceeded (dr dk dw)";
   if (bad && why) snprintf(why, why_size, "%s", bad);
   return bad == NULL;
@@ -163,13 +180,14 @@ const fcl_variant fcl_variant_rwkv6_bwd_chunked_mma = {
 fcl_status fcl_rwkv6_chunk_mma_applies(fcl_context *ctx, const fcl_rwkv6_desc *d,
                                        fcl_dtype dtype, bool *yes) {
   *yes = false;
-  /* 16-bit operands only (f32 would need 3xTF32); loop budgets are the
-   * portable kernels'. */
-  if (dtype == FCL_F32 || d->head_dim_k % 16 || d->head_dim_v % 16 || d->head_dim_k > 128 ||
+  /* Loop budgets are the portable kernels'. f32 runs on bf16 operands. */
+  if (d->head_dim_k % 16 || d->head_dim_v % 16 || d->head_dim_k > 128 ||
       d->head_dim_v > 128 || ctx->info.loop_budget > 0)
     return FCL_OK;
-  return fcl_mma_ready(ctx, dtype, yes);
+  return fcl_mma_ready(ctx, fcl_rwkv6_mma_operand(dtype), yes);
 }
+
+fcl_dtype fcl_rwkv6_mma_operand(fcl_dtype dtype) { return dtype == FCL_F32 ? FCL_BF16 : dtype; }
 
 /* The state pass on tensor cores: a warp per 16 rows, every chunk in one
  * launch (no loop budgets here). */

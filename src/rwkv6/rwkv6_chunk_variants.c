@@ -22,16 +22,15 @@ static size_t chunk_bytes(const params *c, bool backward) {
   const size_t small = bk * (nsub * (3 + nsub) + 3);
   const size_t out_pool = 5 * tc * bk + bk * bv > tc * bv ? 5 * tc * bk + bk * bv : tc * bv;
   const size_t out = 4 * (out_pool + small + tri);
-  const size_t dk = fcl_rwkv6_chunk_dk_bytes(c->TC, c->BK, c->BV);
+  const size_t dk = fcl_rwkv6_chunk_dk_bytes(c->TC, c->BK, 2 * (tc + bk) * bv);
   return backward && dk > out ? dk : out;
 }
 
-size_t fcl_rwkv6_chunk_dk_bytes(int tc_, int bk_, int bv_) {
-  const size_t tc = (size_t)tc_, bk = (size_t)bk_, bv = (size_t)bv_;
+size_t fcl_rwkv6_chunk_dk_bytes(int tc_, int bk_, size_t p1) {
+  const size_t tc = (size_t)tc_, bk = (size_t)bk_;
   const size_t nsub = tc < 16 ? 1 : tc / 16, tri = tc * (tc + 1) / 2;
   const size_t small = bk * (nsub * (3 + nsub) + 3);
-  const size_t pool = 2 * tc * bv + 2 * bk * bv > 9 * tc * bk ? 2 * tc * bv + 2 * bk * bv
-                                                              : 9 * tc * bk;
+  const size_t pool = p1 > 9 * tc * bk ? p1 : 9 * tc * bk;
   return 4 * (pool + small + tri);
 }
 static size_t state_bytes(const params *c) {

@@ -12,10 +12,11 @@
 
 typedef fcl_rwkv6_chunk_common common;
 
-/* Whether an operand is 16-bit with every row at a multiple of 16 bytes
- * (an absent one counts as aligned). */
+/* Whether every row of an operand starts at a multiple of 16 bytes (an
+ * absent one counts as aligned). */
 static bool rows16(const fcl_tensor *x, bool varlen) {
-  return !x || (x->dtype != FCL_F32 && fcl_tensor_aligned(x, 2, varlen, 8));
+  const size_t esize = x ? fcl_dtype_size(x->dtype) : 1;
+  return !x || fcl_tensor_aligned(x, esize, varlen, (int64_t)(16 / esize));
 }
 
 fcl_rwkv6_chunk_common fcl_rwkv6_chunk_common_of(const fcl_rwkv6_desc *d,

@@ -109,7 +109,7 @@ fcl_status fcl_rwkv6_plan_variant(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl
   const bool hints = v != &fcl_variant_rwkv6_bwd;
   fcl_build_options(&pl->cls, &pl->cfg, &unroll, hints ? 1 : 0,
                     v == &fcl_variant_rwkv6_chunked_mma || v == &fcl_variant_rwkv6_bwd_chunked_mma
-                        ? fcl_mma_build_options(ctx, dtype)
+                        ? fcl_mma_build_options(ctx, fcl_rwkv6_mma_operand(dtype))
                         : NULL,
                     pl->options, sizeof pl->options);
   return FCL_OK;
