@@ -64,6 +64,13 @@ static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fc
   const bool wide = K >= 128 || V >= 128;
   c->TC = wide ? 32 : 64, c->BK = !wide && K % 32 == 0 ? 32 : 16;
   c->HK = tile_of(K), c->HV = tile_of(V), c->SST = 2;
+  if (cls->dtype == FCL_F32) {
+    /* Split f32: what fa-tune chose on the H100 for the backward at K=V=64
+     * (T 4096) and 128 (T 1024, 16384): 1.07-1.26x the shrunken 16-bit
+     * defaults. */
+    c->TC = 32, c->BK = 16;
+    c->HK = imin(c->HK, 32), c->HV = imin(c->HV, 32);
+  }
   while (out_bytes(dev, cls, c) > budget(dev) && (c->BK > 16 || c->TC > 16)) {
     if (c->BK > 16) c->BK /= 2;
     else c->TC /= 2;
@@ -134,6 +141,7 @@ static void bwd_defaults(const fcl_device_info *dev, const fcl_tuning_class *cls
   bwd_params *c = FCL_PARAMS(bwd_params, cfg);
   while (dk_bytes(dev, cls, c->TC, c->BK, 16) > budget(dev) && c->TC > 16) c->TC /= 2;
   c->BV = bwd_bv(dev, cls, c->TC, c->BK);
+  if (cls->dtype == FCL_F32) c->BV = imin(c->BV, 16); /* fa-tune's choice, as above */
 }
 
 static bool bwd_valid(const fcl_device_info *dev, const fcl_tuning_class *cls,

@@ -19,14 +19,16 @@ static void rwkv6_class(const fcl_rwkv6_desc *d, fcl_dtype dtype, const fcl_vari
  * $FCL_RWKV6_ALGORITHM, a variant fa-tune overrides, then the faster of
  * the two where fa-tune measured both for this class (the chunked one's
  * best variant, portable or tensor cores). Untuned: chunked where its
- * tensor-core variants apply (f16/bf16), from T = 256 (four chunks) for
- * the backward and T = 512 for the forward, else recurrent. What the H100
- * measured (fa-bench, bf16, 2026-11-26), chunked against recurrent:
- *   B8 H32 T4096 K=V=64:   forward 1.96 ms / 2.2, backward 4.9 / 46;
- *   B32 H16 T512 K=V=128:  forward 1.11 / 2.24,   backward 3.0 / 55;
- *   B2 H16 T16384 K=V=128: forward 2.42 / 10.9,   backward 6.9 / 119.
- * The f32 backward (portable chunked 62 ms, recurrent 45 at the first
- * shape) stays recurrent. */
+ * tensor-core variants apply, from T = 256 (four chunks) for the
+ * backward and T = 512 for the forward (f32, split into bf16 pairs: past
+ * T = 4096), else recurrent. What the H100 measured (fa-bench, untuned,
+ * 2026-11-26), chunked against recurrent:
+ *   bf16 B8 H32 T4096 K=V=64:   forward 1.96 ms / 2.2, backward 4.9 / 46;
+ *   bf16 B32 H16 T512 K=V=128:  forward 1.11 / 2.24,   backward 3.0 / 55;
+ *   bf16 B2 H16 T16384 K=V=128: forward 2.42 / 10.9,   backward 6.9 / 119;
+ *   f32  B8 H32 T4096 K=V=64:   forward 2.92 / 2.13,   backward 7.6 / 45;
+ *   f32  B32 H16 T512 K=V=128:  forward 2.43 / 2.23,   backward 6.2 / 55;
+ *   f32  B2 H16 T16384 K=V=128: forward 5.0 / 10.4,    backward 15.0 / 116. */
 static bool use_chunked(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dtype,
                         bool backward) {
   if (d->algorithm != FCL_RWKV6_AUTO) return d->algorithm == FCL_RWKV6_CHUNKED;
@@ -46,7 +48,8 @@ static bool use_chunked(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dty
   const double tch = tm > 0 && (tc <= 0 || tm < tc) ? tm : tc;
   if (tr > 0 && tch > 0) return tch < tr;
   bool mma = false;
-  if (d->seqlen < (backward ? 256 : 512) || fcl_rwkv6_chunk_mma_applies(ctx, d, dtype, &mma))
+  const int64_t from = backward ? 256 : dtype == FCL_F32 ? 4097 : 512;
+  if (d->seqlen < from || fcl_rwkv6_chunk_mma_applies(ctx, d, dtype, &mma))
     return false;
   return mma;
 }
