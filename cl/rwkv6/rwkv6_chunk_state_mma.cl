@@ -12,7 +12,11 @@
  * order, each operand a_t decayed to the step's end; gradient: the steps
  * in reverse, a_t decayed from the step's start). Per step:
  *   - its a, w and b rows come as stored by cp.async, SST steps in flight
- *     (RW_ALIGNED: rows at 16-byte multiples; else plain loads);
+ *     (RW_ALIGNED: rows at 16-byte multiples; else plain loads); f32 data
+ *     (MMA_SPLIT) brings a and w straight to the registers of the
+ *     work-items that use them instead, one step ahead (consecutive
+ *     work-items read consecutive columns), which leaves local memory for
+ *     the tiles of 64 that read each operand once;
  *   - two work-items per state row take the running sum of w over the
  *     step in f32 (every exponent <= 0, as in the portable pass) and
  *     splits x = a_t e^{..} (times scale for the gradient) into two 16-bit
@@ -44,8 +48,10 @@ void fcl_rwkv6_chunk_state_mma(
     const __global float *in, __global float *out, __global float *ck,
     const __global int *cu, RW_TENSOR(a), RW_TENSOR(w), RW_TENSOR(b), int seqlen,
     int heads, int nchunk, float scale, int flags, int c_begin, int c_end) {
+#if !MMA_SPLIT
   __local fcl_raw a_s[SST][SB * HK] __attribute__((aligned(16)));
   __local fcl_raw w_s[SST][SB * HK] __attribute__((aligned(16)));
+#endif
   __local fcl_raw b_s[SST][SB * LDSB] __attribute__((aligned(16)));
   __local ushort ad_s[2][SB * LDSA] __attribute__((aligned(16))); /* hi, lo */
 #if MMA_SPLIT
@@ -73,9 +79,31 @@ void fcl_rwkv6_chunk_state_mma(
   }
   const int last = min(c_end, FCL_CEIL_DIV(s.n, TC));
   const int nsteps = max(0, last - c_begin) * SPC;
+  /* Two work-items a state row (SWG = 2 HK), half of each step each. */
+  const int row = lid % HK, part = lid / HK;
 #define RW_STEP_P0(n)                                                                   \
   ((grad ? last - 1 - (n) / SPC : c_begin + (n) / SPC) * TC +                           \
    (grad ? SPC - 1 - (n) % SPC : (n) % SPC) * SB)
+#if MMA_SPLIT
+#define RW_ISSUE(n)                                                                     \
+  rw_rows(b_s[(n) % SST], LDSB, SB, HV, HV, b, RW_T(b), j0, s, RW_STEP_P0(n), flags, lid, SWG)
+  /* The next step's a and w of this work-item's half (na, nw), and the w
+   * of the first half (nw0) for the second's pre-sum; 0 past the end. */
+  float na[SB / 2], nw[SB / 2], nw0[SB / 2];
+#define RW_AT(x, t) (rw_at(RW_T(x), s, rw_time(p0_ + (t), s.n, flags), flags) + i0 + row)
+#define RW_FETCH(n_)                                                                    \
+  do {                                                                                  \
+    const int p0_ = RW_STEP_P0(n_);                                                     \
+    MMA_UNROLL for (int j = 0; j < SB / 2; ++j) {                                       \
+      const int t = grad ? part * (SB / 2) + j : SB - 1 - part * (SB / 2) - j;          \
+      const int t0 = grad ? j : SB - 1 - j;                                             \
+      const bool ok = p0_ + t < s.n, ok0 = part && p0_ + t0 < s.n;                      \
+      na[j] = ok ? a[RW_AT(a, t)] : 0.0f, nw[j] = ok ? w[RW_AT(w, t)] : 0.0f;           \
+      nw0[j] = ok0 ? w[RW_AT(w, t0)] : 0.0f;                                            \
+    }                                                                                   \
+  } while (0)
+  if (nsteps > 0) RW_FETCH(0);
+#else
 #define RW_ISSUE(n)                                                                     \
   do {                                                                                  \
     const int p0_ = RW_STEP_P0(n), buf_ = (n) % SST;                                    \
@@ -83,6 +111,7 @@ void fcl_rwkv6_chunk_state_mma(
     rw_rows(w_s[buf_], HK, SB, HK, HK, w, RW_T(w), i0, s, p0_, flags, lid, SWG);        \
     rw_rows(b_s[buf_], LDSB, SB, HV, HV, b, RW_T(b), j0, s, p0_, flags, lid, SWG);      \
   } while (0)
+#endif
   for (int n = 0; n < SST - 1; ++n) {
     if (n < nsteps) RW_ISSUE(n);
     mma_cp_commit();
@@ -107,19 +136,24 @@ void fcl_rwkv6_chunk_state_mma(
         *(__global float2 *)(cp + rowb + q * 8) = acc[q].zw;
       }
     }
-    { /* Two work-items a state row (SWG = 2 HK), half the step each: the
-       * second half (in walking order) first sums the first's w, in the
-       * same order as one walk would. The split is in registers. */
-      const int row = lid % HK, part = lid / HK;
+    { /* Each work-item its half of the step: the second half (in walking
+       * order) first sums the first's w, in the same order as one walk
+       * would. The split is in registers. */
       float run = 0.0f;
+      float av[SB / 2], wv[SB / 2]; /* loads first: nothing waits on a store */
+#if MMA_SPLIT
+      if (part) MMA_UNROLL for (int q = 0; q < SB / 2; ++q) run += nw0[q];
+      MMA_UNROLL for (int j = 0; j < SB / 2; ++j) av[j] = na[j], wv[j] = nw[j];
+      if (n + 1 < nsteps) RW_FETCH(n + 1);
+#else
       if (part)
         MMA_UNROLL for (int q = 0; q < SB / 2; ++q)
           run += FCL_RAW_F32(w_s[buf][(grad ? q : SB - 1 - q) * HK + row]);
-      float av[SB / 2], wv[SB / 2]; /* loads first: nothing waits on a store */
       MMA_UNROLL for (int j = 0; j < SB / 2; ++j) {
         const int q = part * (SB / 2) + j, x = (grad ? q : SB - 1 - q) * HK + row;
         av[j] = FCL_RAW_F32(a_s[buf][x]), wv[j] = FCL_RAW_F32(w_s[buf][x]);
       }
+#endif
       MMA_UNROLL for (int j = 0; j < SB / 2; ++j) {
         const int q = part * (SB / 2) + j, t = grad ? q : SB - 1 - q;
         const float xa = ascale * av[j] * exp(run);
@@ -163,6 +197,8 @@ void fcl_rwkv6_chunk_state_mma(
   }
 #undef RW_ISSUE
 #undef RW_STEP_P0
+#undef RW_FETCH
+#undef RW_AT
   if (flags & RW_HT) {
     const long at = (long)bh * K_DIM * V_DIM;
     MMA_UNROLL for (int q = 0; q < NTS; ++q) {

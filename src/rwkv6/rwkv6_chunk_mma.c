@@ -42,9 +42,12 @@ static size_t out_bytes(const fcl_device_info *dev, const fcl_tuning_class *cls,
 static size_t state_bytes(const fcl_device_info *dev, const fcl_tuning_class *cls,
                           const mma_params *c) {
   const size_t sb = c->TC < 32 ? (size_t)c->TC : 32, hk = (size_t)c->HK, hv = (size_t)c->HV;
-  const size_t esize = fcl_dtype_size(cls->dtype), split = parts_of(cls) - 1;
-  return esize * (size_t)c->SST * sb * (2 * hk + hv + 8) + 4 * sb * (hk + 8) +
-         split * 4 * sb * (hv + 8) + 4 * hk +
+  /* 16-bit: a, w, b as stored, SST steps of each; split f32: b only (a
+   * and w go to registers), and b's 16-bit parts. */
+  const size_t split = parts_of(cls) - 1, sst = (size_t)c->SST;
+  const size_t staged = split ? 4 * sst * sb * (hv + 8) + 4 * sb * (hv + 8)
+                              : 2 * sst * sb * (2 * hk + hv + 8);
+  return staged + 4 * sb * (hk + 8) + 4 * hk +
          (dev->mma_emulate ? 1024 * (hk / 16) : 0);
 }
 /* The largest of 64, 32, 16 dividing n. */
@@ -65,11 +68,15 @@ static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fc
   c->TC = wide ? 32 : 64, c->BK = !wide && K % 32 == 0 ? 32 : 16;
   c->HK = tile_of(K), c->HV = tile_of(V), c->SST = 2;
   if (cls->dtype == FCL_F32) {
-    /* Split f32: what fa-tune chose on the H100 for the backward at K=V=64
-     * (T 4096) and 128 (T 1024, 16384): 1.07-1.26x the shrunken 16-bit
-     * defaults. */
+    /* Split f32: chunks as fa-tune chose on the H100 for the backward at
+     * K=V=64 (T 4096) and 128 (T 1024, 16384): 1.07-1.26x the shrunken
+     * 16-bit defaults. Past T = 4096 (few sequence-heads, as a rule)
+     * state tiles of 32: the pass walks a sequence's chunks one after
+     * another, so more tiles side by side pay (B2 H16 T16384 K=V=128
+     * backward: 12.0 ms with 32, 13.0 with 64; B8 H32 T4096 K=V=64: 6.95
+     * with 64, 7.20 with 32). */
     c->TC = 32, c->BK = 16;
-    c->HK = imin(c->HK, 32), c->HV = imin(c->HV, 32);
+    if (cls->bucket >= 3) c->HK = imin(c->HK, 32), c->HV = imin(c->HV, 32);
   }
   while (out_bytes(dev, cls, c) > budget(dev) && (c->BK > 16 || c->TC > 16)) {
     if (c->BK > 16) c->BK /= 2;
@@ -203,22 +210,26 @@ static fcl_rwkv6_chunk_launch state_launch(const mma_params *c) {
   return (fcl_rwkv6_chunk_launch){c->TC, c->HK, c->HV, (size_t)c->HK * 2, 0};
 }
 
-/* The program's kernels with the work-group of the tensor-core kernel;
- * false (and the reason logged) when they do not build. */
-static bool kernels(fcl_context *ctx, const fcl_rwkv6_plan *pl, const char *const *names,
-                    cl_kernel *out, int n) {
+/* The program's kernels with the work-group of the tensor-core kernel.
+ * When they do not build: *fallback (the reason logged), so that the
+ * portable kernels run, unless an override (fcl_tuning_override) asked
+ * for this variant by name: then its build error. */
+static fcl_status kernels(fcl_context *ctx, const fcl_rwkv6_plan *pl, const char *const *names,
+                          cl_kernel *out, int n, bool *fallback) {
   const fcl_variant *kd = pl->cls.variant;
   char opts[768];
   snprintf(opts, sizeof opts, "%s -DWG=%d", pl->options, pl->cfg.v[0] / 16 * 32);
-  for (int i = 0; i < n; ++i)
-    if (fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, names[i], &out[i])) {
-      /* The portable kernels still work: say why and use them. */
-      fcl_log(ctx, "fast path: the rwkv6 chunked kernels do not build, using the portable "
-                   "ones: %s", ctx->message);
-      fcl_clear_error(ctx);
-      return false;
-    }
-  return true;
+  for (int i = 0; i < n; ++i) {
+    const fcl_status s = fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, names[i], &out[i]);
+    if (s == FCL_OK) continue;
+    if (fcl_tuning_overridden(ctx, kd)) return s;
+    fcl_log(ctx, "fast path: the rwkv6 chunked kernels do not build, using the portable "
+                 "ones: %s", ctx->message);
+    fcl_clear_error(ctx);
+    *fallback = true;
+    return FCL_OK;
+  }
+  return FCL_OK;
 }
 
 fcl_status fcl_rwkv6_chunk_mma_backward(fcl_context *ctx, const fcl_rwkv6_desc *d,
@@ -228,7 +239,8 @@ fcl_status fcl_rwkv6_chunk_mma_backward(fcl_context *ctx, const fcl_rwkv6_desc *
   static const char *const names[] = {"fcl_rwkv6_chunk_state_mma", "fcl_rwkv6_chunk_out_mma",
                                       "fcl_rwkv6_chunk_dk", "fcl_rwkv6_chunk_du"};
   cl_kernel k[4];
-  if (!kernels(ctx, pl, names, k, 4)) return *fallback = true, FCL_OK;
+  fcl_status s = kernels(ctx, pl, names, k, 4, fallback);
+  if (s != FCL_OK || *fallback) return s;
   const int wg = c->TC / 16 * 32;
   const fcl_rwkv6_chunk_bwd_launch lb = {state_launch(FCL_CPARAMS(mma_params, &pl->cfg)), c->BK,
                                          wg, (size_t)wg,
@@ -243,11 +255,12 @@ fcl_status fcl_rwkv6_chunk_mma_forward(fcl_context *ctx, const fcl_rwkv6_desc *d
   const int wg = c->TC / 16 * 32;
   static const char *const names[] = {"fcl_rwkv6_chunk_state_mma", "fcl_rwkv6_chunk_out_mma"};
   cl_kernel k[2];
-  if (!kernels(ctx, pl, names, k, 2)) return *fallback = true, FCL_OK;
+  fcl_status s = kernels(ctx, pl, names, k, 2, fallback);
+  if (s != FCL_OK || *fallback) return s;
   const cl_kernel ks = k[0], ko = k[1];
   const fcl_rwkv6_chunk_launch lc = state_launch(c);
   cl_mem ck;
-  fcl_status s = fcl_rwkv6_chunk_begin(ctx, d, p, &lc, t, ks, &ck);
+  s = fcl_rwkv6_chunk_begin(ctx, d, p, &lc, t, ks, &ck);
   if (s != FCL_OK) return s;
   const fcl_rwkv6_chunk_common m = fcl_rwkv6_chunk_common_of(d, p, c->TC, t);
   fcl_args a = {ko, 0, CL_SUCCESS};
