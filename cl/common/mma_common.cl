@@ -1,6 +1,6 @@
-/* Tensor-core helpers for 16-bit data on NVIDIA GPUs through inline PTX
- * (prepend dtype.cl and mma_warp.cl; FCL_DTYPE 1 = f16, 2 = bf16 picks the
- * mma operand type).
+/* Tensor-core helpers for 16-bit operands on NVIDIA GPUs through inline
+ * PTX (prepend dtype.cl and mma_warp.cl; FCL_DTYPE 1 = f16, 2 = bf16 picks
+ * the mma operand type; 0 = f32 data split into bf16 pairs, MMA_SPLIT).
  *
  * Fragments follow PTX's m16n8k16 layouts: A (16x16, row) is a uint4 of
  * packed 16-bit pairs, B (16x8, col) a uint2, C/D (16x8 f32) a float4;
