@@ -84,6 +84,7 @@ static const forced_case cases[] = {
 #define M_F32 "TC=32,BK=16,HK=16,HV=32,SST=2"
 #define M_F32W "TC=32,BK=16,HK=16,HV=16,SST=3"
 #define M_F32S "TC=16,BK=16,HK=32,HV=16,SST=2"
+#define M_F32R "TC=32,BK=16,HK=64,HV=32,SST=2" /* a and w to registers */
 #define F16 OH_DT(FCL_F16)
 #define H16 (OH_DT(FCL_F16) | OH_DT(FCL_BF16))
 static const forced_case mma_cases[] = {
@@ -96,7 +97,7 @@ static const forced_case mma_cases[] = {
   C(M_32, .name = "mma chunks of 32 K32 V48 padded", .dtypes = F16, .algos = CH, .dk = 32, .dv = 48, .b = 2, .t = 70, .h = 2, .lin = TU_PADDED, .lout = TU_PADDED, .off = 3),
   C(M_16, .name = "mma chunks of 16 varlen scale", .dtypes = BF16, .algos = CH, .nseq = 3, .lens = {17, 40, 2}, .h = 2, .scale = 0.3f),
   C(M_F32, .name = "mma split f32 T=300 mixed", .dtypes = F32, .algos = CH, .b = 2, .t = 300, .h = 2, .decay = OH_W_MIX),
-  C(M_F32, .name = "mma split f32 varlen mid-chunk reverse strong", .dtypes = F32, .algos = CH, .nseq = 5, .lens = {100, 1, 0, 257, 65}, .h = 2, .reverse = 1, .decay = OH_W_STRONG),
+  C(M_F32R, .name = "mma split f32 varlen mid-chunk reverse strong", .dtypes = F32, .algos = CH, .nseq = 5, .lens = {100, 1, 0, 257, 65}, .h = 2, .reverse = 1, .decay = OH_W_STRONG),
   C(M_F32W, .name = "mma split f32 K128 V128 extreme h0 NULL", .dtypes = F32, .algos = CH, .dk = 128, .dv = 128, .b = 1, .t = 100, .h = 1, .decay = OH_W_EXTREME, .no_h0 = 1),
   C(M_F32S, .name = "mma split f32 chunks of 16 K32 V48 padded", .dtypes = F32, .algos = CH, .dk = 32, .dv = 48, .b = 2, .t = 70, .h = 2, .lin = TU_PADDED, .lout = TU_PADDED, .off = 3),
 };

@@ -13,10 +13,13 @@
  * in reverse, a_t decayed from the step's start). Per step:
  *   - its a, w and b rows come as stored by cp.async, SST steps in flight
  *     (RW_ALIGNED: rows at 16-byte multiples; else plain loads); f32 data
- *     (MMA_SPLIT) brings a and w straight to the registers of the
- *     work-items that use them instead, one step ahead (consecutive
- *     work-items read consecutive columns), which leaves local memory for
- *     the tiles of 64 that read each operand once;
+ *     (MMA_SPLIT) in tiles of more than 32 rows (RW_AW_REGS) brings a and
+ *     w straight to the registers of the work-items that use them instead,
+ *     one step ahead (consecutive work-items read consecutive columns):
+ *     staged, tiles of 64 would not fit 48 KiB, and fewer, larger tiles
+ *     read each operand fewer times (but where few sequence-heads leave
+ *     the walk's latency exposed, as at T = 16384, the staged tiles of 32
+ *     are faster);
  *   - two work-items per state row take the running sum of w over the
  *     step in f32 (every exponent <= 0, as in the portable pass) and
  *     splits x = a_t e^{..} (times scale for the gradient) into two 16-bit
@@ -28,6 +31,7 @@
  *     m16n8k16 products.
  * The checkpoints are stored from the accumulators at each chunk's start. */
 #define SWARPS (HK / 16)
+#define RW_AW_REGS (MMA_SPLIT && HK > 32) /* a and w to registers, not staged */
 #define SWG (SWARPS * 32)
 #define SB (TC < 32 ? TC : 32) /* positions a step */
 #define SPC (TC / SB)          /* steps a chunk */
@@ -48,7 +52,7 @@ void fcl_rwkv6_chunk_state_mma(
     const __global float *in, __global float *out, __global float *ck,
     const __global int *cu, RW_TENSOR(a), RW_TENSOR(w), RW_TENSOR(b), int seqlen,
     int heads, int nchunk, float scale, int flags, int c_begin, int c_end) {
-#if !MMA_SPLIT
+#if !RW_AW_REGS
   __local fcl_raw a_s[SST][SB * HK] __attribute__((aligned(16)));
   __local fcl_raw w_s[SST][SB * HK] __attribute__((aligned(16)));
 #endif
@@ -84,7 +88,7 @@ void fcl_rwkv6_chunk_state_mma(
 #define RW_STEP_P0(n)                                                                   \
   ((grad ? last - 1 - (n) / SPC : c_begin + (n) / SPC) * TC +                           \
    (grad ? SPC - 1 - (n) % SPC : (n) % SPC) * SB)
-#if MMA_SPLIT
+#if RW_AW_REGS
 #define RW_ISSUE(n)                                                                     \
   rw_rows(b_s[(n) % SST], LDSB, SB, HV, HV, b, RW_T(b), j0, s, RW_STEP_P0(n), flags, lid, SWG)
   /* The next step's a and w of this work-item's half (na, nw), and the w
@@ -141,7 +145,7 @@ void fcl_rwkv6_chunk_state_mma(
        * would. The split is in registers. */
       float run = 0.0f;
       float av[SB / 2], wv[SB / 2]; /* loads first: nothing waits on a store */
-#if MMA_SPLIT
+#if RW_AW_REGS
       if (part) MMA_UNROLL for (int q = 0; q < SB / 2; ++q) run += nw0[q];
       MMA_UNROLL for (int j = 0; j < SB / 2; ++j) av[j] = na[j], wv[j] = nw[j];
       if (n + 1 < nsteps) RW_FETCH(n + 1);

@@ -42,11 +42,12 @@ static size_t out_bytes(const fcl_device_info *dev, const fcl_tuning_class *cls,
 static size_t state_bytes(const fcl_device_info *dev, const fcl_tuning_class *cls,
                           const mma_params *c) {
   const size_t sb = c->TC < 32 ? (size_t)c->TC : 32, hk = (size_t)c->HK, hv = (size_t)c->HV;
-  /* 16-bit: a, w, b as stored, SST steps of each; split f32: b only (a
-   * and w go to registers), and b's 16-bit parts. */
+  /* a, w, b as stored, SST steps of each, except a and w of split f32
+   * tiles of more than 32 rows (RW_AW_REGS: to registers); split, b's
+   * 16-bit parts. */
   const size_t split = parts_of(cls) - 1, sst = (size_t)c->SST;
-  const size_t staged = split ? 4 * sst * sb * (hv + 8) + 4 * sb * (hv + 8)
-                              : 2 * sst * sb * (2 * hk + hv + 8);
+  const size_t esize = fcl_dtype_size(cls->dtype), aw = split && hk > 32 ? 0 : 2 * hk;
+  const size_t staged = esize * sst * sb * (aw + hv + 8) + split * 4 * sb * (hv + 8);
   return staged + 4 * sb * (hk + 8) + 4 * hk +
          (dev->mma_emulate ? 1024 * (hk / 16) : 0);
 }
