@@ -51,7 +51,8 @@ if(FCL_OCLGRIND)
   #              kernels run about 10 times slower than the others;
   #   _mma_rwkv6 FCL_MMA_EMULATE=1: the chunked RWKV6 kernels on tensor
   #              cores (state pass, output and dv, dr dk dw), emulated, on
-  #              the case with K and V multiples of 16, with NVIDIA's 48 KiB
+  #              the cases with K and V multiples of 16 (bf16, and f32 split
+  #              into bf16 pairs), with NVIDIA's 48 KiB
   #              of local memory (the forward then takes its chunks of 64:
   #              4 warps); without --uninitialized, whose plugin (Oclgrind
   #              21.10) crashes with a segmentation fault in them before it
@@ -66,7 +67,7 @@ if(FCL_OCLGRIND)
   #              with out-of-range cache_seqlens, block_table,
   #              cache_batch_idx and cu_seqlens_q entries: every buffer fits
   #              its view, so an index that escapes its checks is reported.
-  # Times on 2 shared cores: about 50 s, 60 s, 20 s, 95 s, 10 s, 30 s and
+  # Times on 2 shared cores: about 50 s, 60 s, 20 s, 95 s, 20 s, 30 s and
   # 10 s.
   set(_ocl_bwd fcl_attention_bwd_delta fcl_attention_bwd_dq fcl_attention_bwd_dkdv)
   set(_ocl_rwkv6 fcl_rwkv6_fwd_recurrent fcl_rwkv6_bwd_forward fcl_rwkv6_bwd_reverse

@@ -98,6 +98,10 @@ static const rcase rwkv_cases[] = {
    * tensor cores (state pass, output and dv, dr dk dw), emulated. */
   R("chunked K 16 V 32 varlen reverse", FCL_BF16, FCL_RWKV6_CHUNKED, 0, 0, 1, 16, 32,
     .nseq = 2, .lens = {21, 3}, .reverse = 1, .h0 = 1, .dht = 1),
+  /* ... f32, whose operands the tensor-core kernels split into bf16 pairs
+   * (the lo twins of every 16-bit tile). */
+  R("chunked K 16 V 32 split f32", FCL_F32, FCL_RWKV6_CHUNKED, 1, 37, 1, 16, 32, .h0 = 1,
+    .dht = 1),
 };
 
 static int g_run = 0, g_failed = 0;
