@@ -14,7 +14,10 @@
  * CPU kernel applies (PoCL).
  * mma: the tensor-core forward (NVIDIA, or FCL_MMA_EMULATE=1) with block
  * sizes its defaults do not take (3 warps, key tiles of 16 and 40, two m16
- * tiles a warp with windows, softcap, ALiBi, varlen and a masked NaN).
+ * tiles a warp with windows, softcap, ALiBi, varlen and a masked NaN),
+ * and the tensor-core backward likewise (two m16 tiles of queries a warp
+ * for dQ and of keys for dK/dV, 1 and 3 warps), run on the forward's o and
+ * lse with dO as input.
  * Elsewhere each mode says that its kernel does not run and passes. */
 #include "op_harness.h"
 #define FCL_STATIC_LINKING_ONLY
@@ -63,6 +66,9 @@ static const forced_case cpu_cases[] = {
 #define M3 "WARPS=2,BLOCK_N=32,MT=1"
 #define M4 "WARPS=2,BLOCK_N=32,MT=2" /* two m16 tiles a warp */
 #define M5 "WARPS=3,BLOCK_N=48,MT=2"
+#define B1 "WARPS=2,BLOCK_N=32,MT=2"
+#define B2 "WARPS=3,BLOCK_N=48,MT=2"
+#define B3 "WARPS=1,BLOCK_N=16,MT=2"
 
 static const forced_case mma_cases[] = {
   {"attention_fwd_mma", M1, FCL_F32, 1, 100, 77, 2, 1, 128, 128, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},
@@ -73,6 +79,10 @@ static const forced_case mma_cases[] = {
   {"attention_fwd_mma", M4, FCL_BF16, 1, 100, 200, 2, 2, 128, 128, 0, 40, 9, 0, 1, 0, {0}, {0}, 1},
   {"attention_fwd_mma", M5, FCL_F16, 0, 0, 0, 2, 2, 80, 40, 0, 30, 2, 4.0, 1, 3, {40, 0, 97}, {33, 9, 91}, 0},
   {"attention_fwd_mma", M5, FCL_BF16, 1, 129, 129, 2, 1, 64, 64, 1, -1, -1, 0, 0, 0, {0}, {0}, 1},
+  {"attention_bwd_mma", B1, FCL_F16, 1, 150, 133, 2, 1, 64, 64, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},
+  {"attention_bwd_mma", B2, FCL_BF16, 0, 0, 0, 2, 2, 80, 40, 0, 30, 2, 4.0, 1, 3, {40, 0, 97}, {33, 9, 91}, 0},
+  {"attention_bwd_mma", B3, FCL_BF16, 1, 100, 200, 2, 2, 128, 128, 0, 40, 9, 0, 1, 0, {0}, {0}, 1},
+  {"attention_bwd_mma", B1, FCL_F16, 2, 61, 90, 4, 2, 64, 64, 0, -1, -1, 0, 0, 0, {0}, {0}, 1},
 };
 
 static int g_failed = 0;
@@ -94,7 +104,9 @@ static int run(fcl_context *ctx, const forced_case *c, int idx) {
   p.alibi_slopes = c->alibi ? slopes : NULL;
 
   const oh_attention_sizes n = oh_attention_count(&p);
+  const int bwd = strcmp(c->kernel, "attention_bwd_mma") == 0;
   double *q = malloc(8 * n.q), *k = malloc(8 * n.k), *v = malloc(8 * n.v);
+  double *dout = bwd ? malloc(8 * n.o) : NULL;
   tu_rng g;
   tu_rng_seed(&g, 1000 + (uint64_t)idx);
   tu_fill_uniform(&g, q, n.q, -2.0, 2.0);
@@ -103,21 +115,25 @@ static int run(fcl_context *ctx, const forced_case *c, int idx) {
   tu_round_array(q, n.q, c->dt);
   tu_round_array(k, n.k, c->dt);
   tu_round_array(v, n.v, c->dt);
+  if (dout) {
+    tu_fill_uniform(&g, dout, n.o, -1.0, 1.0);
+    tu_round_array(dout, n.o, c->dt);
+  }
   if (c->nan_v) v[(p.seqlen_k / 2) * c->hkv * c->dv + 3] = NAN;
 
   char why[2048] = "";
   fcl_status s = fcl_tuning_override(ctx, fcl_variant_find(c->kernel), c->params);
-  const int ok = s == FCL_OK && oh_attention_verify(ctx, &p, c->dt, q, k, v, NULL, 1, why,
+  const int ok = s == FCL_OK && oh_attention_verify(ctx, &p, c->dt, q, k, v, dout, 1, why,
                                                     sizeof why);
   fcl_tuning_override(ctx, fcl_variant_find(c->kernel), NULL);
-  printf("%s %-4s %s | b%lld sq%lld sk%lld h%lld/%lld d%lld/%lld%s%s%s%s%s |%s\n",
-         ok ? "PASS" : "FAIL", tu_dtype_name(c->dt), c->params, (long long)p.batch,
+  printf("%s %-4s %s %s | b%lld sq%lld sk%lld h%lld/%lld d%lld/%lld%s%s%s%s%s |%s\n",
+         ok ? "PASS" : "FAIL", tu_dtype_name(c->dt), bwd ? "bwd" : "fwd", c->params, (long long)p.batch,
          (long long)p.seqlen_q, (long long)p.seqlen_k, (long long)c->hq, (long long)c->hkv,
          (long long)c->d, (long long)c->dv, c->causal ? " causal" : "",
          c->wl >= 0 || c->wr >= 0 ? " window" : "", c->softcap > 0 ? " softcap" : "",
          c->alibi ? " alibi" : "", c->nan_v ? " NaN-in-v" : "", why);
   fflush(stdout);
-  free(q), free(k), free(v);
+  free(q), free(k), free(v), free(dout);
   return ok;
 }
 

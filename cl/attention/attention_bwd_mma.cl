@@ -4,13 +4,17 @@
  * element is summed by one lane in a fixed order.
  *
  * fcl_attention_bwd_mma_dq: a work-group of WARPS warps owns
- * 16 * WARPS query rows (16 a warp, Q and dO fragments in registers)
- * and walks key tiles of BLOCK_N keys: S = Q K^T, dP = dO V^T,
- * P = exp2(S - lse), dS = P (dP - delta) scaled, dQ += dS K.
- * fcl_attention_bwd_mma_dkdv: a work-group owns 16 * WARPS keys of one
- * kv head (K in local memory, V fragments in registers) and walks tiles of
+ * BLOCK_M = 16 * MT * WARPS query rows (MT m16 tiles a warp, Q and dO
+ * fragments in registers) and walks key tiles of BLOCK_N keys:
+ * S = Q K^T, dP = dO V^T, P = exp2(S - lse), dS = P (dP - delta) scaled,
+ * dQ += dS K.
+ * fcl_attention_bwd_mma_dkdv: a work-group owns BLOCK_M keys of one kv
+ * head (K in local memory, V fragments in registers) and walks tiles of
  * BLOCK_N queries of every query head of its group: S^T = K Q^T,
  * dP^T = V dO^T, dV += P^T dO, dK += dS^T Q.
+ * With MT = 2 every B fragment read from local memory (K and V tiles for
+ * dQ, Q and dO tiles for dK/dV) feeds two mma, as FlashAttention-2's 32
+ * rows a warp do.
  * P and dS are rounded to the storage type for the products that use them.
  * Head dims are padded with zeros to multiples of 16.
  * Masked pairs: P and dS are selected to exactly 0 (whatever the score, dP
@@ -33,6 +37,9 @@
 #ifndef BLOCK_N
 #define BLOCK_N 64
 #endif
+#ifndef MT
+#define MT 1 /* m16 tiles a warp */
+#endif
 #ifndef MMA_GENERAL
 #define MMA_GENERAL 1
 #endif
@@ -41,7 +48,7 @@
 #endif
 
 #define WG (WARPS * 32)
-#define BLOCK_M (16 * WARPS)
+#define BLOCK_M (16 * MT * WARPS)
 #define DP ((HEAD_DIM + 15) / 16 * 16)
 #define DVP ((HEAD_DIM_V + 15) / 16 * 16)
 #define LDK (DP + 8)
@@ -122,29 +129,54 @@ inline float bm_ds(float s, float dp, int i, int j, bool full, int diag, int sq,
     else          { dst_[(n_) / 2].x = lo_; dst_[(n_) / 2].y = hi_; }      \
   } while (0)
 
-/* acc[0 .. 2 * nb) += A (16 x BLOCK_N, fragments a) times the local tile
- * (BLOCK_N rows of pitch ld), read transposed: 16 output columns a step. */
+/* acc[mt][0 .. 2 * nb) += A[mt] (16 x BLOCK_N, fragments a[mt]) times the
+ * local tile (BLOCK_N rows of pitch ld), read transposed: 16 output
+ * columns a step, each B fragment feeding the warp's MT tiles. */
 #define MMA_ACC_T(acc, a, tile, ld, nb)                                              \
   MMA_UNROLL for (int kk_ = 0; kk_ < BLOCK_N / 16; ++kk_) {                          \
     MMA_UNROLL for (int c_ = 0; c_ < (nb); ++c_) {                                   \
       const uint4 b_ = mma_ldsm_x4_t(                                                \
           tile, (kk_ * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * (ld) + c_ * 16 +   \
                     (lane >> 4) * 8);                                                \
-      acc[2 * c_] = mma_16816(a[kk_], b_.xy, acc[2 * c_]);                           \
-      acc[2 * c_ + 1] = mma_16816(a[kk_], b_.zw, acc[2 * c_ + 1]);                   \
+      MMA_UNROLL for (int mt_ = 0; mt_ < MT; ++mt_) {                                \
+        acc[mt_][2 * c_] = mma_16816(a[mt_][kk_], b_.xy, acc[mt_][2 * c_]);          \
+        acc[mt_][2 * c_ + 1] = mma_16816(a[mt_][kk_], b_.zw, acc[mt_][2 * c_ + 1]);  \
+      }                                                                              \
     }                                                                                \
   }
 
-/* s[0 .. NT) += A (16 x 16 * nk, fragments a) times the tile's rows, as B
- * (BLOCK_N rows of pitch ld: row n is column n of B). */
+/* s[mt][0 .. NT) += A[mt] (16 x 16 * nk, fragments a[mt]) times the tile's
+ * rows, as B (BLOCK_N rows of pitch ld: row n is column n of B). */
 #define MMA_SCORES(s, a, tile, ld, nk)                                              \
   MMA_UNROLL for (int kk_ = 0; kk_ < (nk); ++kk_) {                                 \
     MMA_UNROLL for (int np_ = 0; np_ < NT / 2; ++np_) {                             \
       const uint4 b_ = mma_ldsm_x4(                                                 \
           tile, (np_ * 16 + (lane >> 4) * 8 + (lane & 7)) * (ld) + kk_ * 16 +       \
                     ((lane >> 3) & 1) * 8);                                         \
-      s[2 * np_] = mma_16816(a[kk_], b_.xy, s[2 * np_]);                            \
-      s[2 * np_ + 1] = mma_16816(a[kk_], b_.zw, s[2 * np_ + 1]);                    \
+      MMA_UNROLL for (int mt_ = 0; mt_ < MT; ++mt_) {                               \
+        s[mt_][2 * np_] = mma_16816(a[mt_][kk_], b_.xy, s[mt_][2 * np_]);           \
+        s[mt_][2 * np_ + 1] = mma_16816(a[mt_][kk_], b_.zw, s[mt_][2 * np_ + 1]);   \
+      }                                                                             \
+    }                                                                               \
+  }
+
+/* The m16 tile mt of this warp: its first row within the block. */
+#define MT_ROW(mt) ((warp * MT + (mt)) * 16)
+
+/* Rows r0, r1 (this lane's of one m16 tile, those below lim) of the C
+ * fragments acc[0 .. nt) to dst: columns d < width. */
+#define BM_STORE_ROWS(dst, base, stride, width, nt, acc, r0, r1, lim)               \
+  MMA_UNROLL for (int n_ = 0; n_ < (nt); ++n_) {                                    \
+    const int d_ = n_ * 8 + 2 * t4;                                                 \
+    if ((r0) < (lim)) {                                                             \
+      const long at_ = (base) + (long)(r0) * (stride) + d_;                         \
+      if (d_ < (width)) FCL_STORE(dst, at_, acc[n_].x);                             \
+      if (d_ + 1 < (width)) FCL_STORE(dst, at_ + 1, acc[n_].y);                     \
+    }                                                                               \
+    if ((r1) < (lim)) {                                                             \
+      const long at_ = (base) + (long)(r1) * (stride) + d_;                         \
+      if (d_ < (width)) FCL_STORE(dst, at_, acc[n_].z);                             \
+      if (d_ + 1 < (width)) FCL_STORE(dst, at_ + 1, acc[n_].w);                     \
     }                                                                               \
   }
 
@@ -173,23 +205,25 @@ void fcl_attention_bwd_mma_delta(
   mma_cp_commit();
   mma_cp_wait_all();
   barrier(CLK_LOCAL_MEM_FENCE);
-  float4 d0 = (float4)(0.0f), d1 = (float4)(0.0f);
-  MMA_UNROLL for (int kk = 0; kk < DVP / 16; ++kk) {
-    const uint4 a = mma_ldsm_x4(do_s, (warp * 16 + (lane & 15)) * LDV + kk * 16 + (lane >> 4) * 8);
-    const uint4 bo = mma_ldsm_x4(
-        o_s, (warp * 16 + (lane >> 4) * 8 + (lane & 7)) * LDV + kk * 16 + ((lane >> 3) & 1) * 8);
-    d0 = mma_16816(a, bo.xy, d0);
-    d1 = mma_16816(a, bo.zw, d1);
-  }
-  /* (g, g) sits in tile 0 and (g + 8, g + 8) in tile 1, both with lane
-   * 4 g + g / 2; they go out through local memory, one work-item a row. */
-  if (t4 == g >> 1) {
-    dsum_s[warp * 16 + g] = (g & 1) ? d0.y : d0.x;
-    dsum_s[warp * 16 + g + 8] = (g & 1) ? d1.w : d1.z;
+  MMA_UNROLL for (int mt = 0; mt < MT; ++mt) {
+    float4 d0 = (float4)(0.0f), d1 = (float4)(0.0f);
+    MMA_UNROLL for (int kk = 0; kk < DVP / 16; ++kk) {
+      const uint4 a = mma_ldsm_x4(do_s, (MT_ROW(mt) + (lane & 15)) * LDV + kk * 16 + (lane >> 4) * 8);
+      const uint4 bo = mma_ldsm_x4(
+          o_s, (MT_ROW(mt) + (lane >> 4) * 8 + (lane & 7)) * LDV + kk * 16 + ((lane >> 3) & 1) * 8);
+      d0 = mma_16816(a, bo.xy, d0);
+      d1 = mma_16816(a, bo.zw, d1);
+    }
+    /* (g, g) sits in tile 0 and (g + 8, g + 8) in tile 1, both with lane
+     * 4 g + g / 2; they go out through local memory, one work-item a row. */
+    if (t4 == g >> 1) {
+      dsum_s[MT_ROW(mt) + g] = (g & 1) ? d0.y : d0.x;
+      dsum_s[MT_ROW(mt) + g + 8] = (g & 1) ? d1.w : d1.z;
+    }
   }
   barrier(CLK_LOCAL_MEM_FENCE);
-  if (lid < BLOCK_M && i0 + lid < s.sq)
-    delta[s.stat_row0 + (long)h * stat_sh + i0 + lid] = dsum_s[lid];
+  for (int r = lid; r < BLOCK_M; r += WG)
+    if (i0 + r < s.sq) delta[s.stat_row0 + (long)h * stat_sh + i0 + r] = dsum_s[r];
 }
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
@@ -213,16 +247,16 @@ void fcl_attention_bwd_mma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR(d
   const long vb = bm_base(v_off, v_sb, v_ss, v_sh, b, s.k_tok, hk);
   const int diag = s.sk - s.sq + diag_shift, sk = s.sk, sq = s.sq; /* row i at key i + diag */
   const float slope_l2 = (flags & 2) ? alibi[h] * FCL_LOG2E : 0.0f;
-  const int r0 = i0 + warp * 16 + g, r1 = r0 + 8;
-  float lse0, lse1, dl0, dl1;
-  {
-    const long st = s.stat_row0 + (long)h * stat_sh;
-    const float a0 = lse[st + min(r0, s.sq - 1)], a1 = lse[st + min(r1, s.sq - 1)];
-    lse0 = a0 == -INFINITY ? INFINITY : a0 * FCL_LOG2E;
-    lse1 = a1 == -INFINITY ? INFINITY : a1 * FCL_LOG2E;
-    dl0 = delta[st + min(r0, s.sq - 1)];
-    dl1 = delta[st + min(r1, s.sq - 1)];
-  }
+  int rr[MT][2]; /* this lane's rows of each m16 tile */
+  float lse2[MT][2], dl[MT][2];
+  MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
+    MMA_UNROLL for (int e = 0; e < 2; ++e) {
+      const long st = s.stat_row0 + (long)h * stat_sh + min(i0 + MT_ROW(mt) + g + 8 * e, s.sq - 1);
+      const float a = lse[st];
+      rr[mt][e] = i0 + MT_ROW(mt) + g + 8 * e;
+      lse2[mt][e] = a == -INFINITY ? INFINITY : a * FCL_LOG2E;
+      dl[mt][e] = delta[st];
+    }
   const int i_last = min(i0 + BLOCK_M, s.sq) - 1;
   const int j_lo = max(0, i0 + diag - wl);
   const int j_hi = min(sk - 1, i_last + diag + wr);
@@ -232,13 +266,15 @@ void fcl_attention_bwd_mma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR(d
   mma_cp_commit();
   mma_cp_wait_all();
   barrier(CLK_LOCAL_MEM_FENCE);
-  uint4 qf[DP / 16], dof[DVP / 16];
-  MMA_UNROLL for (int kk = 0; kk < DP / 16; ++kk)
-    qf[kk] = mma_ldsm_x4(k_s, (warp * 16 + (lane & 15)) * LDK + kk * 16 + (lane >> 4) * 8);
-  MMA_UNROLL for (int kk = 0; kk < DVP / 16; ++kk)
-    dof[kk] = mma_ldsm_x4(v_s, (warp * 16 + (lane & 15)) * LDV + kk * 16 + (lane >> 4) * 8);
-  float4 acc[DP / 8];
-  MMA_UNROLL for (int n = 0; n < DP / 8; ++n) acc[n] = (float4)(0.0f);
+  uint4 qf[MT][DP / 16], dof[MT][DVP / 16];
+  float4 acc[MT][DP / 8];
+  MMA_UNROLL for (int mt = 0; mt < MT; ++mt) {
+    MMA_UNROLL for (int kk = 0; kk < DP / 16; ++kk)
+      qf[mt][kk] = mma_ldsm_x4(k_s, (MT_ROW(mt) + (lane & 15)) * LDK + kk * 16 + (lane >> 4) * 8);
+    MMA_UNROLL for (int kk = 0; kk < DVP / 16; ++kk)
+      dof[mt][kk] = mma_ldsm_x4(v_s, (MT_ROW(mt) + (lane & 15)) * LDV + kk * 16 + (lane >> 4) * 8);
+    MMA_UNROLL for (int n = 0; n < DP / 8; ++n) acc[mt][n] = (float4)(0.0f);
+  }
 
   for (int j0 = (j_lo / BLOCK_N) * BLOCK_N; j0 <= j_hi; j0 += BLOCK_N) {
     barrier(CLK_LOCAL_MEM_FENCE); /* everyone is done with the last tiles */
@@ -262,27 +298,30 @@ void fcl_attention_bwd_mma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR(d
         nf_any |= nfb[w] != 0u;
       }
     }
-    float4 sc[NT], dp[NT];
-    MMA_UNROLL for (int n = 0; n < NT; ++n) sc[n] = dp[n] = (float4)(0.0f);
+    float4 sc[MT][NT], dp[MT][NT];
+    MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
+      MMA_UNROLL for (int n = 0; n < NT; ++n) sc[mt][n] = dp[mt][n] = (float4)(0.0f);
     MMA_SCORES(sc, qf, k_s, LDK, DP / 16);
     MMA_SCORES(dp, dof, v_s, LDV, DVP / 16);
     const bool full = j0 >= i_last + diag - wl && j0 + BLOCK_N - 1 <= i0 + diag + wr &&
                       j0 + BLOCK_N <= sk;
-    uint4 dsf[NT / 2];
-    MMA_UNROLL for (int n = 0; n < NT; ++n) {
-      const int j = j0 + n * 8 + 2 * t4;
-      float4 ds;
-      float p;
-      ds.x = bm_ds(sc[n].x, dp[n].x, r0, j, full, diag, sq, sk, wl, wr, qk_scale, softcap_l2,
-                   slope_l2, lse0, dl0, scale, &p);
-      ds.y = bm_ds(sc[n].y, dp[n].y, r0, j + 1, full, diag, sq, sk, wl, wr, qk_scale,
-                   softcap_l2, slope_l2, lse0, dl0, scale, &p);
-      ds.z = bm_ds(sc[n].z, dp[n].z, r1, j, full, diag, sq, sk, wl, wr, qk_scale, softcap_l2,
-                   slope_l2, lse1, dl1, scale, &p);
-      ds.w = bm_ds(sc[n].w, dp[n].w, r1, j + 1, full, diag, sq, sk, wl, wr, qk_scale,
-                   softcap_l2, slope_l2, lse1, dl1, scale, &p);
-      MMA_PACK_A(dsf, n, ds);
-    }
+    uint4 dsf[MT][NT / 2];
+    MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
+      MMA_UNROLL for (int n = 0; n < NT; ++n) {
+        const int j = j0 + n * 8 + 2 * t4, ra = rr[mt][0], rb = rr[mt][1];
+        const float la = lse2[mt][0], lb = lse2[mt][1], da = dl[mt][0], db = dl[mt][1];
+        float4 ds;
+        float p;
+        ds.x = bm_ds(sc[mt][n].x, dp[mt][n].x, ra, j, full, diag, sq, sk, wl, wr, qk_scale,
+                     softcap_l2, slope_l2, la, da, scale, &p);
+        ds.y = bm_ds(sc[mt][n].y, dp[mt][n].y, ra, j + 1, full, diag, sq, sk, wl, wr, qk_scale,
+                     softcap_l2, slope_l2, la, da, scale, &p);
+        ds.z = bm_ds(sc[mt][n].z, dp[mt][n].z, rb, j, full, diag, sq, sk, wl, wr, qk_scale,
+                     softcap_l2, slope_l2, lb, db, scale, &p);
+        ds.w = bm_ds(sc[mt][n].w, dp[mt][n].w, rb, j + 1, full, diag, sq, sk, wl, wr, qk_scale,
+                     softcap_l2, slope_l2, lb, db, scale, &p);
+        MMA_PACK_A(dsf[mt], n, ds);
+      }
     MMA_SPECIAL(nf_any) { /* uniform over the work-group */
       barrier(CLK_LOCAL_MEM_FENCE); /* S is done with K */
       if (nf_any) mma_tile_scan(k_s, LDK, BLOCK_N, DP, 1, nf_s, lid, WG);
@@ -290,23 +329,14 @@ void fcl_attention_bwd_mma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR(d
     }
     MMA_ACC_T(acc, dsf, k_s, LDK, DP / 16);
     MMA_SPECIAL(nf_any)
-      MMA_FIX_NONFINITE(acc, DP / 8, dsf, nfb, k, kb, k_ss, j0, HEAD_DIM, r0, r1, BM_VISIBLE);
+      MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
+        MMA_FIX_NONFINITE(acc[mt], DP / 8, dsf[mt], nfb, k, kb, k_ss, j0, HEAD_DIM, rr[mt][0],
+                          rr[mt][1], BM_VISIBLE);
   }
 
   const long dqb = bm_base(dq_off, dq_sb, dq_ss, dq_sh, b, s.q_tok, h);
-  MMA_UNROLL for (int n = 0; n < DP / 8; ++n) {
-    const int d = n * 8 + 2 * t4;
-    if (r0 < s.sq) {
-      const long at = dqb + (long)r0 * dq_ss + d;
-      if (d < HEAD_DIM) FCL_STORE(dq, at, acc[n].x);
-      if (d + 1 < HEAD_DIM) FCL_STORE(dq, at + 1, acc[n].y);
-    }
-    if (r1 < s.sq) {
-      const long at = dqb + (long)r1 * dq_ss + d;
-      if (d < HEAD_DIM) FCL_STORE(dq, at, acc[n].z);
-      if (d + 1 < HEAD_DIM) FCL_STORE(dq, at + 1, acc[n].w);
-    }
-  }
+  MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
+    BM_STORE_ROWS(dq, dqb, dq_ss, HEAD_DIM, DP / 8, acc[mt], rr[mt][0], rr[mt][1], s.sq);
 }
 
 /* Key r seen by query c. */
@@ -335,19 +365,23 @@ void fcl_attention_bwd_mma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR
   const int j_last = min(j0 + BLOCK_M, sk) - 1;
   const int i_lo = max(0, j0 - diag - wr);
   const int i_hi = min(s.sq - 1, j_last - diag + wl);
-  const int r0 = j0 + warp * 16 + g, r1 = r0 + 8; /* this lane's keys */
+  int rk[MT][2]; /* this lane's keys of each m16 tile */
+  MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
+    rk[mt][0] = j0 + MT_ROW(mt) + g, rk[mt][1] = rk[mt][0] + 8;
 
   mma_tile_load(k_s, LDK, BLOCK_M, DP, k, kb, k_ss, j0, sk, HEAD_DIM, lid, WG);
   mma_tile_load(do_s, LDV, BLOCK_M, DVP, v, vb, v_ss, j0, sk, HEAD_DIM_V, lid, WG);
   mma_cp_commit();
   mma_cp_wait_all();
   barrier(CLK_LOCAL_MEM_FENCE);
-  uint4 vf[DVP / 16];
-  MMA_UNROLL for (int kk = 0; kk < DVP / 16; ++kk)
-    vf[kk] = mma_ldsm_x4(do_s, (warp * 16 + (lane & 15)) * LDV + kk * 16 + (lane >> 4) * 8);
-  float4 gk[DP / 8], gv[DVP / 8];
-  MMA_UNROLL for (int n = 0; n < DP / 8; ++n) gk[n] = (float4)(0.0f);
-  MMA_UNROLL for (int n = 0; n < DVP / 8; ++n) gv[n] = (float4)(0.0f);
+  uint4 vf[MT][DVP / 16];
+  float4 gk[MT][DP / 8], gv[MT][DVP / 8];
+  MMA_UNROLL for (int mt = 0; mt < MT; ++mt) {
+    MMA_UNROLL for (int kk = 0; kk < DVP / 16; ++kk)
+      vf[mt][kk] = mma_ldsm_x4(do_s, (MT_ROW(mt) + (lane & 15)) * LDV + kk * 16 + (lane >> 4) * 8);
+    MMA_UNROLL for (int n = 0; n < DP / 8; ++n) gk[mt][n] = (float4)(0.0f);
+    MMA_UNROLL for (int n = 0; n < DVP / 8; ++n) gv[mt][n] = (float4)(0.0f);
+  }
 
   for (int h = hk * group; h < (hk + 1) * group; ++h) {
     const long qb = bm_base(q_off, q_sb, q_ss, q_sh, b, s.q_tok, h);
@@ -387,34 +421,40 @@ void fcl_attention_bwd_mma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR
           nfo_any |= nfo[w] != 0u;
         }
       }
-      float4 sc[NT], dp[NT];
-      MMA_UNROLL for (int n = 0; n < NT; ++n) sc[n] = dp[n] = (float4)(0.0f);
+      float4 sc[MT][NT], dp[MT][NT];
+      MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
+        MMA_UNROLL for (int n = 0; n < NT; ++n) sc[mt][n] = dp[mt][n] = (float4)(0.0f);
       {
-        uint4 kf[DP / 16];
-        MMA_UNROLL for (int kk = 0; kk < DP / 16; ++kk)
-          kf[kk] = mma_ldsm_x4(k_s, (warp * 16 + (lane & 15)) * LDK + kk * 16 + (lane >> 4) * 8);
+        uint4 kf[MT][DP / 16];
+        MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
+          MMA_UNROLL for (int kk = 0; kk < DP / 16; ++kk)
+            kf[mt][kk] =
+                mma_ldsm_x4(k_s, (MT_ROW(mt) + (lane & 15)) * LDK + kk * 16 + (lane >> 4) * 8);
         MMA_SCORES(sc, kf, q_s, LDK, DP / 16);
       }
       MMA_SCORES(dp, vf, do_s, LDV, DVP / 16);
       const bool full = i0 + BLOCK_N <= s.sq && j0 >= i0 + BLOCK_N - 1 + diag - wl &&
                         j_last <= i0 + diag + wr;
-      uint4 pf[NT / 2], dsf[NT / 2];
+      uint4 pf[MT][NT / 2], dsf[MT][NT / 2];
       MMA_UNROLL for (int n = 0; n < NT; ++n) {
         const int c = n * 8 + 2 * t4, i = i0 + c;
         const float la = st_s[c], lb = st_s[c + 1];
         const float da = st_s[BLOCK_N + c], db = st_s[BLOCK_N + c + 1];
-        float p0, p1, p2, p3;
-        float4 ds;
-        ds.x = bm_ds(sc[n].x, dp[n].x, i, r0, full, diag, sq, sk, wl, wr, qk_scale,
-                     softcap_l2, slope_l2, la, da, scale, &p0);
-        ds.y = bm_ds(sc[n].y, dp[n].y, i + 1, r0, full, diag, sq, sk, wl, wr, qk_scale,
-                     softcap_l2, slope_l2, lb, db, scale, &p1);
-        ds.z = bm_ds(sc[n].z, dp[n].z, i, r1, full, diag, sq, sk, wl, wr, qk_scale,
-                     softcap_l2, slope_l2, la, da, scale, &p2);
-        ds.w = bm_ds(sc[n].w, dp[n].w, i + 1, r1, full, diag, sq, sk, wl, wr, qk_scale,
-                     softcap_l2, slope_l2, lb, db, scale, &p3);
-        MMA_PACK_A(pf, n, (float4)(p0, p1, p2, p3));
-        MMA_PACK_A(dsf, n, ds);
+        MMA_UNROLL for (int mt = 0; mt < MT; ++mt) {
+          const int ra = rk[mt][0], rb = rk[mt][1];
+          float p0, p1, p2, p3;
+          float4 ds;
+          ds.x = bm_ds(sc[mt][n].x, dp[mt][n].x, i, ra, full, diag, sq, sk, wl, wr, qk_scale,
+                       softcap_l2, slope_l2, la, da, scale, &p0);
+          ds.y = bm_ds(sc[mt][n].y, dp[mt][n].y, i + 1, ra, full, diag, sq, sk, wl, wr,
+                       qk_scale, softcap_l2, slope_l2, lb, db, scale, &p1);
+          ds.z = bm_ds(sc[mt][n].z, dp[mt][n].z, i, rb, full, diag, sq, sk, wl, wr, qk_scale,
+                       softcap_l2, slope_l2, la, da, scale, &p2);
+          ds.w = bm_ds(sc[mt][n].w, dp[mt][n].w, i + 1, rb, full, diag, sq, sk, wl, wr,
+                       qk_scale, softcap_l2, slope_l2, lb, db, scale, &p3);
+          MMA_PACK_A(pf[mt], n, (float4)(p0, p1, p2, p3));
+          MMA_PACK_A(dsf[mt], n, ds);
+        }
       }
       /* Flags uniform over the work-group; rows are keys, tile rows queries. */
       MMA_SPECIAL(nfq_any || nfo_any) {
@@ -425,28 +465,21 @@ void fcl_attention_bwd_mma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR
       }
       MMA_ACC_T(gv, pf, do_s, LDV, DVP / 16);
       MMA_SPECIAL(nfo_any)
-        MMA_FIX_NONFINITE(gv, DVP / 8, pf, nfo, dout, dob, do_ss, i0, HEAD_DIM_V, r0, r1,
-                          KV_VISIBLE);
+        MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
+          MMA_FIX_NONFINITE(gv[mt], DVP / 8, pf[mt], nfo, dout, dob, do_ss, i0, HEAD_DIM_V,
+                            rk[mt][0], rk[mt][1], KV_VISIBLE);
       MMA_ACC_T(gk, dsf, q_s, LDK, DP / 16);
       MMA_SPECIAL(nfq_any)
-        MMA_FIX_NONFINITE(gk, DP / 8, dsf, nfq, q, qb, q_ss, i0, HEAD_DIM, r0, r1, KV_VISIBLE);
+        MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
+          MMA_FIX_NONFINITE(gk[mt], DP / 8, dsf[mt], nfq, q, qb, q_ss, i0, HEAD_DIM, rk[mt][0],
+                            rk[mt][1], KV_VISIBLE);
     }
   }
 
   const long dkb = bm_base(dk_off, dk_sb, dk_ss, dk_sh, b, s.k_tok, hk);
   const long dvb = bm_base(dv_off, dv_sb, dv_ss, dv_sh, b, s.k_tok, hk);
-  MMA_UNROLL for (int n = 0; n < DP / 8; ++n) {
-    const int d = n * 8 + 2 * t4;
-    if (r0 < sk && d < HEAD_DIM) FCL_STORE(dk, dkb + (long)r0 * dk_ss + d, gk[n].x);
-    if (r0 < sk && d + 1 < HEAD_DIM) FCL_STORE(dk, dkb + (long)r0 * dk_ss + d + 1, gk[n].y);
-    if (r1 < sk && d < HEAD_DIM) FCL_STORE(dk, dkb + (long)r1 * dk_ss + d, gk[n].z);
-    if (r1 < sk && d + 1 < HEAD_DIM) FCL_STORE(dk, dkb + (long)r1 * dk_ss + d + 1, gk[n].w);
-  }
-  MMA_UNROLL for (int n = 0; n < DVP / 8; ++n) {
-    const int d = n * 8 + 2 * t4;
-    if (r0 < sk && d < HEAD_DIM_V) FCL_STORE(dv, dvb + (long)r0 * dv_ss + d, gv[n].x);
-    if (r0 < sk && d + 1 < HEAD_DIM_V) FCL_STORE(dv, dvb + (long)r0 * dv_ss + d + 1, gv[n].y);
-    if (r1 < sk && d < HEAD_DIM_V) FCL_STORE(dv, dvb + (long)r1 * dv_ss + d, gv[n].z);
-    if (r1 < sk && d + 1 < HEAD_DIM_V) FCL_STORE(dv, dvb + (long)r1 * dv_ss + d + 1, gv[n].w);
+  MMA_UNROLL for (int mt = 0; mt < MT; ++mt) {
+    BM_STORE_ROWS(dk, dkb, dk_ss, HEAD_DIM, DP / 8, gk[mt], rk[mt][0], rk[mt][1], sk);
+    BM_STORE_ROWS(dv, dvb, dv_ss, HEAD_DIM_V, DVP / 8, gv[mt], rk[mt][0], rk[mt][1], sk);
   }
 }

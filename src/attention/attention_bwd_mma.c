@@ -6,8 +6,9 @@
 
 #include <stdio.h>
 
-/* Warps of 16 rows each (queries for dQ, keys for dK/dV), columns a tile. */
-#define PARAMS(X) X(WARPS) X(BLOCK_N)
+/* Warps of MT m16 tiles of rows each (queries for dQ, keys for dK/dV),
+ * columns a tile. */
+#define PARAMS(X) X(WARPS) X(BLOCK_N) X(MT)
 FCL_PARAM_STRUCT(bmma_params, PARAMS);
 
 /* The larger of the dQ and dK/dV kernels' tiles; each has one bit a row of
@@ -15,7 +16,8 @@ FCL_PARAM_STRUCT(bmma_params, PARAMS);
 static size_t local_bytes(const fcl_device_info *dev, const fcl_tuning_class *cls,
                           const bmma_params *c) {
   const size_t ldk = FCL_MMA16_LD(cls->head_dim), ldv = FCL_MMA16_LD(cls->head_dim_v);
-  const size_t bm = 16 * (size_t)c->WARPS, n = (size_t)c->BLOCK_N, big = bm > n ? bm : n;
+  const size_t bm = 16 * (size_t)c->WARPS * (size_t)c->MT, n = (size_t)c->BLOCK_N;
+  const size_t big = bm > n ? bm : n;
   const size_t nfw = 4 * (size_t)FCL_MMA_NFW(c->BLOCK_N);
   const size_t dq = 2 * big * (ldk + ldv) + nfw;
   const size_t dkdv = 2 * ((bm + n) * ldk + big * ldv) + 8 * n + 2 * nfw;
@@ -26,7 +28,7 @@ static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fc
   bmma_params *c = FCL_PARAMS(bmma_params, cfg);
   /* Wider tiles for small head dims; the gradient accumulators of larger
    * ones leave fewer registers for S and dP. */
-  c->WARPS = 4;
+  c->WARPS = 4, c->MT = 1;
   c->BLOCK_N = FCL_MMA16_PAD(cls->head_dim) <= 64 && FCL_MMA16_PAD(cls->head_dim_v) <= 64 ? 64 : 32;
   while (local_bytes(dev, cls, c) + 256 > dev->local_mem) {
     if (c->BLOCK_N > 16) c->BLOCK_N /= 2;
@@ -39,8 +41,9 @@ static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const
                   char *why, size_t why_size) {
   const bmma_params *c = FCL_CPARAMS(bmma_params, cfg);
   const char *bad = NULL;
-  if (c->WARPS < 1 || c->WARPS > 8 || c->BLOCK_N < 16 || c->BLOCK_N > 128 || c->BLOCK_N % 16)
-    bad = "WARPS in 1..8 and BLOCK_N a multiple of 16 in 16..128";
+  if (c->WARPS < 1 || c->WARPS > 8 || c->BLOCK_N < 16 || c->BLOCK_N > 128 ||
+      c->BLOCK_N % 16 || c->MT < 1 || c->MT > 2)
+    bad = "WARPS in 1..8, BLOCK_N a multiple of 16 in 16..128 and MT 1 or 2";
   else if ((size_t)c->WARPS * 32 > dev->max_wg)
     bad = "work-group larger than the device allows";
   else if (local_bytes(dev, cls, c) + 256 > dev->local_mem)
@@ -53,13 +56,14 @@ static int axes(const fcl_tuning_class *cls, fcl_axis *a) {
   (void)cls;
   a[0] = (fcl_axis){"WARPS", 4, {1, 2, 4, 8}};
   a[1] = (fcl_axis){"BLOCK_N", 8, {16, 32, 48, 64, 80, 96, 112, 128}};
-  return 2;
+  a[2] = (fcl_axis){"MT", 2, {1, 2}};
+  return 3;
 }
 
 static void point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg) {
   (void)cls;
   bmma_params *c = FCL_PARAMS(bmma_params, cfg);
-  c->WARPS = v[0], c->BLOCK_N = v[1];
+  c->WARPS = v[0], c->BLOCK_N = v[1], c->MT = v[2];
 }
 
 static const char *const files[] = {"attention/attention_abi.h", "common/dtype.cl",
@@ -136,12 +140,12 @@ fcl_status fcl_attention_bwd_mma_launch(fcl_context *ctx, const fcl_attention_pl
       {p->k, p->varlen, p->total_k, d->seqlen_k, d->heads_kv, d->head_dim, 1},
       {p->q, p->varlen, p->total_q, d->seqlen_q, d->heads_q, d->head_dim, sc->group},
       {p->dout, p->varlen, p->total_q, d->seqlen_q, d->heads_q, d->head_dim_v, sc->group}};
-  const size_t wg = (size_t)c->WARPS * 32, bm = (size_t)c->WARPS * 16;
+  const size_t wg = (size_t)c->WARPS * 32, bm = (size_t)c->WARPS * 16 * (size_t)c->MT;
   size_t gq[3] = {((size_t)d->seqlen_q + bm - 1) / bm * wg, 1, (size_t)(d->batch * d->heads_q)};
   size_t gk[3] = {((size_t)d->seqlen_k + bm - 1) / bm * wg, 1, (size_t)(d->batch * d->heads_kv)};
   size_t lw[3] = {wg, 1, 1};
-  fcl_log(ctx, "attention backward: tensor cores, %d warps, %d columns per tile%s%s", c->WARPS,
-          c->BLOCK_N, vec ? ", cp.async" : "", general ? ", general scores" : "");
+  fcl_log(ctx, "attention backward: tensor cores, %d warps of %d rows, %d columns per tile%s%s",
+          c->WARPS, 16 * c->MT, c->BLOCK_N, vec ? ", cp.async" : "", general ? ", general scores" : "");
   if ((s = fcl_launch(ctx, k_delta, &a, gq, lw, "enqueueing backward delta (mma)")) ||
       (s = fcl_nonfinite_flags(ctx, scan, nfin, 3, (int)d->heads_kv, &nf_flags)))
     return s;
