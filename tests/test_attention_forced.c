@@ -16,8 +16,9 @@
  * sizes its defaults do not take (3 warps, key tiles of 16 and 40, two m16
  * tiles a warp with windows, softcap, ALiBi, varlen and a masked NaN),
  * and the tensor-core backward likewise (two m16 tiles of queries a warp
- * for dQ and of keys for dK/dV, 1 and 3 warps), run on the forward's o and
- * lse with dO as input.
+ * for dQ and of keys for dK/dV, 1 and 3 warps, the next tile loaded during
+ * this one, across the query heads of a GQA group too), run on the
+ * forward's o and lse with dO as input.
  * Elsewhere each mode says that its kernel does not run and passes. */
 #include "op_harness.h"
 #define FCL_STATIC_LINKING_ONLY
@@ -66,9 +67,10 @@ static const forced_case cpu_cases[] = {
 #define M3 "WARPS=2,BLOCK_N=32,MT=1"
 #define M4 "WARPS=2,BLOCK_N=32,MT=2" /* two m16 tiles a warp */
 #define M5 "WARPS=3,BLOCK_N=48,MT=2"
-#define B1 "WARPS=2,BLOCK_N=32,MT=2"
-#define B2 "WARPS=3,BLOCK_N=48,MT=2"
-#define B3 "WARPS=1,BLOCK_N=16,MT=2"
+#define B1 "WARPS=2,BLOCK_N=32,MT=2,STAGES=2" /* the next tile loads during this one */
+#define B2 "WARPS=3,BLOCK_N=48,MT=2,STAGES=2"
+#define B3 "WARPS=1,BLOCK_N=16,MT=2,STAGES=1"
+#define B4 "WARPS=4,BLOCK_N=64,MT=1,STAGES=2"
 
 static const forced_case mma_cases[] = {
   {"attention_fwd_mma", M1, FCL_F32, 1, 100, 77, 2, 1, 128, 128, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},
@@ -82,7 +84,7 @@ static const forced_case mma_cases[] = {
   {"attention_bwd_mma", B1, FCL_F16, 1, 150, 133, 2, 1, 64, 64, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},
   {"attention_bwd_mma", B2, FCL_BF16, 0, 0, 0, 2, 2, 80, 40, 0, 30, 2, 4.0, 1, 3, {40, 0, 97}, {33, 9, 91}, 0},
   {"attention_bwd_mma", B3, FCL_BF16, 1, 100, 200, 2, 2, 128, 128, 0, 40, 9, 0, 1, 0, {0}, {0}, 1},
-  {"attention_bwd_mma", B1, FCL_F16, 2, 61, 90, 4, 2, 64, 64, 0, -1, -1, 0, 0, 0, {0}, {0}, 1},
+  {"attention_bwd_mma", B4, FCL_F16, 2, 61, 90, 4, 2, 64, 64, 0, -1, -1, 0, 0, 0, {0}, {0}, 1},
 };
 
 static int g_failed = 0;

@@ -40,6 +40,11 @@
 #ifndef MT
 #define MT 1 /* m16 tiles a warp */
 #endif
+/* Tiles in flight: with 2, the next tile of the walk (K and V for dQ; Q,
+ * dO, lse and delta for dK/dV) is loaded while this one is worked on. */
+#ifndef STAGES
+#define STAGES 1
+#endif
 #ifndef MMA_GENERAL
 #define MMA_GENERAL 1
 #endif
@@ -54,8 +59,14 @@
 #define LDK (DP + 8)
 #define LDV (DVP + 8)
 #define NT (BLOCK_N / 8)
-#define BIG_ROWS FCL_MAX(BLOCK_M, BLOCK_N)
 #define NFW ((BLOCK_N + 31) / 32)
+/* One stage's two tiles (dQ: K and V; dK/dV: Q and dO), and the space of
+ * all stages, which first holds the block's own rows (dQ: Q and dO; dK/dV:
+ * V). local_bytes() in src/attention/attention_bwd_mma.c mirrors them. */
+#define BM_TILE (BLOCK_N * (LDK + LDV))
+#define DQ_SIZE FCL_MAX(STAGES * BM_TILE, BLOCK_M * (LDK + LDV))
+#define DKDV_SIZE FCL_MAX(STAGES * BM_TILE, BLOCK_M * LDV)
+#define ST_PER ((BLOCK_N + WG - 1) / WG) /* lse and delta values a work-item loads */
 
 #if BLOCK_N % 16 || DP > 256 || DVP > 256
 #error "BLOCK_N must be a multiple of 16 and head dims at most 256"
@@ -228,9 +239,9 @@ void fcl_attention_bwd_mma_delta(
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void fcl_attention_bwd_mma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR(dq)) {
-  __local ushort k_s[BIG_ROWS * LDK] __attribute__((aligned(16))); /* Q, then K tiles */
-  __local ushort v_s[BIG_ROWS * LDV] __attribute__((aligned(16))); /* dO, then V tiles */
-  __local uint nf_s[NFW]; /* keys of the K tile holding inf or NaN */
+  /* Q and dO of the block, then each stage's K and V tiles (16-byte rows) */
+  __local ushort kv_s[DQ_SIZE] __attribute__((aligned(16)));
+  __local uint nf_s[STAGES][NFW]; /* keys of the stage's K tile holding inf or NaN */
   MMA_EMU_DECL(WARPS)
   const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
   const int g = lane >> 2, t4 = lane & 3;
@@ -261,8 +272,9 @@ void fcl_attention_bwd_mma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR(d
   const int j_lo = max(0, i0 + diag - wl);
   const int j_hi = min(sk - 1, i_last + diag + wr);
 
-  mma_tile_load(k_s, LDK, BLOCK_M, DP, q, qb, q_ss, i0, s.sq, HEAD_DIM, lid, WG);
-  mma_tile_load(v_s, LDV, BLOCK_M, DVP, dout, dob, do_ss, i0, s.sq, HEAD_DIM_V, lid, WG);
+  mma_tile_load(kv_s, LDK, BLOCK_M, DP, q, qb, q_ss, i0, s.sq, HEAD_DIM, lid, WG);
+  mma_tile_load(kv_s + BLOCK_M * LDK, LDV, BLOCK_M, DVP, dout, dob, do_ss, i0, s.sq, HEAD_DIM_V,
+                lid, WG);
   mma_cp_commit();
   mma_cp_wait_all();
   barrier(CLK_LOCAL_MEM_FENCE);
@@ -270,31 +282,55 @@ void fcl_attention_bwd_mma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR(d
   float4 acc[MT][DP / 8];
   MMA_UNROLL for (int mt = 0; mt < MT; ++mt) {
     MMA_UNROLL for (int kk = 0; kk < DP / 16; ++kk)
-      qf[mt][kk] = mma_ldsm_x4(k_s, (MT_ROW(mt) + (lane & 15)) * LDK + kk * 16 + (lane >> 4) * 8);
+      qf[mt][kk] = mma_ldsm_x4(kv_s, (MT_ROW(mt) + (lane & 15)) * LDK + kk * 16 + (lane >> 4) * 8);
     MMA_UNROLL for (int kk = 0; kk < DVP / 16; ++kk)
-      dof[mt][kk] = mma_ldsm_x4(v_s, (MT_ROW(mt) + (lane & 15)) * LDV + kk * 16 + (lane >> 4) * 8);
+      dof[mt][kk] = mma_ldsm_x4(kv_s + BLOCK_M * LDK,
+                                (MT_ROW(mt) + (lane & 15)) * LDV + kk * 16 + (lane >> 4) * 8);
     MMA_UNROLL for (int n = 0; n < DP / 8; ++n) acc[mt][n] = (float4)(0.0f);
   }
 
-  for (int j0 = (j_lo / BLOCK_N) * BLOCK_N; j0 <= j_hi; j0 += BLOCK_N) {
-    barrier(CLK_LOCAL_MEM_FENCE); /* everyone is done with the last tiles */
-    mma_tile_load(k_s, LDK, BLOCK_N, DP, k, kb, k_ss, j0, sk, HEAD_DIM, lid, WG);
-    mma_tile_load(v_s, LDV, BLOCK_N, DVP, v, vb, v_ss, j0, sk, HEAD_DIM_V, lid, WG);
-    mma_cp_commit();
+  /* Key tile it's K and V into stage stg. */
+#define DQ_LOAD(it_, stg_)                                                                 \
+  do {                                                                                     \
+    __local ushort *k_ = kv_s + (stg_) * BM_TILE;                                          \
+    mma_tile_load(k_, LDK, BLOCK_N, DP, k, kb, k_ss, jt0 + (it_) * BLOCK_N, sk, HEAD_DIM,   \
+                  lid, WG);                                                                \
+    mma_tile_load(k_ + BLOCK_N * LDK, LDV, BLOCK_N, DVP, v, vb, v_ss,                      \
+                  jt0 + (it_) * BLOCK_N, sk, HEAD_DIM_V, lid, WG);                         \
+    mma_cp_commit();                                                                       \
+  } while (0)
+  const int jt0 = (j_lo / BLOCK_N) * BLOCK_N;
+  const int ntiles = j_hi >= jt0 ? (j_hi - jt0) / BLOCK_N + 1 : 0;
+  barrier(CLK_LOCAL_MEM_FENCE); /* Q and dO are in registers: their space takes the tiles */
+  if (lid < STAGES * NFW) nf_s[lid / NFW][lid % NFW] = 0u;
+  if (STAGES == 2 && ntiles > 0) DQ_LOAD(0, 0);
+  for (int it = 0; it < ntiles; ++it) {
+    const int j0 = jt0 + it * BLOCK_N, cur = STAGES == 2 ? (it & 1) : 0;
+    __local ushort *const k_s = kv_s + cur * BM_TILE, *const v_s = k_s + BLOCK_N * LDK;
+    __local uint *const nfc = nf_s[cur];
     /* Some (row, key) pair of the tile is masked (keys past the end are zeros). */
     const bool some_masked = FCL_NONFINITE &&
         !(j0 >= i_last + diag - wl && min(j0 + BLOCK_N, sk) - 1 <= i0 + diag + wr);
-    if (some_masked && lid < NFW) nf_s[lid] = 0u;
+    if (STAGES == 1) {
+      if (it > 0) barrier(CLK_LOCAL_MEM_FENCE); /* everyone is done with the last tiles */
+      DQ_LOAD(it, 0);
+      if (some_masked && lid < NFW) nfc[lid] = 0u;
+    }
     mma_cp_wait_all();
     barrier(CLK_LOCAL_MEM_FENCE);
+    if (STAGES == 2 && it + 1 < ntiles) {
+      /* The other stage's last readers (tile it - 1) are past the barrier. */
+      DQ_LOAD(it + 1, cur ^ 1);
+      if (lid < NFW) nf_s[cur ^ 1][lid] = 0u;
+    }
     uint nfb[NFW] = {0u};
     bool nf_any = false;
     /* K stays as it is for S, then loses its inf and NaN for dS K */
-    if (some_masked) mma_tile_scan(k_s, LDK, BLOCK_N, DP, 0, nf_s, lid, WG);
+    if (some_masked) mma_tile_scan(k_s, LDK, BLOCK_N, DP, 0, nfc, lid, WG);
     MMA_SPECIAL(some_masked) {
       barrier(CLK_LOCAL_MEM_FENCE);
       MMA_UNROLL for (int w = 0; w < NFW; ++w) {
-        nfb[w] = some_masked ? nf_s[w] : 0u;
+        nfb[w] = some_masked ? nfc[w] : 0u;
         nf_any |= nfb[w] != 0u;
       }
     }
@@ -324,7 +360,7 @@ void fcl_attention_bwd_mma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR(d
       }
     MMA_SPECIAL(nf_any) { /* uniform over the work-group */
       barrier(CLK_LOCAL_MEM_FENCE); /* S is done with K */
-      if (nf_any) mma_tile_scan(k_s, LDK, BLOCK_N, DP, 1, nf_s, lid, WG);
+      if (nf_any) mma_tile_scan(k_s, LDK, BLOCK_N, DP, 1, nfc, lid, WG);
       barrier(CLK_LOCAL_MEM_FENCE);
     }
     MMA_ACC_T(acc, dsf, k_s, LDK, DP / 16);
@@ -345,11 +381,11 @@ void fcl_attention_bwd_mma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR(d
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void fcl_attention_bwd_mma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR(dk),
                                 __global fcl_elem *dv, BM_TENSOR(dv)) {
-  __local ushort k_s[BLOCK_M * LDK] __attribute__((aligned(16)));   /* this block's keys */
-  __local ushort q_s[BLOCK_N * LDK] __attribute__((aligned(16)));   /* query tile */
-  __local ushort do_s[BIG_ROWS * LDV] __attribute__((aligned(16))); /* V, then dO tiles */
-  __local float st_s[2 * BLOCK_N]; /* lse (log2, +inf: no P) and delta of the tile */
-  __local uint nf_s[2 * NFW];      /* queries of the Q, dO tiles holding inf or NaN */
+  __local ushort k_s[BLOCK_M * LDK] __attribute__((aligned(16))); /* this block's keys */
+  /* V of the block, then each stage's Q and dO tiles */
+  __local ushort qd_s[DKDV_SIZE] __attribute__((aligned(16)));
+  __local float st_s[STAGES][2 * BLOCK_N]; /* lse (log2, +inf: no P) and delta of the tile */
+  __local uint nf_s[STAGES][2 * NFW];      /* queries of the Q, dO tiles holding inf or NaN */
   MMA_EMU_DECL(WARPS)
   const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
   const int g = lane >> 2, t4 = lane & 3;
@@ -370,7 +406,7 @@ void fcl_attention_bwd_mma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR
     rk[mt][0] = j0 + MT_ROW(mt) + g, rk[mt][1] = rk[mt][0] + 8;
 
   mma_tile_load(k_s, LDK, BLOCK_M, DP, k, kb, k_ss, j0, sk, HEAD_DIM, lid, WG);
-  mma_tile_load(do_s, LDV, BLOCK_M, DVP, v, vb, v_ss, j0, sk, HEAD_DIM_V, lid, WG);
+  mma_tile_load(qd_s, LDV, BLOCK_M, DVP, v, vb, v_ss, j0, sk, HEAD_DIM_V, lid, WG);
   mma_cp_commit();
   mma_cp_wait_all();
   barrier(CLK_LOCAL_MEM_FENCE);
@@ -378,102 +414,155 @@ void fcl_attention_bwd_mma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR
   float4 gk[MT][DP / 8], gv[MT][DVP / 8];
   MMA_UNROLL for (int mt = 0; mt < MT; ++mt) {
     MMA_UNROLL for (int kk = 0; kk < DVP / 16; ++kk)
-      vf[mt][kk] = mma_ldsm_x4(do_s, (MT_ROW(mt) + (lane & 15)) * LDV + kk * 16 + (lane >> 4) * 8);
+      vf[mt][kk] = mma_ldsm_x4(qd_s, (MT_ROW(mt) + (lane & 15)) * LDV + kk * 16 + (lane >> 4) * 8);
     MMA_UNROLL for (int n = 0; n < DP / 8; ++n) gk[mt][n] = (float4)(0.0f);
     MMA_UNROLL for (int n = 0; n < DVP / 8; ++n) gv[mt][n] = (float4)(0.0f);
   }
 
-  for (int h = hk * group; h < (hk + 1) * group; ++h) {
+  /* The walk: tiles t = 0 .. ntiles of BLOCK_N queries, per_head of them
+   * for each query head of the group. */
+  const int it0 = i_lo / BLOCK_N;
+  const int per_head = i_hi >= it0 * BLOCK_N ? (i_hi - it0 * BLOCK_N) / BLOCK_N + 1 : 0;
+  const int ntiles = per_head * group;
+#define TILE_HEAD(t_) (hk * group + (t_) / per_head)
+#define TILE_ROW0(t_) ((it0 + (t_) % per_head) * BLOCK_N)
+  /* Tile t's Q and dO into stage stg. */
+#define DKDV_LOAD(t_, stg_)                                                                   \
+  do {                                                                                        \
+    const int h_ = TILE_HEAD(t_), i_ = TILE_ROW0(t_);                                         \
+    __local ushort *q_ = qd_s + (stg_) * BM_TILE;                                             \
+    mma_tile_load(q_, LDK, BLOCK_N, DP, q, bm_base(q_off, q_sb, q_ss, q_sh, b, s.q_tok, h_),  \
+                  q_ss, i_, s.sq, HEAD_DIM, lid, WG);                                         \
+    mma_tile_load(q_ + BLOCK_N * LDK, LDV, BLOCK_N, DVP, dout,                                \
+                  bm_base(do_off, do_sb, do_ss, do_sh, b, s.q_tok, h_), do_ss, i_, s.sq,      \
+                  HEAD_DIM_V, lid, WG);                                                       \
+    mma_cp_commit();                                                                          \
+  } while (0)
+  /* Tile t's lse (log2; +inf: no P) and delta, this work-item's share, into
+   * registers (STATS) and then stage stg (STATS_STORE). */
+#define DKDV_STATS(t_, x_)                                                                    \
+  do {                                                                                        \
+    const int i_ = TILE_ROW0(t_);                                                             \
+    const long st_ = s.stat_row0 + (long)TILE_HEAD(t_) * stat_sh;                             \
+    MMA_UNROLL for (int e_ = 0; e_ < ST_PER; ++e_) {                                          \
+      const int c_ = lid + e_ * WG;                                                           \
+      const bool in_ = c_ < BLOCK_N && i_ + c_ < s.sq;                                        \
+      const float l_ = in_ ? lse[st_ + i_ + c_] : -INFINITY;                                  \
+      x_[e_][0] = l_ == -INFINITY ? INFINITY : l_ * FCL_LOG2E;                                \
+      x_[e_][1] = in_ ? delta[st_ + i_ + c_] : 0.0f;                                          \
+    }                                                                                         \
+  } while (0)
+#define DKDV_STATS_STORE(stg_, x_)                                                            \
+  MMA_UNROLL for (int e_ = 0; e_ < ST_PER; ++e_)                                              \
+    if (lid + e_ * WG < BLOCK_N) {                                                            \
+      st_s[stg_][lid + e_ * WG] = x_[e_][0];                                                  \
+      st_s[stg_][BLOCK_N + lid + e_ * WG] = x_[e_][1];                                        \
+    }
+  float stx[ST_PER][2]; /* a tile's lse and delta on their way to local memory */
+  barrier(CLK_LOCAL_MEM_FENCE); /* V is in registers: its space takes the tiles */
+  if (lid < STAGES * 2 * NFW) nf_s[lid / (2 * NFW)][lid % (2 * NFW)] = 0u;
+  if (STAGES == 2 && ntiles > 0) {
+    DKDV_LOAD(0, 0);
+    DKDV_STATS(0, stx);
+    DKDV_STATS_STORE(0, stx);
+  }
+  for (int t = 0; t < ntiles; ++t) {
+    const int h = TILE_HEAD(t), i0 = TILE_ROW0(t), cur = STAGES == 2 ? (t & 1) : 0;
     const long qb = bm_base(q_off, q_sb, q_ss, q_sh, b, s.q_tok, h);
     const long dob = bm_base(do_off, do_sb, do_ss, do_sh, b, s.q_tok, h);
-    const long st = s.stat_row0 + (long)h * stat_sh;
     const float slope_l2 = (flags & 2) ? alibi[h] * FCL_LOG2E : 0.0f;
-    for (int i0 = (i_lo / BLOCK_N) * BLOCK_N; i0 <= i_hi; i0 += BLOCK_N) {
-      barrier(CLK_LOCAL_MEM_FENCE); /* everyone is done with the last tiles */
-      mma_tile_load(q_s, LDK, BLOCK_N, DP, q, qb, q_ss, i0, s.sq, HEAD_DIM, lid, WG);
-      mma_tile_load(do_s, LDV, BLOCK_N, DVP, dout, dob, do_ss, i0, s.sq, HEAD_DIM_V, lid, WG);
-      mma_cp_commit();
-      for (int c = lid; c < BLOCK_N; c += WG) {
-        const int i = i0 + c;
-        const float l = i < s.sq ? lse[st + i] : -INFINITY;
-        st_s[c] = l == -INFINITY ? INFINITY : l * FCL_LOG2E;
-        st_s[BLOCK_N + c] = i < s.sq ? delta[st + i] : 0.0f;
-      }
-      /* Some (query, key) pair is masked (queries past the end are zeros). */
-      const int i_end = min(i0 + BLOCK_N, s.sq) - 1;
-      const bool some_masked = FCL_NONFINITE && !(j0 >= i_end + diag - wl && j_last <= i0 + diag + wr);
-      if (some_masked && lid < 2 * NFW) nf_s[lid] = 0u;
-      mma_cp_wait_all();
-      barrier(CLK_LOCAL_MEM_FENCE);
-      uint nfq[NFW] = {0u}, nfo[NFW] = {0u};
-      bool nfq_any = false, nfo_any = false;
-      if (some_masked) { /* Q and dO stay as they are for the scores, then lose
-                          * their inf and NaN for the products */
-        mma_tile_scan(q_s, LDK, BLOCK_N, DP, 0, nf_s, lid, WG);
-        mma_tile_scan(do_s, LDV, BLOCK_N, DVP, 0, nf_s + NFW, lid, WG);
-      }
-      MMA_SPECIAL(some_masked) {
-        barrier(CLK_LOCAL_MEM_FENCE);
-        MMA_UNROLL for (int w = 0; w < NFW; ++w) {
-          nfq[w] = some_masked ? nf_s[w] : 0u;
-          nfo[w] = some_masked ? nf_s[NFW + w] : 0u;
-          nfq_any |= nfq[w] != 0u;
-          nfo_any |= nfo[w] != 0u;
-        }
-      }
-      float4 sc[MT][NT], dp[MT][NT];
-      MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
-        MMA_UNROLL for (int n = 0; n < NT; ++n) sc[mt][n] = dp[mt][n] = (float4)(0.0f);
-      {
-        uint4 kf[MT][DP / 16];
-        MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
-          MMA_UNROLL for (int kk = 0; kk < DP / 16; ++kk)
-            kf[mt][kk] =
-                mma_ldsm_x4(k_s, (MT_ROW(mt) + (lane & 15)) * LDK + kk * 16 + (lane >> 4) * 8);
-        MMA_SCORES(sc, kf, q_s, LDK, DP / 16);
-      }
-      MMA_SCORES(dp, vf, do_s, LDV, DVP / 16);
-      const bool full = i0 + BLOCK_N <= s.sq && j0 >= i0 + BLOCK_N - 1 + diag - wl &&
-                        j_last <= i0 + diag + wr;
-      uint4 pf[MT][NT / 2], dsf[MT][NT / 2];
-      MMA_UNROLL for (int n = 0; n < NT; ++n) {
-        const int c = n * 8 + 2 * t4, i = i0 + c;
-        const float la = st_s[c], lb = st_s[c + 1];
-        const float da = st_s[BLOCK_N + c], db = st_s[BLOCK_N + c + 1];
-        MMA_UNROLL for (int mt = 0; mt < MT; ++mt) {
-          const int ra = rk[mt][0], rb = rk[mt][1];
-          float p0, p1, p2, p3;
-          float4 ds;
-          ds.x = bm_ds(sc[mt][n].x, dp[mt][n].x, i, ra, full, diag, sq, sk, wl, wr, qk_scale,
-                       softcap_l2, slope_l2, la, da, scale, &p0);
-          ds.y = bm_ds(sc[mt][n].y, dp[mt][n].y, i + 1, ra, full, diag, sq, sk, wl, wr,
-                       qk_scale, softcap_l2, slope_l2, lb, db, scale, &p1);
-          ds.z = bm_ds(sc[mt][n].z, dp[mt][n].z, i, rb, full, diag, sq, sk, wl, wr, qk_scale,
-                       softcap_l2, slope_l2, la, da, scale, &p2);
-          ds.w = bm_ds(sc[mt][n].w, dp[mt][n].w, i + 1, rb, full, diag, sq, sk, wl, wr,
-                       qk_scale, softcap_l2, slope_l2, lb, db, scale, &p3);
-          MMA_PACK_A(pf[mt], n, (float4)(p0, p1, p2, p3));
-          MMA_PACK_A(dsf[mt], n, ds);
-        }
-      }
-      /* Flags uniform over the work-group; rows are keys, tile rows queries. */
-      MMA_SPECIAL(nfq_any || nfo_any) {
-        barrier(CLK_LOCAL_MEM_FENCE); /* the scores are done with Q and dO */
-        if (nfq_any) mma_tile_scan(q_s, LDK, BLOCK_N, DP, 1, nf_s, lid, WG);
-        if (nfo_any) mma_tile_scan(do_s, LDV, BLOCK_N, DVP, 1, nf_s + NFW, lid, WG);
-        barrier(CLK_LOCAL_MEM_FENCE);
-      }
-      MMA_ACC_T(gv, pf, do_s, LDV, DVP / 16);
-      MMA_SPECIAL(nfo_any)
-        MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
-          MMA_FIX_NONFINITE(gv[mt], DVP / 8, pf[mt], nfo, dout, dob, do_ss, i0, HEAD_DIM_V,
-                            rk[mt][0], rk[mt][1], KV_VISIBLE);
-      MMA_ACC_T(gk, dsf, q_s, LDK, DP / 16);
-      MMA_SPECIAL(nfq_any)
-        MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
-          MMA_FIX_NONFINITE(gk[mt], DP / 8, dsf[mt], nfq, q, qb, q_ss, i0, HEAD_DIM, rk[mt][0],
-                            rk[mt][1], KV_VISIBLE);
+    __local ushort *const q_s = qd_s + cur * BM_TILE, *const do_s = q_s + BLOCK_N * LDK;
+    __local const float *const stc = st_s[cur];
+    __local uint *const nfc = nf_s[cur];
+    /* Some (query, key) pair is masked (queries past the end are zeros). */
+    const int i_end = min(i0 + BLOCK_N, s.sq) - 1;
+    const bool some_masked = FCL_NONFINITE && !(j0 >= i_end + diag - wl && j_last <= i0 + diag + wr);
+    if (STAGES == 1) {
+      if (t > 0) barrier(CLK_LOCAL_MEM_FENCE); /* everyone is done with the last tiles */
+      DKDV_LOAD(t, 0);
+      DKDV_STATS(t, stx);
+      DKDV_STATS_STORE(0, stx);
+      if (some_masked && lid < 2 * NFW) nfc[lid] = 0u;
     }
+    mma_cp_wait_all();
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const bool next = STAGES == 2 && t + 1 < ntiles;
+    if (next) {
+      /* The other stage's last readers (tile t - 1) are past the barrier;
+       * lse and delta go to it after this tile's products. */
+      DKDV_LOAD(t + 1, cur ^ 1);
+      DKDV_STATS(t + 1, stx);
+      if (lid < 2 * NFW) nf_s[cur ^ 1][lid] = 0u;
+    }
+    uint nfq[NFW] = {0u}, nfo[NFW] = {0u};
+    bool nfq_any = false, nfo_any = false;
+    if (some_masked) { /* Q and dO stay as they are for the scores, then lose
+                        * their inf and NaN for the products */
+      mma_tile_scan(q_s, LDK, BLOCK_N, DP, 0, nfc, lid, WG);
+      mma_tile_scan(do_s, LDV, BLOCK_N, DVP, 0, nfc + NFW, lid, WG);
+    }
+    MMA_SPECIAL(some_masked) {
+      barrier(CLK_LOCAL_MEM_FENCE);
+      MMA_UNROLL for (int w = 0; w < NFW; ++w) {
+        nfq[w] = some_masked ? nfc[w] : 0u;
+        nfo[w] = some_masked ? nfc[NFW + w] : 0u;
+        nfq_any |= nfq[w] != 0u;
+        nfo_any |= nfo[w] != 0u;
+      }
+    }
+    float4 sc[MT][NT], dp[MT][NT];
+    MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
+      MMA_UNROLL for (int n = 0; n < NT; ++n) sc[mt][n] = dp[mt][n] = (float4)(0.0f);
+    {
+      uint4 kf[MT][DP / 16];
+      MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
+        MMA_UNROLL for (int kk = 0; kk < DP / 16; ++kk)
+          kf[mt][kk] =
+              mma_ldsm_x4(k_s, (MT_ROW(mt) + (lane & 15)) * LDK + kk * 16 + (lane >> 4) * 8);
+      MMA_SCORES(sc, kf, q_s, LDK, DP / 16);
+    }
+    MMA_SCORES(dp, vf, do_s, LDV, DVP / 16);
+    const bool full = i0 + BLOCK_N <= s.sq && j0 >= i0 + BLOCK_N - 1 + diag - wl &&
+                      j_last <= i0 + diag + wr;
+    uint4 pf[MT][NT / 2], dsf[MT][NT / 2];
+    MMA_UNROLL for (int n = 0; n < NT; ++n) {
+      const int c = n * 8 + 2 * t4, i = i0 + c;
+      const float la = stc[c], lb = stc[c + 1];
+      const float da = stc[BLOCK_N + c], db = stc[BLOCK_N + c + 1];
+      MMA_UNROLL for (int mt = 0; mt < MT; ++mt) {
+        const int ra = rk[mt][0], rb = rk[mt][1];
+        float p0, p1, p2, p3;
+        float4 ds;
+        ds.x = bm_ds(sc[mt][n].x, dp[mt][n].x, i, ra, full, diag, sq, sk, wl, wr, qk_scale,
+                     softcap_l2, slope_l2, la, da, scale, &p0);
+        ds.y = bm_ds(sc[mt][n].y, dp[mt][n].y, i + 1, ra, full, diag, sq, sk, wl, wr,
+                     qk_scale, softcap_l2, slope_l2, lb, db, scale, &p1);
+        ds.z = bm_ds(sc[mt][n].z, dp[mt][n].z, i, rb, full, diag, sq, sk, wl, wr, qk_scale,
+                     softcap_l2, slope_l2, la, da, scale, &p2);
+        ds.w = bm_ds(sc[mt][n].w, dp[mt][n].w, i + 1, rb, full, diag, sq, sk, wl, wr,
+                     qk_scale, softcap_l2, slope_l2, lb, db, scale, &p3);
+        MMA_PACK_A(pf[mt], n, (float4)(p0, p1, p2, p3));
+        MMA_PACK_A(dsf[mt], n, ds);
+      }
+    }
+    /* Flags uniform over the work-group; rows are keys, tile rows queries. */
+    MMA_SPECIAL(nfq_any || nfo_any) {
+      barrier(CLK_LOCAL_MEM_FENCE); /* the scores are done with Q and dO */
+      if (nfq_any) mma_tile_scan(q_s, LDK, BLOCK_N, DP, 1, nfc, lid, WG);
+      if (nfo_any) mma_tile_scan(do_s, LDV, BLOCK_N, DVP, 1, nfc + NFW, lid, WG);
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    MMA_ACC_T(gv, pf, do_s, LDV, DVP / 16);
+    MMA_SPECIAL(nfo_any)
+      MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
+        MMA_FIX_NONFINITE(gv[mt], DVP / 8, pf[mt], nfo, dout, dob, do_ss, i0, HEAD_DIM_V,
+                          rk[mt][0], rk[mt][1], KV_VISIBLE);
+    MMA_ACC_T(gk, dsf, q_s, LDK, DP / 16);
+    MMA_SPECIAL(nfq_any)
+      MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
+        MMA_FIX_NONFINITE(gk[mt], DP / 8, dsf[mt], nfq, q, qb, q_ss, i0, HEAD_DIM, rk[mt][0],
+                          rk[mt][1], KV_VISIBLE);
+    if (next) DKDV_STATS_STORE(cur ^ 1, stx);
   }
 
   const long dkb = bm_base(dk_off, dk_sb, dk_ss, dk_sh, b, s.k_tok, hk);

@@ -7,31 +7,39 @@
 #include <stdio.h>
 
 /* Warps of MT m16 tiles of rows each (queries for dQ, keys for dK/dV),
- * columns a tile. */
-#define PARAMS(X) X(WARPS) X(BLOCK_N) X(MT)
+ * columns a tile, tiles in flight (2: the next one loads while this one is
+ * worked on). */
+#define PARAMS(X) X(WARPS) X(BLOCK_N) X(MT) X(STAGES)
 FCL_PARAM_STRUCT(bmma_params, PARAMS);
 
-/* The larger of the dQ and dK/dV kernels' tiles; each has one bit a row of
- * its scanned tiles (non-finite values) too; and what the emulation adds. */
+/* The larger of the dQ and dK/dV kernels' local memory (the kernel's
+ * DQ_SIZE, DKDV_SIZE and their flags, lse and delta), and what the
+ * emulation adds. */
 static size_t local_bytes(const fcl_device_info *dev, const fcl_tuning_class *cls,
                           const bmma_params *c) {
   const size_t ldk = FCL_MMA16_LD(cls->head_dim), ldv = FCL_MMA16_LD(cls->head_dim_v);
   const size_t bm = 16 * (size_t)c->WARPS * (size_t)c->MT, n = (size_t)c->BLOCK_N;
-  const size_t big = bm > n ? bm : n;
-  const size_t nfw = 4 * (size_t)FCL_MMA_NFW(c->BLOCK_N);
-  const size_t dq = 2 * big * (ldk + ldv) + nfw;
-  const size_t dkdv = 2 * ((bm + n) * ldk + big * ldv) + 8 * n + 2 * nfw;
+  const size_t stages = (size_t)c->STAGES, tiles = stages * n * (ldk + ldv);
+  const size_t nfw = 4 * stages * (size_t)FCL_MMA_NFW(c->BLOCK_N);
+  const size_t dq_tiles = bm * (ldk + ldv) > tiles ? bm * (ldk + ldv) : tiles;
+  const size_t dkdv_tiles = bm * ldv > tiles ? bm * ldv : tiles;
+  const size_t dq = 2 * dq_tiles + nfw;
+  const size_t dkdv = 2 * (bm * ldk + dkdv_tiles) + 8 * stages * n + 2 * nfw;
   return (dq > dkdv ? dq : dkdv) + (dev->mma_emulate ? 1024u * (size_t)c->WARPS : 0);
 }
 
 static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fcl_config *cfg) {
   bmma_params *c = FCL_PARAMS(bmma_params, cfg);
-  /* Wider tiles for small head dims; the gradient accumulators of larger
-   * ones leave fewer registers for S and dP. */
-  c->WARPS = 4, c->MT = 1;
-  c->BLOCK_N = FCL_MMA16_PAD(cls->head_dim) <= 64 && FCL_MMA16_PAD(cls->head_dim_v) <= 64 ? 64 : 32;
+  /* H100, f16 B4 H32, N 1024 to 16384, causal and not: up to head dim 64,
+   * tiles of 32 keys or queries with the next one loading (1.05-1.10x 64
+   * and one stage); past it 48 in one stage, the largest that fits (two
+   * stages of 32 do not: 1.06-1.12x 32 in one). Two m16 tiles a warp
+   * measured 0.95-1.0x one at D64 and spill at D128: fa-tune may try them. */
+  const bool small = FCL_MMA16_PAD(cls->head_dim) <= 64 && FCL_MMA16_PAD(cls->head_dim_v) <= 64;
+  c->WARPS = 4, c->MT = 1, c->STAGES = small ? 2 : 1, c->BLOCK_N = small ? 32 : 48;
   while (local_bytes(dev, cls, c) + 256 > dev->local_mem) {
-    if (c->BLOCK_N > 16) c->BLOCK_N /= 2;
+    if (c->STAGES > 1) c->STAGES = 1;
+    else if (c->BLOCK_N > 16) c->BLOCK_N -= 16;
     else if (c->WARPS > 1) c->WARPS /= 2;
     else break; /* none fits: valid() says so and the portable kernels run */
   }
@@ -42,8 +50,8 @@ static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const
   const bmma_params *c = FCL_CPARAMS(bmma_params, cfg);
   const char *bad = NULL;
   if (c->WARPS < 1 || c->WARPS > 8 || c->BLOCK_N < 16 || c->BLOCK_N > 128 ||
-      c->BLOCK_N % 16 || c->MT < 1 || c->MT > 2)
-    bad = "WARPS in 1..8, BLOCK_N a multiple of 16 in 16..128 and MT 1 or 2";
+      c->BLOCK_N % 16 || c->MT < 1 || c->MT > 2 || c->STAGES < 1 || c->STAGES > 2)
+    bad = "WARPS in 1..8, BLOCK_N a multiple of 16 in 16..128, MT and STAGES 1 or 2";
   else if ((size_t)c->WARPS * 32 > dev->max_wg)
     bad = "work-group larger than the device allows";
   else if (local_bytes(dev, cls, c) + 256 > dev->local_mem)
@@ -57,13 +65,14 @@ static int axes(const fcl_tuning_class *cls, fcl_axis *a) {
   a[0] = (fcl_axis){"WARPS", 4, {1, 2, 4, 8}};
   a[1] = (fcl_axis){"BLOCK_N", 8, {16, 32, 48, 64, 80, 96, 112, 128}};
   a[2] = (fcl_axis){"MT", 2, {1, 2}};
-  return 3;
+  a[3] = (fcl_axis){"STAGES", 2, {1, 2}};
+  return 4;
 }
 
 static void point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg) {
   (void)cls;
   bmma_params *c = FCL_PARAMS(bmma_params, cfg);
-  c->WARPS = v[0], c->BLOCK_N = v[1], c->MT = v[2];
+  c->WARPS = v[0], c->BLOCK_N = v[1], c->MT = v[2], c->STAGES = v[3];
 }
 
 static const char *const files[] = {"attention/attention_abi.h", "common/dtype.cl",
@@ -144,8 +153,9 @@ fcl_status fcl_attention_bwd_mma_launch(fcl_context *ctx, const fcl_attention_pl
   size_t gq[3] = {((size_t)d->seqlen_q + bm - 1) / bm * wg, 1, (size_t)(d->batch * d->heads_q)};
   size_t gk[3] = {((size_t)d->seqlen_k + bm - 1) / bm * wg, 1, (size_t)(d->batch * d->heads_kv)};
   size_t lw[3] = {wg, 1, 1};
-  fcl_log(ctx, "attention backward: tensor cores, %d warps of %d rows, %d columns per tile%s%s",
-          c->WARPS, 16 * c->MT, c->BLOCK_N, vec ? ", cp.async" : "", general ? ", general scores" : "");
+  fcl_log(ctx, "attention backward: tensor cores, %d warps of %d rows, %d columns per tile, "
+          "%d stage%s%s%s", c->WARPS, 16 * c->MT, c->BLOCK_N, c->STAGES, c->STAGES > 1 ? "s" : "",
+          vec ? ", cp.async" : "", general ? ", general scores" : "");
   if ((s = fcl_launch(ctx, k_delta, &a, gq, lw, "enqueueing backward delta (mma)")) ||
       (s = fcl_nonfinite_flags(ctx, scan, nfin, 3, (int)d->heads_kv, &nf_flags)))
     return s;
