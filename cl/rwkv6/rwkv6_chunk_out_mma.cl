@@ -44,16 +44,19 @@ void fcl_rwkv6_chunk_out_mma(
   /* f32 key tiles, then (after the key loop) the 16-bit values. */
   __local float pool[FCL_MAX(5 * TC * BK, FCL_CEIL_DIV(RW_PARTS * TC * LDV, 2))]
       __attribute__((aligned(16)));
-  __local ushort qt16[RW_PARTS * TC * LDK] __attribute__((aligned(16)));
-  __local ushort kq16[RW_PARTS * TC * LDK] __attribute__((aligned(16)));
+  /* qt16, then kq16; after the key loop the diagonal blocks (dg_s) */
+  __local ushort qk16[2 * RW_PARTS * TC * LDK] __attribute__((aligned(16)));
   __local ushort qs16[RW_PARTS * NBLK * 16 * LDK] __attribute__((aligned(16)));
   __local ushort st16[RW_PARTS * BK * LDV] __attribute__((aligned(16)));
   __local float tot[NSUB * BK], pp[NSUB * BK], ps[NSUB * BK], ex[NSUB * NSUB * BK];
-  __local float eg[BK], u_s[BK], dg_s[WARPS * 256];
+  __local float eg[BK], u_s[BK];
   MMA_EMU_DECL(WARPS)
   __local float *r_s = pool, *k_s = pool + TC * BK, *w_s = pool + 2 * TC * BK,
                 *rq = pool + 3 * TC * BK, *kq = pool + 4 * TC * BK;
   __local ushort *v16 = (__local ushort *)pool;
+  __local ushort *qt16 = qk16, *kq16 = qk16 + RW_PARTS * TC * LDK;
+  /* WARPS * 256 floats fit: 4 * RW_PARTS * TC * LDK bytes, LDK >= 24 */
+  __local float *dg_s = (__local float *)qk16;
   const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5, g = lane >> 2, tq = lane & 3;
   const int c = get_group_id(0), bh = get_group_id(2);
   const rw_seq s = rw_sequence(bh, heads, seqlen, cu, flags);

@@ -34,9 +34,9 @@ static size_t out_bytes(const fcl_device_info *dev, const fcl_tuning_class *cls,
   const size_t nsub = tc / 16, warps = tc / 16, nblk = nsub > 1 ? nsub * (nsub - 1) / 2 : 1;
   const size_t v16 = 4 * ((parts * tc * ldv + 1) / 2);
   const size_t pool = 4 * 5 * tc * bk > v16 ? 4 * 5 * tc * bk : v16;
+  /* the diagonal blocks (4 * 256 * warps bytes) share the qt16, kq16 tiles */
   return pool + 2 * parts * (2 * tc * ldk + nblk * 16 * ldk + bk * ldv) +
-         4 * (bk * (nsub * (3 + nsub) + 2) + warps * 256) +
-         (dev->mma_emulate ? 1024 * warps : 0);
+         4 * bk * (nsub * (3 + nsub) + 2) + (dev->mma_emulate ? 1024 * warps : 0);
 }
 /* ... and of the state pass (rwkv6_chunk_state_mma.cl). */
 static size_t state_bytes(const fcl_device_info *dev, const fcl_tuning_class *cls,
