@@ -67,10 +67,11 @@ static const forced_case cpu_cases[] = {
 #define M3 "WARPS=2,BLOCK_N=32,MT=1"
 #define M4 "WARPS=2,BLOCK_N=32,MT=2" /* two m16 tiles a warp */
 #define M5 "WARPS=3,BLOCK_N=48,MT=2"
-#define B1 "WARPS=2,BLOCK_N=32,MT=2,STAGES=2" /* the next tile loads during this one */
-#define B2 "WARPS=3,BLOCK_N=48,MT=2,STAGES=2"
-#define B3 "WARPS=1,BLOCK_N=16,MT=2,STAGES=1"
-#define B4 "WARPS=4,BLOCK_N=64,MT=1,STAGES=2"
+/* dQ's shape, then dK/dV's (KV_): each its own work-group and tiles */
+#define B1 "WARPS=2,BLOCK_N=32,MT=2,STAGES=2,KV_WARPS=3,KV_BLOCK_N=16,KV_STAGES=2"
+#define B2 "WARPS=3,BLOCK_N=48,MT=2,STAGES=2,KV_WARPS=1,KV_BLOCK_N=32,KV_STAGES=1"
+#define B3 "WARPS=1,BLOCK_N=16,MT=2,STAGES=2,KV_WARPS=2,KV_BLOCK_N=48,KV_STAGES=1"
+#define B4 "WARPS=4,BLOCK_N=64,MT=1,STAGES=2,KV_WARPS=4,KV_BLOCK_N=64,KV_STAGES=2"
 
 static const forced_case mma_cases[] = {
   {"attention_fwd_mma", M1, FCL_F32, 1, 100, 77, 2, 1, 128, 128, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},

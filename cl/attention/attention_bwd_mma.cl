@@ -8,9 +8,10 @@
  * fragments in registers) and walks key tiles of BLOCK_N keys:
  * S = Q K^T, dP = dO V^T, P = exp2(S - lse), dS = P (dP - delta) scaled,
  * dQ += dS K.
- * fcl_attention_bwd_mma_dkdv: a work-group owns BLOCK_M keys of one kv
- * head (K in local memory, V fragments in registers) and walks tiles of
- * BLOCK_N queries of every query head of its group: S^T = K Q^T,
+ * fcl_attention_bwd_mma_dkdv: a work-group of KV_WARPS warps owns
+ * 16 * MT * KV_WARPS keys of one kv head (K in local memory, V fragments in
+ * registers) and walks tiles of KV_BLOCK_N queries of every query head of
+ * its group (KV_STAGES in flight): S^T = K Q^T,
  * dP^T = V dO^T, dV += P^T dO, dK += dS^T Q.
  * With MT = 2 every B fragment read from local memory (K and V tiles for
  * dQ, Q and dO tiles for dK/dV) feeds two mma, as FlashAttention-2's 32
@@ -45,6 +46,17 @@
 #ifndef STAGES
 #define STAGES 1
 #endif
+/* dK/dV's own warps, tile and stages (fcl_attention_bwd_mma_dkdv below
+ * takes them in place of WARPS, BLOCK_N and STAGES). */
+#ifndef KV_WARPS
+#define KV_WARPS 4
+#endif
+#ifndef KV_BLOCK_N
+#define KV_BLOCK_N 64
+#endif
+#ifndef KV_STAGES
+#define KV_STAGES 1
+#endif
 #ifndef MMA_GENERAL
 #define MMA_GENERAL 1
 #endif
@@ -68,8 +80,8 @@
 #define DKDV_SIZE FCL_MAX(STAGES * BM_TILE, BLOCK_M * LDV)
 #define ST_PER ((BLOCK_N + WG - 1) / WG) /* lse and delta values a work-item loads */
 
-#if BLOCK_N % 16 || DP > 256 || DVP > 256
-#error "BLOCK_N must be a multiple of 16 and head dims at most 256"
+#if BLOCK_N % 16 || KV_BLOCK_N % 16 || DP > 256 || DVP > 256
+#error "BLOCK_N and KV_BLOCK_N must be multiples of 16 and head dims at most 256"
 #endif
 
 /* Per-sequence geometry: token offsets (varlen) or -1 (batch-indexed). */
@@ -377,6 +389,16 @@ void fcl_attention_bwd_mma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR(d
 
 /* Key r seen by query c. */
 #define KV_VISIBLE(r, c) BM_VISIBLE(c, r)
+
+/* From here on the work-group and tiles are dK/dV's: every size above
+ * (WG, BLOCK_M, NT, NFW, the tiles' and the fix-ups') follows, being a
+ * macro of these. */
+#undef WARPS
+#undef BLOCK_N
+#undef STAGES
+#define WARPS KV_WARPS
+#define BLOCK_N KV_BLOCK_N
+#define STAGES KV_STAGES
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void fcl_attention_bwd_mma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR(dk),

@@ -6,73 +6,110 @@
 
 #include <stdio.h>
 
-/* Warps of MT m16 tiles of rows each (queries for dQ, keys for dK/dV),
+/* dQ's work-group and walk: warps of MT m16 tiles of query rows each, key
  * columns a tile, tiles in flight (2: the next one loads while this one is
- * worked on). */
-#define PARAMS(X) X(WARPS) X(BLOCK_N) X(MT) X(STAGES)
+ * worked on); dK/dV's the same with KV_ (rows are keys, tiles queries; MT
+ * shared). The two kernels want different ones (H100 D=128: dQ 4 warps
+ * and tiles of 16 in two stages, dK/dV 2 warps and 48 in one). */
+#define PARAMS(X) X(WARPS) X(BLOCK_N) X(MT) X(STAGES) X(KV_WARPS) X(KV_BLOCK_N) X(KV_STAGES)
 FCL_PARAM_STRUCT(bmma_params, PARAMS);
 
-/* The larger of the dQ and dK/dV kernels' local memory (the kernel's
- * DQ_SIZE, DKDV_SIZE and their flags, lse and delta), and what the
- * emulation adds. */
-static size_t local_bytes(const fcl_device_info *dev, const fcl_tuning_class *cls,
-                          const bmma_params *c) {
+/* One kernel's shape (dQ's or dK/dV's). */
+typedef struct {
+  int warps, n, stages;
+} kernel_shape;
+static kernel_shape dq_shape(const bmma_params *c) {
+  return (kernel_shape){c->WARPS, c->BLOCK_N, c->STAGES};
+}
+static kernel_shape kv_shape(const bmma_params *c) {
+  return (kernel_shape){c->KV_WARPS, c->KV_BLOCK_N, c->KV_STAGES};
+}
+
+/* Local memory of the dQ or the dK/dV kernel (the kernel's DQ_SIZE,
+ * DKDV_SIZE and their flags, lse and delta), and what the emulation adds. */
+static size_t local_bytes(const fcl_device_info *dev, const fcl_tuning_class *cls, int mt,
+                          kernel_shape k, bool dkdv) {
   const size_t ldk = FCL_MMA16_LD(cls->head_dim), ldv = FCL_MMA16_LD(cls->head_dim_v);
-  const size_t bm = 16 * (size_t)c->WARPS * (size_t)c->MT, n = (size_t)c->BLOCK_N;
-  const size_t stages = (size_t)c->STAGES, tiles = stages * n * (ldk + ldv);
-  const size_t nfw = 4 * stages * (size_t)FCL_MMA_NFW(c->BLOCK_N);
-  const size_t dq_tiles = bm * (ldk + ldv) > tiles ? bm * (ldk + ldv) : tiles;
-  const size_t dkdv_tiles = bm * ldv > tiles ? bm * ldv : tiles;
-  const size_t dq = 2 * dq_tiles + nfw;
-  const size_t dkdv = 2 * (bm * ldk + dkdv_tiles) + 8 * stages * n + 2 * nfw;
-  return (dq > dkdv ? dq : dkdv) + (dev->mma_emulate ? 1024u * (size_t)c->WARPS : 0);
+  const size_t bm = 16 * (size_t)k.warps * (size_t)mt, n = (size_t)k.n;
+  const size_t stages = (size_t)k.stages, tiles = stages * n * (ldk + ldv);
+  const size_t nfw = 4 * stages * (size_t)FCL_MMA_NFW(k.n);
+  const size_t emu = dev->mma_emulate ? 1024u * (size_t)k.warps : 0;
+  if (!dkdv) return 2 * (bm * (ldk + ldv) > tiles ? bm * (ldk + ldv) : tiles) + nfw + emu;
+  return 2 * (bm * ldk + (bm * ldv > tiles ? bm * ldv : tiles)) + 8 * stages * n + 2 * nfw + emu;
+}
+static bool fits(const fcl_device_info *dev, const fcl_tuning_class *cls, int mt, kernel_shape k,
+                 bool dkdv) {
+  return local_bytes(dev, cls, mt, k, dkdv) + 256 <= dev->local_mem;
+}
+
+/* Shrinks a kernel's shape until it fits (or nothing is left to shrink). */
+static void shrink(const fcl_device_info *dev, const fcl_tuning_class *cls, int mt, int *warps,
+                   int *n, int *stages, bool dkdv) {
+  while (!fits(dev, cls, mt, (kernel_shape){*warps, *n, *stages}, dkdv)) {
+    if (*stages > 1) *stages = 1;
+    else if (*n > 16) *n -= 16;
+    else if (*warps > 1) *warps /= 2;
+    else break; /* none fits: valid() says so and the portable kernels run */
+  }
 }
 
 static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fcl_config *cfg) {
   bmma_params *c = FCL_PARAMS(bmma_params, cfg);
-  /* H100, f16 B4 H32, N 1024 to 16384, causal and not: up to head dim 64,
-   * tiles of 32 keys or queries with the next one loading (1.05-1.10x 64
-   * and one stage); past it 48 in one stage, the largest that fits (two
-   * stages of 32 do not: 1.06-1.12x 32 in one). Two m16 tiles a warp
-   * measured 0.95-1.0x one at D64 and spill at D128: fa-tune may try them. */
+  /* H100, f16 B4 H32 N 4096 (and 1024, 16384 at D=64), per-kernel times:
+   * up to head dim 64 both kernels take 4 warps and tiles of 32 with the
+   * next one loading (1.05-1.10x tiles of 64 in one stage); past it dQ
+   * takes 4 warps and tiles of 16 in two stages (5.67 ms against 6.32 with
+   * 48 in one) and dK/dV 2 warps and 48 in one stage (8.69 against 9.20
+   * with 4 warps). Two m16 tiles a warp measured 0.95-1.0x one at D=64
+   * and spill at D=128 (an override can still set MT=2). */
   const bool small = FCL_MMA16_PAD(cls->head_dim) <= 64 && FCL_MMA16_PAD(cls->head_dim_v) <= 64;
-  c->WARPS = 4, c->MT = 1, c->STAGES = small ? 2 : 1, c->BLOCK_N = small ? 32 : 48;
-  while (local_bytes(dev, cls, c) + 256 > dev->local_mem) {
-    if (c->STAGES > 1) c->STAGES = 1;
-    else if (c->BLOCK_N > 16) c->BLOCK_N -= 16;
-    else if (c->WARPS > 1) c->WARPS /= 2;
-    else break; /* none fits: valid() says so and the portable kernels run */
-  }
+  c->MT = 1;
+  c->WARPS = 4, c->BLOCK_N = small ? 32 : 16, c->STAGES = 2;
+  c->KV_WARPS = small ? 4 : 2, c->KV_BLOCK_N = small ? 32 : 48, c->KV_STAGES = small ? 2 : 1;
+  shrink(dev, cls, c->MT, &c->WARPS, &c->BLOCK_N, &c->STAGES, false);
+  shrink(dev, cls, c->MT, &c->KV_WARPS, &c->KV_BLOCK_N, &c->KV_STAGES, true);
+}
+
+static const char *bad_shape(const fcl_device_info *dev, const fcl_tuning_class *cls, int mt,
+                             kernel_shape k, bool dkdv) {
+  if (k.warps < 1 || k.warps > 8 || k.n < 16 || k.n > 128 || k.n % 16 || k.stages < 1 ||
+      k.stages > 2)
+    return dkdv ? "KV_WARPS in 1..8, KV_BLOCK_N a multiple of 16 in 16..128, KV_STAGES 1 or 2"
+                : "WARPS in 1..8, BLOCK_N a multiple of 16 in 16..128, STAGES 1 or 2";
+  if ((size_t)k.warps * 32 > dev->max_wg) return "work-group larger than the device allows";
+  if (!fits(dev, cls, mt, k, dkdv))
+    return dkdv ? "local memory exceeded (dK/dV)" : "local memory exceeded (dQ)";
+  return NULL;
 }
 
 static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const fcl_config *cfg,
                   char *why, size_t why_size) {
   const bmma_params *c = FCL_CPARAMS(bmma_params, cfg);
-  const char *bad = NULL;
-  if (c->WARPS < 1 || c->WARPS > 8 || c->BLOCK_N < 16 || c->BLOCK_N > 128 ||
-      c->BLOCK_N % 16 || c->MT < 1 || c->MT > 2 || c->STAGES < 1 || c->STAGES > 2)
-    bad = "WARPS in 1..8, BLOCK_N a multiple of 16 in 16..128, MT and STAGES 1 or 2";
-  else if ((size_t)c->WARPS * 32 > dev->max_wg)
-    bad = "work-group larger than the device allows";
-  else if (local_bytes(dev, cls, c) + 256 > dev->local_mem)
-    bad = "local memory exceeded";
+  const char *bad = c->MT < 1 || c->MT > 2 ? "MT 1 or 2" : NULL;
+  if (!bad) bad = bad_shape(dev, cls, c->MT, dq_shape(c), false);
+  if (!bad) bad = bad_shape(dev, cls, c->MT, kv_shape(c), true);
   if (bad && why) snprintf(why, why_size, "%s", bad);
   return bad == NULL;
 }
 
+/* MT stays as the defaults have it: 2 never paid on the H100 and would
+ * double the space. */
 static int axes(const fcl_tuning_class *cls, fcl_axis *a) {
   (void)cls;
   a[0] = (fcl_axis){"WARPS", 4, {1, 2, 4, 8}};
   a[1] = (fcl_axis){"BLOCK_N", 8, {16, 32, 48, 64, 80, 96, 112, 128}};
-  a[2] = (fcl_axis){"MT", 2, {1, 2}};
-  a[3] = (fcl_axis){"STAGES", 2, {1, 2}};
-  return 4;
+  a[2] = (fcl_axis){"STAGES", 2, {1, 2}};
+  a[3] = (fcl_axis){"KV_WARPS", 4, {1, 2, 4, 8}};
+  a[4] = (fcl_axis){"KV_BLOCK_N", 8, {16, 32, 48, 64, 80, 96, 112, 128}};
+  a[5] = (fcl_axis){"KV_STAGES", 2, {1, 2}};
+  return 6;
 }
 
 static void point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg) {
   (void)cls;
   bmma_params *c = FCL_PARAMS(bmma_params, cfg);
-  c->WARPS = v[0], c->BLOCK_N = v[1], c->MT = v[2], c->STAGES = v[3];
+  c->WARPS = v[0], c->BLOCK_N = v[1], c->STAGES = v[2];
+  c->KV_WARPS = v[3], c->KV_BLOCK_N = v[4], c->KV_STAGES = v[5];
 }
 
 static const char *const files[] = {"attention/attention_abi.h", "common/dtype.cl",
@@ -149,14 +186,17 @@ fcl_status fcl_attention_bwd_mma_launch(fcl_context *ctx, const fcl_attention_pl
       {p->k, p->varlen, p->total_k, d->seqlen_k, d->heads_kv, d->head_dim, 1},
       {p->q, p->varlen, p->total_q, d->seqlen_q, d->heads_q, d->head_dim, sc->group},
       {p->dout, p->varlen, p->total_q, d->seqlen_q, d->heads_q, d->head_dim_v, sc->group}};
-  const size_t wg = (size_t)c->WARPS * 32, bm = (size_t)c->WARPS * 16 * (size_t)c->MT;
-  size_t gq[3] = {((size_t)d->seqlen_q + bm - 1) / bm * wg, 1, (size_t)(d->batch * d->heads_q)};
-  size_t gk[3] = {((size_t)d->seqlen_k + bm - 1) / bm * wg, 1, (size_t)(d->batch * d->heads_kv)};
-  size_t lw[3] = {wg, 1, 1};
-  fcl_log(ctx, "attention backward: tensor cores, %d warps of %d rows, %d columns per tile, "
-          "%d stage%s%s%s", c->WARPS, 16 * c->MT, c->BLOCK_N, c->STAGES, c->STAGES > 1 ? "s" : "",
+  const size_t wq = (size_t)c->WARPS * 32, bq = (size_t)c->WARPS * 16 * (size_t)c->MT;
+  const size_t wk = (size_t)c->KV_WARPS * 32, bk = (size_t)c->KV_WARPS * 16 * (size_t)c->MT;
+  size_t gq[3] = {((size_t)d->seqlen_q + bq - 1) / bq * wq, 1, (size_t)(d->batch * d->heads_q)};
+  size_t gk[3] = {((size_t)d->seqlen_k + bk - 1) / bk * wk, 1, (size_t)(d->batch * d->heads_kv)};
+  size_t lq[3] = {wq, 1, 1}, lk[3] = {wk, 1, 1};
+  fcl_log(ctx,
+          "attention backward: tensor cores, m16 tiles a warp %d; dQ %d warps, tiles of %d, "
+          "%d stage(s); dK/dV %d warps, tiles of %d, %d stage(s)%s%s",
+          c->MT, c->WARPS, c->BLOCK_N, c->STAGES, c->KV_WARPS, c->KV_BLOCK_N, c->KV_STAGES,
           vec ? ", cp.async" : "", general ? ", general scores" : "");
-  if ((s = fcl_launch(ctx, k_delta, &a, gq, lw, "enqueueing backward delta (mma)")) ||
+  if ((s = fcl_launch(ctx, k_delta, &a, gq, lq, "enqueueing backward delta (mma)")) ||
       (s = fcl_nonfinite_flags(ctx, scan, nfin, 3, (int)d->heads_kv, &nf_flags)))
     return s;
   for (int i = 0; i < 2; ++i) {
@@ -168,8 +208,8 @@ fcl_status fcl_attention_bwd_mma_launch(fcl_context *ctx, const fcl_attention_pl
     FCL_ARG(&ag[0], p->dq->buffer); fcl_arg_tensor(&ag[0], p->dq);
     FCL_ARG(&ag[1], p->dk->buffer); fcl_arg_tensor(&ag[1], p->dk);
     FCL_ARG(&ag[1], p->dv->buffer); fcl_arg_tensor(&ag[1], p->dv);
-    if ((s = fcl_launch(ctx, k_dq[i], &ag[0], gq, lw, "enqueueing backward dq (mma)")) ||
-        (s = fcl_launch(ctx, k_dkdv[i], &ag[1], gk, lw, "enqueueing backward dk/dv (mma)")))
+    if ((s = fcl_launch(ctx, k_dq[i], &ag[0], gq, lq, "enqueueing backward dq (mma)")) ||
+        (s = fcl_launch(ctx, k_dkdv[i], &ag[1], gk, lk, "enqueueing backward dk/dv (mma)")))
       return s;
   }
   return FCL_OK;
