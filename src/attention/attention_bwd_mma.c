@@ -1,4 +1,4 @@
-/* The tensor-core backward (cl/attention/attention_bwd_mma.cl): its
+/* The tensor-core backward (cl/attention/attention_bwd_mma*.cl): its
  * descriptor and its three launches (delta, dQ, dK/dV), in order on the
  * queue. On wherever the forward's probe passed, for f16 and bf16
  * (FCL_DISABLE_FASTPATH=1 turns both off). */
@@ -114,7 +114,9 @@ static void point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg) {
 
 static const char *const files[] = {"attention/attention_abi.h", "common/dtype.cl",
                                     "attention/attention_common.cl", "common/mma_warp.cl",
-                                    "common/mma_common.cl", "attention/attention_bwd_mma.cl"};
+                                    "common/mma_common.cl", "attention/attention_bwd_mma.cl",
+                                    "attention/attention_bwd_mma_dq.cl",
+                                    "attention/attention_bwd_mma_dkdv.cl"};
 const fcl_variant fcl_variant_attention_bwd_mma = {
     "attention_bwd_mma", FCL_TUNING_ATTENTION_BWD, files, (int)FCL_COUNT(files),
     {"HEAD_DIM", "HEAD_DIM_V"}, FCL_MAX_HEAD_DIM, true, FCL_PARAM_COUNT(PARAMS),

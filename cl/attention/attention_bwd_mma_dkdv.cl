@@ -1,0 +1,212 @@
+/* The dK/dV kernel of the tensor-core backward (after attention_bwd_mma.cl,
+ * whose header tells the algorithm, and attention_bwd_mma_dq.cl): a
+ * work-group of KV_WARPS warps owns 16 * MT * KV_WARPS keys of one kv head
+ * and walks tiles of KV_BLOCK_N queries of every query head of its group,
+ * KV_STAGES in flight. */
+/* Key r seen by query c. */
+#define KV_VISIBLE(r, c) BM_VISIBLE(c, r)
+
+/* From here on the work-group and tiles are dK/dV's: every size above
+ * (WG, BLOCK_M, NT, NFW, the tiles' and the fix-ups') follows, being a
+ * macro of these. */
+#undef WARPS
+#undef BLOCK_N
+#undef STAGES
+#define WARPS KV_WARPS
+#define BLOCK_N KV_BLOCK_N
+#define STAGES KV_STAGES
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void fcl_attention_bwd_mma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR(dk),
+                                __global fcl_elem *dv, BM_TENSOR(dv)) {
+  __local ushort k_s[BLOCK_M * LDK] __attribute__((aligned(16))); /* this block's keys */
+  /* V of the block, then each stage's Q and dO tiles */
+  __local ushort qd_s[DKDV_SIZE] __attribute__((aligned(16)));
+  __local float st_s[STAGES][2 * BLOCK_N]; /* lse (log2, +inf: no P) and delta of the tile */
+  __local uint nf_s[STAGES][2 * NFW];      /* queries of the Q, dO tiles holding inf or NaN */
+  MMA_EMU_DECL(WARPS)
+  const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
+  const int g = lane >> 2, t4 = lane & 3;
+  const int heads_kv = heads_q / group;
+  const int b = get_group_id(2) / heads_kv, hk = get_group_id(2) % heads_kv;
+  if ((nf_flags[hk] != 0) != FCL_NONFINITE) return; /* the other build's */
+  const bm_seq s = bm_sequence(b, seqlen_q, seqlen_k, cu_q, cu_k, flags & 4, stat_sb);
+  const int j0 = get_group_id(0) * BLOCK_M; /* first blocks have the most queries */
+  if (j0 >= s.sk) return;
+  const long kb = bm_base(k_off, k_sb, k_ss, k_sh, b, s.k_tok, hk);
+  const long vb = bm_base(v_off, v_sb, v_ss, v_sh, b, s.k_tok, hk);
+  const int diag = s.sk - s.sq + diag_shift, sk = s.sk, sq = s.sq; /* row i at key i + diag */
+  const int j_last = min(j0 + BLOCK_M, sk) - 1;
+  const int i_lo = max(0, j0 - diag - wr);
+  const int i_hi = min(s.sq - 1, j_last - diag + wl);
+  int rk[MT][2]; /* this lane's keys of each m16 tile */
+  MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
+    rk[mt][0] = j0 + MT_ROW(mt) + g, rk[mt][1] = rk[mt][0] + 8;
+
+  mma_tile_load(k_s, LDK, BLOCK_M, DP, k, kb, k_ss, j0, sk, HEAD_DIM, lid, WG);
+  mma_tile_load(qd_s, LDV, BLOCK_M, DVP, v, vb, v_ss, j0, sk, HEAD_DIM_V, lid, WG);
+  mma_cp_commit();
+  mma_cp_wait_all();
+  barrier(CLK_LOCAL_MEM_FENCE);
+  uint4 vf[MT][DVP / 16];
+  float4 gk[MT][DP / 8], gv[MT][DVP / 8];
+  MMA_UNROLL for (int mt = 0; mt < MT; ++mt) {
+    MMA_UNROLL for (int kk = 0; kk < DVP / 16; ++kk)
+      vf[mt][kk] = mma_ldsm_x4(qd_s, (MT_ROW(mt) + (lane & 15)) * LDV + kk * 16 + (lane >> 4) * 8);
+    MMA_UNROLL for (int n = 0; n < DP / 8; ++n) gk[mt][n] = (float4)(0.0f);
+    MMA_UNROLL for (int n = 0; n < DVP / 8; ++n) gv[mt][n] = (float4)(0.0f);
+  }
+
+  /* The walk: tiles t = 0 .. ntiles of BLOCK_N queries, per_head of them
+   * for each query head of the group. */
+  const int it0 = i_lo / BLOCK_N;
+  const int per_head = i_hi >= it0 * BLOCK_N ? (i_hi - it0 * BLOCK_N) / BLOCK_N + 1 : 0;
+  const int ntiles = per_head * group;
+#define TILE_HEAD(t_) (hk * group + (t_) / per_head)
+#define TILE_ROW0(t_) ((it0 + (t_) % per_head) * BLOCK_N)
+  /* Tile t's Q and dO into stage stg. */
+#define DKDV_LOAD(t_, stg_)                                                                   \
+  do {                                                                                        \
+    const int h_ = TILE_HEAD(t_), i_ = TILE_ROW0(t_);                                         \
+    __local ushort *q_ = qd_s + (stg_) * BM_TILE;                                             \
+    mma_tile_load(q_, LDK, BLOCK_N, DP, q, bm_base(q_off, q_sb, q_ss, q_sh, b, s.q_tok, h_),  \
+                  q_ss, i_, s.sq, HEAD_DIM, lid, WG);                                         \
+    mma_tile_load(q_ + BLOCK_N * LDK, LDV, BLOCK_N, DVP, dout,                                \
+                  bm_base(do_off, do_sb, do_ss, do_sh, b, s.q_tok, h_), do_ss, i_, s.sq,      \
+                  HEAD_DIM_V, lid, WG);                                                       \
+    mma_cp_commit();                                                                          \
+  } while (0)
+  /* Tile t's lse (log2; +inf: no P) and delta, this work-item's share, into
+   * registers (STATS) and then stage stg (STATS_STORE). */
+#define DKDV_STATS(t_, x_)                                                                    \
+  do {                                                                                        \
+    const int i_ = TILE_ROW0(t_);                                                             \
+    const long st_ = s.stat_row0 + (long)TILE_HEAD(t_) * stat_sh;                             \
+    MMA_UNROLL for (int e_ = 0; e_ < ST_PER; ++e_) {                                          \
+      const int c_ = lid + e_ * WG;                                                           \
+      const bool in_ = c_ < BLOCK_N && i_ + c_ < s.sq;                                        \
+      const float l_ = in_ ? lse[st_ + i_ + c_] : -INFINITY;                                  \
+      x_[e_][0] = l_ == -INFINITY ? INFINITY : l_ * FCL_LOG2E;                                \
+      x_[e_][1] = in_ ? delta[st_ + i_ + c_] : 0.0f;                                          \
+    }                                                                                         \
+  } while (0)
+#define DKDV_STATS_STORE(stg_, x_)                                                            \
+  MMA_UNROLL for (int e_ = 0; e_ < ST_PER; ++e_)                                              \
+    if (lid + e_ * WG < BLOCK_N) {                                                            \
+      st_s[stg_][lid + e_ * WG] = x_[e_][0];                                                  \
+      st_s[stg_][BLOCK_N + lid + e_ * WG] = x_[e_][1];                                        \
+    }
+  float stx[ST_PER][2]; /* a tile's lse and delta on their way to local memory */
+  barrier(CLK_LOCAL_MEM_FENCE); /* V is in registers: its space takes the tiles */
+  if (lid < STAGES * 2 * NFW) nf_s[lid / (2 * NFW)][lid % (2 * NFW)] = 0u;
+  if (STAGES == 2 && ntiles > 0) {
+    DKDV_LOAD(0, 0);
+    DKDV_STATS(0, stx);
+    DKDV_STATS_STORE(0, stx);
+  }
+  for (int t = 0; t < ntiles; ++t) {
+    const int h = TILE_HEAD(t), i0 = TILE_ROW0(t), cur = STAGES == 2 ? (t & 1) : 0;
+    const long qb = bm_base(q_off, q_sb, q_ss, q_sh, b, s.q_tok, h);
+    const long dob = bm_base(do_off, do_sb, do_ss, do_sh, b, s.q_tok, h);
+    const float slope_l2 = (flags & 2) ? alibi[h] * FCL_LOG2E : 0.0f;
+    __local ushort *const q_s = qd_s + cur * BM_TILE, *const do_s = q_s + BLOCK_N * LDK;
+    __local const float *const stc = st_s[cur];
+    __local uint *const nfc = nf_s[cur];
+    /* Some (query, key) pair is masked (queries past the end are zeros). */
+    const int i_end = min(i0 + BLOCK_N, s.sq) - 1;
+    const bool some_masked = FCL_NONFINITE && !(j0 >= i_end + diag - wl && j_last <= i0 + diag + wr);
+    if (STAGES == 1) {
+      if (t > 0) barrier(CLK_LOCAL_MEM_FENCE); /* everyone is done with the last tiles */
+      DKDV_LOAD(t, 0);
+      DKDV_STATS(t, stx);
+      DKDV_STATS_STORE(0, stx);
+      if (some_masked && lid < 2 * NFW) nfc[lid] = 0u;
+    }
+    mma_cp_wait_all();
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const bool next = STAGES == 2 && t + 1 < ntiles;
+    if (next) {
+      /* The other stage's last readers (tile t - 1) are past the barrier;
+       * lse and delta go to it after this tile's products. */
+      DKDV_LOAD(t + 1, cur ^ 1);
+      DKDV_STATS(t + 1, stx);
+      if (lid < 2 * NFW) nf_s[cur ^ 1][lid] = 0u;
+    }
+    uint nfq[NFW] = {0u}, nfo[NFW] = {0u};
+    bool nfq_any = false, nfo_any = false;
+    if (some_masked) { /* Q and dO stay as they are for the scores, then lose
+                        * their inf and NaN for the products */
+      mma_tile_scan(q_s, LDK, BLOCK_N, DP, 0, nfc, lid, WG);
+      mma_tile_scan(do_s, LDV, BLOCK_N, DVP, 0, nfc + NFW, lid, WG);
+    }
+    MMA_SPECIAL(some_masked) {
+      barrier(CLK_LOCAL_MEM_FENCE);
+      MMA_UNROLL for (int w = 0; w < NFW; ++w) {
+        nfq[w] = some_masked ? nfc[w] : 0u;
+        nfo[w] = some_masked ? nfc[NFW + w] : 0u;
+        nfq_any |= nfq[w] != 0u;
+        nfo_any |= nfo[w] != 0u;
+      }
+    }
+    float4 sc[MT][NT], dp[MT][NT];
+    MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
+      MMA_UNROLL for (int n = 0; n < NT; ++n) sc[mt][n] = dp[mt][n] = (float4)(0.0f);
+    {
+      uint4 kf[MT][DP / 16];
+      MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
+        MMA_UNROLL for (int kk = 0; kk < DP / 16; ++kk)
+          kf[mt][kk] =
+              mma_ldsm_x4(k_s, (MT_ROW(mt) + (lane & 15)) * LDK + kk * 16 + (lane >> 4) * 8);
+      MMA_SCORES(sc, kf, q_s, LDK, DP / 16);
+    }
+    MMA_SCORES(dp, vf, do_s, LDV, DVP / 16);
+    const bool full = i0 + BLOCK_N <= s.sq && j0 >= i0 + BLOCK_N - 1 + diag - wl &&
+                      j_last <= i0 + diag + wr;
+    uint4 pf[MT][NT / 2], dsf[MT][NT / 2];
+    MMA_UNROLL for (int n = 0; n < NT; ++n) {
+      const int c = n * 8 + 2 * t4, i = i0 + c;
+      const float la = stc[c], lb = stc[c + 1];
+      const float da = stc[BLOCK_N + c], db = stc[BLOCK_N + c + 1];
+      MMA_UNROLL for (int mt = 0; mt < MT; ++mt) {
+        const int ra = rk[mt][0], rb = rk[mt][1];
+        float p0, p1, p2, p3;
+        float4 ds;
+        ds.x = bm_ds(sc[mt][n].x, dp[mt][n].x, i, ra, full, diag, sq, sk, wl, wr, qk_scale,
+                     softcap_l2, slope_l2, la, da, scale, &p0);
+        ds.y = bm_ds(sc[mt][n].y, dp[mt][n].y, i + 1, ra, full, diag, sq, sk, wl, wr,
+                     qk_scale, softcap_l2, slope_l2, lb, db, scale, &p1);
+        ds.z = bm_ds(sc[mt][n].z, dp[mt][n].z, i, rb, full, diag, sq, sk, wl, wr, qk_scale,
+                     softcap_l2, slope_l2, la, da, scale, &p2);
+        ds.w = bm_ds(sc[mt][n].w, dp[mt][n].w, i + 1, rb, full, diag, sq, sk, wl, wr,
+                     qk_scale, softcap_l2, slope_l2, lb, db, scale, &p3);
+        MMA_PACK_A(pf[mt], n, (float4)(p0, p1, p2, p3));
+        MMA_PACK_A(dsf[mt], n, ds);
+      }
+    }
+    /* Flags uniform over the work-group; rows are keys, tile rows queries. */
+    MMA_SPECIAL(nfq_any || nfo_any) {
+      barrier(CLK_LOCAL_MEM_FENCE); /* the scores are done with Q and dO */
+      if (nfq_any) mma_tile_scan(q_s, LDK, BLOCK_N, DP, 1, nfc, lid, WG);
+      if (nfo_any) mma_tile_scan(do_s, LDV, BLOCK_N, DVP, 1, nfc + NFW, lid, WG);
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    MMA_ACC_T(gv, pf, do_s, LDV, DVP / 16);
+    MMA_SPECIAL(nfo_any)
+      MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
+        MMA_FIX_NONFINITE(gv[mt], DVP / 8, pf[mt], nfo, dout, dob, do_ss, i0, HEAD_DIM_V,
+                          rk[mt][0], rk[mt][1], KV_VISIBLE);
+    MMA_ACC_T(gk, dsf, q_s, LDK, DP / 16);
+    MMA_SPECIAL(nfq_any)
+      MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
+        MMA_FIX_NONFINITE(gk[mt], DP / 8, dsf[mt], nfq, q, qb, q_ss, i0, HEAD_DIM, rk[mt][0],
+                          rk[mt][1], KV_VISIBLE);
+    if (next) DKDV_STATS_STORE(cur ^ 1, stx);
+  }
+
+  const long dkb = bm_base(dk_off, dk_sb, dk_ss, dk_sh, b, s.k_tok, hk);
+  const long dvb = bm_base(dv_off, dv_sb, dv_ss, dv_sh, b, s.k_tok, hk);
+  MMA_UNROLL for (int mt = 0; mt < MT; ++mt) {
+    BM_STORE_ROWS(dk, dkb, dk_ss, HEAD_DIM, DP / 8, gk[mt], rk[mt][0], rk[mt][1], sk);
+    BM_STORE_ROWS(dv, dvb, dv_ss, HEAD_DIM_V, DVP / 8, gv[mt], rk[mt][0], rk[mt][1], sk);
+  }
+}
