@@ -15,10 +15,10 @@
  *
  * mma: the forward's output and the backward's dv on tensor cores
  * (rwkv6_chunked_mma, rwkv6_bwd_chunked_mma: NVIDIA, or FCL_MMA_EMULATE=1),
- * f16, bf16 and f32 (split into bf16 pairs), with their tiles forced the same way (several sub-chunks,
- * chunks of 32 and 16, key tiles of 16 and 32; the backward's dr dk dw
- * kernel with value tiles of 32); first it checks that fcl_rwkv6_config
- * names the variants. Elsewhere it says they do not run and passes.
+ * f16, bf16 and f32 (split into bf16 pairs), with their tiles forced the
+ * same way (several sub-chunks, chunks of 32 and 16, key tiles of 16 and
+ * 32; the backward's dr dk dw kernel with value tiles of 32); first it
+ * checks that fcl_rwkv6_config names the variants. Elsewhere it says they do not run and passes.
  *
  * Environment: FCL_DEVICE, FCL_TEST_FILTER (cases whose name contains it),
  * FCL_TEST_VERBOSE. */

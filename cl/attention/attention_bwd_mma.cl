@@ -233,7 +233,8 @@ void fcl_attention_bwd_mma_delta(
   MMA_UNROLL for (int mt = 0; mt < MT; ++mt) {
     float4 d0 = (float4)(0.0f), d1 = (float4)(0.0f);
     MMA_UNROLL for (int kk = 0; kk < DVP / 16; ++kk) {
-      const uint4 a = mma_ldsm_x4(do_s, (MT_ROW(mt) + (lane & 15)) * LDV + kk * 16 + (lane >> 4) * 8);
+      const uint4 a =
+          mma_ldsm_x4(do_s, (MT_ROW(mt) + (lane & 15)) * LDV + kk * 16 + (lane >> 4) * 8);
       const uint4 bo = mma_ldsm_x4(
           o_s, (MT_ROW(mt) + (lane >> 4) * 8 + (lane & 7)) * LDV + kk * 16 + ((lane >> 3) & 1) * 8);
       d0 = mma_16816(a, bo.xy, d0);

@@ -114,7 +114,8 @@ void fcl_attention_bwd_mma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR
     __local uint *const nfc = nf_s[cur];
     /* Some (query, key) pair is masked (queries past the end are zeros). */
     const int i_end = min(i0 + BLOCK_N, s.sq) - 1;
-    const bool some_masked = FCL_NONFINITE && !(j0 >= i_end + diag - wl && j_last <= i0 + diag + wr);
+    const bool some_masked =
+        FCL_NONFINITE && !(j0 >= i_end + diag - wl && j_last <= i0 + diag + wr);
     if (STAGES == 1) {
       if (t > 0) barrier(CLK_LOCAL_MEM_FENCE); /* everyone is done with the last tiles */
       DKDV_LOAD(t, 0);
