@@ -165,16 +165,17 @@ if(FCL_VALGRIND AND NOT FCL_SANITIZE)
   # leaks outside the OpenCL implementations fail the test
   # (tests/valgrind.supp lists theirs). 50 frames a stack: PoCL's compile
   # leaks reach its anchor (pocl_check_kernel_disk_cache) below valgrind's
-  # default 12, deep in LLVM's passes.
-  add_test(NAME test_lifecycle_valgrind COMMAND ${FCL_VALGRIND} --error-exitcode=99 --num-callers=50
-           --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite
-           --suppressions=${CMAKE_CURRENT_SOURCE_DIR}/valgrind.supp
-           $<TARGET_FILE:test_lifecycle> 100 1)
-  # Under valgrind PoCL sees no AVX-512 (a "haswell" device instead of
-  # "skylake-avx512"), so no other test's program cache serves it and it
-  # compiles its kernels itself, slowly: about 320 s of one core, most of
-  # it compiling. Started first (COST), it runs beside the other tests
-  # instead of after them.
+  # default 12, deep in LLVM's passes. valgrind_check.cmake first runs the
+  # same under valgrind --tool=none, so that memcheck finds PoCL's kernels
+  # compiled (under valgrind PoCL sees another CPU, so no other test's
+  # kernels serve it): about 90 s of one core in all, where memcheck
+  # compiling them took about 450 s. Started first (COST), it runs beside
+  # the other tests instead of after them.
+  add_test(NAME test_lifecycle_valgrind COMMAND ${CMAKE_COMMAND} -DVALGRIND=${FCL_VALGRIND}
+           -DPROG=$<TARGET_FILE:test_lifecycle> "-DARGS=100;1"
+           -DWARM_CACHE=${CMAKE_CURRENT_BINARY_DIR}/cache/test_lifecycle_valgrind_warm
+           "-DOPTIONS=--error-exitcode=99;--num-callers=50;--leak-check=full;--show-leak-kinds=definite;--errors-for-leak-kinds=definite;--suppressions=${CMAKE_CURRENT_SOURCE_DIR}/valgrind.supp"
+           -P ${CMAKE_CURRENT_SOURCE_DIR}/valgrind_check.cmake)
   set_tests_properties(test_lifecycle_valgrind PROPERTIES TIMEOUT 900 LABELS "valgrind"
     COST 1000
     ENVIRONMENT "FCL_DEVICE=pocl;FCL_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/cache/test_lifecycle_valgrind;XDG_CACHE_HOME=${CMAKE_CURRENT_BINARY_DIR}/cache/xdg")
