@@ -57,6 +57,9 @@ static bool from_cache(fcl_context *ctx, const unsigned long long key[2],
 
 static void to_cache(fcl_context *ctx, cl_program prog,
                      const unsigned long long key[2]) {
+  /* Asking for the binary is not free: PoCL then compiles a generic
+   * work-group function of every kernel in the program. */
+  if (!ctx->opt.cache_dir[0]) return;
   size_t size = 0;
   if (clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL) !=
           CL_SUCCESS || size == 0)
