@@ -182,7 +182,7 @@ if(FCL_VALGRIND AND NOT FCL_SANITIZE)
 endif()
 
 # --- numerics: large magnitude, -inf from masks, NaN inputs -------------------
-fcl_add_test(test_numerics DEVICE)
+fcl_add_test(test_numerics DEVICE NO_POCL_CACHE)
 target_link_libraries(test_numerics PRIVATE fcl_ophelp)
 # Again on PoCL with the NVIDIA tensor-core kernels' warp instructions
 # emulated (FCL_MMA_EMULATE=1, cl/mma_common.cl): the f16 and bf16 cases then
@@ -193,7 +193,7 @@ target_link_libraries(test_numerics PRIVATE fcl_ophelp)
 # by default), which scans every K and V tile for inf and NaN.
 add_test(NAME test_numerics_pocl_mma_emulated COMMAND test_numerics)
 set_tests_properties(test_numerics_pocl_mma_emulated PROPERTIES TIMEOUT 600 LABELS "pocl"
-  ENVIRONMENT "FCL_DEVICE=pocl;FCL_MMA_EMULATE=1;FCL_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/cache/test_numerics_pocl_mma_emulated;FCL_TUNING_DB=${CMAKE_CURRENT_BINARY_DIR}/cache/test_numerics_pocl_mma_emulated/tuning.db;XDG_CACHE_HOME=${CMAKE_CURRENT_BINARY_DIR}/cache/xdg")
+  ENVIRONMENT "FCL_DEVICE=pocl;FCL_MMA_EMULATE=1;${FCL_NO_POCL_CACHE};FCL_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/cache/test_numerics_pocl_mma_emulated;FCL_TUNING_DB=${CMAKE_CURRENT_BINARY_DIR}/cache/test_numerics_pocl_mma_emulated/tuning.db;XDG_CACHE_HOME=${CMAKE_CURRENT_BINARY_DIR}/cache/xdg")
 
 # --- large problems (> 2^31 elements, seqlen 65536): a GPU with tens of GiB --
 # Always built; registered only with -DFCL_TEST_LARGE=ON, on the device
