@@ -27,12 +27,15 @@
 #ifndef RW_DK_MMA
 #define RW_DK_MMA 0
 #endif
+#if !RW_DK_MMA
+typedef float rw_ck_t; /* the portable checkpoints (rwkv6_chunk_rows.cl: mma's) */
+#endif
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void fcl_rwkv6_chunk_dk(
     const __global fcl_elem *r, const __global fcl_elem *k, const __global fcl_elem *v,
     const __global fcl_elem *w, const __global fcl_elem *u, const __global fcl_elem *dout,
-    const __global float *cks, const __global float *ckd, __global fcl_elem *dr,
+    const __global rw_ck_t *cks, const __global rw_ck_t *ckd, __global fcl_elem *dr,
     __global fcl_elem *dk, __global fcl_elem *dw, __global float *dup,
     const __global int *cu, RW_TENSOR(r), RW_TENSOR(k), RW_TENSOR(v), RW_TENSOR(w),
     RW_TENSOR(do), RW_TENSOR(dr), RW_TENSOR(dk), RW_TENSOR(dw), int seqlen, int heads,

@@ -5,7 +5,8 @@
  *   dA[t][s] = scale * dO_t . v_s (s <= t),  qs[t][i] = dO_t . S[i],
  *   ks[s][i] = v_s . D[i],                   dg[i] = D[i] . S[i],
  * the first three in m16n8k16 mma.sync (dO, v as stored; S, D rounded to
- * 16 bits; f32 data split, as rwkv6_chunk_rows.cl says), one warp per
+ * 16 bits, as stored for 16-bit data; f32 data split, as
+ * rwkv6_chunk_rows.cl says), one warp per
  * sub-chunk of 16 rows, over value tiles of BV columns; dg in f32. The
  * results land where the portable loop puts them (da packed by rows, qs
  * and ks [TC][BK], dg_s). WG = TC / 16 warps. */
@@ -20,8 +21,8 @@
 #endif
 
 static inline void rw_dk_products_mma(const __global fcl_elem *v, const __global fcl_elem *dout,
-                               RW_TENSOR(v), RW_TENSOR(do), const __global float *cks,
-                               const __global float *ckd, long ck_at, rw_seq s, int p0,
+                               RW_TENSOR(v), RW_TENSOR(do), const __global rw_ck_t *cks,
+                               const __global rw_ck_t *ckd, long ck_at, rw_seq s, int p0,
                                int nt, int k0, float scale, int flags, __local float *pool,
                                __local float *da, __local float *qs, __local float *ks,
                                __local float *dg_s, int lid MMA_EMU_PARAM) {
@@ -40,7 +41,28 @@ static inline void rw_dk_products_mma(const __global fcl_elem *v, const __global
     rw_rows16(v16, lt, LDB, TC, BV, V_DIM - j0, v, RW_T(v), j0, s, p0, flags, lid, WG);
     mma_cp_commit();
     /* S and D's rows k0 .. k0 + BK, columns j0 .. j0 + BV, by 16-byte loads;
-     * D . S (dw's base) in f32 from the same loads. */
+     * D . S (dw's base) in f32 from the same loads: of the 16-bit
+     * checkpoints as stored (RW_CK16), else of f32 ones, split here. */
+#if RW_CK16
+    MMA_UNROLL for (int q = 0; q < FCL_CEIL_DIV(BK * BV / 8, WG); ++q) {
+      const int e = lid + q * WG, i = e / (BV / 8), j = (e - i * (BV / 8)) * 8;
+      const bool ok = e < BK * BV / 8 && nt > 0 && j0 + j < V_DIM;
+      const long at = ck_at + (long)(k0 + i) * V_DIM + j0 + j;
+      const uint4 xs = ok ? *(const __global uint4 *)(cks + at) : (uint4)(0u);
+      const uint4 xd = ok ? *(const __global uint4 *)(ckd + at) : (uint4)(0u);
+      if (e < BK * BV / 8) {
+        *(__local uint4 *)(S16 + i * LDB + j) = xs, *(__local uint4 *)(D16 + i * LDB + j) = xd;
+        const uint ps[4] = {xs.x, xs.y, xs.z, xs.w}, pd[4] = {xd.x, xd.y, xd.z, xd.w};
+        float x = 0.0f;
+        MMA_UNROLL for (int h = 0; h < 8; ++h) {
+          const uint sh = (uint)(h & 1) * 16u;
+          x = fma(MMA_OP_F32((ushort)(pd[h >> 1] >> sh)),
+                  MMA_OP_F32((ushort)(ps[h >> 1] >> sh)), x);
+        }
+        dg_p[i * (BV / 4) + j / 4] = x;
+      }
+    }
+#else
     MMA_UNROLL for (int q = 0; q < FCL_CEIL_DIV(BK * BV / 4, WG); ++q) {
       const int e = lid + q * WG, i = e / (BV / 4), j = (e - i * (BV / 4)) * 4;
       const bool ok = e < BK * BV / 4 && nt > 0 && j0 + j < V_DIM;
@@ -55,10 +77,11 @@ static inline void rw_dk_products_mma(const __global fcl_elem *v, const __global
         dg_p[i * (BV / 4) + j / 4] = fma(xd.w, xs.w, fma(xd.z, xs.z, fma(xd.y, xs.y, xd.x * xs.x)));
       }
     }
+#endif
     mma_cp_wait_all();
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (lid < BK) /* in a fixed order */
-      for (int jj = 0; jj < BV / 4; ++jj) dg += dg_p[lid * (BV / 4) + jj];
+    if (lid < BK) /* in a fixed order (16-bit: every other entry holds 8 terms) */
+      for (int jj = 0; jj < BV / 4; jj += 1 + RW_CK16) dg += dg_p[lid * (BV / 4) + jj];
     barrier(CLK_LOCAL_MEM_FENCE);
     MMA_UNROLL for (int kk = 0; kk < BV / 16; ++kk) {
       const int ra = (warp * 16 + (lane & 15)) * LDB + kk * 16 + (lane >> 4) * 8;

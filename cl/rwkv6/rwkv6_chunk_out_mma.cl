@@ -37,7 +37,7 @@
 __kernel __attribute__((reqd_work_group_size(MWG, 1, 1)))
 void fcl_rwkv6_chunk_out_mma(
     const __global fcl_elem *r, const __global fcl_elem *k, const __global fcl_elem *w,
-    const __global fcl_elem *u, const __global fcl_elem *v, const __global float *ck,
+    const __global fcl_elem *u, const __global fcl_elem *v, const __global rw_ck_t *ck,
     __global fcl_elem *o, const __global int *cu, RW_TENSOR(r), RW_TENSOR(k),
     RW_TENSOR(w), RW_TENSOR(v), RW_TENSOR(o), int seqlen, int heads, int nchunk,
     float scale, int flags) {
@@ -79,7 +79,18 @@ void fcl_rwkv6_chunk_out_mma(
     rw_rows16f(k_s, BK, TC, BK, k, RW_T(k), k0, s, p0, flags, lid, MWG);
     rw_rows16f(w_s, BK, TC, BK, w, RW_T(w), k0, s, p0, flags, lid, MWG);
     for (int i = lid; i < BK; i += MWG) u_s[i] = FCL_LOAD(u, (long)s.h * K_DIM + k0 + i);
-    /* The state's rows k0 .. k0 + BK by 16-byte loads (V a multiple of 16). */
+    /* The state's rows k0 .. k0 + BK by 16-byte loads (V a multiple of 16):
+     * as stored where 16-bit (RW_CK16), else rounded here. */
+#if RW_CK16
+    MMA_UNROLL for (int q = 0; q < FCL_CEIL_DIV(BK * V_DIM / 8, MWG); ++q) {
+      const int e = lid + q * MWG, i = e / (V_DIM / 8), j = (e - i * (V_DIM / 8)) * 8;
+      const uint4 x = nt > 0 && e < BK * V_DIM / 8
+                          ? *(const __global uint4 *)(ck + rw_ck(bh, nchunk, c) +
+                                                      (long)(k0 + i) * V_DIM + j)
+                          : (uint4)(0u);
+      if (e < BK * V_DIM / 8) *(__local uint4 *)(st16 + i * LDV + j) = x;
+    }
+#else
     MMA_UNROLL for (int q = 0; q < FCL_CEIL_DIV(BK * V_DIM / 4, MWG); ++q) {
       const int e = lid + q * MWG, i = e / (V_DIM / 4), j = (e - i * (V_DIM / 4)) * 4;
       const float4 x = nt > 0 && e < BK * V_DIM / 4
@@ -92,6 +103,7 @@ void fcl_rwkv6_chunk_out_mma(
         rw_st16(st16, i * LDV + j + 2, lo, x.z), rw_st16(st16, i * LDV + j + 3, lo, x.w);
       }
     }
+#endif
     barrier(CLK_LOCAL_MEM_FENCE);
     rw_chunk_decays(w_s, r_s, k_s, rq, kq, tot, pp, ps, ex, eg, lid);
     /* Forward: rows r fq (the warp's) and partners k fk; backward: rows

@@ -5,7 +5,8 @@
  * 16 bytes (RW_EPC elements) go in one copy; else element by element.
  * f32 data (MMA_SPLIT, mma_common.cl) gives each 16-bit operand tile a lo
  * twin at a fixed element offset from it: RW_LO(n) for a tile of n
- * elements, 0 where nothing is split. Also the rounding store they share. */
+ * elements, 0 where nothing is split. Also the rounding store they share
+ * and the checkpoints' element type. */
 #define RW_EPC (16 / (int)sizeof(fcl_raw)) /* stored elements in 16 bytes */
 #if MMA_SPLIT
 #define RW_LO(n) (n)
@@ -13,6 +14,15 @@
 #define RW_LO(n) 0
 #endif
 #define RW_PARTS (1 + MMA_SPLIT) /* tiles an operand takes */
+/* The chunk-boundary checkpoints: 16-bit data keeps them rounded to the
+ * operand dtype, as every product that reads them takes them (half the
+ * bytes of f32 to write and read); split f32 keeps f32. */
+#define RW_CK16 (!MMA_SPLIT)
+#if RW_CK16
+typedef ushort rw_ck_t;
+#else
+typedef float rw_ck_t;
+#endif
 
 /* x rounded to the operand dtype (mma_round, mma_common.cl), stored at
  * p[i]; split, what that left of x rounded at p[i + lo]. */

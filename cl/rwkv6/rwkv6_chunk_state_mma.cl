@@ -29,7 +29,8 @@
  *     splits b likewise, in the same phase;
  *   - S <- eg S, then S += hi^T b + lo^T b (+ hi^T b_lo split) as
  *     m16n8k16 products.
- * The checkpoints are stored from the accumulators at each chunk's start. */
+ * The checkpoints are stored from the accumulators at each chunk's start
+ * (16-bit data: rounded to its dtype, RW_CK16 in rwkv6_chunk_rows.cl). */
 #define SWARPS (HK / 16)
 #define RW_AW_REGS (MMA_SPLIT && HK > 32) /* a and w to registers, not staged */
 #define SWG (SWARPS * 32)
@@ -49,7 +50,7 @@
 __kernel __attribute__((reqd_work_group_size(SWG, 1, 1)))
 void fcl_rwkv6_chunk_state_mma(
     const __global fcl_elem *a, const __global fcl_elem *w, const __global fcl_elem *b,
-    const __global float *in, __global float *out, __global float *ck,
+    const __global float *in, __global float *out, __global rw_ck_t *ck,
     const __global int *cu, RW_TENSOR(a), RW_TENSOR(w), RW_TENSOR(b), int seqlen,
     int heads, int nchunk, float scale, int flags, int c_begin, int c_end) {
 #if !RW_AW_REGS
@@ -134,10 +135,15 @@ void fcl_rwkv6_chunk_state_mma(
     const int buf = n % SST;
     if (n % SPC == 0) { /* a chunk's start: its checkpoint */
       const int c = grad ? last - 1 - n / SPC : c_begin + n / SPC;
-      __global float *cp = ck + rw_ck(bh, nchunk, c);
+      __global rw_ck_t *cp = ck + rw_ck(bh, nchunk, c);
       MMA_UNROLL for (int q = 0; q < NTS; ++q) {
+#if RW_CK16 /* rounded pairs */
+        *(__global uint *)(cp + rowa + q * 8) = mma_pack(acc[q].x, acc[q].y);
+        *(__global uint *)(cp + rowb + q * 8) = mma_pack(acc[q].z, acc[q].w);
+#else
         *(__global float2 *)(cp + rowa + q * 8) = acc[q].xy;
         *(__global float2 *)(cp + rowb + q * 8) = acc[q].zw;
+#endif
       }
     }
     { /* Each work-item its half of the step: the second half (in walking

@@ -63,8 +63,8 @@ static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fc
   /* Chunks of 32 where K or V is 128: what fa-tune chose on the H100 for
    * every K=V=128 class it tuned (bf16, T 1024 and 16384, forward and
    * backward: TC=32 BK=16, 1.18-1.75x chunks of 64). Their checkpoints take
-   * twice the memory (K V 4 bytes a chunk: 1 GiB a state set at B2 H16
-   * T16384). */
+   * twice the memory (K V 2 bytes a chunk: 512 MiB a state set at B2 H16
+   * T16384 bf16). */
   const bool wide = K >= 128 || V >= 128;
   c->TC = wide ? 32 : 64, c->BK = !wide && K % 32 == 0 ? 32 : 16;
   c->HK = tile_of(K), c->HV = tile_of(V), c->SST = 2;
@@ -206,9 +206,11 @@ fcl_status fcl_rwkv6_chunk_mma_applies(fcl_context *ctx, const fcl_rwkv6_desc *d
 fcl_dtype fcl_rwkv6_mma_operand(fcl_dtype dtype) { return dtype == FCL_F32 ? FCL_BF16 : dtype; }
 
 /* The state pass on tensor cores: a warp per 16 rows, every chunk in one
- * launch (no loop budgets here). */
-static fcl_rwkv6_chunk_launch state_launch(const mma_params *c) {
-  return (fcl_rwkv6_chunk_launch){c->TC, c->HK, c->HV, (size_t)c->HK * 2, 0};
+ * launch (no loop budgets here), 16-bit checkpoints for 16-bit data
+ * (RW_CK16, rwkv6_chunk_rows.cl). */
+static fcl_rwkv6_chunk_launch state_launch(const mma_params *c, fcl_dtype dtype) {
+  return (fcl_rwkv6_chunk_launch){c->TC, c->HK, c->HV, (size_t)c->HK * 2, 0,
+                                  dtype == FCL_F32 ? 4 : 2};
 }
 
 /* The program's kernels with the work-group of the tensor-core kernel.
@@ -243,7 +245,8 @@ fcl_status fcl_rwkv6_chunk_mma_backward(fcl_context *ctx, const fcl_rwkv6_desc *
   fcl_status s = kernels(ctx, pl, names, k, 4, fallback);
   if (s != FCL_OK || *fallback) return s;
   const int wg = c->TC / 16 * 32;
-  const fcl_rwkv6_chunk_bwd_launch lb = {state_launch(FCL_CPARAMS(mma_params, &pl->cfg)), c->BK,
+  const fcl_rwkv6_chunk_bwd_launch lb = {state_launch(FCL_CPARAMS(mma_params, &pl->cfg),
+                                                      pl->cls.dtype), c->BK,
                                          wg, (size_t)wg,
                                          (int)d->head_dim_v, k[0], k[1], k[2], k[3]};
   return fcl_rwkv6_chunk_backward_run(ctx, d, p, t, &lb);
@@ -259,7 +262,7 @@ fcl_status fcl_rwkv6_chunk_mma_forward(fcl_context *ctx, const fcl_rwkv6_desc *d
   fcl_status s = kernels(ctx, pl, names, k, 2, fallback);
   if (s != FCL_OK || *fallback) return s;
   const cl_kernel ks = k[0], ko = k[1];
-  const fcl_rwkv6_chunk_launch lc = state_launch(c);
+  const fcl_rwkv6_chunk_launch lc = state_launch(c, pl->cls.dtype);
   cl_mem ck;
   s = fcl_rwkv6_chunk_begin(ctx, d, p, &lc, t, ks, &ck);
   if (s != FCL_OK) return s;

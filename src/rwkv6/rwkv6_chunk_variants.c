@@ -173,7 +173,7 @@ const fcl_variant fcl_variant_rwkv6_bwd_chunked = {
 
 fcl_rwkv6_chunk_launch fcl_rwkv6_chunk_state_launch(const fcl_device_info *dev,
                                                     const fcl_rwkv6_chunk_params *c) {
-  fcl_rwkv6_chunk_launch l = {c->TC, c->HK, c->HV, state_wg(c), 0};
+  fcl_rwkv6_chunk_launch l = {c->TC, c->HK, c->HV, state_wg(c), 0, 4};
   if (dev->loop_budget > 0) {
     const long n = (dev->loop_budget * 3 / 4) / state_iterations(c);
     l.per_launch = n < 1 ? 1 : n;

@@ -97,7 +97,9 @@ fcl_status fcl_rwkv6_chunk_begin(fcl_context *ctx, const fcl_rwkv6_desc *d,
   const common m = fcl_rwkv6_chunk_common_of(d, p, lc->TC, t);
   cl_mem carry;
   fcl_status s;
-  if ((s = fcl_scratch(ctx, 0, fcl_bytes((int64_t)m.bh, m.nchunk, d->head_dim_k, d->head_dim_v, 4),
+  if ((s = fcl_scratch(ctx, 0,
+                       fcl_bytes((int64_t)m.bh, m.nchunk, d->head_dim_k, d->head_dim_v,
+                                 (int64_t)lc->ck_esize),
                        ck)) ||
       (s = fcl_scratch(ctx, 5, p->state_bytes, &carry)))
     return s;
@@ -147,7 +149,7 @@ fcl_status fcl_rwkv6_chunk_backward_run(fcl_context *ctx, const fcl_rwkv6_desc *
                                         const fcl_rwkv6_chunk_bwd_launch *lb) {
   const common m = fcl_rwkv6_chunk_common_of(d, p, lb->state.TC, t);
   const int64_t K = d->head_dim_k, V = d->head_dim_v;
-  const size_t ckb = fcl_bytes((int64_t)m.bh, m.nchunk, K, V, 4);
+  const size_t ckb = fcl_bytes((int64_t)m.bh, m.nchunk, K, V, (int64_t)lb->state.ck_esize);
   cl_mem cks, ckd, dup, carry;
   fcl_status s;
   if ((s = fcl_scratch(ctx, 0, ckb, &cks)) || (s = fcl_scratch(ctx, 1, ckb, &ckd)) ||
