@@ -270,13 +270,35 @@ void fcl_rwkv6_chunk_dk(
   }
 }
 
-/* One work-item per (head, key): du summed over chunks and sequences. */
+/* du summed over chunks and sequences in a fixed order: a work-group per
+ * RW_DU_KEYS keys of a head, in parts of RW_DU_KEYS work-items (at most
+ * 16; the host picks their number by the device's work-group size). Part
+ * p sums the partials (chunk, sequence) = e, e = p, p + parts, ... (one
+ * walk of them all waits a load latency each: 0.44 ms at 1024); then
+ * each key sums the parts in order. */
+#define RW_DU_KEYS 16
 __kernel void fcl_rwkv6_chunk_du(const __global float *dup, __global fcl_elem *du, int heads,
                                  int nchunk, int nseq) {
-  const int i = get_global_id(0), h = get_global_id(1);
-  if (i >= K_DIM) return;
-  float acc = 0.0f;
-  for (int c = 0; c < nchunk; ++c)
-    for (int b = 0; b < nseq; ++b) acc += dup[(((long)c * nseq + b) * heads + h) * K_DIM + i];
-  FCL_STORE(du, (long)h * K_DIM + i, acc);
+  __local float part_s[16 * RW_DU_KEYS];
+  const int lid = get_local_id(0), parts = (int)get_local_size(0) / RW_DU_KEYS;
+  const int key = lid % RW_DU_KEYS, p = lid / RW_DU_KEYS;
+  const int i = get_group_id(0) * RW_DU_KEYS + key, h = get_group_id(1);
+  const int n = nchunk * nseq; /* partial e is chunk e / nseq of sequence e % nseq */
+  float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f; /* four loads in flight */
+  if (i < K_DIM) {
+#define RW_DUP(e) dup[((long)(e) * heads + h) * K_DIM + i]
+    int e = p;
+    for (; e + 3 * parts < n; e += 4 * parts)
+      a0 += RW_DUP(e), a1 += RW_DUP(e + parts), a2 += RW_DUP(e + 2 * parts),
+          a3 += RW_DUP(e + 3 * parts);
+    for (; e < n; e += parts) a0 += RW_DUP(e);
+#undef RW_DUP
+  }
+  part_s[lid] = (a0 + a1) + (a2 + a3);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (p == 0 && i < K_DIM) {
+    float x = 0.0f;
+    for (int q = 0; q < parts; ++q) x += part_s[q * RW_DU_KEYS + key];
+    FCL_STORE(du, (long)h * K_DIM + i, x);
+  }
 }

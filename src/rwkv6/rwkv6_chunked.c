@@ -184,6 +184,10 @@ fcl_status fcl_rwkv6_chunk_backward_run(fcl_context *ctx, const fcl_rwkv6_desc *
   fcl_args b = {kdu, 0, CL_SUCCESS};
   FCL_ARG(&b, dup); FCL_ARG(&b, t->du); FCL_ARG(&b, m.heads); FCL_ARG(&b, m.nchunk);
   FCL_ARG(&b, nseq);
-  size_t gd[3] = {(size_t)(K + 15) / 16 * 16, (size_t)d->heads, 1}, ld[3] = {16, 1, 1};
+  /* 16 keys a work-group, in up to 16 parts (fcl_rwkv6_chunk_du) */
+  size_t parts = ctx->info.max_wg / 16;
+  parts = parts < 1 ? 1 : parts > 16 ? 16 : parts;
+  size_t gd[3] = {(size_t)(K + 15) / 16 * 16 * parts, (size_t)d->heads, 1};
+  size_t ld[3] = {16 * parts, 1, 1};
   return fcl_launch(ctx, kdu, &b, gd, ld, "enqueueing rwkv6 chunk du");
 }
