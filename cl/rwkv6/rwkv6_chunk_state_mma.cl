@@ -47,6 +47,32 @@
 #error "rwkv6_chunk_state_mma: HK, HV multiples of 16 dividing K and V, TC of 16, SST 2 or 3"
 #endif
 
+#if RW_CK16 && NTS % 4 == 0
+/* A warp's checkpoint rows (16-bit) by 16-byte stores: lane (g, tq) holds
+ * the rounded column pairs 2 tq of rows g and g + 8 of every n8 tile;
+ * each quad transposes them four tiles at a time (round r: lane tq sends
+ * its pair of tile q0 + (tq ^ r) to lane tq ^ r), so that lane tq holds
+ * all 8 columns of tile q0 + tq. p is row g's column 0. */
+static inline void rw_store_ck16(__global ushort *p, const float4 *acc, int tq,
+                                 int lane MMA_EMU_PARAM) {
+  MMA_UNROLL for (int q0 = 0; q0 < NTS; q0 += 4) {
+    uint2 in[4], got[4] = {(uint2)(0u), (uint2)(0u), (uint2)(0u), (uint2)(0u)};
+    MMA_UNROLL for (int j = 0; j < 4; ++j)
+      in[j] = (uint2)(mma_pack(acc[q0 + j].x, acc[q0 + j].y),
+                      mma_pack(acc[q0 + j].z, acc[q0 + j].w));
+    MMA_UNROLL for (int r = 0; r < 4; ++r) {
+      const int j = tq ^ r;
+      const uint2 x = j == 0 ? in[0] : j == 1 ? in[1] : j == 2 ? in[2] : in[3];
+      const uint2 y = r == 0 ? x : mma_shfl_idx2(x, (lane & ~3) | j);
+      MMA_UNROLL for (int k = 0; k < 4; ++k) got[k] = k == j ? y : got[k];
+    }
+    const long o = (q0 + tq) * 8;
+    *(__global uint4 *)(p + o) = (uint4)(got[0].x, got[1].x, got[2].x, got[3].x);
+    *(__global uint4 *)(p + o + 8L * V_DIM) = (uint4)(got[0].y, got[1].y, got[2].y, got[3].y);
+  }
+}
+#endif
+
 __kernel __attribute__((reqd_work_group_size(SWG, 1, 1)))
 void fcl_rwkv6_chunk_state_mma(
     const __global fcl_elem *a, const __global fcl_elem *w, const __global fcl_elem *b,
@@ -136,6 +162,9 @@ void fcl_rwkv6_chunk_state_mma(
     if (n % SPC == 0) { /* a chunk's start: its checkpoint */
       const int c = grad ? last - 1 - n / SPC : c_begin + n / SPC;
       __global rw_ck_t *cp = ck + rw_ck(bh, nchunk, c);
+#if RW_CK16 && NTS % 4 == 0
+      rw_store_ck16(cp + (long)(i0 + warp * 16 + g) * V_DIM + j0, acc, tq, lane MMA_EMU);
+#else
       MMA_UNROLL for (int q = 0; q < NTS; ++q) {
 #if RW_CK16 /* rounded pairs */
         *(__global uint *)(cp + rowa + q * 8) = mma_pack(acc[q].x, acc[q].y);
@@ -145,6 +174,7 @@ void fcl_rwkv6_chunk_state_mma(
         *(__global float2 *)(cp + rowb + q * 8) = acc[q].zw;
 #endif
       }
+#endif
     }
     { /* Each work-item its half of the step: the second half (in walking
        * order) first sums the first's w, in the same order as one walk
