@@ -16,5 +16,8 @@
                              chunks, from dht) and the products that follow it */
 #define RW_ALIGNED 1024   /* chunked: every row of every operand starts at
                              a multiple of 16 bytes (vector loads, cp.async) */
+#define RW_SEG_ENDS 2048  /* chunked state pass in segments side by side:
+                             each segment's own update and total decay, no
+                             checkpoints (the launch after folds them in) */
 
 #endif

@@ -16,7 +16,9 @@
  * checkpoint stores of neighbouring work-items are neighbouring columns).
  * A launch walks chunks [c_begin, c_end) (segments on devices that bound
  * a work-item's loop iterations), the state passing between launches
- * through the in / out buffers. */
+ * through the in / out buffers. `segs` and `nseg` are the tensor-core
+ * pass's (segments side by side, rwkv6_chunk_state_mma.cl): here nseg is
+ * 1 and segs unused. */
 #ifndef HK
 #define HK 32
 #endif
@@ -33,8 +35,10 @@ __kernel __attribute__((reqd_work_group_size(WGH, 1, 1)))
 void fcl_rwkv6_chunk_state(
     const __global fcl_elem *a, const __global fcl_elem *w, const __global fcl_elem *b,
     const __global float *in, __global float *out, __global float *ck,
-    const __global int *cu, RW_TENSOR(a), RW_TENSOR(w), RW_TENSOR(b), int seqlen,
-    int heads, int nchunk, float scale, int flags, int c_begin, int c_end) {
+    __global float *segs, const __global int *cu, RW_TENSOR(a), RW_TENSOR(w), RW_TENSOR(b),
+    int seqlen, int heads, int nchunk, float scale, int flags, int c_begin, int c_end,
+    int nseg) {
+  (void)segs, (void)nseg;
   __local float a_s[TC * HK], w_s[TC * HK], b_s[TC * HV];
   const int lid = get_local_id(0), il = lid / HG, gl = lid - il * HG;
   const int nkb = FCL_CEIL_DIV(K_DIM, HK);

@@ -30,7 +30,16 @@
  *   - S <- eg S, then S += hi^T b + lo^T b (+ hi^T b_lo split) as
  *     m16n8k16 products.
  * The checkpoints are stored from the accumulators at each chunk's start
- * (16-bit data: rounded to its dtype, RW_CK16 in rwkv6_chunk_rows.cl). */
+ * (16-bit data: rounded to its dtype, RW_CK16 in rwkv6_chunk_rows.cl).
+ *
+ * Segments side by side (nseg > 1, where few sequence-heads would leave
+ * the walk's latency exposed): the chunks [c_begin, c_end) split into nseg
+ * runs, work-group row bh * nseg + g walking run g. A first launch
+ * (RW_SEG_ENDS) walks each run from 0 and keeps its update E_g and its
+ * rows' total log-decay W_g in segs ([bh][g][K][V], then [bh][g][K]), no
+ * checkpoints; the second starts run g from the state before it,
+ *   S = h0, then S <- e^{W_j} S + E_j for the runs j before g
+ * (the gradient: after g, from dht), and walks it storing checkpoints. */
 #define SWARPS (HK / 16)
 #define RW_AW_REGS (MMA_SPLIT && HK > 32) /* a and w to registers, not staged */
 #define SWG (SWARPS * 32)
@@ -77,8 +86,9 @@ __kernel __attribute__((reqd_work_group_size(SWG, 1, 1)))
 void fcl_rwkv6_chunk_state_mma(
     const __global fcl_elem *a, const __global fcl_elem *w, const __global fcl_elem *b,
     const __global float *in, __global float *out, __global rw_ck_t *ck,
-    const __global int *cu, RW_TENSOR(a), RW_TENSOR(w), RW_TENSOR(b), int seqlen,
-    int heads, int nchunk, float scale, int flags, int c_begin, int c_end) {
+    __global float *segs, const __global int *cu, RW_TENSOR(a), RW_TENSOR(w), RW_TENSOR(b),
+    int seqlen, int heads, int nchunk, float scale, int flags, int c_begin, int c_end,
+    int nseg) {
 #if !RW_AW_REGS
   __local fcl_raw a_s[SST][SB * HK] __attribute__((aligned(16)));
   __local fcl_raw w_s[SST][SB * HK] __attribute__((aligned(16)));
@@ -93,27 +103,45 @@ void fcl_rwkv6_chunk_state_mma(
   const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5, g = lane >> 2, tq = lane & 3;
   const int nkb = K_DIM / HK;
   const int i0 = (get_group_id(0) % nkb) * HK, j0 = (get_group_id(0) / nkb) * HV;
-  const int bh = get_group_id(1);
+  const int bh = get_group_id(1) / nseg, sg = get_group_id(1) % nseg;
   const rw_seq s = rw_sequence(bh, heads, seqlen, cu, flags);
-  const bool grad = (flags & RW_STATE_GRAD) != 0;
+  const bool grad = (flags & RW_STATE_GRAD) != 0, ends = (flags & RW_SEG_ENDS) != 0;
   const float ascale = grad ? scale : 1.0f;
+  /* This work-group's run of chunks [cb, ce). */
+  const int span = FCL_CEIL_DIV(c_end - c_begin, nseg);
+  const int cb = min(c_end, c_begin + sg * span), ce = min(c_end, cb + span);
   /* The lane's state rows ra and ra + 8, columns n * 8 + 2 tq (+1):
    * 8-byte pairs. */
   const int ra = i0 + warp * 16 + g;
   const long rowa = (long)ra * V_DIM + j0 + 2 * tq, rowb = rowa + 8L * V_DIM;
+  __global float *seg_e = segs + (long)bh * nseg * K_DIM * V_DIM; /* E_j: + j K V */
+  __global float *seg_w = segs + (long)get_num_groups(1) * K_DIM * V_DIM +
+                          (long)bh * nseg * K_DIM; /* W_j: + j K */
   float4 acc[NTS];
   MMA_UNROLL for (int n = 0; n < NTS; ++n) {
     const long at = (long)bh * K_DIM * V_DIM;
-    acc[n] = (flags & RW_H0) ? (float4)(*(const __global float2 *)(in + at + rowa + n * 8),
-                                        *(const __global float2 *)(in + at + rowb + n * 8))
-                             : (float4)(0.0f);
+    acc[n] = (flags & RW_H0) && !ends
+                 ? (float4)(*(const __global float2 *)(in + at + rowa + n * 8),
+                            *(const __global float2 *)(in + at + rowb + n * 8))
+                 : (float4)(0.0f);
   }
-  const int last = min(c_end, FCL_CEIL_DIV(s.n, TC));
-  const int nsteps = max(0, last - c_begin) * SPC;
+  if (!ends) /* the runs before this one (the gradient: after it) */
+    for (int j = grad ? nseg - 1 : 0; grad ? j > sg : j < sg; j += grad ? -1 : 1) {
+      const float ea = exp(seg_w[(long)j * K_DIM + ra]), eb = exp(seg_w[(long)j * K_DIM + ra + 8]);
+      const __global float *e = seg_e + (long)j * K_DIM * V_DIM;
+      MMA_UNROLL for (int n = 0; n < NTS; ++n) {
+        const float2 x = *(const __global float2 *)(e + rowa + n * 8);
+        const float2 y = *(const __global float2 *)(e + rowb + n * 8);
+        acc[n] = (float4)(ea, ea, eb, eb) * acc[n] + (float4)(x, y);
+      }
+    }
+  const int last = min(ce, FCL_CEIL_DIV(s.n, TC));
+  const int nsteps = max(0, last - cb) * SPC;
+  float wsum = 0.0f; /* RW_SEG_ENDS: the run's log-decay of this work-item's row */
   /* Two work-items a state row (SWG = 2 HK), half of each step each. */
   const int row = lid % HK, part = lid / HK;
 #define RW_STEP_P0(n)                                                                   \
-  ((grad ? last - 1 - (n) / SPC : c_begin + (n) / SPC) * TC +                           \
+  ((grad ? last - 1 - (n) / SPC : cb + (n) / SPC) * TC +                                \
    (grad ? SPC - 1 - (n) % SPC : (n) % SPC) * SB)
 #if RW_AW_REGS
 #define RW_ISSUE(n)                                                                     \
@@ -159,8 +187,8 @@ void fcl_rwkv6_chunk_state_mma(
     if (n + SST - 1 < nsteps) RW_ISSUE(n + SST - 1);
     mma_cp_commit();
     const int buf = n % SST;
-    if (n % SPC == 0) { /* a chunk's start: its checkpoint */
-      const int c = grad ? last - 1 - n / SPC : c_begin + n / SPC;
+    if (n % SPC == 0 && !ends) { /* a chunk's start: its checkpoint */
+      const int c = grad ? last - 1 - n / SPC : cb + n / SPC;
       __global rw_ck_t *cp = ck + rw_ck(bh, nchunk, c);
 #if RW_CK16 && NTS % 4 == 0
       rw_store_ck16(cp + (long)(i0 + warp * 16 + g) * V_DIM + j0, acc, tq, lane MMA_EMU);
@@ -202,7 +230,7 @@ void fcl_rwkv6_chunk_state_mma(
         ad_s[1][t * LDSA + row] = mma_round_lo(xa, hi);
         run += wv[j];
       }
-      if (part) eg_s[row] = exp(run);
+      if (part) eg_s[row] = exp(run), wsum += run;
     }
 #if MMA_SPLIT
     for (int e = lid; e < SB * HV; e += SWG) {
@@ -239,7 +267,14 @@ void fcl_rwkv6_chunk_state_mma(
 #undef RW_STEP_P0
 #undef RW_FETCH
 #undef RW_AT
-  if (flags & RW_HT) {
+  if (ends) {
+    __global float *e = seg_e + (long)sg * K_DIM * V_DIM;
+    MMA_UNROLL for (int q = 0; q < NTS; ++q) {
+      *(__global float2 *)(e + rowa + q * 8) = acc[q].xy;
+      *(__global float2 *)(e + rowb + q * 8) = acc[q].zw;
+    }
+    if (part && j0 == 0) seg_w[(long)sg * K_DIM + i0 + row] = wsum;
+  } else if ((flags & RW_HT) && sg == (grad ? 0 : nseg - 1)) {
     const long at = (long)bh * K_DIM * V_DIM;
     MMA_UNROLL for (int q = 0; q < NTS; ++q) {
       *(__global float2 *)(out + at + rowa + q * 8) = acc[q].xy;

@@ -125,7 +125,7 @@ static const char *const files[] = {"attention/attention_abi.h", "common/dtype.c
 const fcl_variant fcl_variant_attention_bwd = {
     "attention_bwd", FCL_TUNING_ATTENTION_BWD, files, (int)FCL_COUNT(files),
     {"HEAD_DIM", "HEAD_DIM_V"}, FCL_MAX_HEAD_DIM, true, FCL_PARAM_COUNT(PARAMS),
-    FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, worth_trying};
+    FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, worth_trying, 0};
 
 fcl_status fcl_attention_bwd_launch(fcl_context *ctx, const fcl_attention_plan *pl,
                                     const fcl_attention_problem *p, bool *fallback) {

@@ -120,7 +120,7 @@ static const char *const files[] = {"attention/attention_abi.h", "common/dtype.c
 const fcl_variant fcl_variant_attention_bwd_mma = {
     "attention_bwd_mma", FCL_TUNING_ATTENTION_BWD, files, (int)FCL_COUNT(files),
     {"HEAD_DIM", "HEAD_DIM_V"}, FCL_MAX_HEAD_DIM, true, FCL_PARAM_COUNT(PARAMS),
-    FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, NULL};
+    FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, NULL, 0};
 
 fcl_status fcl_attention_bwd_mma_applies(fcl_context *ctx, const fcl_attention_desc *d,
                                          fcl_dtype dtype, bool *yes) {

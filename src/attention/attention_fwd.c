@@ -149,7 +149,7 @@ static const char *const files[] = {"attention/attention_abi.h", "common/dtype.c
 const fcl_variant fcl_variant_attention_fwd = {
     "attention_fwd", FCL_TUNING_ATTENTION_FWD, files, (int)FCL_COUNT(files),
     {"HEAD_DIM", "HEAD_DIM_V"}, FCL_MAX_HEAD_DIM, true, FCL_PARAM_COUNT(PARAMS),
-    FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, worth_trying};
+    FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, worth_trying, 0};
 
 fcl_status fcl_attention_fwd_launch(fcl_context *ctx, const fcl_attention_plan *pl,
                                     const fcl_attention_problem *p, bool *fallback) {

@@ -92,7 +92,7 @@ static const char *const files[] = {"attention/attention_abi.h", "common/dtype.c
 const fcl_variant fcl_variant_attention_fwd_cpu = {
     "attention_fwd_cpu", FCL_TUNING_ATTENTION_FWD, files, (int)FCL_COUNT(files),
     {"HEAD_DIM", "HEAD_DIM_V"}, FCL_MAX_HEAD_DIM, true, FCL_PARAM_COUNT(PARAMS),
-    FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, NULL};
+    FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, NULL, 0};
 
 /* PoCL warns about the vector code it cannot vectorise further. */
 const char *fcl_attention_fwd_cpu_tail(const fcl_context *ctx, fcl_dtype t) {

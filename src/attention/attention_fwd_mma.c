@@ -89,7 +89,7 @@ static const char *const files32[] = {"attention/attention_abi.h", "common/dtype
 const fcl_variant fcl_variant_attention_fwd_mma = {
     "attention_fwd_mma", FCL_TUNING_ATTENTION_FWD, files, (int)FCL_COUNT(files),
     {"HEAD_DIM", "HEAD_DIM_V"}, FCL_MAX_HEAD_DIM, true, FCL_PARAM_COUNT(PARAMS),
-    FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, NULL};
+    FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, NULL, 0};
 
 fcl_status fcl_attention_mma_applies(fcl_context *ctx, const fcl_attention_desc *d,
                                      fcl_dtype dtype, bool *yes) {

@@ -96,7 +96,7 @@ static const char *const files[] = {
 const fcl_variant fcl_variant_attention_decode = {
     "attention_decode", FCL_TUNING_ATTENTION_DECODE, files, (int)FCL_COUNT(files),
     {"HEAD_DIM", "HEAD_DIM_V"}, FCL_MAX_HEAD_DIM, false, FCL_PARAM_COUNT(PARAMS),
-    FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, worth_trying};
+    FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, worth_trying, 0};
 
 void fcl_kvcache_class(const fcl_kvcache_problem *p, const fcl_variant *v,
                        fcl_tuning_class *cls) {

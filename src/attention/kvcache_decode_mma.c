@@ -75,7 +75,7 @@ static const char *const files[] = {
 const fcl_variant fcl_variant_attention_decode_mma = {
     "attention_decode_mma", FCL_TUNING_ATTENTION_DECODE, files, (int)FCL_COUNT(files),
     {"HEAD_DIM", "HEAD_DIM_V"}, FCL_MAX_HEAD_DIM, false, FCL_PARAM_COUNT(PARAMS),
-    FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, NULL};
+    FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, NULL, 0};
 
 bool fcl_kvcache_mma_suits(fcl_context *ctx, fcl_dtype dtype, int64_t head_dim,
                            int64_t head_dim_v) {

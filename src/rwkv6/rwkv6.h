@@ -51,13 +51,16 @@ int64_t fcl_rwkv6_fwd_positions_per_launch(const fcl_device_info *dev, int K,
 int64_t fcl_rwkv6_bwd_positions_per_launch(const fcl_device_info *dev, int K,
                                            const fcl_rwkv6_bwd_params *c);
 /* The state pass: chunk, tile of HK rows by HV columns, work-items a tile,
- * chunks a launch (0: all) and bytes of a checkpoint element (4: f32; 2:
- * rounded to the 16-bit data's dtype, on tensor cores). */
+ * chunks a launch (0: all), bytes of a checkpoint element (4: f32; 2:
+ * rounded to the 16-bit data's dtype, on tensor cores) and runs of chunks
+ * walked side by side (1: one walk; more: on tensor cores, launches of
+ * every chunk only). */
 typedef struct {
   int     TC, HK, HV;
   size_t  wg;
   int64_t per_launch;
   size_t  ck_esize;
+  int     nseg;
 } fcl_rwkv6_chunk_launch;
 /* The portable state pass's launch (rwkv6_chunk_variants.c): chunks a
  * launch walks within the device's loop budget, or 0 when unlimited. */

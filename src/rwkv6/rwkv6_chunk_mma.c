@@ -13,13 +13,16 @@
 #include <stdio.h>
 
 /* TC the chunk, BK the output kernel's key tile; the state pass's tile of
- * HK rows by HV columns and its steps in flight SST. */
-#define PARAMS(X) X(TC) X(BK) X(HK) X(HV) X(SST)
+ * HK rows by HV columns, its steps in flight SST, and SEG the work-groups
+ * a compute unit its runs side by side aim at (state_launch; the launch's
+ * alone: no build macro). */
+#define PARAMS(X) X(TC) X(BK) X(HK) X(HV) X(SST) X(SEG)
 FCL_PARAM_STRUCT(mma_params, PARAMS);
 /* The backward's: BV is the dr dk dw kernel's value tile. */
-#define BWD_PARAMS(X) X(TC) X(BK) X(HK) X(HV) X(SST) X(BV)
+#define BWD_PARAMS(X) X(TC) X(BK) X(HK) X(HV) X(SST) X(SEG) X(BV)
 FCL_PARAM_STRUCT(bwd_params, BWD_PARAMS);
-_Static_assert(offsetof(bwd_params, SST) == offsetof(mma_params, SST), "a common prefix");
+_Static_assert(offsetof(bwd_params, SEG) == offsetof(mma_params, SEG), "a common prefix");
+#define HOST_PARAMS (1u << 5) /* SEG */
 
 static int imin(int a, int b) { return a < b ? a : b; }
 /* 16-bit tiles an operand takes: 2 where f32 is split. */
@@ -67,7 +70,7 @@ static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fc
    * T16384 bf16). */
   const bool wide = K >= 128 || V >= 128;
   c->TC = wide ? 32 : 64, c->BK = !wide && K % 32 == 0 ? 32 : 16;
-  c->HK = tile_of(K), c->HV = tile_of(V), c->SST = 2;
+  c->HK = tile_of(K), c->HV = tile_of(V), c->SST = 2, c->SEG = 4;
   if (cls->dtype == FCL_F32) {
     /* Split f32: chunks as fa-tune chose on the H100 for the backward at
      * K=V=64 (T 4096) and 128 (T 1024, 16384): 1.07-1.26x the shrunken
@@ -99,8 +102,8 @@ static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const
   else if (K % 16 || V % 16 || V > 128)
     bad = "K and V multiples of 16, V at most 128";
   else if (c->HK < 16 || c->HK % 16 || K % c->HK || c->HV < 16 || c->HV % 16 || V % c->HV ||
-           c->SST < 2 || c->SST > 3)
-    bad = "HK and HV multiples of 16 dividing K and V, SST 2 or 3";
+           c->SST < 2 || c->SST > 3 || c->SEG < 1 || c->SEG > 64)
+    bad = "HK and HV multiples of 16 dividing K and V, SST 2 or 3, SEG 1 to 64";
   else if ((size_t)c->HK * 2 > dev->max_wg || (size_t)c->TC * 2 > dev->max_wg)
     bad = "work-group larger than the device allows";
   else if (out_bytes(dev, cls, c) > budget(dev) || state_bytes(dev, cls, c) > budget(dev))
@@ -116,7 +119,8 @@ static int axes(const fcl_tuning_class *cls, fcl_axis *a) {
   a[2] = (fcl_axis){"HK", 3, {16, 32, 64}};
   a[3] = (fcl_axis){"HV", 4, {16, 32, 64, 128}};
   a[4] = (fcl_axis){"SST", 2, {2, 3}};
-  return 5;
+  a[5] = (fcl_axis){"SEG", 4, {1, 2, 4, 8}};
+  return 6;
 }
 
 static void point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg) {
@@ -124,7 +128,7 @@ static void point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg) {
   c->TC = v[0], c->BK = v[1];
   c->HK = imin(v[2], cls->head_dim);
   c->HV = imin(v[3], cls->head_dim_v);
-  c->SST = v[4];
+  c->SST = v[4], c->SEG = v[5];
 }
 
 /* Local memory of the dr dk dw kernel with its products on tensor cores
@@ -172,7 +176,7 @@ static int bwd_axes(const fcl_tuning_class *cls, fcl_axis *a) {
 
 static void bwd_point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg) {
   point(cls, v, cfg);
-  FCL_PARAMS(bwd_params, cfg)->BV = imin(v[5], cls->head_dim_v);
+  FCL_PARAMS(bwd_params, cfg)->BV = imin(v[6], cls->head_dim_v);
 }
 
 static const char *const files[] = {
@@ -187,11 +191,12 @@ static const char *const bwd_files[] = {
 const fcl_variant fcl_variant_rwkv6_chunked_mma = {
     "rwkv6_chunked_mma", FCL_TUNING_RWKV6_CHUNKED, files, (int)FCL_COUNT(files),
     {"K_DIM", "V_DIM"}, 128, false, FCL_PARAM_COUNT(PARAMS), FCL_PARAM_NAMES(PARAMS),
-    defaults, valid, axes, point, NULL};
+    defaults, valid, axes, point, NULL, HOST_PARAMS};
 const fcl_variant fcl_variant_rwkv6_bwd_chunked_mma = {
     "rwkv6_bwd_chunked_mma", FCL_TUNING_RWKV6_BWD_CHUNKED, bwd_files,
     (int)FCL_COUNT(bwd_files), {"K_DIM", "V_DIM"}, 128, false, FCL_PARAM_COUNT(BWD_PARAMS),
-    FCL_PARAM_NAMES(BWD_PARAMS), bwd_defaults, bwd_valid, bwd_axes, bwd_point, NULL};
+    FCL_PARAM_NAMES(BWD_PARAMS), bwd_defaults, bwd_valid, bwd_axes, bwd_point, NULL,
+    HOST_PARAMS};
 
 fcl_status fcl_rwkv6_chunk_mma_applies(fcl_context *ctx, const fcl_rwkv6_desc *d,
                                        fcl_dtype dtype, bool *yes) {
@@ -207,10 +212,20 @@ fcl_dtype fcl_rwkv6_mma_operand(fcl_dtype dtype) { return dtype == FCL_F32 ? FCL
 
 /* The state pass on tensor cores: a warp per 16 rows, every chunk in one
  * launch (no loop budgets here), 16-bit checkpoints for 16-bit data
- * (RW_CK16, rwkv6_chunk_rows.cl). */
-static fcl_rwkv6_chunk_launch state_launch(const mma_params *c, fcl_dtype dtype) {
-  return (fcl_rwkv6_chunk_launch){c->TC, c->HK, c->HV, (size_t)c->HK * 2, 0,
-                                  dtype == FCL_F32 ? 4 : 2};
+ * (RW_CK16, rwkv6_chunk_rows.cl). Where its tiles fill fewer than SEG
+ * work-groups a compute unit, the chunks split into runs walked side by
+ * side (rwkv6_chunk_state_mma.cl): enough for SEG, each of 4 chunks or
+ * more. */
+static fcl_rwkv6_chunk_launch state_launch(const fcl_context *ctx, const fcl_rwkv6_desc *d,
+                                           const mma_params *c, fcl_dtype dtype) {
+  fcl_rwkv6_chunk_launch l = {c->TC, c->HK, c->HV, (size_t)c->HK * 2, 0,
+                              dtype == FCL_F32 ? 4 : 2, 1};
+  const int64_t tiles = d->head_dim_k / c->HK * (d->head_dim_v / c->HV) * d->batch * d->heads;
+  const int64_t cus = ctx->info.compute_units > 0 ? ctx->info.compute_units : 1;
+  const int64_t runs = (c->SEG * cus + tiles - 1) / tiles;
+  const int64_t most = (d->seqlen + c->TC - 1) / c->TC / 4;
+  if (runs > 1 && most > 1) l.nseg = (int)(runs < most ? runs : most);
+  return l;
 }
 
 /* The program's kernels with the work-group of the tensor-core kernel.
@@ -245,7 +260,7 @@ fcl_status fcl_rwkv6_chunk_mma_backward(fcl_context *ctx, const fcl_rwkv6_desc *
   fcl_status s = kernels(ctx, pl, names, k, 4, fallback);
   if (s != FCL_OK || *fallback) return s;
   const int wg = c->TC / 16 * 32;
-  const fcl_rwkv6_chunk_bwd_launch lb = {state_launch(FCL_CPARAMS(mma_params, &pl->cfg),
+  const fcl_rwkv6_chunk_bwd_launch lb = {state_launch(ctx, d, FCL_CPARAMS(mma_params, &pl->cfg),
                                                       pl->cls.dtype), c->BK,
                                          wg, (size_t)wg,
                                          (int)d->head_dim_v, k[0], k[1], k[2], k[3]};
@@ -262,7 +277,7 @@ fcl_status fcl_rwkv6_chunk_mma_forward(fcl_context *ctx, const fcl_rwkv6_desc *d
   fcl_status s = kernels(ctx, pl, names, k, 2, fallback);
   if (s != FCL_OK || *fallback) return s;
   const cl_kernel ks = k[0], ko = k[1];
-  const fcl_rwkv6_chunk_launch lc = state_launch(c, pl->cls.dtype);
+  const fcl_rwkv6_chunk_launch lc = state_launch(ctx, d, c, pl->cls.dtype);
   cl_mem ck;
   s = fcl_rwkv6_chunk_begin(ctx, d, p, &lc, t, ks, &ck);
   if (s != FCL_OK) return s;

@@ -165,15 +165,15 @@ static const char *const bwd_files[] = {
 const fcl_variant fcl_variant_rwkv6_chunked = {
     "rwkv6_chunked", FCL_TUNING_RWKV6_CHUNKED, fwd_files, (int)FCL_COUNT(fwd_files), DIMS,
     FCL_RWKV6_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV6_CHUNK_PARAMS),
-    FCL_PARAM_NAMES(FCL_RWKV6_CHUNK_PARAMS), defaults, valid, axes, point, worth_trying};
+    FCL_PARAM_NAMES(FCL_RWKV6_CHUNK_PARAMS), defaults, valid, axes, point, worth_trying, 0};
 const fcl_variant fcl_variant_rwkv6_bwd_chunked = {
     "rwkv6_bwd_chunked", FCL_TUNING_RWKV6_BWD_CHUNKED, bwd_files, (int)FCL_COUNT(bwd_files),
     DIMS, FCL_RWKV6_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV6_CHUNK_PARAMS),
-    FCL_PARAM_NAMES(FCL_RWKV6_CHUNK_PARAMS), defaults, valid, axes, point, worth_trying};
+    FCL_PARAM_NAMES(FCL_RWKV6_CHUNK_PARAMS), defaults, valid, axes, point, worth_trying, 0};
 
 fcl_rwkv6_chunk_launch fcl_rwkv6_chunk_state_launch(const fcl_device_info *dev,
                                                     const fcl_rwkv6_chunk_params *c) {
-  fcl_rwkv6_chunk_launch l = {c->TC, c->HK, c->HV, state_wg(c), 0, 4};
+  fcl_rwkv6_chunk_launch l = {c->TC, c->HK, c->HV, state_wg(c), 0, 4, 1};
   if (dev->loop_budget > 0) {
     const long n = (dev->loop_budget * 3 / 4) / state_iterations(c);
     l.per_launch = n < 1 ? 1 : n;

@@ -38,37 +38,60 @@ fcl_rwkv6_chunk_common fcl_rwkv6_chunk_common_of(const fcl_rwkv6_desc *d,
 }
 
 /* The state pass (RW_STATE_GRAD: its gradient) over every chunk, in
- * segments where the device bounds loop iterations, from `in` (NULL: 0)
- * to `out` (NULL: not kept): a_t, w_t, b_t are (k, w, v) or (r, w, dO). */
+ * launches one after another where the device bounds loop iterations
+ * (carrying the state), or in c->nseg runs side by side (two launches:
+ * the runs' own updates into `segs`, then the walks from them), from `in`
+ * (NULL: 0) to `out` (NULL: not kept): a_t, w_t, b_t are (k, w, v) or
+ * (r, w, dO). */
 static fcl_status state_pass(fcl_context *ctx, const fcl_rwkv6_desc *d,
                              const fcl_rwkv6_chunk_launch *c, const common *m, cl_kernel ks,
                              bool grad, const fcl_tensor *ta, const fcl_tensor *tw,
                              const fcl_tensor *tb, cl_mem in, cl_mem out, cl_mem ck,
-                             cl_mem carry) {
+                             cl_mem carry, cl_mem segs) {
   const int64_t seg = c->per_launch > 0 ? c->per_launch : m->nchunk;
-  const int64_t nseg = (m->nchunk + seg - 1) / seg;
+  const int64_t nlaunch = (m->nchunk + seg - 1) / seg;
+  const cl_int nseg = c->nseg > 1 ? (cl_int)c->nseg : 1;
   const size_t nkb = (size_t)((d->head_dim_k + c->HK - 1) / c->HK);
   const size_t nvb = (size_t)((d->head_dim_v + c->HV - 1) / c->HV);
   const size_t wg = c->wg;
-  size_t g[3] = {nkb * nvb * wg, m->bh, 1}, l[3] = {wg, 1, 1};
-  for (int64_t n = 0; n < nseg; ++n) {
-    const int64_t si = grad ? nseg - 1 - n : n; /* the gradient walks back */
-    const bool first = n == 0, last = n == nseg - 1;
+  size_t g[3] = {nkb * nvb * wg, m->bh * (size_t)nseg, 1}, l[3] = {wg, 1, 1};
+  for (int64_t n = 0; n < nlaunch * (nseg > 1 ? 2 : 1); ++n) {
+    const bool ends = nseg > 1 && n == 0; /* runs side by side: their updates first */
+    const int64_t si = nseg > 1 ? 0 : grad ? nlaunch - 1 - n : n; /* the gradient walks back */
+    const bool first = nseg > 1 || n == 0, last = nseg > 1 || n == nlaunch - 1;
     cl_mem from = first ? in : carry, to = last ? out : carry;
-    cl_int flags = m->flags | (grad ? RW_STATE_GRAD : 0) | (from ? RW_H0 : 0) | (to ? RW_HT : 0);
-    cl_int cb = (cl_int)(si * seg), ce = (cl_int)(si == nseg - 1 ? m->nchunk : (si + 1) * seg);
+    cl_int flags = m->flags | (grad ? RW_STATE_GRAD : 0) | (from ? RW_H0 : 0) |
+                   (to ? RW_HT : 0) | (ends ? RW_SEG_ENDS : 0);
+    cl_int cb = (cl_int)(si * seg),
+           ce = (cl_int)(si == nlaunch - 1 ? m->nchunk : (si + 1) * seg);
     if (!from) from = ta->buffer;
     if (!to) to = ta->buffer;
     fcl_args a = {ks, 0, CL_SUCCESS};
     FCL_ARG(&a, ta->buffer); FCL_ARG(&a, tw->buffer); FCL_ARG(&a, tb->buffer);
-    FCL_ARG(&a, from); FCL_ARG(&a, to); FCL_ARG(&a, ck); FCL_ARG(&a, m->cu);
+    FCL_ARG(&a, from); FCL_ARG(&a, to); FCL_ARG(&a, ck); FCL_ARG(&a, segs);
+    FCL_ARG(&a, m->cu);
     fcl_arg_tensor(&a, ta); fcl_arg_tensor(&a, tw); fcl_arg_tensor(&a, tb);
     FCL_ARG(&a, m->seqlen); FCL_ARG(&a, m->heads); FCL_ARG(&a, m->nchunk);
     FCL_ARG(&a, m->scale); FCL_ARG(&a, flags); FCL_ARG(&a, cb); FCL_ARG(&a, ce);
+    FCL_ARG(&a, nseg);
     fcl_status s = fcl_launch(ctx, ks, &a, g, l, "enqueueing rwkv6 chunk states");
     if (s) return s;
   }
   return FCL_OK;
+}
+
+/* The state pass's scratch: the carried state (slot 5) and, for runs side
+ * by side, their updates and log-decays (slot 3; else ck stands in). */
+static fcl_status state_scratch(fcl_context *ctx, const fcl_rwkv6_desc *d,
+                                const fcl_rwkv6_problem *p, const fcl_rwkv6_chunk_launch *lc,
+                                const common *m, cl_mem ck, cl_mem *carry, cl_mem *segs) {
+  fcl_status s = fcl_scratch(ctx, 5, p->state_bytes, carry);
+  *segs = ck;
+  if (s == FCL_OK && lc->nseg > 1)
+    s = fcl_scratch(ctx, 3,
+                    fcl_bytes((int64_t)m->bh, lc->nseg, d->head_dim_k, d->head_dim_v + 1, 4),
+                    segs);
+  return s;
 }
 
 /* Output columns from the chunk matrix: o (forward) or dv (RW_STATE_GRAD),
@@ -95,15 +118,16 @@ fcl_status fcl_rwkv6_chunk_begin(fcl_context *ctx, const fcl_rwkv6_desc *d,
                                  const fcl_rwkv6_problem *p, const fcl_rwkv6_chunk_launch *lc,
                                  const fcl_rwkv6_args *t, cl_kernel ks, cl_mem *ck) {
   const common m = fcl_rwkv6_chunk_common_of(d, p, lc->TC, t);
-  cl_mem carry;
+  cl_mem carry, segs;
   fcl_status s;
   if ((s = fcl_scratch(ctx, 0,
                        fcl_bytes((int64_t)m.bh, m.nchunk, d->head_dim_k, d->head_dim_v,
                                  (int64_t)lc->ck_esize),
                        ck)) ||
-      (s = fcl_scratch(ctx, 5, p->state_bytes, &carry)))
+      (s = state_scratch(ctx, d, p, lc, &m, *ck, &carry, &segs)))
     return s;
-  return state_pass(ctx, d, lc, &m, ks, false, t->k, t->w, t->v, t->h0, t->ht, *ck, carry);
+  return state_pass(ctx, d, lc, &m, ks, false, t->k, t->w, t->v, t->h0, t->ht, *ck, carry,
+                    segs);
 }
 
 fcl_status fcl_rwkv6_chunked_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
@@ -150,17 +174,17 @@ fcl_status fcl_rwkv6_chunk_backward_run(fcl_context *ctx, const fcl_rwkv6_desc *
   const common m = fcl_rwkv6_chunk_common_of(d, p, lb->state.TC, t);
   const int64_t K = d->head_dim_k, V = d->head_dim_v;
   const size_t ckb = fcl_bytes((int64_t)m.bh, m.nchunk, K, V, (int64_t)lb->state.ck_esize);
-  cl_mem cks, ckd, dup, carry;
+  const fcl_rwkv6_chunk_launch *lc = &lb->state;
+  cl_mem cks, ckd, dup, carry, segs;
   fcl_status s;
   if ((s = fcl_scratch(ctx, 0, ckb, &cks)) || (s = fcl_scratch(ctx, 1, ckb, &ckd)) ||
       (s = fcl_scratch(ctx, 2, fcl_bytes(m.nchunk, d->batch, d->heads, K, 4), &dup)) ||
-      (s = fcl_scratch(ctx, 5, p->state_bytes, &carry)))
+      (s = state_scratch(ctx, d, p, lc, &m, cks, &carry, &segs)))
     return s;
-  const fcl_rwkv6_chunk_launch *lc = &lb->state;
   if ((s = state_pass(ctx, d, lc, &m, lb->ks, false, t->k, t->w, t->v, t->h0, NULL, cks,
-                      carry)) ||
+                      carry, segs)) ||
       (s = state_pass(ctx, d, lc, &m, lb->ks, true, t->r, t->w, t->dout, t->dht, t->dh0, ckd,
-                      carry)) ||
+                      carry, segs)) ||
       (s = chunk_out(ctx, d, lb->out_wg, lb->out_bv, &m, lb->kout, true, t, t->dout, ckd,
                      t->dv)))
     return s;

@@ -153,11 +153,11 @@ const fcl_variant fcl_variant_rwkv6_recurrent = {
     "rwkv6_recurrent", FCL_TUNING_RWKV6_RECURRENT, fwd_files, (int)FCL_COUNT(fwd_files), DIMS,
     FCL_RWKV6_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV6_FWD_PARAMS),
     FCL_PARAM_NAMES(FCL_RWKV6_FWD_PARAMS), fwd_defaults, fwd_valid_cfg, fwd_axes, fwd_point,
-    fwd_worth_trying};
+    fwd_worth_trying, 0};
 const fcl_variant fcl_variant_rwkv6_bwd = {
     "rwkv6_bwd", FCL_TUNING_RWKV6_BWD, bwd_files, (int)FCL_COUNT(bwd_files), DIMS,
     FCL_RWKV6_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV6_BWD_PARAMS),
-    FCL_PARAM_NAMES(FCL_RWKV6_BWD_PARAMS), bwd_defaults, bwd_valid, bwd_axes, bwd_point, NULL};
+    FCL_PARAM_NAMES(FCL_RWKV6_BWD_PARAMS), bwd_defaults, bwd_valid, bwd_axes, bwd_point, NULL, 0};
 
 static int64_t positions(const fcl_device_info *dev, long per_chunk, int tc) {
   if (dev->loop_budget <= 0) return 0;

@@ -63,6 +63,9 @@ struct fcl_variant {
   /* Valid points not worth building on this device (NULL: none). */
   bool (*worth_trying)(const fcl_device_info *dev, const fcl_tuning_class *c,
                        const fcl_config *cfg);
+  /* Bit i: params[i] shapes the launches only, so it is no build macro
+   * (one program serves every value). */
+  unsigned host_params;
 };
 
 /* Whether a work-group of wg work-items is whole warps or SIMD groups of

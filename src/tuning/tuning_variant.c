@@ -53,7 +53,8 @@ void fcl_build_options(const fcl_tuning_class *c, const fcl_config *cfg, const f
   size_t k = (size_t)snprintf(out, size, "-DFCL_DTYPE=%d -D%s=%d -D%s=%d", (int)c->dtype,
                               v->dim_macros[0], c->head_dim, v->dim_macros[1], c->head_dim_v);
   for (int i = 0; i < v->nparams && k < size; ++i)
-    k += (size_t)snprintf(out + k, size - k, " -D%s=%d", v->params[i], cfg->v[i]);
+    if (!(v->host_params >> i & 1u))
+      k += (size_t)snprintf(out + k, size - k, " -D%s=%d", v->params[i], cfg->v[i]);
   for (int i = 0; i < n && k < size; ++i)
     k += (size_t)snprintf(out + k, size - k, " -D%s=%d", extra[i].name, extra[i].value);
   if (tail && *tail && k < size) snprintf(out + k, size - k, " %s", tail);
