@@ -75,21 +75,20 @@ static const forced_case cases[] = {
   C(P_SMALL, .name = "small tiles K7 V5 varlen reverse", .dtypes = F32, .algos = CH, .dk = 7, .dv = 5, .nseq = 3, .lens = {33, 64, 31}, .h = 1, .reverse = 1),
 };
 
-/* Tensor-core variants (the backward's adds BV=32). SEG=4, the default,
- * walks the state pass in one run here (few chunks, tiles enough for the
- * compute units); SEG=64 splits it into runs side by side (each of 4
- * chunks or more). */
-#define M_64 "TC=64,BK=16,HK=32,HV=64,SST=3,SEG=4"
-#define M_32 "TC=32,BK=32,HK=16,HV=16,SST=2,SEG=4"
-#define M_16 "TC=16,BK=16,HK=64,HV=16,SST=2,SEG=4"
-#define M_W "TC=32,BK=16,HK=64,HV=64,SST=2,SEG=4" /* the defaults at K = V = 128 */
-#define M_RUNS "TC=16,BK=16,HK=32,HV=32,SST=2,SEG=64"
+/* Tensor-core variants (the backward's adds BV=32). SEG=1: the state pass
+ * in one walk; M_RUNS: in 4 runs side by side where the state's tiles
+ * (one a sequence-head here: b1 h1, or nseq of them) are fewer than the
+ * device's compute units. */
+#define M_64 "TC=64,BK=16,HK=32,HV=64,SST=3,SEG=1"
+#define M_32 "TC=32,BK=32,HK=16,HV=16,SST=2,SEG=1"
+#define M_16 "TC=16,BK=16,HK=64,HV=16,SST=2,SEG=1"
+#define M_W "TC=32,BK=16,HK=64,HV=64,SST=2,SEG=1" /* the defaults at K = V = 128 */
+#define M_RUNS "TC=16,BK=16,HK=64,HV=64,SST=2,SEG=4"
 /* f32, split into bf16 pairs: tiles that fit 48 KiB twice over. */
-#define M_F32 "TC=32,BK=16,HK=16,HV=32,SST=2,SEG=4"
-#define M_F32W "TC=32,BK=16,HK=16,HV=16,SST=3,SEG=4"
-#define M_F32S "TC=16,BK=16,HK=32,HV=16,SST=2,SEG=4"
-#define M_F32R "TC=32,BK=16,HK=64,HV=32,SST=2,SEG=4" /* a and w to registers */
-#define M_F32RUNS "TC=16,BK=16,HK=32,HV=16,SST=2,SEG=64"
+#define M_F32 "TC=32,BK=16,HK=16,HV=32,SST=2,SEG=1"
+#define M_F32W "TC=32,BK=16,HK=16,HV=16,SST=3,SEG=1"
+#define M_F32S "TC=16,BK=16,HK=32,HV=16,SST=2,SEG=1"
+#define M_F32R "TC=32,BK=16,HK=64,HV=32,SST=2,SEG=1" /* a and w to registers */
 #define F16 OH_DT(FCL_F16)
 #define H16 (OH_DT(FCL_F16) | OH_DT(FCL_BF16))
 static const forced_case mma_cases[] = {
@@ -101,9 +100,10 @@ static const forced_case mma_cases[] = {
   C(M_W, .name = "mma chunks of 32 K128 V128 varlen", .dtypes = F16, .algos = CH, .dk = 128, .dv = 128, .nseq = 3, .lens = {70, 33, 129}, .h = 1, .decay = OH_W_STRONG),
   C(M_32, .name = "mma chunks of 32 K32 V48 padded", .dtypes = F16, .algos = CH, .dk = 32, .dv = 48, .b = 2, .t = 70, .h = 2, .lin = TU_PADDED, .lout = TU_PADDED, .off = 3),
   C(M_16, .name = "mma chunks of 16 varlen scale", .dtypes = BF16, .algos = CH, .nseq = 3, .lens = {17, 40, 2}, .h = 2, .scale = 0.3f),
-  C(M_RUNS, .name = "mma state in runs varlen reverse extreme", .dtypes = BF16, .algos = CH, .nseq = 5, .lens = {100, 1, 0, 257, 65}, .h = 2, .reverse = 1, .decay = OH_W_EXTREME),
-  C(M_RUNS, .name = "mma state in runs strong h0 NULL", .dtypes = F16, .algos = CH, .b = 1, .t = 300, .h = 2, .decay = OH_W_STRONG, .no_h0 = 1),
-  C(M_F32RUNS, .name = "mma split f32 state in runs mixed", .dtypes = F32, .algos = CH, .b = 2, .t = 300, .h = 1, .decay = OH_W_MIX),
+  C(M_RUNS, .name = "mma state in runs reverse extreme", .dtypes = BF16, .algos = CH, .b = 1, .t = 300, .h = 1, .reverse = 1, .decay = OH_W_EXTREME),
+  C(M_RUNS, .name = "mma state in runs strong h0 NULL", .dtypes = F16, .algos = CH, .b = 1, .t = 250, .h = 1, .decay = OH_W_STRONG, .no_h0 = 1),
+  C(M_RUNS, .name = "mma state in runs varlen mid-chunk", .dtypes = BF16, .algos = CH, .nseq = 3, .lens = {100, 0, 257}, .h = 1, .decay = OH_W_MIX),
+  C(M_RUNS, .name = "mma split f32 state in runs mixed", .dtypes = F32, .algos = CH, .b = 1, .t = 300, .h = 1, .decay = OH_W_MIX),
   C(M_F32, .name = "mma split f32 T=300 mixed", .dtypes = F32, .algos = CH, .b = 2, .t = 300, .h = 2, .decay = OH_W_MIX),
   C(M_F32R, .name = "mma split f32 varlen mid-chunk reverse strong", .dtypes = F32, .algos = CH, .nseq = 5, .lens = {100, 1, 0, 257, 65}, .h = 2, .reverse = 1, .decay = OH_W_STRONG),
   C(M_F32W, .name = "mma split f32 K128 V128 extreme h0 NULL", .dtypes = F32, .algos = CH, .dk = 128, .dv = 128, .b = 1, .t = 100, .h = 1, .decay = OH_W_EXTREME, .no_h0 = 1),

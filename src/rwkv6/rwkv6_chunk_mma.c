@@ -13,9 +13,9 @@
 #include <stdio.h>
 
 /* TC the chunk, BK the output kernel's key tile; the state pass's tile of
- * HK rows by HV columns, its steps in flight SST, and SEG the work-groups
- * a compute unit its runs side by side aim at (state_launch; the launch's
- * alone: no build macro). */
+ * HK rows by HV columns, its steps in flight SST, and SEG its runs of
+ * chunks side by side where its tiles leave compute units idle
+ * (state_launch; the launch's alone: no build macro). */
 #define PARAMS(X) X(TC) X(BK) X(HK) X(HV) X(SST) X(SEG)
 FCL_PARAM_STRUCT(mma_params, PARAMS);
 /* The backward's: BV is the dr dk dw kernel's value tile. */
@@ -70,7 +70,11 @@ static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fc
    * T16384 bf16). */
   const bool wide = K >= 128 || V >= 128;
   c->TC = wide ? 32 : 64, c->BK = !wide && K % 32 == 0 ? 32 : 16;
-  c->HK = tile_of(K), c->HV = tile_of(V), c->SST = 2, c->SEG = 4;
+  /* Runs side by side past T = 4096 (where few sequence-heads leave the
+   * walk's latency exposed, as a rule): B2 H16 T16384 K=V=128 bf16 on the
+   * H100, 128 tiles, forward 2.28 ms with 8 runs against 2.46 with 2,
+   * backward 5.79 against 6.15 (one walk: 2.34 and 6.0 at best). */
+  c->HK = tile_of(K), c->HV = tile_of(V), c->SST = 2, c->SEG = cls->bucket >= 3 ? 8 : 1;
   if (cls->dtype == FCL_F32) {
     /* Split f32: chunks as fa-tune chose on the H100 for the backward at
      * K=V=64 (T 4096) and 128 (T 1024, 16384): 1.07-1.26x the shrunken
@@ -79,7 +83,7 @@ static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fc
      * another, so more tiles side by side pay (B2 H16 T16384 K=V=128
      * backward: 12.0 ms with 32, 13.0 with 64; B8 H32 T4096 K=V=64: 6.95
      * with 64, 7.20 with 32). */
-    c->TC = 32, c->BK = 16;
+    c->TC = 32, c->BK = 16, c->SEG = 1; /* runs: 11.7 -> 13.9 ms at T16384, 2 to 8 */
     if (cls->bucket >= 3) c->HK = imin(c->HK, 32), c->HV = imin(c->HV, 32);
   }
   while (out_bytes(dev, cls, c) > budget(dev) && (c->BK > 16 || c->TC > 16)) {
@@ -119,7 +123,7 @@ static int axes(const fcl_tuning_class *cls, fcl_axis *a) {
   a[2] = (fcl_axis){"HK", 3, {16, 32, 64}};
   a[3] = (fcl_axis){"HV", 4, {16, 32, 64, 128}};
   a[4] = (fcl_axis){"SST", 2, {2, 3}};
-  a[5] = (fcl_axis){"SEG", 4, {1, 2, 4, 8}};
+  a[5] = (fcl_axis){"SEG", 5, {1, 2, 4, 8, 16}};
   return 6;
 }
 
@@ -212,19 +216,20 @@ fcl_dtype fcl_rwkv6_mma_operand(fcl_dtype dtype) { return dtype == FCL_F32 ? FCL
 
 /* The state pass on tensor cores: a warp per 16 rows, every chunk in one
  * launch (no loop budgets here), 16-bit checkpoints for 16-bit data
- * (RW_CK16, rwkv6_chunk_rows.cl). Where its tiles fill fewer than SEG
- * work-groups a compute unit, the chunks split into runs walked side by
- * side (rwkv6_chunk_state_mma.cl): enough for SEG, each of 4 chunks or
- * more. */
+ * (RW_CK16, rwkv6_chunk_rows.cl). Where its tiles are fewer than the
+ * compute units, the chunks split into SEG runs walked side by side
+ * (rwkv6_chunk_state_mma.cl), each of 4 chunks or more: the runs' own
+ * walk costs one more pass, which pays only where the walk's latency,
+ * not the device, was the bound (B8 H32 T4096 K=V=64, 256 tiles: 4.61 ms
+ * backward in one run, 5.0-5.1 in 2 to 8). */
 static fcl_rwkv6_chunk_launch state_launch(const fcl_context *ctx, const fcl_rwkv6_desc *d,
                                            const mma_params *c, fcl_dtype dtype) {
   fcl_rwkv6_chunk_launch l = {c->TC, c->HK, c->HV, (size_t)c->HK * 2, 0,
                               dtype == FCL_F32 ? 4 : 2, 1};
   const int64_t tiles = d->head_dim_k / c->HK * (d->head_dim_v / c->HV) * d->batch * d->heads;
-  const int64_t cus = ctx->info.compute_units > 0 ? ctx->info.compute_units : 1;
-  const int64_t runs = (c->SEG * cus + tiles - 1) / tiles;
   const int64_t most = (d->seqlen + c->TC - 1) / c->TC / 4;
-  if (runs > 1 && most > 1) l.nseg = (int)(runs < most ? runs : most);
+  if (c->SEG > 1 && tiles < (int64_t)ctx->info.compute_units && most > 1)
+    l.nseg = (int)(c->SEG < most ? c->SEG : most);
   return l;
 }
 
