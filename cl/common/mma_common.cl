@@ -28,20 +28,6 @@
 #define MMA_OP_F32(h) fcl_bf16_to_f32(h)
 #endif
 
-/* x rounded to nearest even in the operand dtype: its bits (MMA_OP_F32
- * reads them back). */
-inline ushort mma_round(float x) {
-#if FCL_DTYPE != 1
-  return fcl_f32_to_bf16(x);
-#else
-  ushort h[1];
-  vstore_half_rte(x, 0, (__private half *)h);
-  return h[0];
-#endif
-}
-/* What mma_round leaves of x, rounded (the lo part of a split). */
-inline ushort mma_round_lo(float x, ushort hi) { return mma_round(x - MMA_OP_F32(hi)); }
-
 #if !FCL_MMA_EMULATE
 
 inline float4 mma_16816(uint4 a, uint2 b, float4 c) {
@@ -77,9 +63,22 @@ inline uint mma_pack(float lo, float hi) {
   FCL_ASM("cvt.rn." MMA_T "x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
   return r;
 }
+/* x rounded to nearest even in the operand dtype: its bits (MMA_OP_F32
+ * reads them back), by the one conversion instruction. */
+inline ushort mma_round(float x) { return (ushort)(mma_pack(x, 0.0f) & 0xffffu); }
 
 
 #else /* FCL_MMA_EMULATE */
+
+inline ushort mma_round(float x) {
+#if FCL_DTYPE != 1
+  return fcl_f32_to_bf16(x);
+#else
+  ushort h[1];
+  vstore_half_rte(x, 0, (__private half *)h);
+  return h[0];
+#endif
+}
 
 inline float mma_elem(uint pair, int hi) {
   const ushort h = (ushort)(hi ? pair >> 16 : pair & 0xffffu);
@@ -143,6 +142,9 @@ inline uint mma_pack(float lo, float hi) {
 }
 
 #endif
+
+/* What mma_round leaves of x, rounded (the lo part of a split). */
+inline ushort mma_round_lo(float x, ushort hi) { return mma_round(x - MMA_OP_F32(hi)); }
 
 /* The lo parts of a split pair: what mma_pack(x0, x1)'s rounding left of
  * each, rounded. */

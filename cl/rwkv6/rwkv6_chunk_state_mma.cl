@@ -224,7 +224,7 @@ void fcl_rwkv6_chunk_state_mma(
 #endif
       MMA_UNROLL for (int j = 0; j < SB / 2; ++j) {
         const int q = part * (SB / 2) + j, t = grad ? q : SB - 1 - q;
-        const float xa = ascale * av[j] * exp(run);
+        const float xa = ascale * av[j] * mma_exp2(run * M_LOG2E_F); /* run <= 0 */
         const ushort hi = mma_round(xa);
         ad_s[0][t * LDSA + row] = hi;
         ad_s[1][t * LDSA + row] = mma_round_lo(xa, hi);
