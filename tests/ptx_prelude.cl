@@ -5,6 +5,7 @@
 size_t __attribute__((overloadable)) get_group_id(uint d) { return d == 0 ? __nvvm_read_ptx_sreg_ctaid_x() : d == 1 ? __nvvm_read_ptx_sreg_ctaid_y() : __nvvm_read_ptx_sreg_ctaid_z(); }
 size_t __attribute__((overloadable)) get_local_id(uint d) { return d == 0 ? __nvvm_read_ptx_sreg_tid_x() : d == 1 ? __nvvm_read_ptx_sreg_tid_y() : __nvvm_read_ptx_sreg_tid_z(); }
 size_t __attribute__((overloadable)) get_num_groups(uint d) { return d == 0 ? __nvvm_read_ptx_sreg_nctaid_x() : d == 1 ? __nvvm_read_ptx_sreg_nctaid_y() : __nvvm_read_ptx_sreg_nctaid_z(); }
+size_t __attribute__((overloadable)) get_local_size(uint d) { return d == 0 ? __nvvm_read_ptx_sreg_ntid_x() : d == 1 ? __nvvm_read_ptx_sreg_ntid_y() : __nvvm_read_ptx_sreg_ntid_z(); }
 int __attribute__((overloadable)) any(short8 x) { return (x.s0 | x.s1 | x.s2 | x.s3 | x.s4 | x.s5 | x.s6 | x.s7) < 0; }
 int __attribute__((overloadable)) any(int4 x) { return (x.s0 | x.s1 | x.s2 | x.s3) < 0; }
 uint __attribute__((overloadable)) clz(uint x) { return __builtin_clz(x); }
