@@ -20,4 +20,9 @@
                              each segment's own update and total decay, no
                              checkpoints (the launch after folds them in) */
 
+/* The chunked backward's du kernel (fcl_rwkv6_chunk_du): keys a work-group,
+ * and at most this many parts of RW_DU_KEYS work-items each. */
+#define RW_DU_KEYS 16
+#define RW_DU_PARTS 16
+
 #endif

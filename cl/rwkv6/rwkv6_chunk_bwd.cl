@@ -272,14 +272,13 @@ void fcl_rwkv6_chunk_dk(
 
 /* du summed over chunks and sequences in a fixed order: a work-group per
  * RW_DU_KEYS keys of a head, in parts of RW_DU_KEYS work-items (at most
- * 16; the host picks their number by the device's work-group size). Part
- * p sums the partials (chunk, sequence) = e, e = p, p + parts, ... (one
- * walk of them all waits a load latency each: 0.44 ms at 1024); then
- * each key sums the parts in order. */
-#define RW_DU_KEYS 16
+ * RW_DU_PARTS, rwkv6_abi.h; the host picks their number by the device's
+ * work-group size). Part p sums the partials (chunk, sequence) = e, e = p,
+ * p + parts, ... (one walk of them all waits a load latency each: 0.44 ms
+ * at 1024); then each key sums the parts in order. */
 __kernel void fcl_rwkv6_chunk_du(const __global float *dup, __global fcl_elem *du, int heads,
                                  int nchunk, int nseq) {
-  __local float part_s[16 * RW_DU_KEYS];
+  __local float part_s[RW_DU_PARTS * RW_DU_KEYS];
   const int lid = get_local_id(0), parts = (int)get_local_size(0) / RW_DU_KEYS;
   const int key = lid % RW_DU_KEYS, p = lid / RW_DU_KEYS;
   const int i = get_group_id(0) * RW_DU_KEYS + key, h = get_group_id(1);

@@ -11,6 +11,7 @@
  * results land where the portable loop puts them (da packed by rows, qs
  * and ks [TC][BK], dg_s). WG = TC / 16 warps. */
 #define RW_DK_MMA 1
+#define RW_DG_TERMS (16 / (int)sizeof(rw_ck_t)) /* checkpoint elements a dg partial sums */
 #define LDB (BV + 8) /* 16-bit tile pitch: 16-byte rows, ldmatrix */
 /* The first phase's floats of the kernel's pool: its 16-bit tiles, then
  * dg's partial sums (rwkv6_chunk_bwd.cl sizes the pool by it). */
@@ -29,7 +30,7 @@ static inline void rw_dk_products_mma(const __global fcl_elem *v, const __global
   /* Each tile and, split, its lo twin right after it. */
   __local ushort *do16 = (__local ushort *)pool, *v16 = do16 + RW_PARTS * TC * LDB;
   __local ushort *S16 = v16 + RW_PARTS * TC * LDB, *D16 = S16 + RW_PARTS * BK * LDB;
-  __local float *dg_p = (__local float *)(D16 + RW_PARTS * BK * LDB); /* [BK][BV / 4] */
+  __local float *dg_p = (__local float *)(D16 + RW_PARTS * BK * LDB); /* [BK][BV / RW_DG_TERMS] */
   const int lt = RW_LO(TC * LDB), lb = RW_LO(BK * LDB);
   const int lane = lid & 31, warp = lid >> 5, g = lane >> 2, tq = lane & 3;
   float4 a_acc[2 * NSUB], q_acc[BK / 8], k_acc[BK / 8];
@@ -59,7 +60,7 @@ static inline void rw_dk_products_mma(const __global fcl_elem *v, const __global
           x = fma(MMA_OP_F32((ushort)(pd[h >> 1] >> sh)),
                   MMA_OP_F32((ushort)(ps[h >> 1] >> sh)), x);
         }
-        dg_p[i * (BV / 4) + j / 4] = x;
+        dg_p[i * (BV / RW_DG_TERMS) + j / RW_DG_TERMS] = x;
       }
     }
 #else
@@ -74,14 +75,15 @@ static inline void rw_dk_products_mma(const __global fcl_elem *v, const __global
         rw_st16(S16, i * LDB + j + 2, lb, xs.z), rw_st16(S16, i * LDB + j + 3, lb, xs.w);
         rw_st16(D16, i * LDB + j, lb, xd.x), rw_st16(D16, i * LDB + j + 1, lb, xd.y);
         rw_st16(D16, i * LDB + j + 2, lb, xd.z), rw_st16(D16, i * LDB + j + 3, lb, xd.w);
-        dg_p[i * (BV / 4) + j / 4] = fma(xd.w, xs.w, fma(xd.z, xs.z, fma(xd.y, xs.y, xd.x * xs.x)));
+        dg_p[i * (BV / RW_DG_TERMS) + j / RW_DG_TERMS] =
+            fma(xd.w, xs.w, fma(xd.z, xs.z, fma(xd.y, xs.y, xd.x * xs.x)));
       }
     }
 #endif
     mma_cp_wait_all();
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (lid < BK) /* in a fixed order (16-bit: every other entry holds 8 terms) */
-      for (int jj = 0; jj < BV / 4; jj += 1 + RW_CK16) dg += dg_p[lid * (BV / 4) + jj];
+    if (lid < BK) /* in a fixed order */
+      for (int jj = 0; jj < BV / RW_DG_TERMS; ++jj) dg += dg_p[lid * (BV / RW_DG_TERMS) + jj];
     barrier(CLK_LOCAL_MEM_FENCE);
     MMA_UNROLL for (int kk = 0; kk < BV / 16; ++kk) {
       const int ra = (warp * 16 + (lane & 15)) * LDB + kk * 16 + (lane >> 4) * 8;

@@ -55,7 +55,9 @@ static fcl_status state_pass(fcl_context *ctx, const fcl_rwkv6_desc *d,
   const size_t nvb = (size_t)((d->head_dim_v + c->HV - 1) / c->HV);
   const size_t wg = c->wg;
   size_t g[3] = {nkb * nvb * wg, m->bh * (size_t)nseg, 1}, l[3] = {wg, 1, 1};
-  for (int64_t n = 0; n < nlaunch * (nseg > 1 ? 2 : 1); ++n) {
+  /* Runs side by side take every chunk in one launch (per_launch 0). */
+  const int64_t launches = nseg > 1 ? 2 : nlaunch;
+  for (int64_t n = 0; n < launches; ++n) {
     const bool ends = nseg > 1 && n == 0; /* runs side by side: their updates first */
     const int64_t si = nseg > 1 ? 0 : grad ? nlaunch - 1 - n : n; /* the gradient walks back */
     const bool first = nseg > 1 || n == 0, last = nseg > 1 || n == nlaunch - 1;
@@ -208,10 +210,11 @@ fcl_status fcl_rwkv6_chunk_backward_run(fcl_context *ctx, const fcl_rwkv6_desc *
   fcl_args b = {kdu, 0, CL_SUCCESS};
   FCL_ARG(&b, dup); FCL_ARG(&b, t->du); FCL_ARG(&b, m.heads); FCL_ARG(&b, m.nchunk);
   FCL_ARG(&b, nseq);
-  /* 16 keys a work-group, in up to 16 parts (fcl_rwkv6_chunk_du) */
-  size_t parts = ctx->info.max_wg / 16;
-  parts = parts < 1 ? 1 : parts > 16 ? 16 : parts;
-  size_t gd[3] = {(size_t)(K + 15) / 16 * 16 * parts, (size_t)d->heads, 1};
-  size_t ld[3] = {16 * parts, 1, 1};
+  /* RW_DU_KEYS keys a work-group, in up to RW_DU_PARTS parts (rwkv6_abi.h) */
+  size_t parts = ctx->info.max_wg / RW_DU_KEYS;
+  parts = parts < 1 ? 1 : parts > RW_DU_PARTS ? RW_DU_PARTS : parts;
+  size_t gd[3] = {(size_t)(K + RW_DU_KEYS - 1) / RW_DU_KEYS * RW_DU_KEYS * parts,
+                  (size_t)d->heads, 1};
+  size_t ld[3] = {RW_DU_KEYS * parts, 1, 1};
   return fcl_launch(ctx, kdu, &b, gd, ld, "enqueueing rwkv6 chunk du");
 }
