@@ -12,8 +12,8 @@
  * backward, the RWKV6 recurrent forward and backward, the chunked RWKV6
  * backward and forward. */
 static const fcl_variant *const registry[] = {
-    &fcl_variant_attention_fwd_mma, &fcl_variant_attention_fwd_cpu,
-    &fcl_variant_attention_fwd,     &fcl_variant_attention_bwd_mma,
+    &fcl_variant_attention_fwd_mma, &fcl_variant_attention_fwd_wgmma,
+    &fcl_variant_attention_fwd_cpu, &fcl_variant_attention_fwd,     &fcl_variant_attention_bwd_mma,
     &fcl_variant_attention_bwd,     &fcl_variant_rwkv6_recurrent,
     &fcl_variant_rwkv6_bwd,         &fcl_variant_rwkv6_bwd_chunked_mma,
     &fcl_variant_rwkv6_bwd_chunked, &fcl_variant_rwkv6_chunked_mma,

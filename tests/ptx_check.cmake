@@ -39,6 +39,9 @@ set(programs
   "rwkv6_chunk_mma_bwd_bf16|rwkv6/rwkv6_abi.h common/dtype.cl rwkv6/rwkv6_common.cl rwkv6/rwkv6_chunk_common.cl common/mma_warp.cl common/mma_common.cl rwkv6/rwkv6_chunk_rows.cl rwkv6/rwkv6_chunk_state_mma.cl rwkv6/rwkv6_chunk_out_mma.cl rwkv6/rwkv6_chunk_bwd_mma.cl rwkv6/rwkv6_chunk_bwd.cl|-DFCL_DTYPE=2 -DK_DIM=64 -DV_DIM=64 -DTC=64 -DBK=16 -DBV=32 -DHK=64 -DHV=64 -DSST=2 -DWG=128 -DFCL_UNROLL_HINTS=1|mma.sync"
   "decode_f16|attention/attention_abi.h common/dtype.cl attention/attention_common.cl attention/kvcache_common.cl attention/kvcache_append.cl attention/kvcache_tile.cl attention/kvcache_split_merge.cl attention/kvcache_decode.cl|-DFCL_DTYPE=1 -DHEAD_DIM=128 -DHEAD_DIM_V=128 -DWG=128 -DTPK=16 -DKPW=4 -DROWS=4 -DVEC=8 -DFCL_UNROLL_HINTS=1 -DKV_PTX_CVT=1|cvt.f32.f16"
   "decode_mma_f16|attention/attention_abi.h common/dtype.cl common/mma_warp.cl common/mma_common.cl attention/attention_common.cl attention/kvcache_common.cl attention/kvcache_append.cl attention/kvcache_tile.cl attention/kvcache_split_merge.cl attention/kvcache_decode_mma.cl|-DFCL_DTYPE=1 -DHEAD_DIM=128 -DHEAD_DIM_V=128 -DWG=128 -DKSUB=1 -DROWS=4 -DVEC=8 -DFCL_UNROLL_HINTS=1|mma.sync"
+  "wgmma_probe|common/dtype.cl common/mma_warp.cl common/mma_common.cl common/wgmma_ops.cl common/wgmma.cl common/wgmma_probe.cl|-DFCL_DTYPE=2 -DFCL_SM90A=1|FCL90A wgmma.mma_async"
+  "fwd_wgmma_f16|attention/attention_abi.h common/dtype.cl attention/attention_common.cl common/mma_warp.cl common/mma_common.cl common/wgmma_ops.cl common/wgmma.cl attention/attention_fwd_wgmma.cl|-DFCL_DTYPE=1 -DHEAD_DIM=64 -DWARPS=8 -DBLOCK_N=64 -DMMA_GENERAL=0 -DFCL_NONFINITE=1 -DFCL_SM90A=1|FCL90A wgmma.mma_async"
+  "fwd_wgmma_bf16_d128|attention/attention_abi.h common/dtype.cl attention/attention_common.cl common/mma_warp.cl common/mma_common.cl common/wgmma_ops.cl common/wgmma.cl attention/attention_fwd_wgmma.cl|-DFCL_DTYPE=2 -DHEAD_DIM=128 -DHEAD_DIM_V=96 -DWARPS=4 -DBLOCK_N=48 -DMMA_GENERAL=1 -DFCL_NONFINITE=1 -DFCL_SM90A=1|FCL90A wgmma.mma_async"
   "decode_mma_bf16_ksub2|attention/attention_abi.h common/dtype.cl common/mma_warp.cl common/mma_common.cl attention/attention_common.cl attention/kvcache_common.cl attention/kvcache_append.cl attention/kvcache_tile.cl attention/kvcache_split_merge.cl attention/kvcache_decode_mma.cl|-DFCL_DTYPE=2 -DHEAD_DIM=128 -DHEAD_DIM_V=128 -DWG=128 -DKSUB=2 -DROWS=16 -DVEC=8 -DFCL_UNROLL_HINTS=1|mma.sync")
 foreach(p IN LISTS programs)
   string(REPLACE "|" ";" parts "${p}")
@@ -75,16 +78,23 @@ foreach(p IN LISTS programs)
   message(STATUS "${name}: PTX compiled")
   if(PTXAS)
     # clang writes an nvcl .target line ptxas refuses; cp.async needs 7.0+.
+    # Programs built with FCL_SM90A lose their markers and target sm_90a,
+    # as core/ptx_retarget.c does to NVIDIA's PTX.
+    set(arch sm_90)
+    if(defs MATCHES "FCL_SM90A=1")
+      set(arch sm_90a)
+      string(REPLACE "// FCL90A " "" ptx "${ptx}")
+    endif()
     string(REGEX REPLACE "\n\\.version [^\n]*" "\n.version 8.0" ptx "${ptx}")
-    string(REGEX REPLACE "\n\\.target [^\n]*" "\n.target sm_90" ptx "${ptx}")
+    string(REGEX REPLACE "\n\\.target [^\n]*" "\n.target ${arch}" ptx "${ptx}")
     file(WRITE "${WORK}/${name}.sm90.ptx" "${ptx}")
-    execute_process(COMMAND "${PTXAS}" -v -arch=sm_90 -o "${WORK}/${name}.cubin"
+    execute_process(COMMAND "${PTXAS}" -v -arch=${arch} -o "${WORK}/${name}.cubin"
                             "${WORK}/${name}.sm90.ptx"
                     RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
     if(NOT rc EQUAL 0)
       message(FATAL_ERROR "${name}: ptxas failed:\n${out}")
     endif()
     string(REGEX MATCHALL "Used [0-9]+ registers|[0-9]+ bytes spill [a-z]+" regs "${out}")
-    message(STATUS "${name}: sm_90: ${regs}")
+    message(STATUS "${name}: ${arch}: ${regs}")
   endif()
 endforeach()

@@ -2,7 +2,7 @@
  * override, against the double reference with the main suites'
  * tolerances (op_verify.c).
  *
- *   test_attention_forced [cpu|mma]   (default cpu)
+ *   test_attention_forced [cpu|mma|wgmma]   (default cpu)
  *
  * cpu: the CPU forward (cl/attention_fwd_cpu.cl). Its defaults fall back to
  * one query block per work-item on small problems, so the edges of the
@@ -19,6 +19,8 @@
  * for dQ and of keys for dK/dV, 1 and 3 warps, the next tile loaded during
  * this one, across the query heads of a GQA group too), run on the
  * forward's o and lse with dO as input.
+ * wgmma: the Hopper forward (cl/attention/attention_fwd_wgmma.cl) with
+ * one and two warpgroups and every key-tile width it takes.
  * Elsewhere each mode says that its kernel does not run and passes. */
 #include "op_harness.h"
 #define FCL_STATIC_LINKING_ONLY
@@ -88,6 +90,26 @@ static const forced_case mma_cases[] = {
   {"attention_bwd_mma", B4, FCL_F16, 2, 61, 90, 4, 2, 64, 64, 0, -1, -1, 0, 0, 0, {0}, {0}, 1},
 };
 
+/* Hopper's wgmma forward (sm_90 only): one and two warpgroups, key tiles
+ * of every N it takes, head dims 32 to 128 and a value head dim apart. */
+#define W1 "WARPS=4,BLOCK_N=64"
+#define W2 "WARPS=4,BLOCK_N=16"
+#define W3 "WARPS=8,BLOCK_N=16"
+#define W4 "WARPS=4,BLOCK_N=128"
+#define W5 "WARPS=8,BLOCK_N=32"
+#define W6 "WARPS=4,BLOCK_N=96"
+#define W7 "WARPS=4,BLOCK_N=48"
+static const forced_case wgmma_cases[] = {
+  {"attention_fwd_wgmma", W1, FCL_F16, 1, 150, 133, 2, 1, 64, 64, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},
+  {"attention_fwd_wgmma", W7, FCL_BF16, 2, 200, 200, 2, 2, 128, 128, 0, -1, -1, 0, 0, 0, {0}, {0}, 0},
+  {"attention_fwd_wgmma", W2, FCL_F16, 1, 100, 77, 2, 2, 64, 64, 0, -1, -1, 0, 0, 0, {0}, {0}, 0},
+  {"attention_fwd_wgmma", W3, FCL_BF16, 1, 100, 200, 2, 2, 128, 128, 0, 40, 9, 0, 1, 0, {0}, {0}, 1},
+  {"attention_fwd_wgmma", W4, FCL_F16, 1, 300, 300, 2, 1, 64, 64, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},
+  {"attention_fwd_wgmma", W5, FCL_F16, 0, 0, 0, 2, 2, 80, 48, 0, 30, 2, 4.0, 1, 3, {40, 0, 97}, {33, 9, 91}, 0},
+  {"attention_fwd_wgmma", W6, FCL_BF16, 1, 129, 129, 4, 2, 32, 32, 1, -1, -1, 0, 0, 0, {0}, {0}, 1},
+  {"attention_fwd_wgmma", W5, FCL_F16, 2, 61, 190, 4, 1, 96, 96, 0, -1, -1, 0, 0, 0, {0}, {0}, 1},
+};
+
 static int g_failed = 0;
 
 static int run(fcl_context *ctx, const forced_case *c, int idx) {
@@ -154,10 +176,13 @@ static bool reports(fcl_context *ctx, fcl_dtype dt, const char *kernel, char *pa
 
 int main(int argc, char **argv) {
   const double t0 = tu_now();
-  const bool mma = argc > 1 && strcmp(argv[1], "mma") == 0;
-  const forced_case *cases = mma ? mma_cases : cpu_cases;
-  const int n = mma ? (int)(sizeof mma_cases / sizeof *mma_cases) : (int)(sizeof cpu_cases / sizeof *cpu_cases);
-  const char *kernel = mma ? "attention_fwd_mma" : "attention_fwd_cpu";
+  const char *mode = argc > 1 ? argv[1] : "cpu";
+  const forced_case *cases = cpu_cases;
+  int n = (int)(sizeof cpu_cases / sizeof *cpu_cases);
+  if (strcmp(mode, "mma") == 0) cases = mma_cases, n = (int)(sizeof mma_cases / sizeof *mma_cases);
+  if (strcmp(mode, "wgmma") == 0)
+    cases = wgmma_cases, n = (int)(sizeof wgmma_cases / sizeof *wgmma_cases);
+  const char *kernel = cases[0].kernel;
   fcl_context *ctx = NULL;
   if (fcl_context_create(NULL, &ctx) != FCL_OK) {
     printf("FAIL: fcl_context_create: %s\n", fcl_context_last_error(NULL));

@@ -111,6 +111,7 @@ extern const int               fcl_attention_bwd_nrows;
 extern const fcl_variant fcl_variant_attention_fwd;     /* attention_fwd.c     */
 extern const fcl_variant fcl_variant_attention_fwd_cpu; /* attention_fwd_cpu.c */
 extern const fcl_variant fcl_variant_attention_fwd_mma; /* attention_fwd_mma.c */
+extern const fcl_variant fcl_variant_attention_fwd_wgmma; /* attention_fwd_wgmma.c */
 extern const fcl_variant fcl_variant_attention_bwd;     /* attention_bwd.c     */
 extern const fcl_variant fcl_variant_attention_bwd_mma; /* attention_bwd_mma.c */
 fcl_status fcl_attention_fwd_launch(fcl_context *ctx, const fcl_attention_plan *pl,
@@ -124,6 +125,11 @@ fcl_status fcl_attention_fwd_mma_applies(fcl_context *ctx, const fcl_attention_d
                                          fcl_dtype dtype, bool *yes);
 fcl_status fcl_attention_fwd_mma_launch(fcl_context *ctx, const fcl_attention_plan *pl,
                                         const fcl_attention_problem *p, bool *fallback);
+fcl_status fcl_attention_fwd_wgmma_applies(fcl_context *ctx, const fcl_attention_desc *d,
+                                           fcl_dtype dtype, bool *yes);
+const char *fcl_attention_fwd_wgmma_options(const fcl_context *ctx, fcl_dtype t);
+fcl_status fcl_attention_fwd_wgmma_launch(fcl_context *ctx, const fcl_attention_plan *pl,
+                                          const fcl_attention_problem *p, bool *fallback);
 fcl_status fcl_attention_bwd_launch(fcl_context *ctx, const fcl_attention_plan *pl,
                                     const fcl_attention_problem *p, bool *fallback);
 fcl_status fcl_attention_bwd_mma_applies(fcl_context *ctx, const fcl_attention_desc *d,

@@ -30,6 +30,7 @@ typedef struct {
   bool cpu_kernel;           /* FCL_CPU_KERNEL (default on)                  */
   bool mma_emulate;          /* FCL_MMA_EMULATE                              */
   bool disable_fastpath;     /* FCL_DISABLE_FASTPATH                         */
+  bool wgmma;                /* FCL_WGMMA (default on): Hopper's wgmma kernels */
   int  rwkv6_algorithm;      /* FCL_RWKV6_ALGORITHM: 0 unset, 1 recurrent, 2 chunked */
 } fcl_options;
 void fcl_options_read(fcl_options *o);
@@ -63,6 +64,8 @@ typedef struct {
   /* FCL_MMA_EMULATE: the tensor-core kernels run here with their warp
    * instructions emulated, which takes 1 KiB of local memory a warp. */
   bool     mma_emulate;
+  /* NVIDIA's compute capability as 10 * major + minor (cl_nv_device_attribute_query), else 0. */
+  int      nv_sm;
 } fcl_device_info;
 
 /* One built program, kept for the context's lifetime. */
@@ -102,6 +105,7 @@ struct fcl_context {
   void (*tuning_free)(struct fcl_tuning_state *);
   signed char      mma_state[3]; /* per dtype, tensor cores: 0 unprobed, -1 off,
                                     1 or 2 on (mma_probe.c) */
+  signed char      wgmma_state[3]; /* per dtype, wgmma: 0 unprobed, -1 off, 1 on */
   char             message[FCL_MSG_MAX];
 };
 
@@ -221,4 +225,15 @@ fcl_status fcl_check_cu_seqlens(fcl_context *ctx, cl_mem buf, const char *name,
  * kernels need (the asm keyword, or the emulation's). */
 fcl_status  fcl_mma_ready(fcl_context *ctx, fcl_dtype t, bool *ready);
 const char *fcl_mma_build_options(const fcl_context *ctx, fcl_dtype t);
+/* wgmma_probe.c: whether Hopper's warpgroup products (cl/common/wgmma.cl)
+ * work for 16-bit dtype t: an sm_90 NVIDIA device whose driver loads the
+ * retargeted PTX and gives the probe's exact products (probed once per
+ * context and dtype; FCL_WGMMA=0 turns them off). Their programs are built
+ * with fcl_mma_build_options and FCL_SM90A_OPTION. */
+fcl_status  fcl_wgmma_ready(fcl_context *ctx, fcl_dtype t, bool *ready);
+#define FCL_SM90A_OPTION "-DFCL_SM90A=1"
+/* ptx_retarget.c: the PTX text of a program built from source with
+ * FCL_SM90A_OPTION, rewritten for sm_90a (markers removed, target and
+ * version raised); NULL when it is not PTX for sm_90 or memory runs out. */
+char       *fcl_ptx_sm90a(const char *ptx, size_t size, size_t *out_size);
 #endif

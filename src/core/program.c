@@ -74,6 +74,44 @@ static void to_cache(fcl_context *ctx, cl_program prog,
   free(bin);
 }
 
+/* A program built with FCL_SM90A_OPTION, rebuilt from its PTX retargeted
+ * to sm_90a (ptx_retarget.c); takes prog. The cache then keeps the
+ * retargeted PTX, which loads as any other binary. */
+static fcl_status retarget_sm90a(fcl_context *ctx, cl_program prog, const char *options,
+                                 cl_program *out) {
+  size_t size = 0, n = 0;
+  char  *ptx = NULL, *patched = NULL;
+  cl_int err = clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL);
+  if (err == CL_SUCCESS && size > 0 && (ptx = malloc(size + 1))) {
+    err = clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof ptx, &ptx, NULL);
+    if (err == CL_SUCCESS) patched = fcl_ptx_sm90a(ptx, size, &n);
+  }
+  free(ptx);
+  clReleaseProgram(prog);
+  if (!patched)
+    return fcl_fail(ctx, FCL_ERROR_BUILD, "building kernels with \"%s\": no PTX for sm_90 to "
+                    "retarget to sm_90a (%s)", options, fcl_cl_error_name(err));
+  const unsigned char *bins[1] = {(const unsigned char *)patched};
+  cl_int status = CL_SUCCESS;
+  prog = clCreateProgramWithBinary(ctx->cl_ctx, 1, &ctx->device, &n, bins, &status, &err);
+  free(patched);
+  if (err == CL_SUCCESS && status != CL_SUCCESS) err = status;
+  if (err == CL_SUCCESS) err = clBuildProgram(prog, 1, &ctx->device, options, NULL, NULL);
+  if (err == CL_SUCCESS) { /* ptxas's notes: a serialized wgmma shows here */
+    char log[2048] = "";
+    clGetProgramBuildInfo(prog, ctx->device, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
+    if (log[0] && log[1]) fcl_log(ctx, "sm_90a build log: %s", log);
+  }
+  if (err != CL_SUCCESS) {
+    fcl_status s = prog ? build_failure(ctx, prog, err, "sm_90a PTX")
+                        : fcl_fail_cl(ctx, err, "clCreateProgramWithBinary (sm_90a PTX)");
+    if (prog) clReleaseProgram(prog);
+    return s;
+  }
+  *out = prog;
+  return FCL_OK;
+}
+
 static fcl_status from_source(fcl_context *ctx, char *const *texts,
                               const size_t *sizes, int n, const char *options,
                               cl_program *out) {
@@ -87,6 +125,7 @@ static fcl_status from_source(fcl_context *ctx, char *const *texts,
     clReleaseProgram(prog);
     return s;
   }
+  if (strstr(options, FCL_SM90A_OPTION)) return retarget_sm90a(ctx, prog, options, out);
   *out = prog;
   return FCL_OK;
 }

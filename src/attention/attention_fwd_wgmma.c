@@ -1,0 +1,133 @@
+/* The Hopper forward of attention: cl/attention/attention_fwd_wgmma.cl,
+ * f16 and bf16 on wgmma (warpgroup products, built for sm_90a through
+ * core/ptx_retarget.c). It takes the problems of the mma.sync forward
+ * (attention_fwd_mma.c) whose head dims and strides suit wgmma's tiles,
+ * where core/wgmma_probe.c found the products right; anything else, or a
+ * build that fails, goes to the next row. */
+#include "attention/attention.h"
+
+#include <stdio.h>
+
+/* Warps (one or two warpgroups), keys per tile (an N of cl/common/wgmma_ops.cl). */
+#define PARAMS(X) X(WARPS) X(BLOCK_N)
+FCL_PARAM_STRUCT(wgmma_params, PARAMS);
+
+/* wgmma_ops.cl's N: BLOCK_N and the value head dim. */
+static bool wgmma_n(int64_t n) { return n == 16 || n == 32 || n == 48 || n == 64 || n == 96 || n == 128; }
+
+/* Q, K and V tiles of 16-bit elements, unpadded, and the non-finite row
+ * bits (attention_fwd_wgmma.cl). */
+static size_t local_bytes(const fcl_tuning_class *cls, const wgmma_params *c) {
+  const size_t d = (size_t)cls->head_dim, dv = (size_t)cls->head_dim_v, n = (size_t)c->BLOCK_N;
+  return 2 * (16 * (size_t)c->WARPS * d + n * d + n * dv) + 4 * (size_t)FCL_MMA_NFW(n);
+}
+
+static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fcl_config *cfg) {
+  wgmma_params *c = FCL_PARAMS(wgmma_params, cfg);
+  c->WARPS = cls->head_dim <= 64 ? 8 : 4, c->BLOCK_N = 64;
+  while (local_bytes(cls, c) + 256 > dev->local_mem && c->BLOCK_N > 16)
+    c->BLOCK_N = c->BLOCK_N == 48 ? 32 : c->BLOCK_N - 16;
+}
+
+static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const fcl_config *cfg,
+                  char *why, size_t why_size) {
+  const wgmma_params *c = FCL_CPARAMS(wgmma_params, cfg);
+  const char *bad = NULL;
+  if ((c->WARPS != 4 && c->WARPS != 8) || !wgmma_n(c->BLOCK_N))
+    bad = "WARPS 4 or 8, BLOCK_N one of 16, 32, 48, 64, 96, 128";
+  else if ((size_t)c->WARPS * 32 > dev->max_wg)
+    bad = "work-group larger than the device allows";
+  else if (local_bytes(cls, c) + 256 > dev->local_mem)
+    bad = "local memory exceeded";
+  if (bad && why) snprintf(why, why_size, "%s", bad);
+  return bad == NULL;
+}
+
+static int axes(const fcl_tuning_class *cls, fcl_axis *a) {
+  (void)cls;
+  a[0] = (fcl_axis){"WARPS", 2, {4, 8}};
+  a[1] = (fcl_axis){"BLOCK_N", 6, {16, 32, 48, 64, 96, 128}};
+  return 2;
+}
+
+static void point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg) {
+  (void)cls;
+  wgmma_params *c = FCL_PARAMS(wgmma_params, cfg);
+  c->WARPS = v[0], c->BLOCK_N = v[1];
+}
+
+static const char *const files[] = {
+    "attention/attention_abi.h", "common/dtype.cl",     "attention/attention_common.cl",
+    "common/mma_warp.cl",        "common/mma_common.cl", "common/wgmma_ops.cl",
+    "common/wgmma.cl",           "attention/attention_fwd_wgmma.cl"};
+const fcl_variant fcl_variant_attention_fwd_wgmma = {
+    "attention_fwd_wgmma", FCL_TUNING_ATTENTION_FWD, files, (int)FCL_COUNT(files),
+    {"HEAD_DIM", "HEAD_DIM_V"}, FCL_MAX_HEAD_DIM, true, FCL_PARAM_COUNT(PARAMS),
+    FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, NULL, 0};
+
+fcl_status fcl_attention_fwd_wgmma_applies(fcl_context *ctx, const fcl_attention_desc *d,
+                                           fcl_dtype dtype, bool *yes) {
+  *yes = false;
+  if (dtype == FCL_F32 || d->head_dim % 16 || !wgmma_n(d->head_dim_v)) return FCL_OK;
+  fcl_status s = fcl_attention_mma_applies(ctx, d, dtype, yes);
+  if (s || !*yes) return s;
+  return fcl_wgmma_ready(ctx, dtype, yes);
+}
+
+/* The mma helpers' options (their asm keyword; core/mma_probe.c) and the
+ * retargeting to sm_90a. The row applies only where the helpers run
+ * unemulated, so only those two strings occur. */
+const char *fcl_attention_fwd_wgmma_options(const fcl_context *ctx, fcl_dtype t) {
+  static const char *const opts[2] = {"-DFCL_MMA_EMULATE=0 " FCL_SM90A_OPTION,
+                                      "-DFCL_MMA_EMULATE=0 -DFCL_ASM=__asm__ " FCL_SM90A_OPTION};
+  return opts[ctx->mma_state[t] == 2];
+}
+
+fcl_status fcl_attention_fwd_wgmma_launch(fcl_context *ctx, const fcl_attention_plan *pl,
+                                          const fcl_attention_problem *p, bool *fallback) {
+  const fcl_attention_desc *d = p->d;
+  const wgmma_params *c = FCL_CPARAMS(wgmma_params, &pl->cfg);
+  const size_t es = fcl_dtype_size(p->dtype);
+  /* 16-byte copies only (cp.async into core matrices) */
+  if (!fcl_tensor_aligned(p->q, es, p->varlen, 8) || !fcl_tensor_aligned(p->k, es, p->varlen, 8) ||
+      !fcl_tensor_aligned(p->v, es, p->varlen, 8)) {
+    fcl_log(ctx, "attention forward: q, k or v not in 16-byte rows for wgmma; the next kernel");
+    *fallback = true;
+    return FCL_OK;
+  }
+  const int general = d->softcap > 0 || d->alibi_slopes || !(p->sc.qk_scale > 0);
+  cl_kernel kern[2], scan[2];
+  for (int nf = 0; nf < 2; ++nf) {
+    char opts[640];
+    snprintf(opts, sizeof opts, "%s -DMMA_GENERAL=%d -DFCL_NONFINITE=%d", pl->options, general, nf);
+    if (fcl_get_kernel(ctx, files, (int)FCL_COUNT(files), opts, "fcl_attention_fwd_wgmma",
+                       &kern[nf]) ||
+        (nf == 1 && fcl_nonfinite_kernel(ctx, p->dtype, scan))) {
+      fcl_log(ctx, "fast path: the wgmma forward does not build, using the next kernel: %s",
+              ctx->message);
+      fcl_clear_error(ctx);
+      *fallback = true;
+      return FCL_OK;
+    }
+  }
+  /* V holds the operand of masked products (P V): flags per kv head. */
+  const fcl_nf_input nfin = {p->v, p->varlen, p->total_k, d->seqlen_k, d->heads_kv,
+                             d->head_dim_v, 1};
+  cl_mem nf_flags;
+  fcl_status s;
+  if ((s = fcl_nonfinite_flags(ctx, scan, &nfin, 1, (int)d->heads_kv, &nf_flags))) return s;
+  const size_t wg = (size_t)c->WARPS * 32, block_m = (size_t)c->WARPS * 16;
+  const size_t nqb = ((size_t)d->seqlen_q + block_m - 1) / block_m;
+  size_t global[3] = {nqb * wg, 1, (size_t)(d->batch * d->heads_q)};
+  size_t local[3] = {wg, 1, 1};
+  fcl_log(ctx, "attention forward: wgmma, %d warpgroup(s) of 64 rows, %d keys per tile%s",
+          c->WARPS / 4, c->BLOCK_N, general ? ", general scores" : "");
+  for (int nf = 0; nf < 2; ++nf) {
+    fcl_args a = {kern[nf], 0, CL_SUCCESS};
+    fcl_attention_fwd_args(&a, p, fcl_attention_flags(p));
+    FCL_ARG(&a, nf_flags);
+    if ((s = fcl_launch(ctx, kern[nf], &a, global, local, "enqueueing attention forward (wgmma)")))
+      return s;
+  }
+  return FCL_OK;
+}

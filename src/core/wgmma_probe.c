@@ -1,0 +1,116 @@
+/* Whether Hopper's warpgroup products work here (cl/common/wgmma.cl): per
+ * context and 16-bit dtype, the probe kernel (cl/common/wgmma_probe.cl) is
+ * built with FCL_SM90A_OPTION, which makes program.c rebuild it from its
+ * PTX retargeted to sm_90a, and run once by one warpgroup on small exact
+ * values; its products are checked here. Any step that fails (a device
+ * that is not sm_90, a driver that refuses the PTX, a wrong product) leaves
+ * the mma.sync kernels to run, and says why in the log. FCL_WGMMA=0 turns
+ * the probe off. */
+#include "core/core.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *const files[] = {"common/dtype.cl",     "common/mma_warp.cl",
+                                    "common/mma_common.cl", "common/wgmma_ops.cl",
+                                    "common/wgmma.cl",      "common/wgmma_probe.cl"};
+
+static float val_a(int r, int c) { return (float)((r * 3 + c * 5) % 7 - 3); }
+static float val_b(int kk, int n) { return (float)((kk * 2 + n * 3) % 5 - 2); }
+
+/* Small integers (|x| <= 3) in f16 or bf16 bits. */
+static uint16_t bits(float x, fcl_dtype t) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  if (t == FCL_BF16) return (uint16_t)(u >> 16);
+  if (x == 0.0f) return 0;
+  const uint32_t e = ((u >> 23) & 0xffu) - 127u + 15u;
+  return (uint16_t)(((u >> 16) & 0x8000u) | (e << 10) | ((u >> 13) & 0x3ffu));
+}
+
+/* Builds, runs and checks the probe: FCL_OK with *ok its verdict. */
+static fcl_status run_probe(fcl_context *ctx, fcl_dtype t, bool *ok) {
+  char opts[256];
+  snprintf(opts, sizeof opts, "-DFCL_DTYPE=%d %s %s", (int)t, fcl_mma_build_options(ctx, t),
+           FCL_SM90A_OPTION);
+  cl_kernel k;
+  fcl_status s = fcl_get_kernel(ctx, files, (int)FCL_COUNT(files), opts, "fcl_wgmma_probe", &k);
+  if (s) return s;
+  static uint16_t a[64 * 16], bt[16 * 16], bkn[16 * 16];
+  static float out[16 * 128];
+  for (int r = 0; r < 64; ++r)
+    for (int c = 0; c < 16; ++c) a[r * 16 + c] = bits(val_a(r, c), t);
+  for (int kk = 0; kk < 16; ++kk)
+    for (int n = 0; n < 16; ++n) {
+      bt[n * 16 + kk] = bits(val_b(kk, n), t);
+      bkn[kk * 16 + n] = bits(val_b(kk, n), t);
+    }
+  const void *in[3] = {a, bt, bkn};
+  const size_t in_bytes[3] = {sizeof a, sizeof bt, sizeof bkn};
+  cl_mem bufs[4] = {NULL, NULL, NULL, NULL};
+  cl_int err = CL_SUCCESS;
+  for (int i = 0; i < 4 && s == FCL_OK; ++i) {
+    bufs[i] = clCreateBuffer(ctx->cl_ctx, CL_MEM_READ_WRITE | (i < 3 ? CL_MEM_COPY_HOST_PTR : 0),
+                             i < 3 ? in_bytes[i] : sizeof out, i < 3 ? (void *)in[i] : NULL, &err);
+    if (err != CL_SUCCESS) s = fcl_fail_cl(ctx, err, "wgmma probe buffers");
+  }
+  if (s == FCL_OK) {
+    fcl_args args = {k, 0, CL_SUCCESS};
+    for (int i = 0; i < 4; ++i) FCL_ARG(&args, bufs[i]);
+    const size_t g[3] = {128, 1, 1}, l[3] = {128, 1, 1};
+    s = fcl_launch(ctx, k, &args, g, l, "enqueueing the wgmma probe");
+  }
+  if (s == FCL_OK && (err = clEnqueueReadBuffer(ctx->queue, bufs[3], CL_TRUE, 0, sizeof out, out,
+                                                0, NULL, NULL)) != CL_SUCCESS)
+    s = fcl_fail_cl(ctx, err, "reading the wgmma probe");
+  for (int i = 0; i < 4; ++i)
+    if (bufs[i]) clReleaseMemObject(bufs[i]);
+  if (s) return s;
+  *ok = true;
+  for (int lid = 0; lid < 128 && *ok; ++lid)
+    for (int e = 0; e < 16 && *ok; ++e) {
+      /* element e: n8 tile (e / 4) % 2, row g or g + 8, column 2 t + e % 2 */
+      const int lane = lid & 31, row = (lid >> 5) * 16 + (lane >> 2) + ((e >> 1) & 1) * 8;
+      const int col = ((e >> 2) & 1) * 8 + 2 * (lane & 3) + (e & 1);
+      float want = 0.0f;
+      for (int kk = 0; kk < 16; ++kk) want += val_a(row, kk) * val_b(kk, col);
+      if (out[e * 128 + lid] != want) {
+        fcl_log(ctx, "fast path: wgmma probe (%s B) row %d column %d: %g, want %g",
+                e < 8 ? "K-major" : "N-major", row, col, out[e * 128 + lid], want);
+        *ok = false;
+      }
+    }
+  return FCL_OK;
+}
+
+fcl_status fcl_wgmma_ready(fcl_context *ctx, fcl_dtype t, bool *ready) {
+  *ready = false;
+  if (t != FCL_F16 && t != FCL_BF16) return FCL_OK;
+  signed char *state = &ctx->wgmma_state[t];
+  if (*state == 0) {
+    bool mma = false, ok = false;
+    const char *why = NULL;
+    fcl_status s = fcl_mma_ready(ctx, t, &mma);
+    if (s) return s;
+    if (!ctx->opt.wgmma) why = "FCL_WGMMA=0";
+    else if (!mma || ctx->info.mma_emulate) why = "no mma.sync path (or emulated)";
+    else if (ctx->info.nv_sm != 90) why = "not an sm_90 device";
+    else {
+      const bool dry = ctx->dry_run; /* the probe runs even in a dry run */
+      ctx->dry_run = false;
+      s = run_probe(ctx, t, &ok);
+      ctx->dry_run = dry;
+      if (s) {
+        fcl_log(ctx, "fast path: the wgmma probe did not run: %s", ctx->message);
+        fcl_clear_error(ctx);
+        ok = false;
+      }
+      if (!ok) why = "the probe failed";
+    }
+    *state = ok ? 1 : -1;
+    fcl_log(ctx, "fast path (wgmma, %s): %s%s", t == FCL_F16 ? "f16" : "bf16",
+            ok ? "on" : "off: ", ok ? "" : why);
+  }
+  *ready = *state > 0;
+  return FCL_OK;
+}
