@@ -24,6 +24,50 @@
  */
 #define WG_CORE(r, c, w) (((r) >> 3) * 8 * (w) + ((c) >> 3) * 64 + ((r) & 7) * 8 + ((c) & 7))
 
+#if FCL_MMA_EMULATE
+/* Emulated: a descriptor keeps the tile's address and steps, and each
+ * wgmma is the warp's m16n8k16 products (mma_common.cl's emulation) on
+ * fragments gathered from the tiles as the descriptors address them;
+ * fences, commits and waits are nothing. */
+typedef struct {
+  __local const ushort *p;
+  int kstep, mnstep; /* elements */
+} wg_desc_t;
+inline wg_desc_t wg_desc(__local const ushort *base, int off, uint kstep, uint mnstep) {
+  wg_desc_t d = {base + off, (int)kstep / 2, (int)mnstep / 2};
+  return d;
+}
+/* Element (k, mn) of a descriptor's tile: K-major (rows mn) or N-major. */
+inline uint wg_at(wg_desc_t d, int k, int mn, int nmajor) {
+  const int r = nmajor ? k : mn, c = nmajor ? mn : k;
+  return d.p[(nmajor ? (k >> 3) * d.kstep + (mn >> 3) * d.mnstep
+                     : (mn >> 3) * d.mnstep + (k >> 3) * d.kstep) + (r & 7) * 8 + (c & 7)];
+}
+inline uint wg_pair(wg_desc_t d, int k, int mn, int nmajor) {
+  return wg_at(d, k, mn, nmajor) | (wg_at(d, k + 1, mn, nmajor) << 16);
+}
+/* The B fragment of n8 tile i: this lane's column g, rows 2t, 2t+1 and 2t+8, 2t+9. */
+inline uint2 wg_bfrag(wg_desc_t b, int i, int nmajor) {
+  const int lane = MMA_LANE, g = lane >> 2, t = lane & 3;
+  return (uint2)(wg_pair(b, 2 * t, 8 * i + g, nmajor), wg_pair(b, 2 * t + 8, 8 * i + g, nmajor));
+}
+inline void wg_rs_e(float4 *c, int n, uint4 a, wg_desc_t b, __local uint *emu) {
+  for (int i = 0; i < n / 8; ++i) c[i] = mma_16816(a, wg_bfrag(b, i, 1), c[i]);
+}
+inline void wg_ss_e(float4 *c, int n, wg_desc_t a, wg_desc_t b, __local uint *emu) {
+  const int lane = MMA_LANE, g = lane >> 2, t = lane & 3;
+  const int m = (((int)get_local_id(0) >> 5) & 3) * 16 + g; /* the warp's rows of the 64 */
+  const uint4 af = (uint4)(wg_pair(a, 2 * t, m, 0), wg_pair(a, 2 * t, m + 8, 0),
+                           wg_pair(a, 2 * t + 8, m, 0), wg_pair(a, 2 * t + 8, m + 8, 0));
+  for (int i = 0; i < n / 8; ++i) c[i] = mma_16816(af, wg_bfrag(b, i, 0), c[i]);
+}
+#define WG_TIE(c, n)
+#define WG_TIE_A(a, n)
+inline void wg_fence_proxy(void) {}
+inline void wg_fence(void) {}
+inline void wg_commit(void) {}
+inline void wg_wait0(void) {}
+#else
 /* The descriptor of a tile from element offset off of base (no swizzle):
  * bits 0-13 address / 16, 16-29 k step / 16, 32-45 m/n step / 16. */
 inline ulong wg_desc(__local const ushort *base, int off, uint kstep, uint mnstep) {
@@ -68,6 +112,8 @@ inline void wg_commit(void) {
 inline void wg_wait0(void) {
   FCL_ASM volatile("// FCL90A wgmma.wait_group.sync.aligned 0;" ::: "memory");
 }
+
+#endif
 
 /* Loads rows row0 .. row0 + rows of src (row_stride apart; rows from
  * nvalid on are 0) into a core-matrix tile of width columns (the head

@@ -5,7 +5,22 @@
  * descriptor b), issued for the warpgroup (O += P V).
  * wg_ss_nN(c, a, b): c += A (64 x 16) B (16 x N), both K-major through
  * descriptors (S = Q K^T). Asynchronous: wg_commit() and wg_wait0()
- * before c is read (wgmma.cl). */
+ * before c is read (wgmma.cl). Emulated (FCL_MMA_EMULATE=1), each is
+ * wgmma.cl's software product. */
+#if FCL_MMA_EMULATE
+#define wg_rs_n16(c, a, b) wg_rs_e((c), 16, (a), (b), emu)
+#define wg_ss_n16(c, a, b) wg_ss_e((c), 16, (a), (b), emu)
+#define wg_rs_n32(c, a, b) wg_rs_e((c), 32, (a), (b), emu)
+#define wg_ss_n32(c, a, b) wg_ss_e((c), 32, (a), (b), emu)
+#define wg_rs_n48(c, a, b) wg_rs_e((c), 48, (a), (b), emu)
+#define wg_ss_n48(c, a, b) wg_ss_e((c), 48, (a), (b), emu)
+#define wg_rs_n64(c, a, b) wg_rs_e((c), 64, (a), (b), emu)
+#define wg_ss_n64(c, a, b) wg_ss_e((c), 64, (a), (b), emu)
+#define wg_rs_n96(c, a, b) wg_rs_e((c), 96, (a), (b), emu)
+#define wg_ss_n96(c, a, b) wg_ss_e((c), 96, (a), (b), emu)
+#define wg_rs_n128(c, a, b) wg_rs_e((c), 128, (a), (b), emu)
+#define wg_ss_n128(c, a, b) wg_ss_e((c), 128, (a), (b), emu)
+#else
 inline void wg_rs_n16(float4 *c, uint4 a, ulong b) {
   float x0 = c[0].x, x1 = c[0].y, x2 = c[0].z, x3 = c[0].w, x4 = c[1].x, x5 = c[1].y, x6 = c[1].z, x7 = c[1].w;
   FCL_ASM volatile("// FCL90A wgmma.mma_async.sync.aligned.m64n16k16.f32." MMA_T "." MMA_T " {%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, 1, 1, 1, 1;"
@@ -174,3 +189,4 @@ inline void wg_ss_n128(float4 *c, ulong a, ulong b) {
   c[14] = (float4)(x56, x57, x58, x59);
   c[15] = (float4)(x60, x61, x62, x63);
 }
+#endif

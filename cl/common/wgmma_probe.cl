@@ -14,6 +14,7 @@ void fcl_wgmma_probe(const __global ushort *a, const __global ushort *bt,
   __local ushort a_s[64 * 16] __attribute__((aligned(128)));
   __local ushort bt_s[16 * 16] __attribute__((aligned(128)));
   __local ushort bkn_s[16 * 16] __attribute__((aligned(128)));
+  MMA_EMU_DECL(4)
   const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
   wg_tile_load(a_s, 64, 16, a, 0, 16, 0, 64, lid, 128);
   wg_tile_load(bt_s, 16, 16, bt, 0, 16, 0, 16, lid, 128);

@@ -75,12 +75,11 @@ fcl_status fcl_attention_fwd_wgmma_applies(fcl_context *ctx, const fcl_attention
 }
 
 /* The mma helpers' options (their asm keyword; core/mma_probe.c) and the
- * retargeting to sm_90a. The row applies only where the helpers run
- * unemulated, so only those two strings occur. */
+ * retargeting to sm_90a; emulated, the emulation's options alone. */
 const char *fcl_attention_fwd_wgmma_options(const fcl_context *ctx, fcl_dtype t) {
   static const char *const opts[2] = {"-DFCL_MMA_EMULATE=0 " FCL_SM90A_OPTION,
                                       "-DFCL_MMA_EMULATE=0 -DFCL_ASM=__asm__ " FCL_SM90A_OPTION};
-  return opts[ctx->mma_state[t] == 2];
+  return ctx->info.mma_emulate ? fcl_mma_build_options(ctx, t) : opts[ctx->mma_state[t] == 2];
 }
 
 fcl_status fcl_attention_fwd_wgmma_launch(fcl_context *ctx, const fcl_attention_plan *pl,

@@ -5,7 +5,8 @@
  * values; its products are checked here. Any step that fails (a device
  * that is not sm_90, a driver that refuses the PTX, a wrong product) leaves
  * the mma.sync kernels to run, and says why in the log. FCL_WGMMA=0 turns
- * the probe off. */
+ * the probe off; with FCL_MMA_EMULATE=1 the helpers' emulation runs it
+ * (and the kernels) on any device. */
 #include "core/core.h"
 
 #include <stdio.h>
@@ -32,7 +33,7 @@ static uint16_t bits(float x, fcl_dtype t) {
 static fcl_status run_probe(fcl_context *ctx, fcl_dtype t, bool *ok) {
   char opts[256];
   snprintf(opts, sizeof opts, "-DFCL_DTYPE=%d %s %s", (int)t, fcl_mma_build_options(ctx, t),
-           FCL_SM90A_OPTION);
+           ctx->info.mma_emulate ? "" : FCL_SM90A_OPTION);
   cl_kernel k;
   fcl_status s = fcl_get_kernel(ctx, files, (int)FCL_COUNT(files), opts, "fcl_wgmma_probe", &k);
   if (s) return s;
@@ -93,8 +94,8 @@ fcl_status fcl_wgmma_ready(fcl_context *ctx, fcl_dtype t, bool *ready) {
     fcl_status s = fcl_mma_ready(ctx, t, &mma);
     if (s) return s;
     if (!ctx->opt.wgmma) why = "FCL_WGMMA=0";
-    else if (!mma || ctx->info.mma_emulate) why = "no mma.sync path (or emulated)";
-    else if (ctx->info.nv_sm != 90) why = "not an sm_90 device";
+    else if (!mma) why = "no mma.sync path";
+    else if (ctx->info.nv_sm != 90 && !ctx->info.mma_emulate) why = "not an sm_90 device";
     else {
       const bool dry = ctx->dry_run; /* the probe runs even in a dry run */
       ctx->dry_run = false;
@@ -108,8 +109,8 @@ fcl_status fcl_wgmma_ready(fcl_context *ctx, fcl_dtype t, bool *ready) {
       if (!ok) why = "the probe failed";
     }
     *state = ok ? 1 : -1;
-    fcl_log(ctx, "fast path (wgmma, %s): %s%s", t == FCL_F16 ? "f16" : "bf16",
-            ok ? "on" : "off: ", ok ? "" : why);
+    fcl_log(ctx, "fast path (wgmma, %s%s): %s%s", t == FCL_F16 ? "f16" : "bf16",
+            ctx->info.mma_emulate ? ", emulated" : "", ok ? "on" : "off: ", ok ? "" : why);
   }
   *ready = *state > 0;
   return FCL_OK;
