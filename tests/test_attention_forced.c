@@ -91,14 +91,15 @@ static const forced_case mma_cases[] = {
 };
 
 /* Hopper's wgmma forward (sm_90 only): one and two warpgroups, key tiles
- * of every N it takes, head dims 32 to 128 and a value head dim apart. */
+ * of 16 to 96 keys, head dims 32 to 128 and a value head dim apart; every
+ * configuration within NVIDIA's 48 KiB of local memory. */
 #define W1 "WARPS=4,BLOCK_N=64"
 #define W2 "WARPS=4,BLOCK_N=16"
 #define W3 "WARPS=8,BLOCK_N=16"
-#define W4 "WARPS=4,BLOCK_N=128"
+#define W4 "WARPS=4,BLOCK_N=96"
 #define W5 "WARPS=8,BLOCK_N=32"
 #define W6 "WARPS=4,BLOCK_N=96"
-#define W7 "WARPS=4,BLOCK_N=48"
+#define W7 "WARPS=4,BLOCK_N=32"
 static const forced_case wgmma_cases[] = {
   {"attention_fwd_wgmma", W1, FCL_F16, 1, 150, 133, 2, 1, 64, 64, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},
   {"attention_fwd_wgmma", W7, FCL_BF16, 2, 200, 200, 2, 2, 128, 128, 0, -1, -1, 0, 0, 0, {0}, {0}, 0},

@@ -4,7 +4,7 @@
  * as wgmma.cl says); f16 and bf16 storage.
  *
  * The structure of attention_fwd_mma.cl with MT = 1: a work-group of
- * WARPS = 4 or 8 warps (one or two warpgroups) owns BLOCK_M = 16 * WARPS
+ * WARPS = 4, 8, 12 or 16 warps (1 to 4 warpgroups) owns BLOCK_M = 16 * WARPS
  * query rows of one (batch, head); each warp keeps its 16 rows' S and O
  * accumulators in registers in mma.sync's layouts, so the online
  * softmax, the masks, the non-finite fix-up and the store are
@@ -52,15 +52,15 @@
 #define WG_RS(n) WG_CAT(wg_rs_n, n)
 
 #if HEAD_DIM % 16 || HEAD_DIM_V % 16 || BLOCK_N % 16 || HEAD_DIM > 128 || HEAD_DIM_V > 128 || \
-    BLOCK_N > 128 || (WARPS != 4 && WARPS != 8)
-#error "attention_fwd_wgmma: head dims and BLOCK_N multiples of 16 up to 128, 4 or 8 warps"
+    BLOCK_N > 128 || WARPS % 4 || WARPS > 16
+#error "attention_fwd_wgmma: head dims and BLOCK_N multiples of 16 up to 128, 4 to 16 warps"
 #endif
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void fcl_attention_fwd_wgmma(ATTN_FWD_PARAMS(ushort), const __global int *nf_flags) {
   __local ushort q_s[BLOCK_M * HEAD_DIM] __attribute__((aligned(128)));
   __local ushort k_s[BLOCK_N * HEAD_DIM] __attribute__((aligned(128)));
-  __local ushort v_s[BLOCK_N * HEAD_DIM_V] __attribute__((aligned(128)));
+  __local ushort v_s[2 * BLOCK_N * HEAD_DIM_V] __attribute__((aligned(128))); /* two tiles */
   __local uint nf_s[NFW];
   MMA_EMU_DECL(WARPS)
 
@@ -69,6 +69,8 @@ void fcl_attention_fwd_wgmma(ATTN_FWD_PARAMS(ushort), const __global int *nf_fla
   wg_tile_load(q_s, BLOCK_M, HEAD_DIM, q, q_base, q_ss, i0, sq, lid, WG);
   if (ntiles > 0) wg_tile_load(k_s, BLOCK_N, HEAD_DIM, k, k_base, k_ss, jt0, sk, lid, WG);
   mma_cp_commit();
+  if (ntiles > 0) wg_tile_load(v_s, BLOCK_N, HEAD_DIM_V, v, v_base, v_ss, jt0, sk, lid, WG);
+  mma_cp_commit();
   /* This warpgroup's 64 rows of Q: rows m, k step 128 B */
   const int q0 = WG_CORE((warp >> 2) * 64, 0, HEAD_DIM);
 
@@ -76,63 +78,39 @@ void fcl_attention_fwd_wgmma(ATTN_FWD_PARAMS(ushort), const __global int *nf_fla
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
   MMA_UNROLL for (int n = 0; n < NT_O; ++n) acc[n] = (float4)(0.0f);
   const int r0 = i0 + warp * 16 + g, r1 = r0 + 8;
+  uint4 pf[NT_S / 2]; /* P of the tile before */
+  MMA_UNROLL for (int n = 0; n < NT_S / 2; ++n) pf[n] = (uint4)(0u);
 
-  for (int it = 0; it < ntiles; ++it) {
-    const int j0 = jt0 + it * BLOCK_N;
-    /* K of this tile (and at first Q) has landed; V's buffer is free */
-    mma_cp_wait_all();
+  /* Step it computes S of tile it (it < ntiles) and O += P V of tile
+   * it - 1 (it > 0), both issued before either is waited for: the softmax
+   * of tile it runs while the tensor cores do P V of the tile before
+   * (FlashAttention-3's overlap within a warpgroup). V's two buffers take
+   * tiles in turn; V of tile it comes in during step it, K of tile it + 1
+   * from when every warpgroup has S of tile it. */
+  for (int it = 0; it <= ntiles; ++it) {
+    const bool has_s = it < ntiles, has_pv = it > 0;
+    const int j0 = jt0 + it * BLOCK_N, jp = j0 - BLOCK_N; /* this tile, the one before */
+    __local ushort *vp = v_s + ((it + 1) & 1) * BLOCK_N * HEAD_DIM_V; /* V of tile it - 1 */
+    if (it == 0) MMA_CP_WAIT(1); /* Q and K; V of tile 0 may come later */
+    else mma_cp_wait_all();      /* K of tile it, V of tile it - 1 */
     wg_fence_proxy();
     barrier(CLK_LOCAL_MEM_FENCE);
-    wg_tile_load(v_s, BLOCK_N, HEAD_DIM_V, v, v_base, v_ss, j0, sk, lid, WG);
-    mma_cp_commit();
-    const bool some_masked = FCL_NONFINITE && !(j0 >= i_last + diag - window_left &&
-                               min(j0 + BLOCK_N, sk) - 1 <= i0 + diag + window_right);
-    if (some_masked && lid < NFW) nf_s[lid] = 0u;
-
-    float4 s[NT_S];
-    MMA_UNROLL for (int n = 0; n < NT_S; ++n) s[n] = (float4)(0.0f);
-    WG_TIE(s, NT_S);
-    wg_fence();
-    MMA_UNROLL for (int kk = 0; kk < KQ; ++kk) /* K: rows n, k step 128 B */
-      WG_SS(BLOCK_N)(s, wg_desc(q_s, q0 + kk * 128, 128u, 16u * HEAD_DIM),
-                     wg_desc(k_s, kk * 128, 128u, 16u * HEAD_DIM));
-    wg_commit();
-    wg_wait0();
-    WG_TIE(s, NT_S);
-
-    uint4 pf[NT_S / 2];
-    { /* declares mu0, mu1 (attention_common.cl) */
-      MMA_SOFTMAX_STEP_OF(s, acc, m0, m1, l0, l1, r0, r1);
-      MMA_UNROLL for (int n = 0; n < NT_S; ++n) {
-        const float4 x = s[n];
-        float4 p;
-#if MMA_GENERAL
-        p = (float4)(mma_exp2(x.x - mu0), mma_exp2(x.y - mu0), mma_exp2(x.z - mu1),
-                     mma_exp2(x.w - mu1));
-#else
-        const float4 xs = x * qk_scale; /* rounded as the maximum was (attention_fwd_mma.cl) */
-        p = (float4)(mma_exp2(xs.x - mu0), mma_exp2(xs.y - mu0), mma_exp2(xs.z - mu1),
-                     mma_exp2(xs.w - mu1));
-#endif
-        l0 += p.x + p.y;
-        l1 += p.z + p.w;
-        const uint lo = mma_pack(p.x, p.y), hi = mma_pack(p.z, p.w);
-        if (n & 1) pf[n / 2].z = lo, pf[n / 2].w = hi;
-        else pf[n / 2].x = lo, pf[n / 2].y = hi;
-      }
-    }
-
-    mma_cp_wait_all(); /* V of this tile */
-    wg_fence_proxy();
-    barrier(CLK_LOCAL_MEM_FENCE); /* and every warpgroup is done with K */
-    if (it + 1 < ntiles) {
-      wg_tile_load(k_s, BLOCK_N, HEAD_DIM, k, k_base, k_ss, j0 + BLOCK_N, sk, lid, WG);
+    if (it > 0 && has_s) { /* its buffer's P V (tile it - 2) is done everywhere */
+      wg_tile_load(v_s + (it & 1) * BLOCK_N * HEAD_DIM_V, BLOCK_N, HEAD_DIM_V, v, v_base, v_ss,
+                   j0, sk, lid, WG);
       mma_cp_commit();
     }
+    /* V of the tile before, where some (row, key) pair of it is masked:
+     * its inf and NaN zeroed and flagged (attention_fwd_mma.cl). */
+    const bool some_masked = FCL_NONFINITE && has_pv &&
+                             !(jp >= i_last + diag - window_left &&
+                               min(jp + BLOCK_N, sk) - 1 <= i0 + diag + window_right);
     uint nfb[NFW] = {0u};
     bool nf_any = false;
-    if (some_masked) wg_tile_scan(v_s, BLOCK_N, HEAD_DIM_V, 1, nf_s, lid, WG);
     MMA_SPECIAL(some_masked) {
+      if (some_masked && lid < NFW) nf_s[lid] = 0u;
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if (some_masked) wg_tile_scan(vp, BLOCK_N, HEAD_DIM_V, 1, nf_s, lid, WG);
       wg_fence_proxy();
       barrier(CLK_LOCAL_MEM_FENCE);
       MMA_UNROLL for (int w = 0; w < NFW; ++w) {
@@ -140,18 +118,69 @@ void fcl_attention_fwd_wgmma(ATTN_FWD_PARAMS(ushort), const __global int *nf_fla
         nf_any |= nfb[w] != 0u;
       }
     }
+
+    float4 s[NT_S];
+    MMA_UNROLL for (int n = 0; n < NT_S; ++n) s[n] = (float4)(0.0f);
+    WG_TIE(s, NT_S);
     WG_TIE(acc, NT_O);
     WG_TIE_A(pf, NT_S / 2);
     wg_fence();
-    MMA_UNROLL for (int kk = 0; kk < BLOCK_N / 16; ++kk) /* V: rows k, k step 16 W B */
-      WG_RS(HEAD_DIM_V)(acc, pf[kk], wg_desc(v_s, kk * 16 * HEAD_DIM_V, 16u * HEAD_DIM_V, 128u));
-    wg_commit();
-    wg_wait0();
+    if (has_s) {
+      MMA_UNROLL for (int kk = 0; kk < KQ; ++kk) /* Q and K: rows m and n, k step 128 B */
+        WG_SS(BLOCK_N)(s, wg_desc(q_s, q0 + kk * 128, 128u, 16u * HEAD_DIM),
+                       wg_desc(k_s, kk * 128, 128u, 16u * HEAD_DIM));
+      wg_commit();
+    }
+    if (has_pv) {
+      MMA_UNROLL for (int kk = 0; kk < BLOCK_N / 16; ++kk) /* V: rows k, k step 16 W B */
+        WG_RS(HEAD_DIM_V)(acc, pf[kk], wg_desc(vp, kk * 16 * HEAD_DIM_V, 16u * HEAD_DIM_V, 128u));
+      wg_commit();
+    }
+    uint4 pn[NT_S / 2]; /* P of this tile */
+    float alpha0 = 1.0f, alpha1 = 1.0f; /* O's rescaling for this tile's maxima */
+    if (has_s) {
+      if (has_pv) wg_wait1(); /* S; P V may go on */
+      else wg_wait0();
+      WG_TIE(s, NT_S);
+      if (it + 1 < ntiles) { /* every warpgroup is done with K */
+        barrier(CLK_LOCAL_MEM_FENCE);
+        wg_tile_load(k_s, BLOCK_N, HEAD_DIM, k, k_base, k_ss, j0 + BLOCK_N, sk, lid, WG);
+        mma_cp_commit();
+      }
+      float4 unscaled[NT_O]; /* O is rescaled below, once P V is done: a dead copy */
+      MMA_UNROLL for (int n = 0; n < NT_O; ++n) unscaled[n] = (float4)(0.0f);
+      { /* declares al0, al1, mu0, mu1 (attention_common.cl) */
+        MMA_SOFTMAX_STEP_OF(s, unscaled, m0, m1, l0, l1, r0, r1);
+        alpha0 = al0, alpha1 = al1;
+        MMA_UNROLL for (int n = 0; n < NT_S; ++n) {
+          const float4 x = s[n];
+          float4 p;
+#if MMA_GENERAL
+          p = (float4)(mma_exp2(x.x - mu0), mma_exp2(x.y - mu0), mma_exp2(x.z - mu1),
+                       mma_exp2(x.w - mu1));
+#else
+          const float4 xs = x * qk_scale; /* rounded as the maximum was (attention_fwd_mma.cl) */
+          p = (float4)(mma_exp2(xs.x - mu0), mma_exp2(xs.y - mu0), mma_exp2(xs.z - mu1),
+                       mma_exp2(xs.w - mu1));
+#endif
+          l0 += p.x + p.y;
+          l1 += p.z + p.w;
+          const uint lo = mma_pack(p.x, p.y), hi = mma_pack(p.z, p.w);
+          if (n & 1) pn[n / 2].z = lo, pn[n / 2].w = hi;
+          else pn[n / 2].x = lo, pn[n / 2].y = hi;
+        }
+      }
+    }
+    wg_wait0(); /* P V of the tile before */
     WG_TIE(acc, NT_O);
     MMA_SPECIAL(nf_any) /* uniform over the work-group */
-      MMA_FIX_NONFINITE(acc, NT_O, pf, nfb, v, v_base, v_ss, j0, HEAD_DIM_V, r0, r1, FWD_VISIBLE);
+      MMA_FIX_NONFINITE(acc, NT_O, pf, nfb, v, v_base, v_ss, jp, HEAD_DIM_V, r0, r1, FWD_VISIBLE);
+    if (has_s) {
+      MMA_UNROLL for (int n = 0; n < NT_O; ++n) acc[n] *= (float4)(alpha0, alpha0, alpha1, alpha1);
+      MMA_UNROLL for (int n = 0; n < NT_S / 2; ++n) pf[n] = pn[n];
+    }
   }
 
-  mma_cp_wait_all(); /* Q's copies, where no key tile ran */
+  mma_cp_wait_all(); /* Q's and V's copies, where no key tile ran */
   MMA_FWD_STORE_OF(acc, m0, m1, l0, l1, r0, r1); /* attention_common.cl */
 }

@@ -67,6 +67,7 @@ inline void wg_fence_proxy(void) {}
 inline void wg_fence(void) {}
 inline void wg_commit(void) {}
 inline void wg_wait0(void) {}
+inline void wg_wait1(void) {}
 #else
 /* The descriptor of a tile from element offset off of base (no swizzle):
  * bits 0-13 address / 16, 16-29 k step / 16, 32-45 m/n step / 16. */
@@ -111,6 +112,10 @@ inline void wg_commit(void) {
 }
 inline void wg_wait0(void) {
   FCL_ASM volatile("// FCL90A wgmma.wait_group.sync.aligned 0;" ::: "memory");
+}
+/* All but the last committed group (groups finish in order). */
+inline void wg_wait1(void) {
+  FCL_ASM volatile("// FCL90A wgmma.wait_group.sync.aligned 1;" ::: "memory");
 }
 
 #endif

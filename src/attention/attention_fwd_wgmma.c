@@ -8,18 +8,18 @@
 
 #include <stdio.h>
 
-/* Warps (one or two warpgroups), keys per tile (an N of cl/common/wgmma_ops.cl). */
+/* Warps (1 to 4 warpgroups), keys per tile (an N of cl/common/wgmma_ops.cl). */
 #define PARAMS(X) X(WARPS) X(BLOCK_N)
 FCL_PARAM_STRUCT(wgmma_params, PARAMS);
 
 /* wgmma_ops.cl's N: BLOCK_N and the value head dim. */
 static bool wgmma_n(int64_t n) { return n == 16 || n == 32 || n == 48 || n == 64 || n == 96 || n == 128; }
 
-/* Q, K and V tiles of 16-bit elements, unpadded, and the non-finite row
- * bits (attention_fwd_wgmma.cl). */
+/* Q's, K's and V's two tiles of 16-bit elements, unpadded, and the
+ * non-finite row bits (attention_fwd_wgmma.cl). */
 static size_t local_bytes(const fcl_tuning_class *cls, const wgmma_params *c) {
   const size_t d = (size_t)cls->head_dim, dv = (size_t)cls->head_dim_v, n = (size_t)c->BLOCK_N;
-  return 2 * (16 * (size_t)c->WARPS * d + n * d + n * dv) + 4 * (size_t)FCL_MMA_NFW(n);
+  return 2 * (16 * (size_t)c->WARPS * d + n * d + 2 * n * dv) + 4 * (size_t)FCL_MMA_NFW(n);
 }
 
 static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fcl_config *cfg) {
@@ -33,8 +33,8 @@ static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const
                   char *why, size_t why_size) {
   const wgmma_params *c = FCL_CPARAMS(wgmma_params, cfg);
   const char *bad = NULL;
-  if ((c->WARPS != 4 && c->WARPS != 8) || !wgmma_n(c->BLOCK_N))
-    bad = "WARPS 4 or 8, BLOCK_N one of 16, 32, 48, 64, 96, 128";
+  if (c->WARPS % 4 || c->WARPS < 4 || c->WARPS > 16 || !wgmma_n(c->BLOCK_N))
+    bad = "WARPS 4, 8, 12 or 16, BLOCK_N one of 16, 32, 48, 64, 96, 128";
   else if ((size_t)c->WARPS * 32 > dev->max_wg)
     bad = "work-group larger than the device allows";
   else if (local_bytes(cls, c) + 256 > dev->local_mem)
@@ -45,7 +45,7 @@ static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const
 
 static int axes(const fcl_tuning_class *cls, fcl_axis *a) {
   (void)cls;
-  a[0] = (fcl_axis){"WARPS", 2, {4, 8}};
+  a[0] = (fcl_axis){"WARPS", 4, {4, 8, 12, 16}};
   a[1] = (fcl_axis){"BLOCK_N", 6, {16, 32, 48, 64, 96, 128}};
   return 2;
 }
