@@ -9,14 +9,14 @@
  * accumulators in registers in mma.sync's layouts, so the online
  * softmax, the masks, the non-finite fix-up and the store are
  * attention_common.cl's. The products are wgmma m64nNk16, each a batch of
- * HEAD_DIM / 16 or BLOCK_N / 16 instructions committed and waited for as
- * one: S = Q K^T with N = BLOCK_N, Q and K both K-major in local memory
- * (as FlashAttention-3; Q in registers cost 64 of them at D = 128, and
- * ptxas lets a loop-invariant A fragment be overwritten: wgmma.cl), and
+ * HEAD_DIM / 16 or BLOCK_N / 16 instructions committed as one group:
+ * S = Q K^T with N = BLOCK_N, Q and K both K-major in local memory (as
+ * FlashAttention-3; Q in registers cost 64 of them at D = 128, and ptxas
+ * lets a loop-invariant A fragment be overwritten: wgmma.cl), and
  * O += P V with N = HEAD_DIM_V, P from registers and V N-major.
- * Tiles live in local memory as core matrices (wgmma.cl) and come in by
- * cp.async: V of tile t while S of tile t is computed, K of tile t+1
- * while P V of tile t is.
+ * Tiles live in local memory in wgmma.cl's layouts (128-byte swizzle
+ * where a head dim is a multiple of 64) and come in by cp.async (the loop
+ * below says when).
  * Head dims: multiples of 16, HEAD_DIM_V and BLOCK_N among wgmma_ops.cl's
  * N (16, 32, 48, 64, 96, 128); every offset and stride of q, k and v a
  * multiple of 8 elements.
@@ -58,9 +58,9 @@
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void fcl_attention_fwd_wgmma(ATTN_FWD_PARAMS(ushort), const __global int *nf_flags) {
-  __local ushort q_s[BLOCK_M * HEAD_DIM] __attribute__((aligned(128)));
-  __local ushort k_s[BLOCK_N * HEAD_DIM] __attribute__((aligned(128)));
-  __local ushort v_s[2 * BLOCK_N * HEAD_DIM_V] __attribute__((aligned(128))); /* two tiles */
+  __local ushort q_s[BLOCK_M * HEAD_DIM] __attribute__((aligned(1024)));
+  __local ushort k_s[BLOCK_N * HEAD_DIM] __attribute__((aligned(1024)));
+  __local ushort v_s[2 * BLOCK_N * HEAD_DIM_V] __attribute__((aligned(1024))); /* two tiles */
   __local uint nf_s[NFW];
   MMA_EMU_DECL(WARPS)
 
@@ -71,8 +71,7 @@ void fcl_attention_fwd_wgmma(ATTN_FWD_PARAMS(ushort), const __global int *nf_fla
   mma_cp_commit();
   if (ntiles > 0) wg_tile_load(v_s, BLOCK_N, HEAD_DIM_V, v, v_base, v_ss, jt0, sk, lid, WG);
   mma_cp_commit();
-  /* This warpgroup's 64 rows of Q: rows m, k step 128 B */
-  const int q0 = WG_CORE((warp >> 2) * 64, 0, HEAD_DIM);
+  const int q0 = (warp >> 2) * 64; /* this warpgroup's rows of Q */
 
   float4 acc[NT_O];
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
@@ -126,14 +125,14 @@ void fcl_attention_fwd_wgmma(ATTN_FWD_PARAMS(ushort), const __global int *nf_fla
     WG_TIE_A(pf, NT_S / 2);
     wg_fence();
     if (has_s) {
-      MMA_UNROLL for (int kk = 0; kk < KQ; ++kk) /* Q and K: rows m and n, k step 128 B */
-        WG_SS(BLOCK_N)(s, wg_desc(q_s, q0 + kk * 128, 128u, 16u * HEAD_DIM),
-                       wg_desc(k_s, kk * 128, 128u, 16u * HEAD_DIM));
+      MMA_UNROLL for (int kk = 0; kk < KQ; ++kk) /* Q and K: rows m and n */
+        WG_SS(BLOCK_N)(s, wg_desc_k(q_s, BLOCK_M, HEAD_DIM, q0, kk * 16),
+                       wg_desc_k(k_s, BLOCK_N, HEAD_DIM, 0, kk * 16));
       wg_commit();
     }
     if (has_pv) {
-      MMA_UNROLL for (int kk = 0; kk < BLOCK_N / 16; ++kk) /* V: rows k, k step 16 W B */
-        WG_RS(HEAD_DIM_V)(acc, pf[kk], wg_desc(vp, kk * 16 * HEAD_DIM_V, 16u * HEAD_DIM_V, 128u));
+      MMA_UNROLL for (int kk = 0; kk < BLOCK_N / 16; ++kk) /* V: rows k */
+        WG_RS(HEAD_DIM_V)(acc, pf[kk], wg_desc_n(vp, BLOCK_N, HEAD_DIM_V, kk * 16));
       wg_commit();
     }
     uint4 pn[NT_S / 2]; /* P of this tile */

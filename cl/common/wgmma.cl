@@ -11,37 +11,55 @@
  * (mma_common.cl), so the fragments and accumulators of the m16n8k16
  * kernels carry over.
  *
- * Local tiles are stored in "core matrices" of 8 rows of 16 bytes (8
- * elements), 128 contiguous bytes each: a tile of R rows and W columns
- * (W a multiple of 8) keeps element (r, c) at
- *   (r / 8) * 8 W + (c / 8) * 64 + (r % 8) * 8 + c % 8      (elements).
- * The 16-byte chunk (r, c / 8) is contiguous, so cp.async and ldmatrix
- * work on it as on a padded row-major tile. Read by wgmma through a
- * descriptor (start address, and the byte offsets between core matrices
- * along the product's k and along its m or n):
- *   rows are n, columns k (K-major, B = 0):   k step 128 B, n step 16 W B;
- *   rows are k, columns n (N-major, B = 1):   k step 16 W B, n step 128 B.
+ * Local tiles (R rows of W elements, R a multiple of 8) come in two
+ * layouts, by W (WG_AT):
+ *  - W a multiple of 64: rows of 128 bytes (64 elements) in column blocks
+ *    of R rows, the 16-byte chunks of row r permuted by chunk ^ (r % 8):
+ *    wgmma's 128-byte swizzle, whose reads meet no bank conflicts; tiles
+ *    aligned to 1024 bytes;
+ *  - else "core matrices" of 8 rows of 16 bytes, 128 contiguous bytes each
+ *    (no swizzle), element (r, c) at (r / 8) 8 W + (c / 8) 64 + (r % 8) 8
+ *    + c % 8.
+ * Either way a 16-byte chunk of 8 elements of one row is contiguous, for
+ * cp.async and ldmatrix. wgmma reads a tile through a descriptor:
+ * wg_desc_k for an operand whose rows are m or n and columns k (K-major:
+ * Q and K in S = Q K^T), wg_desc_n for one whose rows are k (N-major: V
+ * in O = P V); the byte offsets it holds are, K-major and N-major:
+ *   swizzled:  LBO unused / 128 R (next 64 columns), SBO 1024 (next 8 rows);
+ *   core:      LBO 128 (next k chunk) / 16 W (next 8 k rows),
+ *              SBO 16 W (next 8 rows) / 128 (next n chunk).
  */
+#define WG_SWZ(w) ((w) % 64 == 0)
 #define WG_CORE(r, c, w) (((r) >> 3) * 8 * (w) + ((c) >> 3) * 64 + ((r) & 7) * 8 + ((c) & 7))
+#define WG_SW128(r, c, rows) \
+  (((c) >> 6) * (rows) * 64 + (r) * 64 + (((((c) >> 3) & 7) ^ ((r) & 7)) << 3) + ((c) & 7))
+#define WG_AT(r, c, rows, w) (WG_SWZ(w) ? WG_SW128(r, c, rows) : WG_CORE(r, c, w))
 
 #if FCL_MMA_EMULATE
-/* Emulated: a descriptor keeps the tile's address and steps, and each
- * wgmma is the warp's m16n8k16 products (mma_common.cl's emulation) on
- * fragments gathered from the tiles as the descriptors address them;
- * fences, commits and waits are nothing. */
+/* Emulated: a descriptor keeps what the hardware's does (start, LBO, SBO,
+ * swizzle) with the tile's base for addresses, and each wgmma is the
+ * warp's m16n8k16 products (mma_common.cl's emulation) on fragments
+ * gathered through it; fences, commits and waits are nothing. */
 typedef struct {
-  __local const ushort *p;
-  int kstep, mnstep; /* elements */
+  __local const ushort *base; /* 1024-byte aligned where swizzled */
+  int start, lbo, sbo, swz;   /* bytes from base */
 } wg_desc_t;
-inline wg_desc_t wg_desc(__local const ushort *base, int off, uint kstep, uint mnstep) {
-  wg_desc_t d = {base + off, (int)kstep / 2, (int)mnstep / 2};
+inline wg_desc_t wg_make(__local const ushort *base, int start, int lbo, int sbo, int swz) {
+  wg_desc_t d = {base, start, lbo, sbo, swz};
   return d;
 }
-/* Element (k, mn) of a descriptor's tile: K-major (rows mn) or N-major. */
+/* Element (k, mn) of an operand, as the hardware addresses it. */
 inline uint wg_at(wg_desc_t d, int k, int mn, int nmajor) {
-  const int r = nmajor ? k : mn, c = nmajor ? mn : k;
-  return d.p[(nmajor ? (k >> 3) * d.kstep + (mn >> 3) * d.mnstep
-                     : (mn >> 3) * d.mnstep + (k >> 3) * d.kstep) + (r & 7) * 8 + (c & 7)];
+  int a;
+  if (d.swz) { /* 128-byte rows; chunk bits 4-6 ^= row bits 7-9 */
+    a = nmajor ? d.start + (k >> 3) * d.sbo + (k & 7) * 128 + (mn >> 6) * d.lbo + (mn & 63) * 2
+               : d.start + (mn >> 3) * d.sbo + (mn & 7) * 128 + k * 2;
+    a ^= ((a >> 7) & 7) << 4;
+  } else {
+    a = nmajor ? d.start + (k >> 3) * d.lbo + (mn >> 3) * d.sbo + (k & 7) * 16 + (mn & 7) * 2
+               : d.start + (mn >> 3) * d.sbo + (k >> 3) * d.lbo + (mn & 7) * 16 + (k & 7) * 2;
+  }
+  return d.base[a >> 1];
 }
 inline uint wg_pair(wg_desc_t d, int k, int mn, int nmajor) {
   return wg_at(d, k, mn, nmajor) | (wg_at(d, k + 1, mn, nmajor) << 16);
@@ -69,11 +87,11 @@ inline void wg_commit(void) {}
 inline void wg_wait0(void) {}
 inline void wg_wait1(void) {}
 #else
-/* The descriptor of a tile from element offset off of base (no swizzle):
- * bits 0-13 address / 16, 16-29 k step / 16, 32-45 m/n step / 16. */
-inline ulong wg_desc(__local const ushort *base, int off, uint kstep, uint mnstep) {
-  return (ulong)((MMA_SADDR(base + off) & 0x3ffffu) >> 4) | ((ulong)(kstep >> 4) << 16) |
-         ((ulong)(mnstep >> 4) << 32);
+/* A descriptor: start (bytes from base), LBO, SBO, swizzle (1: 128 B). */
+typedef ulong wg_desc_t;
+inline wg_desc_t wg_make(__local const ushort *base, int start, int lbo, int sbo, int swz) {
+  return (ulong)(((MMA_SADDR(base) + (uint)start) & 0x3ffffu) >> 4) |
+         ((ulong)((uint)lbo >> 4) << 16) | ((ulong)((uint)sbo >> 4) << 32) | ((ulong)swz << 62);
 }
 
 /* Ties the n float4 of c to this point of the program: reads of c after
@@ -120,32 +138,45 @@ inline void wg_wait1(void) {
 
 #endif
 
+/* K-major: the k16 slice from column k0 of rows row0 .. row0 + 63 (or
+ * the N rows of B) of a tile of rows x w. */
+inline wg_desc_t wg_desc_k(__local const ushort *t, int rows, int w, int row0, int k0) {
+  return WG_SWZ(w) ? wg_make(t, 2 * WG_SW128(row0, k0, rows), 16, 1024, 1)
+                   : wg_make(t, 2 * WG_CORE(row0, k0, w), 128, 16 * w, 0);
+}
+/* N-major: rows k0 .. k0 + 15 of a tile of rows x w (all its columns). */
+inline wg_desc_t wg_desc_n(__local const ushort *t, int rows, int w, int k0) {
+  return WG_SWZ(w) ? wg_make(t, 2 * WG_SW128(k0, 0, rows), 128 * rows, 1024, 1)
+                   : wg_make(t, 2 * WG_CORE(k0, 0, w), 16 * w, 128, 0);
+}
+
 /* Loads rows row0 .. row0 + rows of src (row_stride apart; rows from
- * nvalid on are 0) into a core-matrix tile of width columns (the head
- * dim) by 16-byte cp.async (every offset a multiple of 8 elements).
- * Work-items take consecutive rows of one chunk column: 8 of them fill one
- * core matrix's 128 bytes. */
+ * nvalid on are 0) into a tile of width columns (the head dim; WG_AT) by
+ * 16-byte cp.async (every offset a multiple of 8 elements). Work-items
+ * take the chunks of one swizzled row, or consecutive rows of one core
+ * matrix, in turn: 128 contiguous bytes of local memory by 8 of them. */
 inline void wg_tile_load(__local ushort *dst, int rows, int width, const __global ushort *src,
                          long base, long row_stride, int row0, int nvalid, int lid, int nthreads) {
   const int cpr = width / 8;
   for (int e = lid; e < rows * cpr; e += nthreads) {
-    const int r = (e & 7) + (e / (8 * cpr)) * 8, c = ((e >> 3) % cpr) * 8;
+    const int r = WG_SWZ(width) ? e / cpr : (e & 7) + (e / (8 * cpr)) * 8;
+    const int c = WG_SWZ(width) ? (e - r * cpr) * 8 : ((e >> 3) % cpr) * 8;
     const bool in = row0 + r < nvalid;
-    mma_cp16b((__local uchar *)(dst + WG_CORE(r, c, width)),
+    mma_cp16b((__local uchar *)(dst + WG_AT(r, c, rows, width)),
               (const __global uchar *)(src + base + (in ? (long)(row0 + r) * row_stride + c : 0)),
               in ? 16u : 0u);
   }
 }
 
-/* mma_tile_scan on a core-matrix tile: bit r of bits[] for every row r
- * that holds an inf or NaN; with zero, those values replaced by 0. */
+/* mma_tile_scan on such a tile: bit r of bits[] for every row r that
+ * holds an inf or NaN; with zero, those values replaced by 0. */
 inline void wg_tile_scan(__local ushort *tile, int rows, int width, int zero,
                          volatile __local uint *bits, int lid, int nthreads) {
   const int cpr = width / 8;
   const ushort8 ex = (ushort8)((ushort)MMA_EXP);
   for (int e = lid; e < rows * cpr; e += nthreads) {
     const int r = e / cpr;
-    __local uint4 *p = (__local uint4 *)(tile + WG_CORE(r, (e - r * cpr) * 8, width));
+    __local uint4 *p = (__local uint4 *)(tile + WG_AT(r, (e - r * cpr) * 8, rows, width));
     const ushort8 x = as_ushort8(*p);
     const short8 bad = (x & ex) == ex;
     if (any(bad)) {

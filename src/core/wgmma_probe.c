@@ -37,14 +37,14 @@ static fcl_status run_probe(fcl_context *ctx, fcl_dtype t, bool *ok) {
   cl_kernel k;
   fcl_status s = fcl_get_kernel(ctx, files, (int)FCL_COUNT(files), opts, "fcl_wgmma_probe", &k);
   if (s) return s;
-  static uint16_t a[64 * 16], bt[16 * 16], bkn[16 * 16];
-  static float out[16 * 128];
+  static uint16_t a[64 * 64], bt[16 * 64], bkn[16 * 64];
+  static float out[56 * 128];
   for (int r = 0; r < 64; ++r)
-    for (int c = 0; c < 16; ++c) a[r * 16 + c] = bits(val_a(r, c), t);
-  for (int kk = 0; kk < 16; ++kk)
-    for (int n = 0; n < 16; ++n) {
-      bt[n * 16 + kk] = bits(val_b(kk, n), t);
-      bkn[kk * 16 + n] = bits(val_b(kk, n), t);
+    for (int c = 0; c < 64; ++c) a[r * 64 + c] = bits(val_a(r, c), t);
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 64; ++j) {
+      bt[i * 64 + j] = bits(val_b(j, i), t);  /* B^T: row n = i, k = j */
+      bkn[i * 64 + j] = bits(val_b(i, j), t); /* B: row k = i, n = j */
     }
   const void *in[3] = {a, bt, bkn};
   const size_t in_bytes[3] = {sizeof a, sizeof bt, sizeof bkn};
@@ -67,20 +67,26 @@ static fcl_status run_probe(fcl_context *ctx, fcl_dtype t, bool *ok) {
   for (int i = 0; i < 4; ++i)
     if (bufs[i]) clReleaseMemObject(bufs[i]);
   if (s) return s;
+  /* Each product's n8 tiles, rows, sum length and name (the layout above). */
+  static const struct { int e0, ntiles, klen; const char *what; } prods[4] = {
+      {0, 2, 64, "K-major, swizzled"}, {8, 2, 16, "K-major, core matrices"},
+      {16, 8, 16, "N-major, swizzled"}, {48, 2, 16, "N-major, core matrices"}};
   *ok = true;
-  for (int lid = 0; lid < 128 && *ok; ++lid)
-    for (int e = 0; e < 16 && *ok; ++e) {
-      /* element e: n8 tile (e / 4) % 2, row g or g + 8, column 2 t + e % 2 */
-      const int lane = lid & 31, row = (lid >> 5) * 16 + (lane >> 2) + ((e >> 1) & 1) * 8;
-      const int col = ((e >> 2) & 1) * 8 + 2 * (lane & 3) + (e & 1);
-      float want = 0.0f;
-      for (int kk = 0; kk < 16; ++kk) want += val_a(row, kk) * val_b(kk, col);
-      if (out[e * 128 + lid] != want) {
-        fcl_log(ctx, "fast path: wgmma probe (%s B) row %d column %d: %g, want %g",
-                e < 8 ? "K-major" : "N-major", row, col, out[e * 128 + lid], want);
-        *ok = false;
+  for (int p = 0; p < 4 && *ok; ++p)
+    for (int lid = 0; lid < 128 && *ok; ++lid)
+      for (int e = 0; e < 4 * prods[p].ntiles && *ok; ++e) {
+        /* element e: n8 tile e / 4, row g or g + 8, column 2 t + e % 2 */
+        const int lane = lid & 31, row = (lid >> 5) * 16 + (lane >> 2) + ((e >> 1) & 1) * 8;
+        const int col = (e >> 2) * 8 + 2 * (lane & 3) + (e & 1);
+        float want = 0.0f;
+        for (int kk = 0; kk < prods[p].klen; ++kk) want += val_a(row, kk) * val_b(kk, col);
+        const float got = out[(prods[p].e0 + e) * 128 + lid];
+        if (got != want) {
+          fcl_log(ctx, "fast path: wgmma probe (%s) row %d column %d: %g, want %g",
+                  prods[p].what, row, col, got, want);
+          *ok = false;
+        }
       }
-    }
   return FCL_OK;
 }
 
