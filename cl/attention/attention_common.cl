@@ -208,4 +208,24 @@ inline attn_block attn_block_info(int b, int h, int hk, int flags,
   l0 *= al0;                                                                     \
   l1 *= al1;                                                                     \
   MMA_UNROLL for (int n = 0; n < NT_O; ++n) acc[n] *= (float4)(al0, al0, al1, al1)
+/* P of one m16 tile after MMA_SOFTMAX_STEP_OF (whose mu0 and mu1 it
+ * reads): exp2 of the scores s[NT_S] against the row maxima, as m16n8k16 A
+ * fragments pf[NT_S / 2] of the storage type (S tiles 2c and 2c + 1 form
+ * key chunk c's), the unrounded row sums added to l0 and l1. Without
+ * MMA_GENERAL the product with the scale is rounded as the row maximum's
+ * was (mu = max(x) * scale), so the largest score gives exp2(0) exactly:
+ * fma's unrounded product differs from mu by up to half an ulp of mu,
+ * which for logits near the f16 limit (~1e10) is thousands, and exp2 of
+ * that overflows (the kernel keeps FP_CONTRACT off). */
+#define MMA_P_FRAGMENTS_OF(s, pf, l0, l1)                                        \
+  MMA_UNROLL for (int n_ = 0; n_ < NT_S; ++n_) {                                 \
+    const float4 x_ = MMA_GENERAL ? s[n_] : s[n_] * qk_scale;                    \
+    const float4 p_ = (float4)(mma_exp2(x_.x - mu0), mma_exp2(x_.y - mu0),       \
+                               mma_exp2(x_.z - mu1), mma_exp2(x_.w - mu1));      \
+    l0 += p_.x + p_.y;                                                           \
+    l1 += p_.z + p_.w;                                                           \
+    const uint lo_ = mma_pack(p_.x, p_.y), hi_ = mma_pack(p_.z, p_.w);           \
+    if (n_ & 1) pf[n_ / 2].z = lo_, pf[n_ / 2].w = hi_;                          \
+    else pf[n_ / 2].x = lo_, pf[n_ / 2].y = hi_;                                 \
+  }
 #define FWD_VISIBLE(i, j) attn_visible(i, j, diag, sk, window_left, window_right)

@@ -139,29 +139,7 @@ void fcl_attention_fwd_mma(
       /* declares mu0, mu1 (attention_common.cl) */
       MMA_SOFTMAX_STEP_OF(s[mt], acc[mt], m[mt][0], m[mt][1], l[mt][0], l[mt][1], rr[mt][0],
                           rr[mt][1]);
-      MMA_UNROLL for (int n = 0; n < NT_S; ++n) {
-        const float4 x = s[mt][n];
-        float4 p;
-#if MMA_GENERAL
-        p = (float4)(mma_exp2(x.x - mu0), mma_exp2(x.y - mu0),
-                     mma_exp2(x.z - mu1), mma_exp2(x.w - mu1));
-#else
-        /* The product rounded as the row maximum was (mu = max(x) * scale),
-         * so the largest score gives exp2(0) exactly: fma's unrounded
-         * product differs from mu by up to half an ulp of mu, which for
-         * logits near the f16 limit (~1e10) is thousands, and exp2 of that
-         * overflows. */
-        const float4 xs = x * qk_scale;
-        p = (float4)(mma_exp2(xs.x - mu0), mma_exp2(xs.y - mu0),
-                     mma_exp2(xs.z - mu1), mma_exp2(xs.w - mu1));
-#endif
-        l[mt][0] += p.x + p.y;
-        l[mt][1] += p.z + p.w;
-        /* S tiles 2c and 2c + 1 form the A fragment of key chunk c. */
-        const uint lo = mma_pack(p.x, p.y), hi = mma_pack(p.z, p.w);
-        if (n & 1) { pf[mt][n / 2].z = lo; pf[mt][n / 2].w = hi; }
-        else       { pf[mt][n / 2].x = lo; pf[mt][n / 2].y = hi; }
-      }
+      MMA_P_FRAGMENTS_OF(s[mt], pf[mt], l[mt][0], l[mt][1]); /* attention_common.cl */
     }
 
     mma_cp_wait_all(); /* V of this tile */

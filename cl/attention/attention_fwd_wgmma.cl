@@ -151,23 +151,7 @@ void fcl_attention_fwd_wgmma(ATTN_FWD_PARAMS(ushort), const __global int *nf_fla
       { /* declares al0, al1, mu0, mu1 (attention_common.cl) */
         MMA_SOFTMAX_STEP_OF(s, unscaled, m0, m1, l0, l1, r0, r1);
         alpha0 = al0, alpha1 = al1;
-        MMA_UNROLL for (int n = 0; n < NT_S; ++n) {
-          const float4 x = s[n];
-          float4 p;
-#if MMA_GENERAL
-          p = (float4)(mma_exp2(x.x - mu0), mma_exp2(x.y - mu0), mma_exp2(x.z - mu1),
-                       mma_exp2(x.w - mu1));
-#else
-          const float4 xs = x * qk_scale; /* rounded as the maximum was (attention_fwd_mma.cl) */
-          p = (float4)(mma_exp2(xs.x - mu0), mma_exp2(xs.y - mu0), mma_exp2(xs.z - mu1),
-                       mma_exp2(xs.w - mu1));
-#endif
-          l0 += p.x + p.y;
-          l1 += p.z + p.w;
-          const uint lo = mma_pack(p.x, p.y), hi = mma_pack(p.z, p.w);
-          if (n & 1) pn[n / 2].z = lo, pn[n / 2].w = hi;
-          else pn[n / 2].x = lo, pn[n / 2].y = hi;
-        }
+        MMA_P_FRAGMENTS_OF(s, pn, l0, l1); /* attention_common.cl */
       }
     }
     wg_wait0(); /* P V of the tile before */
