@@ -127,7 +127,6 @@ fcl_status fcl_attention_fwd_mma_launch(fcl_context *ctx, const fcl_attention_pl
                                         const fcl_attention_problem *p, bool *fallback);
 fcl_status fcl_attention_fwd_wgmma_applies(fcl_context *ctx, const fcl_attention_desc *d,
                                            fcl_dtype dtype, bool *yes);
-const char *fcl_attention_fwd_wgmma_options(const fcl_context *ctx, fcl_dtype t);
 fcl_status fcl_attention_fwd_wgmma_launch(fcl_context *ctx, const fcl_attention_plan *pl,
                                           const fcl_attention_problem *p, bool *fallback);
 fcl_status fcl_attention_bwd_launch(fcl_context *ctx, const fcl_attention_plan *pl,

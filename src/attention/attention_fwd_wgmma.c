@@ -74,14 +74,6 @@ fcl_status fcl_attention_fwd_wgmma_applies(fcl_context *ctx, const fcl_attention
   return fcl_wgmma_ready(ctx, dtype, yes);
 }
 
-/* The mma helpers' options (their asm keyword; core/mma_probe.c) and the
- * retargeting to sm_90a; emulated, the emulation's options alone. */
-const char *fcl_attention_fwd_wgmma_options(const fcl_context *ctx, fcl_dtype t) {
-  static const char *const opts[2] = {"-DFCL_MMA_EMULATE=0 " FCL_SM90A_OPTION,
-                                      "-DFCL_MMA_EMULATE=0 -DFCL_ASM=__asm__ " FCL_SM90A_OPTION};
-  return ctx->info.mma_emulate ? fcl_mma_build_options(ctx, t) : opts[ctx->mma_state[t] == 2];
-}
-
 fcl_status fcl_attention_fwd_wgmma_launch(fcl_context *ctx, const fcl_attention_plan *pl,
                                           const fcl_attention_problem *p, bool *fallback) {
   const fcl_attention_desc *d = p->d;
@@ -98,7 +90,10 @@ fcl_status fcl_attention_fwd_wgmma_launch(fcl_context *ctx, const fcl_attention_
   cl_kernel kern[2], scan[2];
   for (int nf = 0; nf < 2; ++nf) {
     char opts[640];
-    snprintf(opts, sizeof opts, "%s -DMMA_GENERAL=%d -DFCL_NONFINITE=%d", pl->options, general, nf);
+    /* The mma helpers' options are the row's tail (fcl_mma_build_options);
+     * unemulated the program is retargeted to sm_90a (core/ptx_retarget.c). */
+    snprintf(opts, sizeof opts, "%s -DMMA_GENERAL=%d -DFCL_NONFINITE=%d%s", pl->options, general,
+             nf, ctx->info.mma_emulate ? "" : " " FCL_SM90A_OPTION);
     if (fcl_get_kernel(ctx, files, (int)FCL_COUNT(files), opts, "fcl_attention_fwd_wgmma",
                        &kern[nf]) ||
         (nf == 1 && fcl_nonfinite_kernel(ctx, p->dtype, scan))) {

@@ -18,7 +18,7 @@ const fcl_attention_row fcl_attention_fwd_rows[] = {
     {&fcl_variant_attention_fwd_mma, fcl_attention_fwd_mma_applies, true,
      fcl_mma_build_options, fcl_attention_fwd_mma_launch},
     {&fcl_variant_attention_fwd_wgmma, fcl_attention_fwd_wgmma_applies, true,
-     fcl_attention_fwd_wgmma_options, fcl_attention_fwd_wgmma_launch},
+     fcl_mma_build_options, fcl_attention_fwd_wgmma_launch},
     {&fcl_variant_attention_fwd_cpu, fcl_attention_fwd_cpu_applies, false,
      fcl_attention_fwd_cpu_tail, fcl_attention_fwd_cpu_launch},
     {&fcl_variant_attention_fwd, NULL, false, NULL, fcl_attention_fwd_launch},

@@ -225,6 +225,11 @@ fcl_status fcl_check_cu_seqlens(fcl_context *ctx, cl_mem buf, const char *name,
  * kernels need (the asm keyword, or the emulation's). */
 fcl_status  fcl_mma_ready(fcl_context *ctx, fcl_dtype t, bool *ready);
 const char *fcl_mma_build_options(const fcl_context *ctx, fcl_dtype t);
+/* The probes' inputs (mma_probe.c, wgmma_probe.c): small integers, exact
+ * in every dtype and in their sums, and their bits in f16 or bf16. */
+float       fcl_probe_val_a(int r, int c);
+float       fcl_probe_val_b(int kk, int n);
+uint16_t    fcl_probe_bits(float x, fcl_dtype t);
 /* wgmma_probe.c: whether Hopper's warpgroup products (cl/common/wgmma.cl)
  * work for 16-bit dtype t: an sm_90 NVIDIA device whose driver loads the
  * retargeted PTX and gives the probe's exact products (probed once per

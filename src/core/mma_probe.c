@@ -16,7 +16,7 @@
 
 
 /* Bits of a small integer or half-integer in the storage type. */
-static uint16_t to_bits(float x, fcl_dtype t) {
+uint16_t fcl_probe_bits(float x, fcl_dtype t) {
   uint32_t u;
   memcpy(&u, &x, 4);
   if (t == FCL_BF16) return (uint16_t)(u >> 16);
@@ -25,8 +25,8 @@ static uint16_t to_bits(float x, fcl_dtype t) {
   return (uint16_t)(((u >> 16) & 0x8000u) | (e << 10) | ((u >> 13) & 0x3ffu));
 }
 
-static float val_a(int r, int c) { return (float)((r * 3 + c * 5) % 7 - 3); }
-static float val_b(int kk, int n) { return (float)((kk * 2 + n * 3) % 5 - 2); }
+float fcl_probe_val_a(int r, int c) { return (float)((r * 3 + c * 5) % 7 - 3); }
+float fcl_probe_val_b(int kk, int n) { return (float)((kk * 2 + n * 3) % 5 - 2); }
 
 /* The inline-assembly keyword: NVIDIA's compiler is documented to take asm;
  * __asm__ is tried next. Indexed by mma_state - 1. */
@@ -106,7 +106,7 @@ static int check16(fcl_context *ctx, fcl_dtype t, const uint32_t *out) {
     for (int e = 0; e < 4; ++e) {
       const int row = g + (e >> 1) * 8, col = c + (e & 1);
       float want = 0.0f;
-      for (int kk = 0; kk < 16; ++kk) want += val_a(row, kk) * val_b(kk, col);
+      for (int kk = 0; kk < 16; ++kk) want += fcl_probe_val_a(row, kk) * fcl_probe_val_b(kk, col);
       const float got1 = word_f(&out[lane * 10 + e]), got2 = word_f(&out[lane * 10 + 4 + e]);
       if (got1 != want || got2 != want) {
         fcl_log(ctx, "fast path: mma probe lane %d element %d: %g and %g, want %g", lane, e,
@@ -115,8 +115,8 @@ static int check16(fcl_context *ctx, fcl_dtype t, const uint32_t *out) {
       }
     }
     const float sh = word_f(&out[lane * 10 + 8]);
-    const uint32_t pk = (uint32_t)to_bits((float)lane + 0.5f, t) |
-                        ((uint32_t)to_bits(-(float)lane, t) << 16);
+    const uint32_t pk = (uint32_t)fcl_probe_bits((float)lane + 0.5f, t) |
+                        ((uint32_t)fcl_probe_bits(-(float)lane, t) << 16);
     if (sh != (float)(lane ^ 3) || out[lane * 10 + 9] != pk) {
       fcl_log(ctx, "fast path: mma probe lane %d: shuffle %g, packed %08x (want %08x)", lane,
               sh, (unsigned)out[lane * 10 + 9], (unsigned)pk);
@@ -136,8 +136,8 @@ static int check32(fcl_context *ctx, const uint32_t *out) {
       const int row = g + (e >> 1) * 8, col = c + (e & 1);
       double want = 0.0, mag = 0.0;
       for (int kk = 0; kk < 8; ++kk) {
-        want += val_a(row, kk) * val_b(kk, col);
-        mag += fabs(val_a(row, kk) * val_b(kk, col));
+        want += fcl_probe_val_a(row, kk) * fcl_probe_val_b(kk, col);
+        mag += fabs(fcl_probe_val_a(row, kk) * fcl_probe_val_b(kk, col));
       }
       const double f = (1.0 + 0x1p-12) * (1.0 + 0x1p-13);
       const float got1 = word_f(&out[lane * 10 + e]), got2 = word_f(&out[lane * 10 + 4 + e]);
@@ -168,9 +168,9 @@ static fcl_status run_probe(fcl_context *ctx, fcl_dtype t, bool *ok, int *varian
   if (t == FCL_F32) {
     float a[128], b[64];
     for (int r = 0; r < 16; ++r)
-      for (int c = 0; c < 8; ++c) a[r * 8 + c] = val_a(r, c);
+      for (int c = 0; c < 8; ++c) a[r * 8 + c] = fcl_probe_val_a(r, c);
     for (int kk = 0; kk < 8; ++kk)
-      for (int n = 0; n < 8; ++n) b[kk * 8 + n] = val_b(kk, n);
+      for (int n = 0; n < 8; ++n) b[kk * 8 + n] = fcl_probe_val_b(kk, n);
     void *in[2] = {a, b};
     const size_t bytes[2] = {sizeof a, sizeof b};
     if ((s = launch_probe(ctx, k, 2, in, bytes, out))) return s;
@@ -178,11 +178,11 @@ static fcl_status run_probe(fcl_context *ctx, fcl_dtype t, bool *ok, int *varian
   } else {
     uint16_t a[256], bt[128], bkn[128];
     for (int r = 0; r < 16; ++r)
-      for (int c = 0; c < 16; ++c) a[r * 16 + c] = to_bits(val_a(r, c), t);
+      for (int c = 0; c < 16; ++c) a[r * 16 + c] = fcl_probe_bits(fcl_probe_val_a(r, c), t);
     for (int kk = 0; kk < 16; ++kk)
       for (int n = 0; n < 8; ++n) {
-        bt[n * 16 + kk] = to_bits(val_b(kk, n), t);
-        bkn[kk * 8 + n] = to_bits(val_b(kk, n), t);
+        bt[n * 16 + kk] = fcl_probe_bits(fcl_probe_val_b(kk, n), t);
+        bkn[kk * 8 + n] = fcl_probe_bits(fcl_probe_val_b(kk, n), t);
       }
     void *in[3] = {a, bt, bkn};
     const size_t bytes[3] = {sizeof a, sizeof bt, sizeof bkn};

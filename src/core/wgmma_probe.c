@@ -10,24 +10,12 @@
 #include "core/core.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const files[] = {"common/dtype.cl",     "common/mma_warp.cl",
                                     "common/mma_common.cl", "common/wgmma_ops.cl",
                                     "common/wgmma.cl",      "common/wgmma_probe.cl"};
-
-static float val_a(int r, int c) { return (float)((r * 3 + c * 5) % 7 - 3); }
-static float val_b(int kk, int n) { return (float)((kk * 2 + n * 3) % 5 - 2); }
-
-/* Small integers (|x| <= 3) in f16 or bf16 bits. */
-static uint16_t bits(float x, fcl_dtype t) {
-  uint32_t u;
-  memcpy(&u, &x, 4);
-  if (t == FCL_BF16) return (uint16_t)(u >> 16);
-  if (x == 0.0f) return 0;
-  const uint32_t e = ((u >> 23) & 0xffu) - 127u + 15u;
-  return (uint16_t)(((u >> 16) & 0x8000u) | (e << 10) | ((u >> 13) & 0x3ffu));
-}
 
 /* Builds, runs and checks the probe: FCL_OK with *ok its verdict. */
 static fcl_status run_probe(fcl_context *ctx, fcl_dtype t, bool *ok) {
@@ -37,22 +25,29 @@ static fcl_status run_probe(fcl_context *ctx, fcl_dtype t, bool *ok) {
   cl_kernel k;
   fcl_status s = fcl_get_kernel(ctx, files, (int)FCL_COUNT(files), opts, "fcl_wgmma_probe", &k);
   if (s) return s;
-  static uint16_t a[64 * 64], bt[16 * 64], bkn[16 * 64];
-  static float out[56 * 128];
+  /* On the heap, not static: contexts in two threads may probe at once. */
+  struct {
+    uint16_t a[64 * 64], bt[16 * 64], bkn[16 * 64];
+    float out[56 * 128];
+  } *d = malloc(sizeof *d);
+  if (!d) return fcl_fail(ctx, FCL_ERROR_OUT_OF_MEMORY, "wgmma probe data");
+  uint16_t *a = d->a, *bt = d->bt, *bkn = d->bkn;
+  float *out = d->out;
   for (int r = 0; r < 64; ++r)
-    for (int c = 0; c < 64; ++c) a[r * 64 + c] = bits(val_a(r, c), t);
+    for (int c = 0; c < 64; ++c) a[r * 64 + c] = fcl_probe_bits(fcl_probe_val_a(r, c), t);
   for (int i = 0; i < 16; ++i)
     for (int j = 0; j < 64; ++j) {
-      bt[i * 64 + j] = bits(val_b(j, i), t);  /* B^T: row n = i, k = j */
-      bkn[i * 64 + j] = bits(val_b(i, j), t); /* B: row k = i, n = j */
+      bt[i * 64 + j] = fcl_probe_bits(fcl_probe_val_b(j, i), t);  /* B^T: row n = i, k = j */
+      bkn[i * 64 + j] = fcl_probe_bits(fcl_probe_val_b(i, j), t); /* B: row k = i, n = j */
     }
   const void *in[3] = {a, bt, bkn};
-  const size_t in_bytes[3] = {sizeof a, sizeof bt, sizeof bkn};
+  const size_t in_bytes[3] = {sizeof d->a, sizeof d->bt, sizeof d->bkn};
   cl_mem bufs[4] = {NULL, NULL, NULL, NULL};
   cl_int err = CL_SUCCESS;
   for (int i = 0; i < 4 && s == FCL_OK; ++i) {
     bufs[i] = clCreateBuffer(ctx->cl_ctx, CL_MEM_READ_WRITE | (i < 3 ? CL_MEM_COPY_HOST_PTR : 0),
-                             i < 3 ? in_bytes[i] : sizeof out, i < 3 ? (void *)in[i] : NULL, &err);
+                             i < 3 ? in_bytes[i] : sizeof d->out, i < 3 ? (void *)in[i] : NULL,
+                             &err);
     if (err != CL_SUCCESS) s = fcl_fail_cl(ctx, err, "wgmma probe buffers");
   }
   if (s == FCL_OK) {
@@ -61,12 +56,15 @@ static fcl_status run_probe(fcl_context *ctx, fcl_dtype t, bool *ok) {
     const size_t g[3] = {128, 1, 1}, l[3] = {128, 1, 1};
     s = fcl_launch(ctx, k, &args, g, l, "enqueueing the wgmma probe");
   }
-  if (s == FCL_OK && (err = clEnqueueReadBuffer(ctx->queue, bufs[3], CL_TRUE, 0, sizeof out, out,
+  if (s == FCL_OK && (err = clEnqueueReadBuffer(ctx->queue, bufs[3], CL_TRUE, 0, sizeof d->out, out,
                                                 0, NULL, NULL)) != CL_SUCCESS)
     s = fcl_fail_cl(ctx, err, "reading the wgmma probe");
   for (int i = 0; i < 4; ++i)
     if (bufs[i]) clReleaseMemObject(bufs[i]);
-  if (s) return s;
+  if (s) {
+    free(d);
+    return s;
+  }
   /* Each product's n8 tiles, rows, sum length and name (the layout above). */
   static const struct { int e0, ntiles, klen; const char *what; } prods[4] = {
       {0, 2, 64, "K-major, swizzled"}, {8, 2, 16, "K-major, core matrices"},
@@ -79,7 +77,7 @@ static fcl_status run_probe(fcl_context *ctx, fcl_dtype t, bool *ok) {
         const int lane = lid & 31, row = (lid >> 5) * 16 + (lane >> 2) + ((e >> 1) & 1) * 8;
         const int col = (e >> 2) * 8 + 2 * (lane & 3) + (e & 1);
         float want = 0.0f;
-        for (int kk = 0; kk < prods[p].klen; ++kk) want += val_a(row, kk) * val_b(kk, col);
+        for (int kk = 0; kk < prods[p].klen; ++kk) want += fcl_probe_val_a(row, kk) * fcl_probe_val_b(kk, col);
         const float got = out[(prods[p].e0 + e) * 128 + lid];
         if (got != want) {
           fcl_log(ctx, "fast path: wgmma probe (%s) row %d column %d: %g, want %g",
@@ -87,6 +85,7 @@ static fcl_status run_probe(fcl_context *ctx, fcl_dtype t, bool *ok) {
           *ok = false;
         }
       }
+  free(d);
   return FCL_OK;
 }
 
