@@ -96,7 +96,7 @@ static const forced_case mma_cases[] = {
 #define W1 "WARPS=4,BLOCK_N=64"
 #define W2 "WARPS=4,BLOCK_N=16"
 #define W3 "WARPS=8,BLOCK_N=16"
-#define W4 "WARPS=4,BLOCK_N=96"
+#define W4 "WARPS=4,BLOCK_N=48"
 #define W5 "WARPS=8,BLOCK_N=32"
 #define W6 "WARPS=4,BLOCK_N=96"
 #define W7 "WARPS=4,BLOCK_N=32"

@@ -12,7 +12,8 @@
  * HEAD_DIM / 16 or BLOCK_N / 16 instructions committed as one group:
  * S = Q K^T with N = BLOCK_N, Q and K both K-major in local memory (as
  * FlashAttention-3; Q in registers cost 64 of them at D = 128, and ptxas
- * lets a loop-invariant A fragment be overwritten: wgmma.cl), and
+ * lets a loop-invariant A fragment be overwritten: wgmma.cl; a fresh copy
+ * each step was right but slower, docs/wgmma_route.md), and
  * O += P V with N = HEAD_DIM_V, P from registers and V N-major.
  * Tiles live in local memory in wgmma.cl's layouts (128-byte swizzle
  * where a head dim is a multiple of 64) and come in by cp.async (the loop
@@ -59,17 +60,14 @@
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void fcl_attention_fwd_wgmma(ATTN_FWD_PARAMS(ushort), const __global int *nf_flags) {
   __local ushort q_s[BLOCK_M * HEAD_DIM] __attribute__((aligned(1024)));
-  __local ushort k_s[BLOCK_N * HEAD_DIM] __attribute__((aligned(1024)));
+  __local ushort k_s[2 * BLOCK_N * HEAD_DIM] __attribute__((aligned(1024)));   /* two tiles */
   __local ushort v_s[2 * BLOCK_N * HEAD_DIM_V] __attribute__((aligned(1024))); /* two tiles */
-  __local uint nf_s[NFW];
   MMA_EMU_DECL(WARPS)
 
   MMA_FWD_TILE(); /* attention_common.cl */
 
   wg_tile_load(q_s, BLOCK_M, HEAD_DIM, q, q_base, q_ss, i0, sq, lid, WG);
   if (ntiles > 0) wg_tile_load(k_s, BLOCK_N, HEAD_DIM, k, k_base, k_ss, jt0, sk, lid, WG);
-  mma_cp_commit();
-  if (ntiles > 0) wg_tile_load(v_s, BLOCK_N, HEAD_DIM_V, v, v_base, v_ss, jt0, sk, lid, WG);
   mma_cp_commit();
   const int q0 = (warp >> 2) * 64; /* this warpgroup's rows of Q */
 
@@ -83,30 +81,31 @@ void fcl_attention_fwd_wgmma(ATTN_FWD_PARAMS(ushort), const __global int *nf_fla
   /* Step it computes S of tile it (it < ntiles) and O += P V of tile
    * it - 1 (it > 0), both issued before either is waited for: the softmax
    * of tile it runs while the tensor cores do P V of the tile before
-   * (FlashAttention-3's overlap within a warpgroup). V's two buffers take
-   * tiles in turn; V of tile it comes in during step it, K of tile it + 1
-   * from when every warpgroup has S of tile it. */
+   * (FlashAttention-3's overlap within a warpgroup). K and V have two
+   * buffers each, taken in turn: K of tile it + 1 and V of tile it come in
+   * during step it, a whole step ahead, into the buffers that steps it - 1
+   * and it - 2 finished with; one barrier a step. (K in one buffer,
+   * loaded half a step ahead after a second barrier, measured the same on
+   * the H100: what the copies cost is their instructions, wgmma.cl.) */
   for (int it = 0; it <= ntiles; ++it) {
     const bool has_s = it < ntiles, has_pv = it > 0;
     const int j0 = jt0 + it * BLOCK_N, jp = j0 - BLOCK_N; /* this tile, the one before */
+    __local ushort *kc = k_s + (it & 1) * BLOCK_N * HEAD_DIM;       /* K of tile it */
+    __local ushort *kn = k_s + ((it + 1) & 1) * BLOCK_N * HEAD_DIM; /* free until K of it + 1 */
     __local ushort *vp = v_s + ((it + 1) & 1) * BLOCK_N * HEAD_DIM_V; /* V of tile it - 1 */
-    if (it == 0) MMA_CP_WAIT(1); /* Q and K; V of tile 0 may come later */
-    else mma_cp_wait_all();      /* K of tile it, V of tile it - 1 */
+    mma_cp_wait_all(); /* K of tile it, V of tile it - 1 */
     wg_fence_proxy();
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (it > 0 && has_s) { /* its buffer's P V (tile it - 2) is done everywhere */
-      wg_tile_load(v_s + (it & 1) * BLOCK_N * HEAD_DIM_V, BLOCK_N, HEAD_DIM_V, v, v_base, v_ss,
-                   j0, sk, lid, WG);
-      mma_cp_commit();
-    }
     /* V of the tile before, where some (row, key) pair of it is masked:
-     * its inf and NaN zeroed and flagged (attention_fwd_mma.cl). */
+     * its inf and NaN zeroed and flagged (attention_fwd_mma.cl); the flags
+     * in kn's buffer, not yet loaded. */
     const bool some_masked = FCL_NONFINITE && has_pv &&
                              !(jp >= i_last + diag - window_left &&
                                min(jp + BLOCK_N, sk) - 1 <= i0 + diag + window_right);
     uint nfb[NFW] = {0u};
     bool nf_any = false;
     MMA_SPECIAL(some_masked) {
+      __local uint *nf_s = (__local uint *)kn;
       if (some_masked && lid < NFW) nf_s[lid] = 0u;
       barrier(CLK_LOCAL_MEM_FENCE);
       if (some_masked) wg_tile_scan(vp, BLOCK_N, HEAD_DIM_V, 1, nf_s, lid, WG);
@@ -116,6 +115,14 @@ void fcl_attention_fwd_wgmma(ATTN_FWD_PARAMS(ushort), const __global int *nf_fla
         nfb[w] = some_masked ? nf_s[w] : 0u;
         nf_any |= nfb[w] != 0u;
       }
+      barrier(CLK_LOCAL_MEM_FENCE); /* every flag read before kn's copy */
+    }
+    if (has_s) {
+      if (it + 1 < ntiles)
+        wg_tile_load(kn, BLOCK_N, HEAD_DIM, k, k_base, k_ss, j0 + BLOCK_N, sk, lid, WG);
+      wg_tile_load(v_s + (it & 1) * BLOCK_N * HEAD_DIM_V, BLOCK_N, HEAD_DIM_V, v, v_base, v_ss,
+                   j0, sk, lid, WG);
+      mma_cp_commit();
     }
 
     float4 s[NT_S];
@@ -127,7 +134,7 @@ void fcl_attention_fwd_wgmma(ATTN_FWD_PARAMS(ushort), const __global int *nf_fla
     if (has_s) {
       MMA_UNROLL for (int kk = 0; kk < KQ; ++kk) /* Q and K: rows m and n */
         WG_SS(BLOCK_N)(s, wg_desc_k(q_s, BLOCK_M, HEAD_DIM, q0, kk * 16),
-                       wg_desc_k(k_s, BLOCK_N, HEAD_DIM, 0, kk * 16));
+                       wg_desc_k(kc, BLOCK_N, HEAD_DIM, 0, kk * 16));
       wg_commit();
     }
     if (has_pv) {
@@ -141,11 +148,6 @@ void fcl_attention_fwd_wgmma(ATTN_FWD_PARAMS(ushort), const __global int *nf_fla
       if (has_pv) wg_wait1(); /* S; P V may go on */
       else wg_wait0();
       WG_TIE(s, NT_S);
-      if (it + 1 < ntiles) { /* every warpgroup is done with K */
-        barrier(CLK_LOCAL_MEM_FENCE);
-        wg_tile_load(k_s, BLOCK_N, HEAD_DIM, k, k_base, k_ss, j0 + BLOCK_N, sk, lid, WG);
-        mma_cp_commit();
-      }
       float4 unscaled[NT_O]; /* O is rescaled below, once P V is done: a dead copy */
       MMA_UNROLL for (int n = 0; n < NT_O; ++n) unscaled[n] = (float4)(0.0f);
       { /* declares al0, al1, mu0, mu1 (attention_common.cl) */

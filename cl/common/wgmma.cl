@@ -154,17 +154,38 @@ inline wg_desc_t wg_desc_n(__local const ushort *t, int rows, int w, int k0) {
  * nvalid on are 0) into a tile of width columns (the head dim; WG_AT) by
  * 16-byte cp.async (every offset a multiple of 8 elements). Work-items
  * take the chunks of one swizzled row, or consecutive rows of one core
- * matrix, in turn: 128 contiguous bytes of local memory by 8 of them. */
+ * matrix, in turn: 128 contiguous bytes of local memory by 8 of them.
+ * Where nthreads is a multiple of 8 * width / 8 (a warpgroup's 128 at
+ * head dims 16, 32, 64, 128), a work-item keeps its column and moves
+ * nthreads / (width / 8) rows, a multiple of 8, a pass: its addresses are
+ * a first one and fixed steps, with no index arithmetic a chunk. */
 inline void wg_tile_load(__local ushort *dst, int rows, int width, const __global ushort *src,
                          long base, long row_stride, int row0, int nvalid, int lid, int nthreads) {
   const int cpr = width / 8;
-  for (int e = lid; e < rows * cpr; e += nthreads) {
-    const int r = WG_SWZ(width) ? e / cpr : (e & 7) + (e / (8 * cpr)) * 8;
-    const int c = WG_SWZ(width) ? (e - r * cpr) * 8 : ((e >> 3) % cpr) * 8;
-    const bool in = row0 + r < nvalid;
-    mma_cp16b((__local uchar *)(dst + WG_AT(r, c, rows, width)),
-              (const __global uchar *)(src + base + (in ? (long)(row0 + r) * row_stride + c : 0)),
-              in ? 16u : 0u);
+  if (nthreads % (8 * cpr)) {
+    for (int e = lid; e < rows * cpr; e += nthreads) {
+      const int r = WG_SWZ(width) ? e / cpr : (e & 7) + (e / (8 * cpr)) * 8;
+      const int c = WG_SWZ(width) ? (e - r * cpr) * 8 : ((e >> 3) % cpr) * 8;
+      const bool in = row0 + r < nvalid;
+      mma_cp16b((__local uchar *)(dst + WG_AT(r, c, rows, width)),
+                (const __global uchar *)(src + base + (in ? (long)(row0 + r) * row_stride + c : 0)),
+                in ? 16u : 0u);
+    }
+    return;
+  }
+  const int dr = nthreads / cpr; /* rows a pass */
+  const int r = WG_SWZ(width) ? lid / cpr : (lid & 7) + (lid / (8 * cpr)) * 8;
+  const int c = WG_SWZ(width) ? (lid - r * cpr) * 8 : ((lid >> 3) % cpr) * 8;
+  __local uchar *d = (__local uchar *)(dst + WG_AT(r, c, rows, width));
+  const int dstep = 2 * (WG_SWZ(width) ? dr * 64 : dr * width); /* bytes */
+  const __global uchar *s0 = (const __global uchar *)(src + base);
+  const __global uchar *s = (const __global uchar *)(src + base + (long)(row0 + r) * row_stride + c);
+  const long sstep = 2 * (long)dr * row_stride;
+  MMA_UNROLL for (int p = 0; p < (rows * cpr + nthreads - 1) / nthreads; ++p) {
+    if (lid + p * nthreads < rows * cpr) {
+      const bool in = row0 + r + p * dr < nvalid;
+      mma_cp16b(d + p * dstep, in ? s + p * sstep : s0, in ? 16u : 0u);
+    }
   }
 }
 
