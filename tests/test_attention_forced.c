@@ -186,13 +186,14 @@ int main(int argc, char **argv) {
   const forced_case *cases = cpu_cases;
   int n = (int)(sizeof cpu_cases / sizeof *cpu_cases);
   /* What the forward runs with no override: the mode's kernel, but for
-   * wgmma, which comes after mma.sync in the forward's table. */
+   * emulated wgmma, which runs only where an override names it. */
   const char *unforced = "attention_fwd_cpu";
   if (strcmp(mode, "mma") == 0)
     cases = mma_cases, n = (int)(sizeof mma_cases / sizeof *mma_cases), unforced = "attention_fwd_mma";
   if (strcmp(mode, "wgmma") == 0)
     cases = wgmma_cases, n = (int)(sizeof wgmma_cases / sizeof *wgmma_cases),
-    unforced = "attention_fwd_mma";
+    unforced = getenv("FCL_MMA_EMULATE") && atoi(getenv("FCL_MMA_EMULATE")) ? "attention_fwd_mma"
+                                                                             : "attention_fwd_wgmma";
   const char *kernel = cases[0].kernel;
   fcl_context *ctx = NULL;
   if (fcl_context_create(NULL, &ctx) != FCL_OK) {

@@ -57,6 +57,87 @@
 #error "attention_fwd_wgmma: head dims and BLOCK_N multiples of 16 up to 128, 4 to 16 warps"
 #endif
 
+#define FWD_STEP(HAS_S, HAS_PV)                                                                    \
+  do {                                                                                             \
+    const bool has_s = HAS_S, has_pv = HAS_PV;                                                     \
+    const int j0 = jt0 + it * BLOCK_N, jp = j0 - BLOCK_N; /* this tile, the one before */          \
+    __local ushort *kc = k_s + (it & 1) * BLOCK_N * HEAD_DIM;       /* K of tile it */             \
+    __local ushort *kn = k_s + ((it + 1) & 1) * BLOCK_N * HEAD_DIM; /* free until K of it + 1 */   \
+    __local ushort *vp = v_s + ((it + 1) & 1) * BLOCK_N * HEAD_DIM_V; /* V of tile it - 1 */       \
+    mma_cp_wait_all(); /* K of tile it, V of tile it - 1 */                                        \
+    wg_fence_proxy();                                                                              \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                  \
+    /* V of the tile before, where some (row, key) pair of it is masked:                           \
+     * its inf and NaN zeroed and flagged (attention_fwd_mma.cl); the flags                        \
+     * in kn's buffer, not yet loaded. */                                                          \
+    const bool some_masked = FCL_NONFINITE && has_pv &&                                            \
+                             !(jp >= i_last + diag - window_left &&                                \
+                               min(jp + BLOCK_N, sk) - 1 <= i0 + diag + window_right);             \
+    uint nfb[NFW] = {0u};                                                                          \
+    bool nf_any = false;                                                                           \
+    MMA_SPECIAL(some_masked) {                                                                     \
+      __local uint *nf_s = (__local uint *)kn;                                                     \
+      if (some_masked && lid < NFW) nf_s[lid] = 0u;                                                \
+      barrier(CLK_LOCAL_MEM_FENCE);                                                                \
+      if (some_masked) wg_tile_scan(vp, BLOCK_N, HEAD_DIM_V, 1, nf_s, lid, WG);                    \
+      wg_fence_proxy();                                                                            \
+      barrier(CLK_LOCAL_MEM_FENCE);                                                                \
+      MMA_UNROLL for (int w = 0; w < NFW; ++w) {                                                   \
+        nfb[w] = some_masked ? nf_s[w] : 0u;                                                       \
+        nf_any |= nfb[w] != 0u;                                                                    \
+      }                                                                                            \
+      barrier(CLK_LOCAL_MEM_FENCE); /* every flag read before kn's copy */                         \
+    }                                                                                              \
+    if (has_s) {                                                                                   \
+      if (it + 1 < ntiles)                                                                         \
+        wg_tile_load(kn, BLOCK_N, HEAD_DIM, k, k_base, k_ss, j0 + BLOCK_N, sk, lid, WG);           \
+      wg_tile_load(v_s + (it & 1) * BLOCK_N * HEAD_DIM_V, BLOCK_N, HEAD_DIM_V, v, v_base, v_ss,    \
+                   j0, sk, lid, WG);                                                               \
+      mma_cp_commit();                                                                             \
+    }                                                                                              \
+                                                                                                   \
+    float4 s[NT_S];                                                                                \
+    MMA_UNROLL for (int n = 0; n < NT_S; ++n) s[n] = (float4)(0.0f);                               \
+    WG_TIE(s, NT_S);                                                                               \
+    WG_TIE(acc, NT_O);                                                                             \
+    WG_TIE_A(pf, NT_S / 2);                                                                        \
+    wg_fence();                                                                                    \
+    if (has_s) {                                                                                   \
+      MMA_UNROLL for (int kk = 0; kk < KQ; ++kk) /* Q and K: rows m and n */                       \
+        WG_SS(BLOCK_N)(s, wg_desc_k(q_s, BLOCK_M, HEAD_DIM, q0, kk * 16),                          \
+                       wg_desc_k(kc, BLOCK_N, HEAD_DIM, 0, kk * 16));                              \
+      wg_commit();                                                                                 \
+    }                                                                                              \
+    if (has_pv) {                                                                                  \
+      MMA_UNROLL for (int kk = 0; kk < BLOCK_N / 16; ++kk) /* V: rows k */                         \
+        WG_RS(HEAD_DIM_V)(acc, pf[kk], wg_desc_n(vp, BLOCK_N, HEAD_DIM_V, kk * 16));               \
+      wg_commit();                                                                                 \
+    }                                                                                              \
+    uint4 pn[NT_S / 2]; /* P of this tile */                                                       \
+    float alpha0 = 1.0f, alpha1 = 1.0f; /* O's rescaling for this tile's maxima */                 \
+    if (has_s) {                                                                                   \
+      if (has_pv) wg_wait1(); /* S; P V may go on */                                               \
+      else wg_wait0();                                                                             \
+      WG_TIE(s, NT_S);                                                                             \
+      float4 unscaled[NT_O]; /* O is rescaled below, once P V is done: a dead copy */              \
+      MMA_UNROLL for (int n = 0; n < NT_O; ++n) unscaled[n] = (float4)(0.0f);                      \
+      { /* declares al0, al1, mu0, mu1 (attention_common.cl) */                                    \
+        MMA_SOFTMAX_STEP_OF(s, unscaled, m0, m1, l0, l1, r0, r1);                                  \
+        alpha0 = al0, alpha1 = al1;                                                                \
+        MMA_P_FRAGMENTS_OF(s, pn, l0, l1); /* attention_common.cl */                               \
+      }                                                                                            \
+    }                                                                                              \
+    wg_wait0(); /* P V of the tile before */                                                       \
+    WG_TIE_A(pf, NT_S / 2); /* P stays in its registers until here, not under P of this tile */    \
+    WG_TIE(acc, NT_O);                                                                             \
+    MMA_SPECIAL(nf_any) /* uniform over the work-group */                                          \
+      MMA_FIX_NONFINITE(acc, NT_O, pf, nfb, v, v_base, v_ss, jp, HEAD_DIM_V, r0, r1, FWD_VISIBLE); \
+    if (has_s) {                                                                                   \
+      MMA_UNROLL for (int n = 0; n < NT_O; ++n) acc[n] *= (float4)(alpha0, alpha0, alpha1, alpha1);\
+      MMA_UNROLL for (int n = 0; n < NT_S / 2; ++n) pf[n] = pn[n];                                 \
+    }                                                                                              \
+  } while (0)
+
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void fcl_attention_fwd_wgmma(ATTN_FWD_PARAMS(ushort), const __global int *nf_flags) {
   __local ushort q_s[BLOCK_M * HEAD_DIM] __attribute__((aligned(1024)));
@@ -87,83 +168,11 @@ void fcl_attention_fwd_wgmma(ATTN_FWD_PARAMS(ushort), const __global int *nf_fla
    * and it - 2 finished with; one barrier a step. (K in one buffer,
    * loaded half a step ahead after a second barrier, measured the same on
    * the H100: what the copies cost is their instructions, wgmma.cl.) */
-  for (int it = 0; it <= ntiles; ++it) {
-    const bool has_s = it < ntiles, has_pv = it > 0;
-    const int j0 = jt0 + it * BLOCK_N, jp = j0 - BLOCK_N; /* this tile, the one before */
-    __local ushort *kc = k_s + (it & 1) * BLOCK_N * HEAD_DIM;       /* K of tile it */
-    __local ushort *kn = k_s + ((it + 1) & 1) * BLOCK_N * HEAD_DIM; /* free until K of it + 1 */
-    __local ushort *vp = v_s + ((it + 1) & 1) * BLOCK_N * HEAD_DIM_V; /* V of tile it - 1 */
-    mma_cp_wait_all(); /* K of tile it, V of tile it - 1 */
-    wg_fence_proxy();
-    barrier(CLK_LOCAL_MEM_FENCE);
-    /* V of the tile before, where some (row, key) pair of it is masked:
-     * its inf and NaN zeroed and flagged (attention_fwd_mma.cl); the flags
-     * in kn's buffer, not yet loaded. */
-    const bool some_masked = FCL_NONFINITE && has_pv &&
-                             !(jp >= i_last + diag - window_left &&
-                               min(jp + BLOCK_N, sk) - 1 <= i0 + diag + window_right);
-    uint nfb[NFW] = {0u};
-    bool nf_any = false;
-    MMA_SPECIAL(some_masked) {
-      __local uint *nf_s = (__local uint *)kn;
-      if (some_masked && lid < NFW) nf_s[lid] = 0u;
-      barrier(CLK_LOCAL_MEM_FENCE);
-      if (some_masked) wg_tile_scan(vp, BLOCK_N, HEAD_DIM_V, 1, nf_s, lid, WG);
-      wg_fence_proxy();
-      barrier(CLK_LOCAL_MEM_FENCE);
-      MMA_UNROLL for (int w = 0; w < NFW; ++w) {
-        nfb[w] = some_masked ? nf_s[w] : 0u;
-        nf_any |= nfb[w] != 0u;
-      }
-      barrier(CLK_LOCAL_MEM_FENCE); /* every flag read before kn's copy */
-    }
-    if (has_s) {
-      if (it + 1 < ntiles)
-        wg_tile_load(kn, BLOCK_N, HEAD_DIM, k, k_base, k_ss, j0 + BLOCK_N, sk, lid, WG);
-      wg_tile_load(v_s + (it & 1) * BLOCK_N * HEAD_DIM_V, BLOCK_N, HEAD_DIM_V, v, v_base, v_ss,
-                   j0, sk, lid, WG);
-      mma_cp_commit();
-    }
-
-    float4 s[NT_S];
-    MMA_UNROLL for (int n = 0; n < NT_S; ++n) s[n] = (float4)(0.0f);
-    WG_TIE(s, NT_S);
-    WG_TIE(acc, NT_O);
-    WG_TIE_A(pf, NT_S / 2);
-    wg_fence();
-    if (has_s) {
-      MMA_UNROLL for (int kk = 0; kk < KQ; ++kk) /* Q and K: rows m and n */
-        WG_SS(BLOCK_N)(s, wg_desc_k(q_s, BLOCK_M, HEAD_DIM, q0, kk * 16),
-                       wg_desc_k(kc, BLOCK_N, HEAD_DIM, 0, kk * 16));
-      wg_commit();
-    }
-    if (has_pv) {
-      MMA_UNROLL for (int kk = 0; kk < BLOCK_N / 16; ++kk) /* V: rows k */
-        WG_RS(HEAD_DIM_V)(acc, pf[kk], wg_desc_n(vp, BLOCK_N, HEAD_DIM_V, kk * 16));
-      wg_commit();
-    }
-    uint4 pn[NT_S / 2]; /* P of this tile */
-    float alpha0 = 1.0f, alpha1 = 1.0f; /* O's rescaling for this tile's maxima */
-    if (has_s) {
-      if (has_pv) wg_wait1(); /* S; P V may go on */
-      else wg_wait0();
-      WG_TIE(s, NT_S);
-      float4 unscaled[NT_O]; /* O is rescaled below, once P V is done: a dead copy */
-      MMA_UNROLL for (int n = 0; n < NT_O; ++n) unscaled[n] = (float4)(0.0f);
-      { /* declares al0, al1, mu0, mu1 (attention_common.cl) */
-        MMA_SOFTMAX_STEP_OF(s, unscaled, m0, m1, l0, l1, r0, r1);
-        alpha0 = al0, alpha1 = al1;
-        MMA_P_FRAGMENTS_OF(s, pn, l0, l1); /* attention_common.cl */
-      }
-    }
-    wg_wait0(); /* P V of the tile before */
-    WG_TIE(acc, NT_O);
-    MMA_SPECIAL(nf_any) /* uniform over the work-group */
-      MMA_FIX_NONFINITE(acc, NT_O, pf, nfb, v, v_base, v_ss, jp, HEAD_DIM_V, r0, r1, FWD_VISIBLE);
-    if (has_s) {
-      MMA_UNROLL for (int n = 0; n < NT_O; ++n) acc[n] *= (float4)(alpha0, alpha0, alpha1, alpha1);
-      MMA_UNROLL for (int n = 0; n < NT_S / 2; ++n) pf[n] = pn[n];
-    }
+  if (ntiles > 0) {
+    int it = 0;
+    FWD_STEP(1, 0);
+    for (it = 1; it < ntiles; ++it) FWD_STEP(1, 1);
+    FWD_STEP(0, 1); /* it = ntiles */
   }
 
   mma_cp_wait_all(); /* Q's and V's copies, where no key tile ran */

@@ -27,7 +27,7 @@ static size_t local_bytes(const fcl_tuning_class *cls, const wgmma_params *c) {
 static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fcl_config *cfg) {
   wgmma_params *c = FCL_PARAMS(wgmma_params, cfg);
   /* fa-tune's best on the H100 at N = 4096 (D = 128: 32 keys, as 48 KiB allows) */
-  c->WARPS = cls->head_dim <= 64 ? 8 : 4, c->BLOCK_N = cls->head_dim <= 64 ? 48 : 64;
+  c->WARPS = cls->head_dim <= 64 ? 8 : 4, c->BLOCK_N = 64;
   while (local_bytes(cls, c) > dev->local_mem && c->BLOCK_N > 16)
     c->BLOCK_N = c->BLOCK_N == 48 ? 32 : c->BLOCK_N - 16;
 }
@@ -72,6 +72,10 @@ fcl_status fcl_attention_fwd_wgmma_applies(fcl_context *ctx, const fcl_attention
                                            fcl_dtype dtype, bool *yes) {
   *yes = false;
   if (dtype == FCL_F32 || d->head_dim % 16 || !wgmma_n(d->head_dim_v)) return FCL_OK;
+  /* Emulated, no device is a Hopper: only where an override names it (the
+   * forced tests); the emulated forward stays mma.sync's. */
+  if (ctx->info.mma_emulate && !fcl_tuning_overridden(ctx, &fcl_variant_attention_fwd_wgmma))
+    return FCL_OK;
   fcl_status s = fcl_attention_mma_applies(ctx, d, dtype, yes);
   if (s || !*yes) return s;
   return fcl_wgmma_ready(ctx, dtype, yes);

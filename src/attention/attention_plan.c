@@ -6,19 +6,18 @@
 #include <stdio.h>
 
 /* Forward: few query rows against many keys (the KV-cache kernels, on
- * tensor cores, then portable), the tensor cores (NVIDIA), Hopper's wgmma
- * (sm_90; after mma.sync, which measures faster on the H100 for now: it
- * runs where fa-tune's override names it), the CPU kernel (CPUs but
- * llvmpipe), the portable kernel (everywhere). */
+ * tensor cores, then portable), Hopper's wgmma (sm_90, f16 and bf16), the
+ * tensor cores' mma.sync (NVIDIA), the CPU kernel (CPUs but llvmpipe), the
+ * portable kernel (everywhere). */
 const fcl_attention_row fcl_attention_fwd_rows[] = {
     {&fcl_variant_attention_decode_mma, fcl_attention_fwd_decode_mma_applies, true, NULL,
      fcl_attention_fwd_decode_mma_launch},
     {&fcl_variant_attention_decode, fcl_attention_fwd_decode_applies, true, NULL,
      fcl_attention_fwd_decode_launch},
-    {&fcl_variant_attention_fwd_mma, fcl_attention_fwd_mma_applies, true,
-     fcl_mma_build_options, fcl_attention_fwd_mma_launch},
     {&fcl_variant_attention_fwd_wgmma, fcl_attention_fwd_wgmma_applies, true,
      fcl_mma_build_options, fcl_attention_fwd_wgmma_launch},
+    {&fcl_variant_attention_fwd_mma, fcl_attention_fwd_mma_applies, true,
+     fcl_mma_build_options, fcl_attention_fwd_mma_launch},
     {&fcl_variant_attention_fwd_cpu, fcl_attention_fwd_cpu_applies, false,
      fcl_attention_fwd_cpu_tail, fcl_attention_fwd_cpu_launch},
     {&fcl_variant_attention_fwd, NULL, false, NULL, fcl_attention_fwd_launch},
