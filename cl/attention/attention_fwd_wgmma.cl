@@ -57,6 +57,13 @@
 #error "attention_fwd_wgmma: head dims and BLOCK_N multiples of 16 up to 128, 4 to 16 warps"
 #endif
 
+/* One step of the loop below (step it: S of tile it where HAS_S, P V of
+ * tile it - 1 where HAS_PV), written once for the three places it runs
+ * with constants: the first step (S only) and the last (P V only) are
+ * peeled off, because ptxas runs every wgmma of the kernel one after
+ * another where a branch lies between a product and its wait (its info
+ * line C7514; docs/wgmma_route.md). P is tied after the P V wait for the
+ * same reason (C7513): else the next tile's P goes into its registers. */
 #define FWD_STEP(HAS_S, HAS_PV)                                                                    \
   do {                                                                                             \
     const bool has_s = HAS_S, has_pv = HAS_PV;                                                     \
