@@ -182,6 +182,6 @@ void fcl_attention_fwd_wgmma(ATTN_FWD_PARAMS(ushort), const __global int *nf_fla
     FWD_STEP(0, 1); /* it = ntiles */
   }
 
-  mma_cp_wait_all(); /* Q's and V's copies, where no key tile ran */
+  mma_cp_wait_all(); /* Q's copy, where no key tile ran */
   MMA_FWD_STORE_OF(acc, m0, m1, l0, l1, r0, r1); /* attention_common.cl */
 }

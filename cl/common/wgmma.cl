@@ -159,13 +159,16 @@ inline wg_desc_t wg_desc_n(__local const ushort *t, int rows, int w, int k0) {
  * head dims 16, 32, 64, 128), a work-item keeps its column and moves
  * nthreads / (width / 8) rows, a multiple of 8, a pass: its addresses are
  * a first one and fixed steps, with no index arithmetic a chunk. */
+/* Chunk e of such a tile: its row r and first column c. */
+#define WG_CHUNK(e, cpr, width, r, c)                                            \
+  const int r = WG_SWZ(width) ? (e) / (cpr) : ((e) & 7) + ((e) / (8 * (cpr))) * 8; \
+  const int c = WG_SWZ(width) ? ((e) - r * (cpr)) * 8 : (((e) >> 3) % (cpr)) * 8
 inline void wg_tile_load(__local ushort *dst, int rows, int width, const __global ushort *src,
                          long base, long row_stride, int row0, int nvalid, int lid, int nthreads) {
   const int cpr = width / 8;
   if (nthreads % (8 * cpr)) {
     for (int e = lid; e < rows * cpr; e += nthreads) {
-      const int r = WG_SWZ(width) ? e / cpr : (e & 7) + (e / (8 * cpr)) * 8;
-      const int c = WG_SWZ(width) ? (e - r * cpr) * 8 : ((e >> 3) % cpr) * 8;
+      WG_CHUNK(e, cpr, width, r, c);
       const bool in = row0 + r < nvalid;
       mma_cp16b((__local uchar *)(dst + WG_AT(r, c, rows, width)),
                 (const __global uchar *)(src + base + (in ? (long)(row0 + r) * row_stride + c : 0)),
@@ -174,8 +177,7 @@ inline void wg_tile_load(__local ushort *dst, int rows, int width, const __globa
     return;
   }
   const int dr = nthreads / cpr; /* rows a pass */
-  const int r = WG_SWZ(width) ? lid / cpr : (lid & 7) + (lid / (8 * cpr)) * 8;
-  const int c = WG_SWZ(width) ? (lid - r * cpr) * 8 : ((lid >> 3) % cpr) * 8;
+  WG_CHUNK(lid, cpr, width, r, c); /* the first; the next dr rows on */
   __local uchar *d = (__local uchar *)(dst + WG_AT(r, c, rows, width));
   const int dstep = 2 * (WG_SWZ(width) ? dr * 64 : dr * width); /* bytes */
   const __global uchar *s0 = (const __global uchar *)(src + base);
