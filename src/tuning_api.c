@@ -13,7 +13,7 @@
  * backward and forward. */
 static const fcl_variant *const registry[] = {
     &fcl_variant_attention_fwd_mma, &fcl_variant_attention_fwd_wgmma,
-    &fcl_variant_attention_fwd_cpu, &fcl_variant_attention_fwd,     &fcl_variant_attention_bwd_mma,
+    &fcl_variant_attention_fwd_cpu, &fcl_variant_attention_fwd,     &fcl_variant_attention_bwd_wgmma, &fcl_variant_attention_bwd_mma,
     &fcl_variant_attention_bwd,     &fcl_variant_rwkv6_recurrent,
     &fcl_variant_rwkv6_bwd,         &fcl_variant_rwkv6_bwd_chunked_mma,
     &fcl_variant_rwkv6_bwd_chunked, &fcl_variant_rwkv6_chunked_mma,

@@ -20,7 +20,12 @@
  * this one, across the query heads of a GQA group too), run on the
  * forward's o and lse with dO as input.
  * wgmma: the Hopper forward (cl/attention/attention_fwd_wgmma.cl) with
- * one and two warpgroups and every key-tile width it takes.
+ * one and two warpgroups and every key-tile width it takes, and the
+ * backward with its dK/dV on wgmma (cl/attention/attention_bwd_wgmma_dkdv.cl):
+ * one and two warpgroups of keys, query tiles of 16 to 96 in one and two
+ * stages, GQA, varlen, windows, softcap, ALiBi, a NaN in v, and a NaN in
+ * k, whose kv head then runs the mma.sync dK/dV kernel beside the wgmma
+ * one.
  * Elsewhere each mode says that its kernel does not run and passes. */
 #include "op_harness.h"
 #define FCL_STATIC_LINKING_ONLY
@@ -42,7 +47,7 @@ typedef struct {
   int         alibi;
   int         nseq;     /* > 0: varlen with these lengths */
   int32_t     lens_q[4], lens_k[4];
-  int         nan_v;    /* NaN in v at key sk/2 of batch 0, kv head 0 */
+  int         nan_v;    /* NaN in v (1) or k (2) at key sk/2 of batch 0, kv head 0 */
 } forced_case;
 
 #define P1 "ROWS=16,QB=8,BLOCK_N=6,KEY_CHUNK=6,BLOCK_DV=64,WG_SIZE=1"
@@ -98,6 +103,12 @@ static const forced_case mma_cases[] = {
 #define W3 "WARPS=8,BLOCK_N=16"
 #define W4 "WARPS=4,BLOCK_N=48"
 #define W5 "WARPS=8,BLOCK_N=32"
+/* dQ's shape (mma.sync), then the wgmma dK/dV kernel's (WK_) */
+#define G1 "WARPS=4,BLOCK_N=32,MT=1,STAGES=2,WK_WARPS=4,WK_BLOCK_N=64,WK_STAGES=2"
+#define G2 "WARPS=2,BLOCK_N=16,MT=1,STAGES=1,WK_WARPS=8,WK_BLOCK_N=16,WK_STAGES=2"
+#define G3 "WARPS=4,BLOCK_N=16,MT=1,STAGES=2,WK_WARPS=4,WK_BLOCK_N=32,WK_STAGES=1"
+#define G4 "WARPS=4,BLOCK_N=64,MT=1,STAGES=2,WK_WARPS=4,WK_BLOCK_N=48,WK_STAGES=2"
+#define G5 "WARPS=2,BLOCK_N=32,MT=1,STAGES=2,WK_WARPS=8,WK_BLOCK_N=96,WK_STAGES=1"
 #define W6 "WARPS=4,BLOCK_N=96"
 #define W7 "WARPS=4,BLOCK_N=32"
 static const forced_case wgmma_cases[] = {
@@ -109,6 +120,12 @@ static const forced_case wgmma_cases[] = {
   {"attention_fwd_wgmma", W5, FCL_F16, 0, 0, 0, 2, 2, 80, 48, 0, 30, 2, 4.0, 1, 3, {40, 0, 97}, {33, 9, 91}, 0},
   {"attention_fwd_wgmma", W6, FCL_BF16, 1, 129, 129, 4, 2, 32, 32, 1, -1, -1, 0, 0, 0, {0}, {0}, 1},
   {"attention_fwd_wgmma", W5, FCL_F16, 2, 61, 190, 4, 1, 96, 96, 0, -1, -1, 0, 0, 0, {0}, {0}, 1},
+  {"attention_bwd_wgmma", G1, FCL_F16, 1, 150, 133, 2, 1, 64, 64, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},
+  {"attention_bwd_wgmma", G2, FCL_BF16, 0, 0, 0, 2, 2, 64, 32, 0, 30, 2, 4.0, 1, 3, {40, 0, 97}, {33, 9, 91}, 0},
+  {"attention_bwd_wgmma", G3, FCL_BF16, 1, 100, 200, 2, 2, 128, 128, 0, 40, 9, 0, 1, 0, {0}, {0}, 1},
+  {"attention_bwd_wgmma", G4, FCL_F16, 2, 61, 90, 4, 2, 64, 64, 0, -1, -1, 0, 0, 0, {0}, {0}, 1},
+  {"attention_bwd_wgmma", G4, FCL_BF16, 2, 70, 90, 4, 2, 64, 64, 1, 20, 0, 0, 0, 0, {0}, {0}, 2},
+  {"attention_bwd_wgmma", G5, FCL_F16, 2, 200, 200, 2, 1, 32, 32, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},
 };
 
 static int g_failed = 0;
@@ -130,7 +147,7 @@ static int run(fcl_context *ctx, const forced_case *c, int idx) {
   p.alibi_slopes = c->alibi ? slopes : NULL;
 
   const oh_attention_sizes n = oh_attention_count(&p);
-  const int bwd = strcmp(c->kernel, "attention_bwd_mma") == 0;
+  const int bwd = strncmp(c->kernel, "attention_bwd", 13) == 0;
   double *q = malloc(8 * n.q), *k = malloc(8 * n.k), *v = malloc(8 * n.v);
   double *dout = bwd ? malloc(8 * n.o) : NULL;
   tu_rng g;
@@ -145,7 +162,8 @@ static int run(fcl_context *ctx, const forced_case *c, int idx) {
     tu_fill_uniform(&g, dout, n.o, -1.0, 1.0);
     tu_round_array(dout, n.o, c->dt);
   }
-  if (c->nan_v) v[(p.seqlen_k / 2) * c->hkv * c->dv + 3] = NAN;
+  if (c->nan_v == 1) v[(p.seqlen_k / 2) * c->hkv * c->dv + 3] = NAN;
+  if (c->nan_v == 2) k[(p.seqlen_k / 2) * c->hkv * c->d + 3] = NAN;
 
   char why[2048] = "";
   fcl_status s = fcl_tuning_override(ctx, fcl_variant_find(c->kernel), c->params);
@@ -157,23 +175,24 @@ static int run(fcl_context *ctx, const forced_case *c, int idx) {
          (long long)p.seqlen_q, (long long)p.seqlen_k, (long long)c->hq, (long long)c->hkv,
          (long long)c->d, (long long)c->dv, c->causal ? " causal" : "",
          c->wl >= 0 || c->wr >= 0 ? " window" : "", c->softcap > 0 ? " softcap" : "",
-         c->alibi ? " alibi" : "", c->nan_v ? " NaN-in-v" : "", why);
+         c->alibi ? " alibi" : "", c->nan_v ? (c->nan_v == 1 ? " NaN-in-v" : " NaN-in-k") : "", why);
   fflush(stdout);
   free(q), free(k), free(v), free(dout);
   return ok;
 }
 
-/* The kernel fcl_attention_config reports for a small forward in dtype,
- * with the override params of variant kernel set first (NULL: none). */
-static bool reports(fcl_context *ctx, fcl_dtype dt, const char *kernel, const char *forced,
-                    char *params, size_t size) {
+/* The kernel fcl_attention_config reports for a small forward (or
+ * backward) in dtype, with the override params of variant kernel set
+ * first (NULL: none). */
+static bool reports(fcl_context *ctx, fcl_dtype dt, int backward, const char *kernel,
+                    const char *forced, char *params, size_t size) {
   fcl_attention_desc d = FCL_ATTENTION_DESC_INIT;
   d.batch = 1, d.seqlen_q = d.seqlen_k = 100, d.heads_q = d.heads_kv = 1;
   d.head_dim = d.head_dim_v = 64;
   fcl_config_info info;
   const fcl_variant *v = fcl_variant_find(kernel);
   const bool ok = (!forced || fcl_tuning_override(ctx, v, forced) == FCL_OK) &&
-                  fcl_attention_config(ctx, &d, dt, 0, &info) == FCL_OK;
+                  fcl_attention_config(ctx, &d, dt, backward, &info) == FCL_OK;
   if (forced) fcl_tuning_override(ctx, v, NULL);
   if (!ok) return false;
   snprintf(params, size, "%s %s", info.kernel, info.params);
@@ -187,13 +206,15 @@ int main(int argc, char **argv) {
   int n = (int)(sizeof cpu_cases / sizeof *cpu_cases);
   /* What the forward runs with no override: the mode's kernel, but for
    * emulated wgmma, which runs only where an override names it. */
-  const char *unforced = "attention_fwd_cpu";
+  const char *unforced = "attention_fwd_cpu", *unforced_bwd = NULL;
   if (strcmp(mode, "mma") == 0)
     cases = mma_cases, n = (int)(sizeof mma_cases / sizeof *mma_cases), unforced = "attention_fwd_mma";
-  if (strcmp(mode, "wgmma") == 0)
-    cases = wgmma_cases, n = (int)(sizeof wgmma_cases / sizeof *wgmma_cases),
-    unforced = getenv("FCL_MMA_EMULATE") && atoi(getenv("FCL_MMA_EMULATE")) ? "attention_fwd_mma"
-                                                                             : "attention_fwd_wgmma";
+  if (strcmp(mode, "wgmma") == 0) {
+    const bool emulated = getenv("FCL_MMA_EMULATE") && atoi(getenv("FCL_MMA_EMULATE"));
+    cases = wgmma_cases, n = (int)(sizeof wgmma_cases / sizeof *wgmma_cases);
+    unforced = emulated ? "attention_fwd_mma" : "attention_fwd_wgmma";
+    unforced_bwd = emulated ? "attention_bwd_mma" : "attention_bwd_wgmma";
+  }
   const char *kernel = cases[0].kernel;
   fcl_context *ctx = NULL;
   if (fcl_context_create(NULL, &ctx) != FCL_OK) {
@@ -202,7 +223,7 @@ int main(int argc, char **argv) {
   }
   printf("device: %s\n", fcl_context_device_name(ctx));
   char params[512] = "";
-  if (!reports(ctx, cases[0].dt, kernel, cases[0].params, params, sizeof params)) {
+  if (!reports(ctx, cases[0].dt, 0, kernel, cases[0].params, params, sizeof params)) {
     printf("%s does not run on this device (%s): nothing to test\n", kernel, params);
     printf("test_attention_forced: 0 cases, 0 failed\n");
     fcl_context_destroy(ctx);
@@ -211,9 +232,15 @@ int main(int argc, char **argv) {
   for (int i = 0; i < n; ++i) g_failed += !run(ctx, &cases[i], i);
   /* What fcl_attention_config reports for the forward here now that the
    * override is gone: the unforced kernel with its defaults. */
-  const int cfg_ok = reports(ctx, cases[0].dt, unforced, NULL, params, sizeof params);
+  const int cfg_ok = reports(ctx, cases[0].dt, 0, unforced, NULL, params, sizeof params);
   printf("%s fcl_attention_config reports %s\n", cfg_ok ? "PASS" : "FAIL", params);
   g_failed += !cfg_ok;
+  if (unforced_bwd) { /* and for the backward */
+    const int bwd_ok = reports(ctx, cases[0].dt, 1, unforced_bwd, NULL, params, sizeof params);
+    printf("%s fcl_attention_config reports %s (backward)\n", bwd_ok ? "PASS" : "FAIL", params);
+    g_failed += !bwd_ok;
+    ++n;
+  }
   fcl_context_destroy(ctx);
   printf("test_attention_forced: %d cases, %d failed, %.1f s\n", n + 1, g_failed,
          tu_now() - t0);

@@ -114,6 +114,7 @@ extern const fcl_variant fcl_variant_attention_fwd_mma; /* attention_fwd_mma.c *
 extern const fcl_variant fcl_variant_attention_fwd_wgmma; /* attention_fwd_wgmma.c */
 extern const fcl_variant fcl_variant_attention_bwd;     /* attention_bwd.c     */
 extern const fcl_variant fcl_variant_attention_bwd_mma; /* attention_bwd_mma.c */
+extern const fcl_variant fcl_variant_attention_bwd_wgmma; /* attention_bwd_wgmma.c */
 fcl_status fcl_attention_fwd_launch(fcl_context *ctx, const fcl_attention_plan *pl,
                                     const fcl_attention_problem *p, bool *fallback);
 fcl_status fcl_attention_fwd_cpu_applies(fcl_context *ctx, const fcl_attention_desc *d,
@@ -135,6 +136,36 @@ fcl_status fcl_attention_bwd_mma_applies(fcl_context *ctx, const fcl_attention_d
                                          fcl_dtype dtype, bool *yes);
 fcl_status fcl_attention_bwd_mma_launch(fcl_context *ctx, const fcl_attention_plan *pl,
                                         const fcl_attention_problem *p, bool *fallback);
+fcl_status fcl_attention_bwd_wgmma_applies(fcl_context *ctx, const fcl_attention_desc *d,
+                                           fcl_dtype dtype, bool *yes);
+fcl_status fcl_attention_bwd_wgmma_launch(fcl_context *ctx, const fcl_attention_plan *pl,
+                                          const fcl_attention_problem *p, bool *fallback);
+
+/* attention_bwd_mma.c, shared with the wgmma backward, whose parameters
+ * begin with the mma row's seven (WARPS BLOCK_N MT STAGES KV_WARPS
+ * KV_BLOCK_N KV_STAGES): their defaults and what is wrong with them (NULL:
+ * nothing), and the runner of delta, dQ and dK/dV. */
+void        fcl_attention_bwd_mma_defaults(const fcl_device_info *dev,
+                                           const fcl_tuning_class *cls, fcl_config *cfg);
+const char *fcl_attention_bwd_mma_bad(const fcl_device_info *dev, const fcl_tuning_class *cls,
+                                      const fcl_config *cfg);
+/* A dK/dV kernel: its name, warps, keys and query tiles per work-group. */
+typedef struct {
+  const char *name;
+  int         warps, rows, n, stages;
+} fcl_attention_bwd_dkdv;
+/* A backward program: its files, build options added to the row's, a name
+ * for the log, and the dK/dV kernel of each build (FCL_NONFINITE 0, 1). */
+typedef struct {
+  const char *const     *files;
+  int                    nfiles;
+  const char            *options;
+  const char            *what;
+  fcl_attention_bwd_dkdv dkdv[2];
+} fcl_attention_bwd_kernels;
+fcl_status fcl_attention_bwd_mma_run(fcl_context *ctx, const fcl_attention_plan *pl,
+                                     const fcl_attention_problem *p,
+                                     const fcl_attention_bwd_kernels *kn, bool *fallback);
 
 /* Shared by the tensor-core rows: whether the problem's shape suits them
  * (head dims up to 128, no loop budget) and the device's helpers work. */

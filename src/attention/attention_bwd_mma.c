@@ -53,7 +53,9 @@ static void shrink(const fcl_device_info *dev, const fcl_tuning_class *cls, int 
   }
 }
 
-static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fcl_config *cfg) {
+/* The first seven parameters of cfg (the wgmma row's start with the same). */
+void fcl_attention_bwd_mma_defaults(const fcl_device_info *dev, const fcl_tuning_class *cls,
+                                    fcl_config *cfg) {
   bmma_params *c = FCL_PARAMS(bmma_params, cfg);
   /* H100, f16 B4 H32 N 4096 (and 1024, 16384 at D=64), per-kernel times:
    * up to head dim 64 both kernels take 4 warps and tiles of 32 with the
@@ -82,12 +84,18 @@ static const char *bad_shape(const fcl_device_info *dev, const fcl_tuning_class 
   return NULL;
 }
 
-static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const fcl_config *cfg,
-                  char *why, size_t why_size) {
+const char *fcl_attention_bwd_mma_bad(const fcl_device_info *dev, const fcl_tuning_class *cls,
+                                      const fcl_config *cfg) {
   const bmma_params *c = FCL_CPARAMS(bmma_params, cfg);
   const char *bad = c->MT < 1 || c->MT > 2 ? "MT 1 or 2" : NULL;
   if (!bad) bad = bad_shape(dev, cls, c->MT, dq_shape(c), false);
   if (!bad) bad = bad_shape(dev, cls, c->MT, kv_shape(c), true);
+  return bad;
+}
+
+static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const fcl_config *cfg,
+                  char *why, size_t why_size) {
+  const char *bad = fcl_attention_bwd_mma_bad(dev, cls, cfg);
   if (bad && why) snprintf(why, why_size, "%s", bad);
   return bad == NULL;
 }
@@ -120,7 +128,7 @@ static const char *const files[] = {"attention/attention_abi.h", "common/dtype.c
 const fcl_variant fcl_variant_attention_bwd_mma = {
     "attention_bwd_mma", FCL_TUNING_ATTENTION_BWD, files, (int)FCL_COUNT(files),
     {"HEAD_DIM", "HEAD_DIM_V"}, FCL_MAX_HEAD_DIM, true, FCL_PARAM_COUNT(PARAMS),
-    FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, NULL, 0};
+    FCL_PARAM_NAMES(PARAMS), fcl_attention_bwd_mma_defaults, valid, axes, point, NULL, 0};
 
 fcl_status fcl_attention_bwd_mma_applies(fcl_context *ctx, const fcl_attention_desc *d,
                                          fcl_dtype dtype, bool *yes) {
@@ -128,11 +136,14 @@ fcl_status fcl_attention_bwd_mma_applies(fcl_context *ctx, const fcl_attention_d
   return fcl_attention_mma_applies(ctx, d, dtype, yes);
 }
 
-fcl_status fcl_attention_bwd_mma_launch(fcl_context *ctx, const fcl_attention_plan *pl,
-                                        const fcl_attention_problem *p, bool *fallback) {
+/* Enqueues delta, then dQ and dK/dV in both builds (FCL_NONFINITE 0, 1)
+ * of the program kn names: the runner of this row and of the wgmma one
+ * (attention_bwd_wgmma.c), which differ in their dK/dV kernel. */
+fcl_status fcl_attention_bwd_mma_run(fcl_context *ctx, const fcl_attention_plan *pl,
+                                     const fcl_attention_problem *p,
+                                     const fcl_attention_bwd_kernels *kn, bool *fallback) {
   const fcl_attention_desc *d = p->d;
   const bmma_params *c = FCL_CPARAMS(bmma_params, &pl->cfg);
-  const fcl_variant *v = pl->cls.variant;
   const size_t es = fcl_dtype_size(p->dtype);
   const int vec = d->head_dim % 8 == 0 && d->head_dim_v % 8 == 0 &&
                   fcl_tensor_aligned(p->q, es, p->varlen, 8) &&
@@ -142,26 +153,27 @@ fcl_status fcl_attention_bwd_mma_launch(fcl_context *ctx, const fcl_attention_pl
                   fcl_tensor_aligned(p->o, es, p->varlen, 8);
   const int general = d->softcap > 0 || d->alibi_slopes || !(p->sc.qk_scale > 0);
   char opts[640];
-  snprintf(opts, sizeof opts, "%s -DMMA_VEC=%d -DMMA_GENERAL=%d", pl->options, vec, general);
+  snprintf(opts, sizeof opts, "%s -DMMA_VEC=%d -DMMA_GENERAL=%d%s", pl->options, vec, general,
+           kn->options);
   const size_t nstat = (size_t)(d->heads_q * p->total_q);
   /* dQ and dK/dV built without and with the handling of inf and NaN in
    * masked products (nonfinite_flags.c), before anything is enqueued. */
   cl_kernel k_delta, k_dq[2], k_dkdv[2], scan[2];
   cl_mem delta, nf_flags;
-  bool built = fcl_get_kernel(ctx, v->files, v->nfiles, opts, "fcl_attention_bwd_mma_delta",
+  bool built = fcl_get_kernel(ctx, kn->files, kn->nfiles, opts, "fcl_attention_bwd_mma_delta",
                               &k_delta) == FCL_OK &&
                fcl_nonfinite_kernel(ctx, p->dtype, scan) == FCL_OK;
   for (int i = 0; i < 2 && built; ++i) {
     char nf_opts[700];
     snprintf(nf_opts, sizeof nf_opts, "%s -DFCL_NONFINITE=%d", opts, i);
-    built = fcl_get_kernel(ctx, v->files, v->nfiles, nf_opts, "fcl_attention_bwd_mma_dq",
+    built = fcl_get_kernel(ctx, kn->files, kn->nfiles, nf_opts, "fcl_attention_bwd_mma_dq",
                            &k_dq[i]) == FCL_OK &&
-            fcl_get_kernel(ctx, v->files, v->nfiles, nf_opts, "fcl_attention_bwd_mma_dkdv",
+            fcl_get_kernel(ctx, kn->files, kn->nfiles, nf_opts, kn->dkdv[i].name,
                            &k_dkdv[i]) == FCL_OK;
   }
   if (!built) {
-    fcl_log(ctx, "fast path: the backward does not build, using the portable kernels: %s",
-            ctx->message);
+    fcl_log(ctx, "fast path: the %s backward does not build, using the next kernels: %s",
+            kn->what, ctx->message);
     fcl_clear_error(ctx);
     *fallback = true;
     return FCL_OK;
@@ -189,19 +201,23 @@ fcl_status fcl_attention_bwd_mma_launch(fcl_context *ctx, const fcl_attention_pl
       {p->q, p->varlen, p->total_q, d->seqlen_q, d->heads_q, d->head_dim, sc->group},
       {p->dout, p->varlen, p->total_q, d->seqlen_q, d->heads_q, d->head_dim_v, sc->group}};
   const size_t wq = (size_t)c->WARPS * 32, bq = (size_t)c->WARPS * 16 * (size_t)c->MT;
-  const size_t wk = (size_t)c->KV_WARPS * 32, bk = (size_t)c->KV_WARPS * 16 * (size_t)c->MT;
   size_t gq[3] = {((size_t)d->seqlen_q + bq - 1) / bq * wq, 1, (size_t)(d->batch * d->heads_q)};
-  size_t gk[3] = {((size_t)d->seqlen_k + bk - 1) / bk * wk, 1, (size_t)(d->batch * d->heads_kv)};
-  size_t lq[3] = {wq, 1, 1}, lk[3] = {wk, 1, 1};
+  size_t lq[3] = {wq, 1, 1};
   fcl_log(ctx,
-          "attention backward: tensor cores, m16 tiles a warp %d; dQ %d warps, tiles of %d, "
-          "%d stage(s); dK/dV %d warps, tiles of %d, %d stage(s)%s%s",
-          c->MT, c->WARPS, c->BLOCK_N, c->STAGES, c->KV_WARPS, c->KV_BLOCK_N, c->KV_STAGES,
-          vec ? ", cp.async" : "", general ? ", general scores" : "");
+          "attention backward: %s; dQ %d warps (m16 tiles a warp %d), tiles of %d, %d "
+          "stage(s); dK/dV %d warps, %d keys, tiles of %d, %d stage(s) (heads with inf or NaN: "
+          "%d warps, %d keys)%s%s",
+          kn->what, c->WARPS, c->MT, c->BLOCK_N, c->STAGES, kn->dkdv[0].warps,
+          kn->dkdv[0].rows, kn->dkdv[0].n, kn->dkdv[0].stages, kn->dkdv[1].warps,
+          kn->dkdv[1].rows, vec ? ", cp.async" : "", general ? ", general scores" : "");
   if ((s = fcl_launch(ctx, k_delta, &a, gq, lq, "enqueueing backward delta (mma)")) ||
       (s = fcl_nonfinite_flags(ctx, scan, nfin, 3, (int)d->heads_kv, &nf_flags)))
     return s;
   for (int i = 0; i < 2; ++i) {
+    const size_t wk = (size_t)kn->dkdv[i].warps * 32, bk = (size_t)kn->dkdv[i].rows;
+    size_t gk[3] = {((size_t)d->seqlen_k + bk - 1) / bk * wk, 1,
+                    (size_t)(d->batch * d->heads_kv)};
+    size_t lk[3] = {wk, 1, 1};
     fcl_args ag[2] = {{k_dq[i], 0, CL_SUCCESS}, {k_dkdv[i], 0, CL_SUCCESS}};
     for (int j = 0; j < 2; ++j) {
       fcl_attention_bwd_args(&ag[j], p, delta, flags);
@@ -211,8 +227,18 @@ fcl_status fcl_attention_bwd_mma_launch(fcl_context *ctx, const fcl_attention_pl
     FCL_ARG(&ag[1], p->dk->buffer); fcl_arg_tensor(&ag[1], p->dk);
     FCL_ARG(&ag[1], p->dv->buffer); fcl_arg_tensor(&ag[1], p->dv);
     if ((s = fcl_launch(ctx, k_dq[i], &ag[0], gq, lq, "enqueueing backward dq (mma)")) ||
-        (s = fcl_launch(ctx, k_dkdv[i], &ag[1], gk, lk, "enqueueing backward dk/dv (mma)")))
+        (s = fcl_launch(ctx, k_dkdv[i], &ag[1], gk, lk, "enqueueing backward dk/dv")))
       return s;
   }
   return FCL_OK;
+}
+
+fcl_status fcl_attention_bwd_mma_launch(fcl_context *ctx, const fcl_attention_plan *pl,
+                                        const fcl_attention_problem *p, bool *fallback) {
+  const bmma_params *c = FCL_CPARAMS(bmma_params, &pl->cfg);
+  const fcl_attention_bwd_dkdv kv = {"fcl_attention_bwd_mma_dkdv", c->KV_WARPS,
+                                     16 * c->KV_WARPS * c->MT, c->KV_BLOCK_N, c->KV_STAGES};
+  const fcl_attention_bwd_kernels kn = {files, (int)FCL_COUNT(files), "", "tensor cores",
+                                        {kv, kv}};
+  return fcl_attention_bwd_mma_run(ctx, pl, p, &kn, fallback);
 }

@@ -24,8 +24,11 @@ const fcl_attention_row fcl_attention_fwd_rows[] = {
 };
 const int fcl_attention_fwd_nrows = (int)FCL_COUNT(fcl_attention_fwd_rows);
 
-/* Backward: the tensor cores (f16, bf16), the portable kernels. */
+/* Backward: Hopper's wgmma for dK/dV (sm_90, f16 and bf16), the tensor
+ * cores' mma.sync (f16, bf16), the portable kernels. */
 const fcl_attention_row fcl_attention_bwd_rows[] = {
+    {&fcl_variant_attention_bwd_wgmma, fcl_attention_bwd_wgmma_applies, true,
+     fcl_mma_build_options, fcl_attention_bwd_wgmma_launch},
     {&fcl_variant_attention_bwd_mma, fcl_attention_bwd_mma_applies, true,
      fcl_mma_build_options, fcl_attention_bwd_mma_launch},
     {&fcl_variant_attention_bwd, NULL, false, NULL, fcl_attention_bwd_launch},

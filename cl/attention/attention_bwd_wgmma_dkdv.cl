@@ -1,0 +1,182 @@
+/* The dK/dV kernel of the backward on Hopper's warpgroup products (after
+ * attention_bwd_mma.cl, attention_bwd_mma_dq.cl and
+ * attention_bwd_mma_dkdv.cl, with wgmma_ops.cl and wgmma.cl prepended;
+ * built with -DFCL_SM90A=1 as wgmma.cl says). The walk of
+ * attention_bwd_mma_dkdv.cl with its four products on wgmma: a work-group
+ * of WK_WARPS warps (1 or 2 warpgroups of 64 keys) owns 16 * WK_WARPS keys
+ * of one kv head, K and V in local memory, and walks tiles of WK_BLOCK_N
+ * queries of every query head of its group, WK_STAGES in flight:
+ *   S^T = K Q^T, dP^T = V dO^T   (A and B from local memory, K-major);
+ *   dV += P^T dO, dK += dS^T Q   (A from registers; B the same Q and dO
+ *                                 tiles, read N-major).
+ * Each warp keeps its 16 keys' accumulators in mma.sync's layouts, so the
+ * scores, masks and stores are attention_bwd_mma.cl's. lse and delta come
+ * to registers from global memory, a lane's columns only: 48 KiB holds K,
+ * V and the tiles and nothing else (D = 128: 64 keys and 32 queries).
+ * Only in the build without FCL_NONFINITE: heads whose flag is set (an inf
+ * or NaN in K, Q or dO) run attention_bwd_mma_dkdv.cl's kernel of the
+ * other build, so no inf or NaN meets a masked product here. Every wgmma
+ * is waited for in the iteration that issues it, with no branch between
+ * (ptxas serializes them otherwise: docs/wgmma_route.md). */
+#if !FCL_NONFINITE
+
+#undef WARPS
+#undef BLOCK_N
+#undef STAGES
+#define WARPS WK_WARPS
+#define BLOCK_N WK_BLOCK_N
+#define STAGES WK_STAGES
+#define WK_CAT(a, b) a##b
+#define WK_SS(n) WK_CAT(wg_ss_n, n)
+#define WK_RS(n) WK_CAT(wg_rs_n, n)
+
+#if MT != 1 || HEAD_DIM % 16 || HEAD_DIM_V % 16 || HEAD_DIM > 128 || HEAD_DIM_V > 128 || \
+    BLOCK_N % 16 || BLOCK_N > 128 || WARPS % 4 || WARPS > 8 || STAGES < 1 || STAGES > 2
+#error "attention_bwd_wgmma_dkdv: head dims and WK_BLOCK_N among wgmma's N, 4 or 8 warps"
+#endif
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR(dk),
+                                  __global fcl_elem *dv, BM_TENSOR(dv)) {
+  __local ushort k_s[BLOCK_M * HEAD_DIM] __attribute__((aligned(1024)));
+  __local ushort v_s[BLOCK_M * HEAD_DIM_V] __attribute__((aligned(1024)));
+  __local ushort q_s[STAGES * BLOCK_N * HEAD_DIM] __attribute__((aligned(1024)));
+  __local ushort o_s[STAGES * BLOCK_N * HEAD_DIM_V] __attribute__((aligned(1024))); /* dO */
+  MMA_EMU_DECL(WARPS)
+  const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
+  const int g = lane >> 2, t4 = lane & 3;
+  const int heads_kv = heads_q / group;
+  const int b = get_group_id(2) / heads_kv, hk = get_group_id(2) % heads_kv;
+  if (nf_flags[hk] != 0) return; /* attention_bwd_mma_dkdv.cl's, built with FCL_NONFINITE */
+  const bm_seq s = bm_sequence(b, seqlen_q, seqlen_k, cu_q, cu_k, flags & 4, stat_sb);
+  const int j0 = get_group_id(0) * BLOCK_M;
+  if (j0 >= s.sk) return;
+  const long kb = bm_base(k_off, k_sb, k_ss, k_sh, b, s.k_tok, hk);
+  const long vb = bm_base(v_off, v_sb, v_ss, v_sh, b, s.k_tok, hk);
+  const int diag = s.sk - s.sq + diag_shift, sk = s.sk, sq = s.sq; /* row i at key i + diag */
+  const int j_last = min(j0 + BLOCK_M, sk) - 1;
+  const int i_lo = max(0, j0 - diag - wr);
+  const int i_hi = min(s.sq - 1, j_last - diag + wl);
+  const int kr0 = (warp >> 2) * 64;                 /* this warpgroup's keys in the block */
+  const int ra = j0 + warp * 16 + g, rb = ra + 8;   /* this lane's keys */
+
+  /* Tiles t = 0 .. ntiles of BLOCK_N queries, per_head of them for each
+   * query head of the group (attention_bwd_mma_dkdv.cl's walk). */
+  const int it0 = i_lo / BLOCK_N;
+  const int per_head = i_hi >= it0 * BLOCK_N ? (i_hi - it0 * BLOCK_N) / BLOCK_N + 1 : 0;
+  const int ntiles = per_head * group;
+#define WK_HEAD(t_) (hk * group + (t_) / per_head)
+#define WK_ROW0(t_) ((it0 + (t_) % per_head) * BLOCK_N)
+  /* Tile t's Q and dO into stage stg (committed as one group). */
+#define WK_LOAD(t_, stg_)                                                                     \
+  do {                                                                                        \
+    const int h_ = WK_HEAD(t_), i_ = WK_ROW0(t_);                                             \
+    wg_tile_load(q_s + (stg_) * BLOCK_N * HEAD_DIM, BLOCK_N, HEAD_DIM, q,                     \
+                 bm_base(q_off, q_sb, q_ss, q_sh, b, s.q_tok, h_), q_ss, i_, s.sq, lid, WG);  \
+    wg_tile_load(o_s + (stg_) * BLOCK_N * HEAD_DIM_V, BLOCK_N, HEAD_DIM_V, dout,              \
+                 bm_base(do_off, do_sb, do_ss, do_sh, b, s.q_tok, h_), do_ss, i_, s.sq, lid,  \
+                 WG);                                                                         \
+    mma_cp_commit();                                                                          \
+  } while (0)
+
+  wg_tile_load(k_s, BLOCK_M, HEAD_DIM, k, kb, k_ss, j0, sk, lid, WG);
+  wg_tile_load(v_s, BLOCK_M, HEAD_DIM_V, v, vb, v_ss, j0, sk, lid, WG);
+  mma_cp_commit();
+  if (ntiles > 0) WK_LOAD(0, 0);
+
+  float4 gk[HEAD_DIM / 8], gv[HEAD_DIM_V / 8];
+  MMA_UNROLL for (int n = 0; n < HEAD_DIM / 8; ++n) gk[n] = (float4)(0.0f);
+  MMA_UNROLL for (int n = 0; n < HEAD_DIM_V / 8; ++n) gv[n] = (float4)(0.0f);
+
+  for (int t = 0; t < ntiles; ++t) {
+    const int h = WK_HEAD(t), i0 = WK_ROW0(t), cur = STAGES == 2 ? (t & 1) : 0;
+    /* This lane's columns' lse (log2; +inf: no P) and delta, in flight
+     * while the copies are waited for and S^T and dP^T are formed. */
+    float2 l2[NT], dl[NT];
+    {
+      const long st = s.stat_row0 + (long)h * stat_sh;
+      MMA_UNROLL for (int n = 0; n < NT; ++n) {
+        const int c = i0 + n * 8 + 2 * t4;
+        const float la = c < s.sq ? lse[st + c] : -INFINITY;
+        const float lb = c + 1 < s.sq ? lse[st + c + 1] : -INFINITY;
+        l2[n] = (float2)(la == -INFINITY ? INFINITY : la * FCL_LOG2E,
+                         lb == -INFINITY ? INFINITY : lb * FCL_LOG2E);
+        dl[n] = (float2)(c < s.sq ? delta[st + c] : 0.0f, c + 1 < s.sq ? delta[st + c + 1] : 0.0f);
+      }
+    }
+    mma_cp_wait_all(); /* tile t (and, the first time, K and V) */
+    wg_fence_proxy();
+    barrier(CLK_LOCAL_MEM_FENCE);
+    /* With two stages the next tile comes into the one that tile t - 1
+     * read: every warpgroup waited for its products before the barrier. */
+    if (STAGES == 2 && t + 1 < ntiles) WK_LOAD(t + 1, cur ^ 1);
+    __local const ushort *qt = q_s + cur * BLOCK_N * HEAD_DIM;
+    __local const ushort *ot = o_s + cur * BLOCK_N * HEAD_DIM_V;
+
+    float4 sc[NT], dp[NT];
+    MMA_UNROLL for (int n = 0; n < NT; ++n) sc[n] = dp[n] = (float4)(0.0f);
+    WG_TIE(sc, NT);
+    WG_TIE(dp, NT);
+    wg_fence();
+    MMA_UNROLL for (int kk = 0; kk < HEAD_DIM / 16; ++kk) /* K and Q: rows m and n */
+      WK_SS(BLOCK_N)(sc, wg_desc_k(k_s, BLOCK_M, HEAD_DIM, kr0, kk * 16),
+                     wg_desc_k(qt, BLOCK_N, HEAD_DIM, 0, kk * 16));
+    MMA_UNROLL for (int kk = 0; kk < HEAD_DIM_V / 16; ++kk) /* V and dO */
+      WK_SS(BLOCK_N)(dp, wg_desc_k(v_s, BLOCK_M, HEAD_DIM_V, kr0, kk * 16),
+                     wg_desc_k(ot, BLOCK_N, HEAD_DIM_V, 0, kk * 16));
+    wg_commit();
+    wg_wait0();
+    WG_TIE(sc, NT);
+    WG_TIE(dp, NT);
+
+    /* Rows are keys, columns queries. */
+    const float slope_l2 = (flags & 2) ? alibi[h] * FCL_LOG2E : 0.0f;
+    const bool full = i0 + BLOCK_N <= s.sq && j0 >= i0 + BLOCK_N - 1 + diag - wl &&
+                      j_last <= i0 + diag + wr;
+    uint4 pf[NT / 2], dsf[NT / 2]; /* P^T and dS^T as A fragments, k = queries */
+    MMA_UNROLL for (int n = 0; n < NT; ++n) {
+      const int i = i0 + n * 8 + 2 * t4;
+      float p0, p1, p2, p3;
+      float4 ds;
+      ds.x = bm_ds(sc[n].x, dp[n].x, i, ra, full, diag, sq, sk, wl, wr, qk_scale, softcap_l2,
+                   slope_l2, l2[n].x, dl[n].x, scale, &p0);
+      ds.y = bm_ds(sc[n].y, dp[n].y, i + 1, ra, full, diag, sq, sk, wl, wr, qk_scale,
+                   softcap_l2, slope_l2, l2[n].y, dl[n].y, scale, &p1);
+      ds.z = bm_ds(sc[n].z, dp[n].z, i, rb, full, diag, sq, sk, wl, wr, qk_scale, softcap_l2,
+                   slope_l2, l2[n].x, dl[n].x, scale, &p2);
+      ds.w = bm_ds(sc[n].w, dp[n].w, i + 1, rb, full, diag, sq, sk, wl, wr, qk_scale,
+                   softcap_l2, slope_l2, l2[n].y, dl[n].y, scale, &p3);
+      MMA_PACK_A(pf, n, (float4)(p0, p1, p2, p3));
+      MMA_PACK_A(dsf, n, ds);
+    }
+
+    WG_TIE(gv, HEAD_DIM_V / 8);
+    WG_TIE(gk, HEAD_DIM / 8);
+    wg_fence();
+    MMA_UNROLL for (int kk = 0; kk < BLOCK_N / 16; ++kk) /* dO: rows k */
+      WK_RS(HEAD_DIM_V)(gv, pf[kk], wg_desc_n(ot, BLOCK_N, HEAD_DIM_V, kk * 16));
+    MMA_UNROLL for (int kk = 0; kk < BLOCK_N / 16; ++kk) /* Q: rows k */
+      WK_RS(HEAD_DIM)(gk, dsf[kk], wg_desc_n(qt, BLOCK_N, HEAD_DIM, kk * 16));
+    wg_commit();
+    wg_wait0();
+    WG_TIE_A(pf, NT / 2); /* P^T and dS^T stay until here (wgmma.cl) */
+    WG_TIE_A(dsf, NT / 2);
+    WG_TIE(gv, HEAD_DIM_V / 8);
+    WG_TIE(gk, HEAD_DIM / 8);
+    if (STAGES == 1) { /* the next tile into the one stage, once all have read it */
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if (t + 1 < ntiles) WK_LOAD(t + 1, 0);
+    }
+  }
+#undef WK_LOAD
+#undef WK_HEAD
+#undef WK_ROW0
+
+  mma_cp_wait_all(); /* K and V, where no tile ran */
+  const long dkb = bm_base(dk_off, dk_sb, dk_ss, dk_sh, b, s.k_tok, hk);
+  const long dvb = bm_base(dv_off, dv_sb, dv_ss, dv_sh, b, s.k_tok, hk);
+  BM_STORE_ROWS(dk, dkb, dk_ss, HEAD_DIM, HEAD_DIM / 8, gk, ra, rb, sk);
+  BM_STORE_ROWS(dv, dvb, dv_ss, HEAD_DIM_V, HEAD_DIM_V / 8, gv, ra, rb, sk);
+}
+
+#endif /* !FCL_NONFINITE */
