@@ -21,11 +21,11 @@
  * forward's o and lse with dO as input.
  * wgmma: the Hopper forward (cl/attention/attention_fwd_wgmma.cl) with
  * one and two warpgroups and every key-tile width it takes, and the
- * backward with its dK/dV on wgmma (cl/attention/attention_bwd_wgmma_dkdv.cl):
- * one and two warpgroups of keys, query tiles of 16 to 96 in one and two
- * stages, GQA, varlen, windows, softcap, ALiBi, a NaN in v, and a NaN in
- * k, whose kv head then runs the mma.sync dK/dV kernel beside the wgmma
- * one.
+ * backward with dQ and dK/dV on wgmma (cl/attention/attention_bwd_wgmma_*.cl):
+ * one and two warpgroups of keys or queries, tiles of 16 to 128 in one and
+ * two stages, GQA, varlen, windows, softcap, ALiBi, a NaN in v, and a NaN in
+ * k, whose kv head then runs the mma.sync dQ and dK/dV kernels beside
+ * the wgmma ones.
  * Elsewhere each mode says that its kernel does not run and passes. */
 #include "op_harness.h"
 #define FCL_STATIC_LINKING_ONLY
@@ -103,12 +103,12 @@ static const forced_case mma_cases[] = {
 #define W3 "WARPS=8,BLOCK_N=16"
 #define W4 "WARPS=4,BLOCK_N=48"
 #define W5 "WARPS=8,BLOCK_N=32"
-/* dQ's shape (mma.sync), then the wgmma dK/dV kernel's (WK_) */
-#define G1 "WARPS=4,BLOCK_N=32,MT=1,STAGES=2,WK_WARPS=4,WK_BLOCK_N=64,WK_STAGES=2"
-#define G2 "WARPS=2,BLOCK_N=16,MT=1,STAGES=1,WK_WARPS=8,WK_BLOCK_N=16,WK_STAGES=2"
-#define G3 "WARPS=4,BLOCK_N=16,MT=1,STAGES=2,WK_WARPS=4,WK_BLOCK_N=32,WK_STAGES=1"
-#define G4 "WARPS=4,BLOCK_N=64,MT=1,STAGES=2,WK_WARPS=4,WK_BLOCK_N=48,WK_STAGES=2"
-#define G5 "WARPS=2,BLOCK_N=32,MT=1,STAGES=2,WK_WARPS=8,WK_BLOCK_N=96,WK_STAGES=1"
+/* The wgmma dK/dV kernel's shape (WK_), then dQ's (WQ_) */
+#define G1 "WK_WARPS=4,WK_BLOCK_N=64,WK_STAGES=2,WQ_WARPS=4,WQ_BLOCK_N=64,WQ_STAGES=2"
+#define G2 "WK_WARPS=8,WK_BLOCK_N=16,WK_STAGES=2,WQ_WARPS=8,WQ_BLOCK_N=32,WQ_STAGES=1"
+#define G3 "WK_WARPS=4,WK_BLOCK_N=32,WK_STAGES=1,WQ_WARPS=4,WQ_BLOCK_N=16,WQ_STAGES=2"
+#define G4 "WK_WARPS=4,WK_BLOCK_N=48,WK_STAGES=2,WQ_WARPS=4,WQ_BLOCK_N=96,WQ_STAGES=1"
+#define G5 "WK_WARPS=8,WK_BLOCK_N=96,WK_STAGES=1,WQ_WARPS=8,WQ_BLOCK_N=128,WQ_STAGES=1"
 #define W6 "WARPS=4,BLOCK_N=96"
 #define W7 "WARPS=4,BLOCK_N=32"
 static const forced_case wgmma_cases[] = {

@@ -141,27 +141,30 @@ fcl_status fcl_attention_bwd_wgmma_applies(fcl_context *ctx, const fcl_attention
 fcl_status fcl_attention_bwd_wgmma_launch(fcl_context *ctx, const fcl_attention_plan *pl,
                                           const fcl_attention_problem *p, bool *fallback);
 
-/* attention_bwd_mma.c, shared with the wgmma backward, whose parameters
- * begin with the mma row's seven (WARPS BLOCK_N MT STAGES KV_WARPS
- * KV_BLOCK_N KV_STAGES): their defaults and what is wrong with them (NULL:
- * nothing), and the runner of delta, dQ and dK/dV. */
+/* attention_bwd_mma.c, shared with the wgmma backward, whose kernels for
+ * heads with inf or NaN are the mma.sync row's at its defaults: that
+ * row's configuration (WARPS BLOCK_N MT STAGES KV_WARPS KV_BLOCK_N
+ * KV_STAGES) and what is wrong with one (NULL: nothing), and the runner
+ * of delta, dQ and dK/dV. */
 void        fcl_attention_bwd_mma_defaults(const fcl_device_info *dev,
                                            const fcl_tuning_class *cls, fcl_config *cfg);
 const char *fcl_attention_bwd_mma_bad(const fcl_device_info *dev, const fcl_tuning_class *cls,
                                       const fcl_config *cfg);
-/* A dK/dV kernel: its name, warps, keys and query tiles per work-group. */
+/* A dQ or dK/dV kernel: its name, warps, rows (queries or keys) and
+ * tiles (keys or queries) per work-group, tiles in flight. */
 typedef struct {
   const char *name;
   int         warps, rows, n, stages;
-} fcl_attention_bwd_dkdv;
-/* A backward program: its files, build options added to the row's, a name
- * for the log, and the dK/dV kernel of each build (FCL_NONFINITE 0, 1). */
+} fcl_attention_bwd_kernel;
+/* A backward program: its files, build options after the row's, a name
+ * for the log, and the dQ and dK/dV kernels of each build (FCL_NONFINITE
+ * 0, 1); delta takes the work-groups of dq[1]. */
 typedef struct {
-  const char *const     *files;
-  int                    nfiles;
-  const char            *options;
-  const char            *what;
-  fcl_attention_bwd_dkdv dkdv[2];
+  const char *const       *files;
+  int                      nfiles;
+  const char              *options;
+  const char              *what;
+  fcl_attention_bwd_kernel dq[2], dkdv[2];
 } fcl_attention_bwd_kernels;
 fcl_status fcl_attention_bwd_mma_run(fcl_context *ctx, const fcl_attention_plan *pl,
                                      const fcl_attention_problem *p,

@@ -143,7 +143,6 @@ fcl_status fcl_attention_bwd_mma_run(fcl_context *ctx, const fcl_attention_plan 
                                      const fcl_attention_problem *p,
                                      const fcl_attention_bwd_kernels *kn, bool *fallback) {
   const fcl_attention_desc *d = p->d;
-  const bmma_params *c = FCL_CPARAMS(bmma_params, &pl->cfg);
   const size_t es = fcl_dtype_size(p->dtype);
   const int vec = d->head_dim % 8 == 0 && d->head_dim_v % 8 == 0 &&
                   fcl_tensor_aligned(p->q, es, p->varlen, 8) &&
@@ -166,8 +165,8 @@ fcl_status fcl_attention_bwd_mma_run(fcl_context *ctx, const fcl_attention_plan 
   for (int i = 0; i < 2 && built; ++i) {
     char nf_opts[700];
     snprintf(nf_opts, sizeof nf_opts, "%s -DFCL_NONFINITE=%d", opts, i);
-    built = fcl_get_kernel(ctx, kn->files, kn->nfiles, nf_opts, "fcl_attention_bwd_mma_dq",
-                           &k_dq[i]) == FCL_OK &&
+    built = fcl_get_kernel(ctx, kn->files, kn->nfiles, nf_opts, kn->dq[i].name, &k_dq[i]) ==
+                FCL_OK &&
             fcl_get_kernel(ctx, kn->files, kn->nfiles, nf_opts, kn->dkdv[i].name,
                            &k_dkdv[i]) == FCL_OK;
   }
@@ -200,20 +199,26 @@ fcl_status fcl_attention_bwd_mma_run(fcl_context *ctx, const fcl_attention_plan 
       {p->k, p->varlen, p->total_k, d->seqlen_k, d->heads_kv, d->head_dim, 1},
       {p->q, p->varlen, p->total_q, d->seqlen_q, d->heads_q, d->head_dim, sc->group},
       {p->dout, p->varlen, p->total_q, d->seqlen_q, d->heads_q, d->head_dim_v, sc->group}};
-  const size_t wq = (size_t)c->WARPS * 32, bq = (size_t)c->WARPS * 16 * (size_t)c->MT;
-  size_t gq[3] = {((size_t)d->seqlen_q + bq - 1) / bq * wq, 1, (size_t)(d->batch * d->heads_q)};
-  size_t lq[3] = {wq, 1, 1};
+  const fcl_attention_bwd_kernel *q0 = &kn->dq[0], *q1 = &kn->dq[1];
+  const fcl_attention_bwd_kernel *k0 = &kn->dkdv[0], *k1 = &kn->dkdv[1];
   fcl_log(ctx,
-          "attention backward: %s; dQ %d warps (m16 tiles a warp %d), tiles of %d, %d "
-          "stage(s); dK/dV %d warps, %d keys, tiles of %d, %d stage(s) (heads with inf or NaN: "
-          "%d warps, %d keys)%s%s",
-          kn->what, c->WARPS, c->MT, c->BLOCK_N, c->STAGES, kn->dkdv[0].warps,
-          kn->dkdv[0].rows, kn->dkdv[0].n, kn->dkdv[0].stages, kn->dkdv[1].warps,
-          kn->dkdv[1].rows, vec ? ", cp.async" : "", general ? ", general scores" : "");
-  if ((s = fcl_launch(ctx, k_delta, &a, gq, lq, "enqueueing backward delta (mma)")) ||
+          "attention backward: %s; dQ %d warps, %d rows, tiles of %d, %d stage(s); dK/dV %d "
+          "warps, %d keys, tiles of %d, %d stage(s); heads with inf or NaN: dQ %d warps, %d rows, "
+          "dK/dV %d warps, %d keys%s%s",
+          kn->what, q0->warps, q0->rows, q0->n, q0->stages, k0->warps, k0->rows, k0->n,
+          k0->stages, q1->warps, q1->rows, k1->warps, k1->rows, vec ? ", cp.async" : "",
+          general ? ", general scores" : "");
+  const size_t wd = (size_t)q1->warps * 32, bd = (size_t)q1->rows;
+  size_t gd[3] = {((size_t)d->seqlen_q + bd - 1) / bd * wd, 1, (size_t)(d->batch * d->heads_q)};
+  size_t ld[3] = {wd, 1, 1};
+  if ((s = fcl_launch(ctx, k_delta, &a, gd, ld, "enqueueing backward delta (mma)")) ||
       (s = fcl_nonfinite_flags(ctx, scan, nfin, 3, (int)d->heads_kv, &nf_flags)))
     return s;
   for (int i = 0; i < 2; ++i) {
+    const size_t wq = (size_t)kn->dq[i].warps * 32, bq = (size_t)kn->dq[i].rows;
+    size_t gq[3] = {((size_t)d->seqlen_q + bq - 1) / bq * wq, 1,
+                    (size_t)(d->batch * d->heads_q)};
+    size_t lq[3] = {wq, 1, 1};
     const size_t wk = (size_t)kn->dkdv[i].warps * 32, bk = (size_t)kn->dkdv[i].rows;
     size_t gk[3] = {((size_t)d->seqlen_k + bk - 1) / bk * wk, 1,
                     (size_t)(d->batch * d->heads_kv)};
@@ -226,7 +231,7 @@ fcl_status fcl_attention_bwd_mma_run(fcl_context *ctx, const fcl_attention_plan 
     FCL_ARG(&ag[0], p->dq->buffer); fcl_arg_tensor(&ag[0], p->dq);
     FCL_ARG(&ag[1], p->dk->buffer); fcl_arg_tensor(&ag[1], p->dk);
     FCL_ARG(&ag[1], p->dv->buffer); fcl_arg_tensor(&ag[1], p->dv);
-    if ((s = fcl_launch(ctx, k_dq[i], &ag[0], gq, lq, "enqueueing backward dq (mma)")) ||
+    if ((s = fcl_launch(ctx, k_dq[i], &ag[0], gq, lq, "enqueueing backward dq")) ||
         (s = fcl_launch(ctx, k_dkdv[i], &ag[1], gk, lk, "enqueueing backward dk/dv")))
       return s;
   }
@@ -236,9 +241,11 @@ fcl_status fcl_attention_bwd_mma_run(fcl_context *ctx, const fcl_attention_plan 
 fcl_status fcl_attention_bwd_mma_launch(fcl_context *ctx, const fcl_attention_plan *pl,
                                         const fcl_attention_problem *p, bool *fallback) {
   const bmma_params *c = FCL_CPARAMS(bmma_params, &pl->cfg);
-  const fcl_attention_bwd_dkdv kv = {"fcl_attention_bwd_mma_dkdv", c->KV_WARPS,
-                                     16 * c->KV_WARPS * c->MT, c->KV_BLOCK_N, c->KV_STAGES};
+  const fcl_attention_bwd_kernel dq = {"fcl_attention_bwd_mma_dq", c->WARPS,
+                                       16 * c->WARPS * c->MT, c->BLOCK_N, c->STAGES};
+  const fcl_attention_bwd_kernel kv = {"fcl_attention_bwd_mma_dkdv", c->KV_WARPS,
+                                       16 * c->KV_WARPS * c->MT, c->KV_BLOCK_N, c->KV_STAGES};
   const fcl_attention_bwd_kernels kn = {files, (int)FCL_COUNT(files), "", "tensor cores",
-                                        {kv, kv}};
+                                        {dq, dq}, {kv, kv}};
   return fcl_attention_bwd_mma_run(ctx, pl, p, &kn, fallback);
 }

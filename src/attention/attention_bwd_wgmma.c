@@ -1,96 +1,102 @@
 /* The Hopper backward of attention: the tensor-core backward
- * (attention_bwd_mma.c: delta, dQ on mma.sync) with its dK/dV kernel on
- * wgmma (cl/attention/attention_bwd_wgmma_dkdv.cl, built for sm_90a through
- * core/ptx_retarget.c). Heads with inf or NaN in K, Q or dO run the
- * mma.sync dK/dV kernel of the other build. f16 and bf16, head dims among
+ * (attention_bwd_mma.c: delta on mma.sync, the runner) with its dQ and
+ * dK/dV kernels on wgmma (cl/attention/attention_bwd_wgmma_*.cl, built for
+ * sm_90a through core/ptx_retarget.c). Heads with inf or NaN in K, Q or
+ * dO run the mma.sync dQ and dK/dV kernels of the other build, at the
+ * mma.sync row's defaults. f16 and bf16, head dims among
  * wgmma's N, 16-byte rows, where core/wgmma_probe.c found the products
  * right; anything else, or a build that fails, goes to the next row. */
 #include "attention/attention.h"
 
 #include <stdio.h>
 
-/* dQ's four, as the mma.sync row's first four, then the wgmma dK/dV
- * kernel's warps (4 or 8: 64 keys a warpgroup), queries per tile (an N of
- * cl/common/wgmma_ops.cl) and tiles in flight. The mma.sync dK/dV kernel
- * (heads with inf or NaN only) takes the mma.sync row's defaults. */
-#define PARAMS(X) X(WARPS) X(BLOCK_N) X(MT) X(STAGES) X(WK_WARPS) X(WK_BLOCK_N) X(WK_STAGES)
+/* The wgmma dK/dV kernel's warps (4 or 8: 64 keys a warpgroup), queries
+ * per tile (an N of cl/common/wgmma_ops.cl) and tiles in flight; the
+ * wgmma dQ kernel's likewise (64 query rows a warpgroup, keys a tile). */
+#define PARAMS(X) X(WK_WARPS) X(WK_BLOCK_N) X(WK_STAGES) X(WQ_WARPS) X(WQ_BLOCK_N) X(WQ_STAGES)
 FCL_PARAM_STRUCT(bwg_params, PARAMS);
 
-/* The mma.sync row's configuration with this one's dQ. */
-static void mma_config(const fcl_device_info *dev, const fcl_tuning_class *cls,
-                       const fcl_config *cfg, fcl_config *mma) {
-  *mma = *cfg;
-  fcl_attention_bwd_mma_defaults(dev, cls, mma);
-  for (int i = 0; i < 4; ++i) mma->v[i] = cfg->v[i];
-}
+/* One wgmma kernel's shape: warps, tile, stages. */
+typedef struct {
+  int warps, n, stages;
+} wg_shape;
 
 static bool wgmma_n(int64_t n) {
   return n == 16 || n == 32 || n == 48 || n == 64 || n == 96 || n == 128;
 }
 
-/* K and V of the block, the stages' Q and dO tiles, each aligned to 1024
- * bytes (the kernel's arrays), and the emulation's scratch. */
-static size_t local_bytes(const fcl_device_info *dev, const fcl_tuning_class *cls,
-                          const bwg_params *c) {
+/* A kernel's own rows (16 a warp) of the q/k and v widths, the stages'
+ * tiles of them, each array aligned to 1024 bytes (the kernels'), and the
+ * emulation's scratch: dK/dV's K, V and Q, dO tiles; dQ's Q, dO and K, V. */
+static size_t local_bytes(const fcl_device_info *dev, const fcl_tuning_class *cls, wg_shape k) {
   const size_t d = (size_t)cls->head_dim, dv = (size_t)cls->head_dim_v;
-  const size_t keys = 16 * (size_t)c->WK_WARPS, n = (size_t)c->WK_STAGES * (size_t)c->WK_BLOCK_N;
+  const size_t rows = 16 * (size_t)k.warps, n = (size_t)k.stages * (size_t)k.n;
 #define R1K(x) (((x) + 1023) / 1024 * 1024)
-  return R1K(2 * keys * d) + R1K(2 * keys * dv) + R1K(2 * n * d) + R1K(2 * n * dv) +
-         (dev->mma_emulate ? 1024u * (size_t)c->WK_WARPS : 0);
+  return R1K(2 * rows * d) + R1K(2 * rows * dv) + R1K(2 * n * d) + R1K(2 * n * dv) +
+         (dev->mma_emulate ? 1024u * (size_t)k.warps : 0);
 #undef R1K
 }
 
-static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fcl_config *cfg) {
-  fcl_attention_bwd_mma_defaults(dev, cls, cfg); /* the first four */
-  bwg_params *c = FCL_PARAMS(bwg_params, cfg);
-  /* One warpgroup; the most queries a tile that 48 KiB takes, in two
-   * stages where they fit (D = 64: 64 in two, D = 128: 32 in one). */
-  c->WK_WARPS = 4, c->WK_BLOCK_N = 64, c->WK_STAGES = 2;
-  while (local_bytes(dev, cls, c) > dev->local_mem && c->WK_BLOCK_N > 16) {
-    if (c->WK_STAGES == 2 && c->WK_BLOCK_N <= 32) c->WK_STAGES = 1, c->WK_BLOCK_N = 64;
-    else c->WK_BLOCK_N = c->WK_BLOCK_N == 48 ? 32 : c->WK_BLOCK_N - 16;
+/* One warpgroup; the longest tile that 48 KiB takes, in two stages where
+ * they fit (D = 64: 64 in two, D = 128: 32 in one). */
+static wg_shape fit(const fcl_device_info *dev, const fcl_tuning_class *cls) {
+  wg_shape k = {4, 64, 2};
+  while (local_bytes(dev, cls, k) > dev->local_mem && k.n > 16) {
+    if (k.stages == 2 && k.n <= 32) k.stages = 1, k.n = 64;
+    else k.n = k.n == 48 ? 32 : k.n - 16;
   }
+  return k;
+}
+
+static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fcl_config *cfg) {
+  bwg_params *c = FCL_PARAMS(bwg_params, cfg);
+  const wg_shape k = fit(dev, cls);
+  c->WK_WARPS = c->WQ_WARPS = k.warps;
+  c->WK_BLOCK_N = c->WQ_BLOCK_N = k.n;
+  c->WK_STAGES = c->WQ_STAGES = k.stages;
+}
+
+static const char *bad_shape(const fcl_device_info *dev, const fcl_tuning_class *cls,
+                             wg_shape k) {
+  if ((k.warps != 4 && k.warps != 8) || !wgmma_n(k.n) || k.stages < 1 || k.stages > 2)
+    return "warps 4 or 8, a tile of 16, 32, 48, 64, 96 or 128, 1 or 2 stages";
+  if ((size_t)k.warps * 32 > dev->max_wg) return "work-group larger than the device allows";
+  if (local_bytes(dev, cls, k) > dev->local_mem) return "local memory exceeded";
+  return NULL;
 }
 
 static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const fcl_config *cfg,
                   char *why, size_t why_size) {
   const bwg_params *c = FCL_CPARAMS(bwg_params, cfg);
-  fcl_config mma;
-  mma_config(dev, cls, cfg, &mma);
-  const char *bad = fcl_attention_bwd_mma_bad(dev, cls, &mma);
-  if (bad) {
-  } else if ((c->WK_WARPS != 4 && c->WK_WARPS != 8) || !wgmma_n(c->WK_BLOCK_N) ||
-             c->WK_STAGES < 1 || c->WK_STAGES > 2) {
-    bad = "WK_WARPS 4 or 8, WK_BLOCK_N one of 16, 32, 48, 64, 96, 128, WK_STAGES 1 or 2";
-  } else if (c->MT != 1) {
-    bad = "MT 1 (the wgmma dK/dV kernel's warps own 16 keys)";
-  } else if ((size_t)c->WK_WARPS * 32 > dev->max_wg) {
-    bad = "work-group larger than the device allows (wgmma dK/dV)";
-  } else if (local_bytes(dev, cls, c) > dev->local_mem) {
-    bad = "local memory exceeded (wgmma dK/dV)";
-  }
-  if (bad && why) snprintf(why, why_size, "%s", bad);
+  fcl_config mma = {{0}};
+  fcl_attention_bwd_mma_defaults(dev, cls, &mma);
+  const char *bad = fcl_attention_bwd_mma_bad(dev, cls, &mma), *which = "mma.sync kernels";
+  if (!bad)
+    bad = bad_shape(dev, cls, (wg_shape){c->WK_WARPS, c->WK_BLOCK_N, c->WK_STAGES}),
+    which = "WK_: dK/dV";
+  if (!bad)
+    bad = bad_shape(dev, cls, (wg_shape){c->WQ_WARPS, c->WQ_BLOCK_N, c->WQ_STAGES}),
+    which = "WQ_: dQ";
+  if (bad && why) snprintf(why, why_size, "%s (%s)", bad, which);
   return bad == NULL;
 }
 
-/* dQ's shape and the wgmma dK/dV kernel's; the mma.sync dK/dV kernel runs
- * only heads with inf or NaN and keeps its defaults. */
 static int axes(const fcl_tuning_class *cls, fcl_axis *a) {
   (void)cls;
-  a[0] = (fcl_axis){"WARPS", 4, {1, 2, 4, 8}};
-  a[1] = (fcl_axis){"BLOCK_N", 8, {16, 32, 48, 64, 80, 96, 112, 128}};
-  a[2] = (fcl_axis){"STAGES", 2, {1, 2}};
-  a[3] = (fcl_axis){"WK_WARPS", 2, {4, 8}};
-  a[4] = (fcl_axis){"WK_BLOCK_N", 6, {16, 32, 48, 64, 96, 128}};
-  a[5] = (fcl_axis){"WK_STAGES", 2, {1, 2}};
+  a[0] = (fcl_axis){"WK_WARPS", 2, {4, 8}};
+  a[1] = (fcl_axis){"WK_BLOCK_N", 6, {16, 32, 48, 64, 96, 128}};
+  a[2] = (fcl_axis){"WK_STAGES", 2, {1, 2}};
+  a[3] = (fcl_axis){"WQ_WARPS", 2, {4, 8}};
+  a[4] = (fcl_axis){"WQ_BLOCK_N", 6, {16, 32, 48, 64, 96, 128}};
+  a[5] = (fcl_axis){"WQ_STAGES", 2, {1, 2}};
   return 6;
 }
 
 static void point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg) {
   (void)cls;
   bwg_params *c = FCL_PARAMS(bwg_params, cfg);
-  c->WARPS = v[0], c->BLOCK_N = v[1], c->STAGES = v[2];
-  c->WK_WARPS = v[3], c->WK_BLOCK_N = v[4], c->WK_STAGES = v[5];
+  c->WK_WARPS = v[0], c->WK_BLOCK_N = v[1], c->WK_STAGES = v[2];
+  c->WQ_WARPS = v[3], c->WQ_BLOCK_N = v[4], c->WQ_STAGES = v[5];
 }
 
 static const char *const files[] = {
@@ -99,7 +105,7 @@ static const char *const files[] = {
     "common/mma_common.cl",               "common/wgmma_ops.cl",
     "common/wgmma.cl",                    "attention/attention_bwd_mma.cl",
     "attention/attention_bwd_mma_dq.cl",  "attention/attention_bwd_mma_dkdv.cl",
-    "attention/attention_bwd_wgmma_dkdv.cl"};
+    "attention/attention_bwd_wgmma_dkdv.cl", "attention/attention_bwd_wgmma_dq.cl"};
 const fcl_variant fcl_variant_attention_bwd_wgmma = {
     "attention_bwd_wgmma", FCL_TUNING_ATTENTION_BWD, files, (int)FCL_COUNT(files),
     {"HEAD_DIM", "HEAD_DIM_V"}, FCL_MAX_HEAD_DIM, true, FCL_PARAM_COUNT(PARAMS),
@@ -132,19 +138,25 @@ fcl_status fcl_attention_bwd_wgmma_launch(fcl_context *ctx, const fcl_attention_
     *fallback = true;
     return FCL_OK;
   }
-  fcl_config mma;
-  mma_config(&ctx->info, &pl->cls, &pl->cfg, &mma);
-  const int kv_warps = mma.v[4], kv_n = mma.v[5], kv_stages = mma.v[6];
-  char opts[128]; /* the mma.sync dK/dV kernel's shape, and sm_90a */
-  snprintf(opts, sizeof opts, " -DKV_WARPS=%d -DKV_BLOCK_N=%d -DKV_STAGES=%d%s", kv_warps, kv_n,
-           kv_stages, ctx->info.mma_emulate ? "" : " " FCL_SM90A_OPTION);
+  fcl_config mma = {{0}}; /* the kernels of heads with inf or NaN */
+  fcl_attention_bwd_mma_defaults(&ctx->info, &pl->cls, &mma);
+  const int *m = mma.v; /* WARPS BLOCK_N MT STAGES KV_WARPS KV_BLOCK_N KV_STAGES */
+  char opts[256];
+  snprintf(opts, sizeof opts,
+           " -DWARPS=%d -DBLOCK_N=%d -DMT=%d -DSTAGES=%d -DKV_WARPS=%d -DKV_BLOCK_N=%d "
+           "-DKV_STAGES=%d%s",
+           m[0], m[1], m[2], m[3], m[4], m[5], m[6],
+           ctx->info.mma_emulate ? "" : " " FCL_SM90A_OPTION);
   const fcl_attention_bwd_kernels kn = {
       files,
       (int)FCL_COUNT(files),
       opts,
-      "wgmma dK/dV",
+      "wgmma",
+      {{"fcl_attention_bwd_wgmma_dq", c->WQ_WARPS, 16 * c->WQ_WARPS, c->WQ_BLOCK_N,
+        c->WQ_STAGES},
+       {"fcl_attention_bwd_mma_dq", m[0], 16 * m[0] * m[2], m[1], m[3]}},
       {{"fcl_attention_bwd_wgmma_dkdv", c->WK_WARPS, 16 * c->WK_WARPS, c->WK_BLOCK_N,
         c->WK_STAGES},
-       {"fcl_attention_bwd_mma_dkdv", kv_warps, 16 * kv_warps * c->MT, kv_n, kv_stages}}};
+       {"fcl_attention_bwd_mma_dkdv", m[4], 16 * m[4] * m[2], m[5], m[6]}}};
   return fcl_attention_bwd_mma_run(ctx, pl, p, &kn, fallback);
 }

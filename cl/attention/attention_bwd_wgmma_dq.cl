@@ -1,0 +1,145 @@
+/* The dQ kernel of the backward on Hopper's warpgroup products (after
+ * attention_bwd_wgmma_dkdv.cl, whose header says how the two are built and
+ * which heads they take). The walk of attention_bwd_mma_dq.cl with its
+ * three products on wgmma: a work-group of WQ_WARPS warps (1 or 2
+ * warpgroups of 64 query rows) owns 16 * WQ_WARPS rows of one query head,
+ * Q and dO in local memory, and walks tiles of WQ_BLOCK_N keys, WQ_STAGES
+ * in flight:
+ *   S = Q K^T, dP = dO V^T   (A and B from local memory, K-major);
+ *   dQ += dS K               (dS from registers; B the same K tile, read
+ *                             N-major).
+ * Each warp's 16 rows keep mma.sync's layouts (attention_bwd_mma.cl's
+ * scores and stores). Only in the build without FCL_NONFINITE. */
+#if !FCL_NONFINITE
+
+#undef WARPS
+#undef BLOCK_N
+#undef STAGES
+#define WARPS WQ_WARPS
+#define BLOCK_N WQ_BLOCK_N
+#define STAGES WQ_STAGES
+
+#if MT != 1 || BLOCK_N % 16 || BLOCK_N > 128 || WARPS % 4 || WARPS > 8 || STAGES < 1 || STAGES > 2
+#error "attention_bwd_wgmma_dq: WQ_BLOCK_N among wgmma's N, 4 or 8 warps"
+#endif
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void fcl_attention_bwd_wgmma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR(dq)) {
+  __local ushort q_s[BLOCK_M * HEAD_DIM] __attribute__((aligned(1024)));
+  __local ushort o_s[BLOCK_M * HEAD_DIM_V] __attribute__((aligned(1024))); /* dO */
+  __local ushort k_s[STAGES * BLOCK_N * HEAD_DIM] __attribute__((aligned(1024)));
+  __local ushort v_s[STAGES * BLOCK_N * HEAD_DIM_V] __attribute__((aligned(1024)));
+  MMA_EMU_DECL(WARPS)
+  const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
+  const int g = lane >> 2, t4 = lane & 3;
+  const int rblk = get_num_groups(0) - 1 - get_group_id(0); /* the most keys first */
+  const int b = get_group_id(2) / heads_q, h = get_group_id(2) % heads_q;
+  const int hk = h / group;
+  if (nf_flags[hk] != 0) return; /* attention_bwd_mma_dq.cl's, built with FCL_NONFINITE */
+  const bm_seq s = bm_sequence(b, seqlen_q, seqlen_k, cu_q, cu_k, flags & 4, stat_sb);
+  const int i0 = rblk * BLOCK_M;
+  if (i0 >= s.sq) return;
+  const long qb = bm_base(q_off, q_sb, q_ss, q_sh, b, s.q_tok, h);
+  const long dob = bm_base(do_off, do_sb, do_ss, do_sh, b, s.q_tok, h);
+  const long kb = bm_base(k_off, k_sb, k_ss, k_sh, b, s.k_tok, hk);
+  const long vb = bm_base(v_off, v_sb, v_ss, v_sh, b, s.k_tok, hk);
+  const int diag = s.sk - s.sq + diag_shift, sk = s.sk, sq = s.sq; /* row i at key i + diag */
+  const float slope_l2 = (flags & 2) ? alibi[h] * FCL_LOG2E : 0.0f;
+  const int qr0 = (warp >> 2) * 64;               /* this warpgroup's rows in the block */
+  const int ra = i0 + warp * 16 + g, rb = ra + 8; /* this lane's rows */
+  float lse2[2], dl[2];
+  MMA_UNROLL for (int e = 0; e < 2; ++e) {
+    const long st = s.stat_row0 + (long)h * stat_sh + min(ra + 8 * e, s.sq - 1);
+    const float a = lse[st];
+    lse2[e] = a == -INFINITY ? INFINITY : a * FCL_LOG2E;
+    dl[e] = delta[st];
+  }
+  const int i_last = min(i0 + BLOCK_M, s.sq) - 1;
+  const int j_lo = max(0, i0 + diag - wl);
+  const int j_hi = min(sk - 1, i_last + diag + wr);
+  const int jt0 = (j_lo / BLOCK_N) * BLOCK_N;
+  const int ntiles = j_hi >= jt0 ? (j_hi - jt0) / BLOCK_N + 1 : 0;
+  /* Key tile it's K and V into stage stg (committed as one group). */
+#define WQ_LOAD(it_, stg_)                                                                   \
+  do {                                                                                       \
+    wg_tile_load(k_s + (stg_) * BLOCK_N * HEAD_DIM, BLOCK_N, HEAD_DIM, k, kb, k_ss,          \
+                 jt0 + (it_) * BLOCK_N, sk, lid, WG);                                        \
+    wg_tile_load(v_s + (stg_) * BLOCK_N * HEAD_DIM_V, BLOCK_N, HEAD_DIM_V, v, vb, v_ss,      \
+                 jt0 + (it_) * BLOCK_N, sk, lid, WG);                                        \
+    mma_cp_commit();                                                                         \
+  } while (0)
+
+  wg_tile_load(q_s, BLOCK_M, HEAD_DIM, q, qb, q_ss, i0, s.sq, lid, WG);
+  wg_tile_load(o_s, BLOCK_M, HEAD_DIM_V, dout, dob, do_ss, i0, s.sq, lid, WG);
+  mma_cp_commit();
+  if (ntiles > 0) WQ_LOAD(0, 0);
+
+  float4 acc[HEAD_DIM / 8];
+  MMA_UNROLL for (int n = 0; n < HEAD_DIM / 8; ++n) acc[n] = (float4)(0.0f);
+
+  for (int it = 0; it < ntiles; ++it) {
+    const int j0 = jt0 + it * BLOCK_N, cur = STAGES == 2 ? (it & 1) : 0;
+    mma_cp_wait_all(); /* tile it (and, the first time, Q and dO) */
+    wg_fence_proxy();
+    barrier(CLK_LOCAL_MEM_FENCE);
+    /* With two stages the next tile comes into the one that tile it - 1
+     * read: every warpgroup waited for its products before the barrier. */
+    if (STAGES == 2 && it + 1 < ntiles) WQ_LOAD(it + 1, cur ^ 1);
+    __local const ushort *kt = k_s + cur * BLOCK_N * HEAD_DIM;
+    __local const ushort *vt = v_s + cur * BLOCK_N * HEAD_DIM_V;
+
+    float4 sc[NT], dp[NT];
+    MMA_UNROLL for (int n = 0; n < NT; ++n) sc[n] = dp[n] = (float4)(0.0f);
+    WG_TIE(sc, NT);
+    WG_TIE(dp, NT);
+    wg_fence();
+    MMA_UNROLL for (int kk = 0; kk < HEAD_DIM / 16; ++kk) /* Q and K: rows m and n */
+      WK_SS(BLOCK_N)(sc, wg_desc_k(q_s, BLOCK_M, HEAD_DIM, qr0, kk * 16),
+                     wg_desc_k(kt, BLOCK_N, HEAD_DIM, 0, kk * 16));
+    MMA_UNROLL for (int kk = 0; kk < HEAD_DIM_V / 16; ++kk) /* dO and V */
+      WK_SS(BLOCK_N)(dp, wg_desc_k(o_s, BLOCK_M, HEAD_DIM_V, qr0, kk * 16),
+                     wg_desc_k(vt, BLOCK_N, HEAD_DIM_V, 0, kk * 16));
+    wg_commit();
+    wg_wait0();
+    WG_TIE(sc, NT);
+    WG_TIE(dp, NT);
+
+    const bool full = j0 >= i_last + diag - wl && j0 + BLOCK_N - 1 <= i0 + diag + wr &&
+                      j0 + BLOCK_N <= sk;
+    uint4 dsf[NT / 2]; /* dS as A fragments, k = keys */
+    MMA_UNROLL for (int n = 0; n < NT; ++n) {
+      const int j = j0 + n * 8 + 2 * t4;
+      float4 ds;
+      float p;
+      ds.x = bm_ds(sc[n].x, dp[n].x, ra, j, full, diag, sq, sk, wl, wr, qk_scale, softcap_l2,
+                   slope_l2, lse2[0], dl[0], scale, &p);
+      ds.y = bm_ds(sc[n].y, dp[n].y, ra, j + 1, full, diag, sq, sk, wl, wr, qk_scale, softcap_l2,
+                   slope_l2, lse2[0], dl[0], scale, &p);
+      ds.z = bm_ds(sc[n].z, dp[n].z, rb, j, full, diag, sq, sk, wl, wr, qk_scale, softcap_l2,
+                   slope_l2, lse2[1], dl[1], scale, &p);
+      ds.w = bm_ds(sc[n].w, dp[n].w, rb, j + 1, full, diag, sq, sk, wl, wr, qk_scale, softcap_l2,
+                   slope_l2, lse2[1], dl[1], scale, &p);
+      MMA_PACK_A(dsf, n, ds);
+    }
+
+    WG_TIE(acc, HEAD_DIM / 8);
+    wg_fence();
+    MMA_UNROLL for (int kk = 0; kk < BLOCK_N / 16; ++kk) /* K: rows k */
+      WK_RS(HEAD_DIM)(acc, dsf[kk], wg_desc_n(kt, BLOCK_N, HEAD_DIM, kk * 16));
+    wg_commit();
+    wg_wait0();
+    WG_TIE_A(dsf, NT / 2); /* dS stays until here (wgmma.cl) */
+    WG_TIE(acc, HEAD_DIM / 8);
+    if (STAGES == 1) { /* the next tile into the one stage, once all have read it */
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if (it + 1 < ntiles) WQ_LOAD(it + 1, 0);
+    }
+  }
+#undef WQ_LOAD
+
+  mma_cp_wait_all(); /* Q and dO, where no tile ran */
+  const long dqb = bm_base(dq_off, dq_sb, dq_ss, dq_sh, b, s.q_tok, h);
+  BM_STORE_ROWS(dq, dqb, dq_ss, HEAD_DIM, HEAD_DIM / 8, acc, ra, rb, s.sq);
+}
+
+#endif /* !FCL_NONFINITE */
