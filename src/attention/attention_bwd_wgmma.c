@@ -37,23 +37,27 @@ static size_t local_bytes(const fcl_device_info *dev, const fcl_tuning_class *cl
 #undef R1K
 }
 
-/* One warpgroup; the longest tile that 48 KiB takes, in two stages where
- * they fit (D = 64: 64 in two, D = 128: 32 in one). */
-static wg_shape fit(const fcl_device_info *dev, const fcl_tuning_class *cls) {
-  wg_shape k = {4, 64, 2};
+/* Shrinks a kernel's shape until it fits in local memory: tiles shorter,
+ * then one stage of 64, shorter again. */
+static wg_shape fit(const fcl_device_info *dev, const fcl_tuning_class *cls, wg_shape k) {
   while (local_bytes(dev, cls, k) > dev->local_mem && k.n > 16) {
     if (k.stages == 2 && k.n <= 32) k.stages = 1, k.n = 64;
-    else k.n = k.n == 48 ? 32 : k.n - 16;
+    else k.n = k.n > 64 ? k.n - 32 : k.n - 16; /* the next of wgmma's N down */
   }
   return k;
 }
 
+/* One warpgroup each. fa-tune's best on the H100 (f16, B4 H32 N4096): at
+ * D = 64 dK/dV takes tiles of 48 queries in two stages and dQ 96 keys in
+ * one (6.46 against 6.98 ms with 64 in two for both); at D = 128 both
+ * take 32 in one stage, all that 48 KiB leaves them. */
 static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fcl_config *cfg) {
   bwg_params *c = FCL_PARAMS(bwg_params, cfg);
-  const wg_shape k = fit(dev, cls);
-  c->WK_WARPS = c->WQ_WARPS = k.warps;
-  c->WK_BLOCK_N = c->WQ_BLOCK_N = k.n;
-  c->WK_STAGES = c->WQ_STAGES = k.stages;
+  const bool small = cls->head_dim <= 64 && cls->head_dim_v <= 64;
+  const wg_shape k = fit(dev, cls, small ? (wg_shape){4, 48, 2} : (wg_shape){4, 64, 2});
+  const wg_shape q = fit(dev, cls, small ? (wg_shape){4, 96, 1} : (wg_shape){4, 64, 2});
+  c->WK_WARPS = k.warps, c->WK_BLOCK_N = k.n, c->WK_STAGES = k.stages;
+  c->WQ_WARPS = q.warps, c->WQ_BLOCK_N = q.n, c->WQ_STAGES = q.stages;
 }
 
 static const char *bad_shape(const fcl_device_info *dev, const fcl_tuning_class *cls,
