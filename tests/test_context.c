@@ -576,15 +576,21 @@ static void test_timing_and_config(void) {
 
   fcl_rwkv6_desc r = FCL_RWKV6_DESC_INIT;
   r.batch = 1, r.seqlen = 1000, r.heads = 2, r.head_dim_k = 64, r.head_dim_v = 32;
-  const struct { fcl_rwkv6_algorithm a; int bwd; const char *kernel; } want[] = {
-      {FCL_RWKV6_RECURRENT, 0, "rwkv6_recurrent"}, {FCL_RWKV6_CHUNKED, 0, "rwkv6_chunked"},
-      {FCL_RWKV6_AUTO, 1, "rwkv6_bwd"}, {FCL_RWKV6_CHUNKED, 1, "rwkv6_bwd_chunked"}};
+  /* The portable kernel, or where the device has tensor cores (NVIDIA)
+   * the mma one (which auto then picks for the backward at this length). */
+  const struct { fcl_rwkv6_algorithm a; int bwd; const char *kernel, *mma; } want[] = {
+      {FCL_RWKV6_RECURRENT, 0, "rwkv6_recurrent", "rwkv6_recurrent"},
+      {FCL_RWKV6_CHUNKED, 0, "rwkv6_chunked", "rwkv6_chunked_mma"},
+      {FCL_RWKV6_AUTO, 1, "rwkv6_bwd", "rwkv6_bwd_chunked_mma"},
+      {FCL_RWKV6_CHUNKED, 1, "rwkv6_bwd_chunked", "rwkv6_bwd_chunked_mma"}};
   for (int i = 0; i < 4; ++i) {
     r.algorithm = want[i].a;
     st = fcl_rwkv6_config(ctx, &r, FCL_BF16, want[i].bwd, &info);
-    CHECK(st == FCL_OK && strcmp(info.kernel, want[i].kernel) == 0 && strstr(info.params, "TC="),
-          "rwkv6_config: %s %s %s, want %s", fcl_status_string(st), info.kernel, info.params,
-          want[i].kernel);
+    CHECK(st == FCL_OK &&
+              (strcmp(info.kernel, want[i].kernel) == 0 || strcmp(info.kernel, want[i].mma) == 0) &&
+              strstr(info.params, "TC="),
+          "rwkv6_config: %s %s %s, want %s or %s", fcl_status_string(st), info.kernel,
+          info.params, want[i].kernel, want[i].mma);
   }
   r.head_dim_k = 0;
   st = fcl_rwkv6_config(ctx, &r, FCL_F32, 0, &info);
