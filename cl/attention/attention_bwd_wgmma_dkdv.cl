@@ -35,6 +35,28 @@
 #error "attention_bwd_wgmma_dkdv: head dims and WK_BLOCK_N among wgmma's N, 4 or 8 warps"
 #endif
 
+/* Declares sc and dp (NT float4 each) and forms sc = A1 B1^T over
+ * HEAD_DIM and dp = A2 B2^T over HEAD_DIM_V, waited for: A the warpgroup's
+ * 64 rows from row0 of a1, a2 (tiles of BLOCK_M rows), B the BLOCK_N rows
+ * of b1, b2; all K-major in local memory. dK/dV's S^T and dP^T (A: K, V;
+ * B: Q, dO), dQ's S and dP (A: Q, dO; B: K, V). */
+#define WK_SCORES(sc, dp, a1, a2, row0, b1, b2)                                               \
+  float4 sc[NT], dp[NT];                                                                      \
+  MMA_UNROLL for (int n_ = 0; n_ < NT; ++n_) sc[n_] = dp[n_] = (float4)(0.0f);               \
+  WG_TIE(sc, NT);                                                                             \
+  WG_TIE(dp, NT);                                                                             \
+  wg_fence();                                                                                 \
+  MMA_UNROLL for (int kk_ = 0; kk_ < HEAD_DIM / 16; ++kk_)                                    \
+    WK_SS(BLOCK_N)(sc, wg_desc_k(a1, BLOCK_M, HEAD_DIM, row0, kk_ * 16),                       \
+                   wg_desc_k(b1, BLOCK_N, HEAD_DIM, 0, kk_ * 16));                            \
+  MMA_UNROLL for (int kk_ = 0; kk_ < HEAD_DIM_V / 16; ++kk_)                                  \
+    WK_SS(BLOCK_N)(dp, wg_desc_k(a2, BLOCK_M, HEAD_DIM_V, row0, kk_ * 16),                     \
+                   wg_desc_k(b2, BLOCK_N, HEAD_DIM_V, 0, kk_ * 16));                          \
+  wg_commit();                                                                                \
+  wg_wait0();                                                                                 \
+  WG_TIE(sc, NT);                                                                             \
+  WG_TIE(dp, NT)
+
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR(dk),
                                   __global fcl_elem *dv, BM_TENSOR(dv)) {
@@ -113,21 +135,7 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
     __local const ushort *qt = q_s + cur * BLOCK_N * HEAD_DIM;
     __local const ushort *ot = o_s + cur * BLOCK_N * HEAD_DIM_V;
 
-    float4 sc[NT], dp[NT];
-    MMA_UNROLL for (int n = 0; n < NT; ++n) sc[n] = dp[n] = (float4)(0.0f);
-    WG_TIE(sc, NT);
-    WG_TIE(dp, NT);
-    wg_fence();
-    MMA_UNROLL for (int kk = 0; kk < HEAD_DIM / 16; ++kk) /* K and Q: rows m and n */
-      WK_SS(BLOCK_N)(sc, wg_desc_k(k_s, BLOCK_M, HEAD_DIM, kr0, kk * 16),
-                     wg_desc_k(qt, BLOCK_N, HEAD_DIM, 0, kk * 16));
-    MMA_UNROLL for (int kk = 0; kk < HEAD_DIM_V / 16; ++kk) /* V and dO */
-      WK_SS(BLOCK_N)(dp, wg_desc_k(v_s, BLOCK_M, HEAD_DIM_V, kr0, kk * 16),
-                     wg_desc_k(ot, BLOCK_N, HEAD_DIM_V, 0, kk * 16));
-    wg_commit();
-    wg_wait0();
-    WG_TIE(sc, NT);
-    WG_TIE(dp, NT);
+    WK_SCORES(sc, dp, k_s, v_s, kr0, qt, ot); /* S^T = K Q^T, dP^T = V dO^T */
 
     /* Rows are keys, columns queries. */
     const float slope_l2 = (flags & 2) ? alibi[h] * FCL_LOG2E : 0.0f;

@@ -88,21 +88,7 @@ void fcl_attention_bwd_wgmma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR
     __local const ushort *kt = k_s + cur * BLOCK_N * HEAD_DIM;
     __local const ushort *vt = v_s + cur * BLOCK_N * HEAD_DIM_V;
 
-    float4 sc[NT], dp[NT];
-    MMA_UNROLL for (int n = 0; n < NT; ++n) sc[n] = dp[n] = (float4)(0.0f);
-    WG_TIE(sc, NT);
-    WG_TIE(dp, NT);
-    wg_fence();
-    MMA_UNROLL for (int kk = 0; kk < HEAD_DIM / 16; ++kk) /* Q and K: rows m and n */
-      WK_SS(BLOCK_N)(sc, wg_desc_k(q_s, BLOCK_M, HEAD_DIM, qr0, kk * 16),
-                     wg_desc_k(kt, BLOCK_N, HEAD_DIM, 0, kk * 16));
-    MMA_UNROLL for (int kk = 0; kk < HEAD_DIM_V / 16; ++kk) /* dO and V */
-      WK_SS(BLOCK_N)(dp, wg_desc_k(o_s, BLOCK_M, HEAD_DIM_V, qr0, kk * 16),
-                     wg_desc_k(vt, BLOCK_N, HEAD_DIM_V, 0, kk * 16));
-    wg_commit();
-    wg_wait0();
-    WG_TIE(sc, NT);
-    WG_TIE(dp, NT);
+    WK_SCORES(sc, dp, q_s, o_s, qr0, kt, vt); /* S = Q K^T, dP = dO V^T */
 
     const bool full = j0 >= i_last + diag - wl && j0 + BLOCK_N - 1 <= i0 + diag + wr &&
                       j0 + BLOCK_N <= sk;
