@@ -24,6 +24,9 @@ static const char usage[] =
     "                    decode: new query tokens per sequence (1)\n"
     "  --seqlen-q N      query length (overrides --seqlen); RWKV6: T; decode: new tokens\n"
     "  --seqlen-k N      key length (overrides --seqlen); attention only\n"
+    "  --varlen LIST     attention: one packed batch of sequences of these lengths\n"
+    "                    (cu_seqlens, as FlashAttention's varlen calls), in place of\n"
+    "                    --batch and --seqlen; rows show the count and the longest\n"
     "  --head-dim N      q/k head dimension; RWKV6: K (64)\n"
     "  --head-dim-v N    v/o head dimension; RWKV6: V (= --head-dim)\n"
     "  --dtype LIST      f32, f16, bf16 (f32,f16)\n"
@@ -190,7 +193,7 @@ static int one_count(const char *opt, const char *s, int i, void *dst) { /* 0 al
 int bench_parse_args(int argc, char **argv, bench_args *a) {
   bench_args d = {NULL, 1, 8, 0, 64, 0, {1024}, {1024}, 1, {FCL_F32, FCL_F16}, 2,
                   {0, 1}, 2, {OP_FWD, OP_RWKV6_FWD}, 2, {FCL_RWKV6_AUTO}, 1, 0, 0, 0,
-                  OUT_TABLE, 0, 1, 0.0, 0, 0, {0}, 0, {0}, 0, {0}, 0, 0};
+                  OUT_TABLE, 0, 1, 0.0, 0, 0, {0}, 0, {0}, 0, {0}, 0, 0, {0}, 0};
   int64_t sq = 0, sk = 0, iters = 10, warmup = 2, check = 1, peak = 1;
   const struct { const char *name; int64_t *dst, min, max; } ints[] = {
       {"--batch", &a->batch, 1, INT_MAX},       {"--heads", &a->heads, 1, INT_MAX},
@@ -202,7 +205,7 @@ int bench_parse_args(int argc, char **argv, bench_args *a) {
       {"--peak", &peak, 0, 1}};
   const char *const others[] = {"--device", "--seqlen", "--dtype", "--causal", "--op",
                                 "--algorithm", "--context", "--page-size", "--num-splits",
-                                "--peak-gbps"};
+                                "--peak-gbps", "--varlen"};
   const int n_others = (int)(sizeof others / sizeof others[0]);
   *a = d;
   for (int i = 1; i < argc; i++) {
@@ -243,6 +246,8 @@ int bench_parse_args(int argc, char **argv, bench_args *a) {
       rc = (a->n_seqlen = parse_list(arg, val, one_len, a->seqlen_q)) < 0;
       memcpy(a->seqlen_k, a->seqlen_q, sizeof a->seqlen_k);
       a->seqlen_set = 1;
+    } else if (!strcmp(arg, "--varlen")) {
+      rc = (a->n_varlen = parse_list(arg, val, one_len, a->varlen)) < 0;
     } else if (!strcmp(arg, "--dtype")) {
       rc = (a->n_dtypes = parse_list(arg, val, one_dtype, a->dtypes)) < 0;
     } else if (!strcmp(arg, "--causal")) {

@@ -6,7 +6,7 @@
 
 #include "flashcl.h"
 
-#define BENCH_MAX_LIST 8
+#define BENCH_MAX_LIST 16
 
 typedef enum { OUT_TABLE, OUT_CSV, OUT_JSON } bench_output;
 
@@ -42,6 +42,10 @@ typedef struct {
   int64_t     num_splits[BENCH_MAX_LIST];   /* --num-splits: 0 the library's choice */
   int         n_num_splits;
   int         append;    /* --append: k_new/v_new written to the cache in the call */
+  /* --varlen: attention on one packed batch of these sequence lengths
+   * (cu_seqlens; queries and keys alike), in place of --batch and --seqlen */
+  int64_t     varlen[BENCH_MAX_LIST];
+  int         n_varlen;
 } bench_args;
 
 /* Fills *a from argv. Returns 0 to go on, 1 when --help was printed (exit 0),

@@ -14,6 +14,11 @@
  * 2^32, else not at all (UNCHECKED). Every gradient is also checked to be
  * finite.
  *
+ * With --varlen the batch is packed (cu_seqlens; every sequence its own
+ * length, queries and keys alike): fwd checks sampled rows as above,
+ * each against its own sequence; bwd checks the last kv head of the last
+ * sequence (PASS-slice).
+ *
  * With --baseline, each fwd case also runs the unfused attention of
  * baseline.c on the same buffers, checked the same way (impl "unfused",
  * gain = its time / flashcl's). Rows carry the FLOP, instruction-model and
@@ -41,19 +46,32 @@ typedef attn_shape shape;
 
 typedef struct {       /* host copies and device buffers */
   void  *q, *k, *v, *g;   /* g: dout (bwd only) */
-  cl_mem bq, bk, bv, bo, blse;
+  cl_mem bq, bk, bv, bo, blse, bcu; /* bcu: cu_seqlens (varlen) */
   cl_mem bdo, bgq, bgk, bgv; /* bwd only: dout and the gradients */
 } inputs;
 
-static size_t n_q(const shape *s) { return (size_t)(s->b * s->sq * s->h * s->d); }
-static size_t n_k(const shape *s) { return (size_t)(s->b * s->sk * s->hkv * s->d); }
-static size_t n_v(const shape *s) { return (size_t)(s->b * s->sk * s->hkv * s->dv); }
-static size_t n_o(const shape *s) { return (size_t)(s->b * s->sq * s->h * s->dv); }
-static size_t n_lse(const shape *s) { return (size_t)(s->b * s->h * s->sq); }
+/* Sequence b's first query (key) token and its length; all tokens. */
+static int64_t q0_of(const shape *s, int64_t b) { return s->cu ? s->cu[b] : b * s->sq; }
+static int64_t k0_of(const shape *s, int64_t b) { return s->cu ? s->cu[b] : b * s->sk; }
+static int64_t sq_of(const shape *s, int64_t b) { return s->cu ? s->cu[b + 1] - s->cu[b] : s->sq; }
+static int64_t sk_of(const shape *s, int64_t b) { return s->cu ? s->cu[b + 1] - s->cu[b] : s->sk; }
+static int64_t tq(const shape *s) { return q0_of(s, s->b); }
+static int64_t tk(const shape *s) { return k0_of(s, s->b); }
+
+static size_t n_q(const shape *s) { return (size_t)(tq(s) * s->h * s->d); }
+static size_t n_k(const shape *s) { return (size_t)(tk(s) * s->hkv * s->d); }
+static size_t n_v(const shape *s) { return (size_t)(tk(s) * s->hkv * s->dv); }
+static size_t n_o(const shape *s) { return (size_t)(tq(s) * s->h * s->dv); }
+static size_t n_lse(const shape *s) { return (size_t)(s->h * tq(s)); }
+/* Where lse of (sequence b, head h, row i) is: [b, h, sq], varlen [h, total]. */
+static size_t lse_at(const shape *s, int64_t b, int64_t h, int64_t i) {
+  return (size_t)(s->cu ? h * tq(s) + s->cu[b] + i : (b * s->h + h) * s->sq + i);
+}
 
 static void inputs_free(inputs *in) {
   free(in->q), free(in->k), free(in->v), free(in->g);
-  cl_mem m[] = {in->bq, in->bk, in->bv, in->bo, in->blse, in->bdo, in->bgq, in->bgk, in->bgv};
+  cl_mem m[] = {in->bq,  in->bk,  in->bv,  in->bo,  in->blse,
+                in->bdo, in->bgq, in->bgk, in->bgv, in->bcu};
   for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
     if (m[i]) clReleaseMemObject(m[i]);
   memset(in, 0, sizeof *in);
@@ -76,6 +94,8 @@ static int inputs_make(fcl_context *ctx, const shape *s, int bwd, inputs *in) {
   cl_int err = in->q && in->k && in->v && (!bwd || in->g) ? CL_SUCCESS : CL_OUT_OF_HOST_MEMORY;
   for (int i = 0; i < (bwd ? 9 : 5) && err == CL_SUCCESS; i++)
     *dev[i] = bench_upload(ctx, host[i], bytes[i], &err);
+  if (s->cu && err == CL_SUCCESS)
+    in->bcu = bench_upload(ctx, s->cu, (size_t)(s->b + 1) * sizeof *s->cu, &err);
   if (err != CL_SUCCESS) {
     fprintf(stderr, "fa-bench: could not allocate or upload the inputs (OpenCL error %d)\n",
             err);
@@ -90,22 +110,27 @@ typedef struct {
   const inputs *in;
 } call_args;
 
-static fcl_attention_desc make_desc(const shape *s) {
+static fcl_attention_desc make_desc(const shape *s, const inputs *in) {
   fcl_attention_desc d = FCL_ATTENTION_DESC_INIT;
   d.batch = s->b, d.seqlen_q = s->sq, d.seqlen_k = s->sk, d.heads_q = s->h;
   d.heads_kv = s->hkv, d.head_dim = s->d, d.head_dim_v = s->dv, d.causal = s->causal;
+  d.cu_seqlens_q = d.cu_seqlens_k = in->bcu;
   return d;
+}
+
+/* A tensor's view: [batch, seq, heads, dim], varlen [1, tokens, heads, dim]. */
+static fcl_tensor view(const shape *s, cl_mem m, int keys, int64_t heads, int64_t dim) {
+  return tu_dense_view(m, s->t, s->cu ? (keys ? tk(s) : tq(s)) : keys ? s->sk : s->sq, heads,
+                       dim);
 }
 
 static fcl_status forward(fcl_context *ctx, const void *arg) {
   const call_args *c = arg;
   const shape *s = c->s;
   const inputs *in = c->in;
-  fcl_attention_desc d = make_desc(s);
-  fcl_tensor q = tu_dense_view(in->bq, s->t, s->sq, s->h, s->d);
-  fcl_tensor k = tu_dense_view(in->bk, s->t, s->sk, s->hkv, s->d);
-  fcl_tensor v = tu_dense_view(in->bv, s->t, s->sk, s->hkv, s->dv);
-  fcl_tensor o = tu_dense_view(in->bo, s->t, s->sq, s->h, s->dv);
+  fcl_attention_desc d = make_desc(s, in);
+  fcl_tensor q = view(s, in->bq, 0, s->h, s->d), k = view(s, in->bk, 1, s->hkv, s->d);
+  fcl_tensor v = view(s, in->bv, 1, s->hkv, s->dv), o = view(s, in->bo, 0, s->h, s->dv);
   fcl_status st = fcl_attention_forward(ctx, &d, &q, &k, &v, &o, in->blse);
   if (st != FCL_OK)
     fprintf(stderr, "fa-bench: fcl_attention_forward: %s\n", fcl_context_last_error(ctx));
@@ -116,15 +141,11 @@ static fcl_status backward(fcl_context *ctx, const void *arg) {
   const call_args *c = arg;
   const shape *s = c->s;
   const inputs *in = c->in;
-  fcl_attention_desc d = make_desc(s);
-  fcl_tensor q = tu_dense_view(in->bq, s->t, s->sq, s->h, s->d);
-  fcl_tensor k = tu_dense_view(in->bk, s->t, s->sk, s->hkv, s->d);
-  fcl_tensor v = tu_dense_view(in->bv, s->t, s->sk, s->hkv, s->dv);
-  fcl_tensor o = tu_dense_view(in->bo, s->t, s->sq, s->h, s->dv);
-  fcl_tensor dout = tu_dense_view(in->bdo, s->t, s->sq, s->h, s->dv);
-  fcl_tensor dq = tu_dense_view(in->bgq, s->t, s->sq, s->h, s->d);
-  fcl_tensor dk = tu_dense_view(in->bgk, s->t, s->sk, s->hkv, s->d);
-  fcl_tensor dv = tu_dense_view(in->bgv, s->t, s->sk, s->hkv, s->dv);
+  fcl_attention_desc d = make_desc(s, in);
+  fcl_tensor q = view(s, in->bq, 0, s->h, s->d), k = view(s, in->bk, 1, s->hkv, s->d);
+  fcl_tensor v = view(s, in->bv, 1, s->hkv, s->dv), o = view(s, in->bo, 0, s->h, s->dv);
+  fcl_tensor dout = view(s, in->bdo, 0, s->h, s->dv), dq = view(s, in->bgq, 0, s->h, s->d);
+  fcl_tensor dk = view(s, in->bgk, 1, s->hkv, s->d), dv = view(s, in->bgv, 1, s->hkv, s->dv);
   fcl_status st =
       fcl_attention_backward(ctx, &d, &q, &k, &v, &o, in->blse, &dout, &dq, &dk, &dv);
   if (st != FCL_OK)
@@ -137,22 +158,24 @@ static fcl_status backward(fcl_context *ctx, const void *arg) {
 /* Which rows to check: all of them when there are few, else the first, the
  * last, and query positions spread evenly over random (batch, head) pairs. */
 static int pick_rows(const shape *s, bench_qrow *r) {
-  int64_t total = s->b * s->h * s->sq;
+  int64_t total = s->h * tq(s);
   int n = total < CHECK_ROWS ? (int)total : CHECK_ROWS;
   tu_rng rng;
   tu_rng_seed(&rng, 4);
   for (int j = 0; j < n; j++) {
-    if (n == total) {
-      r[j] = (bench_qrow){j / (s->h * s->sq), j / s->sq % s->h, j % s->sq};
+    if (n == total) { /* token t = j / h, head j % h */
+      int64_t t = j / s->h, b = 0;
+      while (t >= q0_of(s, b + 1)) b++;
+      r[j] = (bench_qrow){b, j % s->h, t - q0_of(s, b)};
     } else {
       r[j].b = tu_rng_int(&rng, 0, s->b - 1);
       r[j].h = tu_rng_int(&rng, 0, s->h - 1);
-      r[j].i = j * (s->sq - 1) / (n - 1);
+      r[j].i = j * (sq_of(s, r[j].b) - 1) / (n - 1);
     }
   }
   if (n < total) {
     r[0] = (bench_qrow){0, 0, 0};
-    r[n - 1] = (bench_qrow){s->b - 1, s->h - 1, s->sq - 1};
+    r[n - 1] = (bench_qrow){s->b - 1, s->h - 1, sq_of(s, s->b - 1) - 1};
   }
   qsort(r, (size_t)n, sizeof *r, bench_qrow_cmp);
   return n;
@@ -191,21 +214,22 @@ static const char *check_fwd(fcl_context *ctx, const shape *s, const inputs *in,
     const bench_qrow *r = &rows[j];
     if (r->b != kb || r->h / group != kh) { /* rows are sorted: load each kv slice once */
       kb = r->b, kh = r->h / group;
-      for (int64_t t = 0; t < s->sk; t++) {
-        size_t at = (size_t)((kb * s->sk + t) * s->hkv + kh);
+      p.seqlen_q = sq_of(s, kb), p.seqlen_k = sk_of(s, kb);
+      for (int64_t t = 0; t < p.seqlen_k; t++) {
+        size_t at = (size_t)((k0_of(s, kb) + t) * s->hkv + kh);
         for (int64_t x = 0; x < s->d; x++) k[t * s->d + x] = bench_elem(in->k, s->t, at * s->d + x);
         for (size_t x = 0; x < dv; x++) v[t * s->dv + x] = bench_elem(in->v, s->t, at * dv + x);
       }
     }
-    size_t at = (size_t)((r->b * s->sq + r->i) * s->h + r->h);
+    size_t at = (size_t)((q0_of(s, r->b) + r->i) * s->h + r->h);
     for (int64_t x = 0; x < s->d; x++) q[r->i * s->d + x] = bench_elem(in->q, s->t, at * s->d + x);
     ref_lse[j] = ref_attention_row(&p, q, k, v, 0, 0, r->i, ref + j * dv);
 
     float lse;
-    size_t lse_at = (size_t)((r->b * s->h + r->h) * s->sq + r->i) * sizeof lse;
+    const size_t lse_byte = lse_at(s, r->b, r->h, r->i) * sizeof lse;
     if (clEnqueueReadBuffer(queue, in->bo, CL_TRUE, at * dv * es, dv * es, raw, 0, NULL,
                             NULL) ||
-        clEnqueueReadBuffer(queue, in->blse, CL_TRUE, lse_at, sizeof lse, &lse, 0, NULL,
+        clEnqueueReadBuffer(queue, in->blse, CL_TRUE, lse_byte, sizeof lse, &lse, 0, NULL,
                             NULL)) {
       fprintf(stderr, "fa-bench: reading the outputs failed\n");
       goto done;
@@ -255,7 +279,7 @@ static tu_tol tol_grad(fcl_dtype t) {
  * run on that slice alone. 0, or -1 when out of memory. */
 static int ref_grad_slice(const shape *s, const inputs *in, int64_t b, int64_t hk,
                           double *dq, double *dk, double *dv) {
-  const int64_t group = s->h / s->hkv, D = s->d, DV = s->dv, SQ = s->sq, SK = s->sk;
+  const int64_t group = s->h / s->hkv, D = s->d, DV = s->dv, SQ = sq_of(s, b), SK = sk_of(s, b);
   const size_t es = tu_dtype_size(s->t);
   double *q = malloc((size_t)(SQ * group * D) * sizeof *q);
   double *g = malloc((size_t)(SQ * group * DV) * sizeof *g);
@@ -265,14 +289,14 @@ static int ref_grad_slice(const shape *s, const inputs *in, int64_t b, int64_t h
   if (!q || !g || !dqt || !K || !V) goto done;
   for (int64_t i = 0; i < SQ; i++)
     for (int64_t h = 0; h < group; h++) {
-      const size_t at = (size_t)((b * SQ + i) * s->h + hk * group + h);
+      const size_t at = (size_t)((q0_of(s, b) + i) * s->h + hk * group + h);
       bench_decode((const unsigned char *)in->q + at * D * es, s->t, (size_t)D,
                    q + (i * group + h) * D);
       bench_decode((const unsigned char *)in->g + at * DV * es, s->t, (size_t)DV,
                    g + (i * group + h) * DV);
     }
   for (int64_t j = 0; j < SK; j++) {
-    const size_t at = (size_t)((b * SK + j) * s->hkv + hk);
+    const size_t at = (size_t)((k0_of(s, b) + j) * s->hkv + hk);
     bench_decode((const unsigned char *)in->k + at * D * es, s->t, (size_t)D, K + j * D);
     bench_decode((const unsigned char *)in->v + at * DV * es, s->t, (size_t)DV, V + j * DV);
   }
@@ -324,15 +348,16 @@ static const char *check_bwd(fcl_context *ctx, const shape *s, const inputs *in,
   const double work = (double)s->b * (double)s->h * (double)s->sq * (double)s->sk * (double)s->d;
   const double slice_work = (double)group * (double)s->sq * (double)s->sk *
                             (double)(s->d > s->dv ? s->d : s->dv);
-  const int full = work <= BWD_FULL_CHECK_MAX;
+  const int full = work <= BWD_FULL_CHECK_MAX && !s->cu; /* varlen: slices differ */
   if (!full && slice_work > BWD_SLICE_CHECK_MAX) {
     verdict = nonfinite ? "FAIL" : "UNCHECKED";
     goto done;
   }
   /* Slices (b, hk), in order; the arrays hold them one after another. */
   const int64_t n_slices = full ? s->b * s->hkv : 1;
-  const size_t per[3] = {(size_t)(group * s->sq * s->d), (size_t)(s->sk * s->d),
-                         (size_t)(s->sk * s->dv)};
+  const int64_t SQ = sq_of(s, s->b - 1), SK = sk_of(s, s->b - 1); /* every slice's (full) */
+  const size_t per[3] = {(size_t)(group * SQ * s->d), (size_t)(SK * s->d),
+                         (size_t)(SK * s->dv)};
   for (int i = 0; i < 3; i++)
     if (!(got[i] = malloc(per[i] * (size_t)n_slices * sizeof(double))) ||
         !(ref[i] = malloc(per[i] * (size_t)n_slices * sizeof(double))))
@@ -343,11 +368,11 @@ static const char *check_bwd(fcl_context *ctx, const shape *s, const inputs *in,
                        ref[2] + sl * per[2]))
       goto oom;
     for (int64_t g = 0; g < group; g++)
-      for (int64_t i = 0; i < s->sq; i++)
-        bench_decode(raw[0] + (size_t)((b * s->sq + i) * s->h + hk * group + g) * s->d * es,
-                     s->t, (size_t)s->d, got[0] + sl * per[0] + (g * s->sq + i) * s->d);
-    for (int64_t j = 0; j < s->sk; j++) {
-      const size_t at = (size_t)((b * s->sk + j) * s->hkv + hk);
+      for (int64_t i = 0; i < SQ; i++)
+        bench_decode(raw[0] + (size_t)((q0_of(s, b) + i) * s->h + hk * group + g) * s->d * es,
+                     s->t, (size_t)s->d, got[0] + sl * per[0] + (g * SQ + i) * s->d);
+    for (int64_t j = 0; j < SK; j++) {
+      const size_t at = (size_t)((k0_of(s, b) + j) * s->hkv + hk);
       bench_decode(raw[1] + at * s->d * es, s->t, (size_t)s->d, got[1] + sl * per[1] + j * s->d);
       bench_decode(raw[2] + at * s->dv * es, s->t, (size_t)s->dv,
                    got[2] + sl * per[2] + j * s->dv);
@@ -367,8 +392,8 @@ static const char *check_bwd(fcl_context *ctx, const shape *s, const inputs *in,
     const int64_t dim = i == 2 ? s->dv : s->d, x = (int64_t)(rem % (size_t)dim);
     const int64_t b = full ? (int64_t)sl / s->hkv : s->b - 1;
     const int64_t hk = full ? (int64_t)sl % s->hkv : s->hkv - 1;
-    const int64_t pos = i == 0 ? (int64_t)(rem / (size_t)dim) % s->sq : (int64_t)(rem / (size_t)dim);
-    const int64_t head = i == 0 ? hk * group + (int64_t)(rem / (size_t)(dim * s->sq)) : hk;
+    const int64_t pos = i == 0 ? (int64_t)(rem / (size_t)dim) % SQ : (int64_t)(rem / (size_t)dim);
+    const int64_t head = i == 0 ? hk * group + (int64_t)(rem / (size_t)(dim * SQ)) : hk;
     fprintf(stderr,
             "fa-bench: bwd Nq=%lld Nk=%lld %s causal=%d: %s[b=%lld, pos=%lld, h=%lld, "
             "x=%lld]: got %.9g, ref %.9g, err %.3g, allowed %.3g (max|ref| %.3g); %zu bad\n",
@@ -426,10 +451,17 @@ int bench_attention(fcl_context *ctx, const bench_args *a, bench_op op, bench_em
   if (bwd && a->baseline)
     fprintf(stderr, "fa-bench: --baseline: the unfused baseline is forward only; bwd runs "
             "flashcl alone\n");
-  for (int si = 0; si < a->n_seqlen; si++) {
+  int32_t cu[BENCH_MAX_LIST + 1] = {0}; /* --varlen: one packed batch */
+  int64_t longest = 0;
+  for (int i = 0; i < a->n_varlen; i++) {
+    cu[i + 1] = cu[i] + (int32_t)a->varlen[i];
+    if (a->varlen[i] > longest) longest = a->varlen[i];
+  }
+  for (int si = 0; si < (a->n_varlen ? 1 : a->n_seqlen); si++) {
     for (int ti = 0; ti < a->n_dtypes; ti++) {
-      shape s = {a->batch, a->heads, a->heads_kv, a->seqlen_q[si], a->seqlen_k[si],
-                 a->head_dim, a->head_dim_v, a->dtypes[ti], 0};
+      shape s = {a->n_varlen ? a->n_varlen : a->batch, a->heads, a->heads_kv,
+                 a->n_varlen ? longest : a->seqlen_q[si], a->n_varlen ? longest : a->seqlen_k[si],
+                 a->head_dim, a->head_dim_v, a->dtypes[ti], 0, a->n_varlen ? cu : NULL};
       inputs in;
       if (inputs_make(ctx, &s, bwd, &in)) {
         setup_failed = 1;

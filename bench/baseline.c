@@ -25,6 +25,10 @@ const char *unfused_skip_reason(fcl_context *ctx, const attn_shape *s, char *buf
   cl_ulong max_alloc = 0, global_mem = 0;
   clGetDeviceInfo(dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof max_alloc, &max_alloc, NULL);
   clGetDeviceInfo(dev, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof global_mem, &global_mem, NULL);
+  if (s->cu) {
+    snprintf(buf, n, "unfused baseline skipped: --varlen (it runs dense batches only)");
+    return buf;
+  }
   const double need = (double)s->b * (double)s->h * (double)s->sq * (double)s->sk * 4.0;
   const double gib = 1024.0 * 1024.0 * 1024.0;
   if (need <= (double)max_alloc && need <= 0.75 * (double)global_mem) return NULL;

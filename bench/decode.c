@@ -323,7 +323,7 @@ done:
 static bench_row row_of(const dshape *s) {
   bench_row r = bench_row_init(OP_DECODE);
   const double es = (double)tu_dtype_size(s->t);
-  const attn_shape as = {s->b, s->h, s->hkv, s->n, s->keys, s->d, s->dv, s->t, s->causal};
+  const attn_shape as = {s->b, s->h, s->hkv, s->n, s->keys, s->d, s->dv, s->t, s->causal, NULL};
   r.b = s->b, r.h = s->h, r.hkv = s->hkv, r.sq = s->n, r.sk = s->keys, r.d = s->d, r.dv = s->dv;
   r.t = s->t, r.causal = s->causal;
   r.context = s->c, r.page_size = s->ps, r.num_splits = s->splits, r.append = s->append;

@@ -11,6 +11,8 @@ typedef struct {
   int64_t   b, h, hkv, sq, sk, d, dv; /* h: query heads */
   fcl_dtype t;
   int       causal;
+  const int32_t *cu; /* varlen: b + 1 offsets of packed sequences (sq = sk =
+                      * the longest; queries and keys alike), else NULL */
 } attn_shape;
 
 /* 2*B*H*Nq*Nk*(D+Dv) (= 4*B*H*Nq*Nk*D), halved when causal; 2.5 times that
