@@ -53,7 +53,7 @@ static void shrink(const fcl_device_info *dev, const fcl_tuning_class *cls, int 
   }
 }
 
-/* The first seven parameters of cfg (the wgmma row's start with the same). */
+/* Also the configuration of the wgmma row's kernels for heads with inf or NaN. */
 void fcl_attention_bwd_mma_defaults(const fcl_device_info *dev, const fcl_tuning_class *cls,
                                     fcl_config *cfg) {
   bmma_params *c = FCL_PARAMS(bmma_params, cfg);
@@ -138,7 +138,7 @@ fcl_status fcl_attention_bwd_mma_applies(fcl_context *ctx, const fcl_attention_d
 
 /* Enqueues delta, then dQ and dK/dV in both builds (FCL_NONFINITE 0, 1)
  * of the program kn names: the runner of this row and of the wgmma one
- * (attention_bwd_wgmma.c), which differ in their dK/dV kernel. */
+ * (attention_bwd_wgmma.c), which differ in their dQ and dK/dV kernels. */
 fcl_status fcl_attention_bwd_mma_run(fcl_context *ctx, const fcl_attention_plan *pl,
                                      const fcl_attention_problem *p,
                                      const fcl_attention_bwd_kernels *kn, bool *fallback) {
