@@ -185,6 +185,17 @@ inline float bm_ds(float s, float dp, int i, int j, bool full, int diag, int sq,
     }                                                                               \
   }
 
+/* dK/dV's walk over query tiles of bn queries, for a key block that
+ * queries i_lo .. i_hi of each head see: per_head tiles from tile it0 for
+ * each query head of the group, ntiles in all; tile t's query head and
+ * first query. */
+#define BM_KV_WALK(bn)                                                                      \
+  const int it0 = i_lo / (bn);                                                              \
+  const int per_head = i_hi >= it0 * (bn) ? (i_hi - it0 * (bn)) / (bn) + 1 : 0;             \
+  const int ntiles = per_head * group
+#define BM_TILE_HEAD(t_) (hk * group + (t_) / per_head)
+#define BM_TILE_ROW0(t_, bn) ((it0 + (t_) % per_head) * (bn))
+
 /* The m16 tile mt of this warp: its first row within the block. */
 #define MT_ROW(mt) ((warp * MT + (mt)) * 16)
 

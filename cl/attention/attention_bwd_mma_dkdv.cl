@@ -59,11 +59,9 @@ void fcl_attention_bwd_mma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR
 
   /* The walk: tiles t = 0 .. ntiles of BLOCK_N queries, per_head of them
    * for each query head of the group. */
-  const int it0 = i_lo / BLOCK_N;
-  const int per_head = i_hi >= it0 * BLOCK_N ? (i_hi - it0 * BLOCK_N) / BLOCK_N + 1 : 0;
-  const int ntiles = per_head * group;
-#define TILE_HEAD(t_) (hk * group + (t_) / per_head)
-#define TILE_ROW0(t_) ((it0 + (t_) % per_head) * BLOCK_N)
+  BM_KV_WALK(BLOCK_N);
+#define TILE_HEAD(t_) BM_TILE_HEAD(t_)
+#define TILE_ROW0(t_) BM_TILE_ROW0(t_, BLOCK_N)
   /* Tile t's Q and dO into stage stg. */
 #define DKDV_LOAD(t_, stg_)                                                                   \
   do {                                                                                        \
