@@ -157,13 +157,15 @@ typedef struct {
   int         warps, rows, n, stages;
 } fcl_attention_bwd_kernel;
 /* A backward program: its files, build options after the row's, a name
- * for the log, and the dQ and dK/dV kernels of each build (FCL_NONFINITE
+ * for the log, whether it takes only 16-byte rows (cp.async; else the next
+ * row runs), and the dQ and dK/dV kernels of each build (FCL_NONFINITE
  * 0, 1); delta takes the work-groups of dq[1]. */
 typedef struct {
   const char *const       *files;
   int                      nfiles;
   const char              *options;
   const char              *what;
+  bool                     needs_cp_async;
   fcl_attention_bwd_kernel dq[2], dkdv[2];
 } fcl_attention_bwd_kernels;
 fcl_status fcl_attention_bwd_mma_run(fcl_context *ctx, const fcl_attention_plan *pl,

@@ -150,6 +150,12 @@ fcl_status fcl_attention_bwd_mma_run(fcl_context *ctx, const fcl_attention_plan 
                   fcl_tensor_aligned(p->v, es, p->varlen, 8) &&
                   fcl_tensor_aligned(p->dout, es, p->varlen, 8) &&
                   fcl_tensor_aligned(p->o, es, p->varlen, 8);
+  if (kn->needs_cp_async && !vec) {
+    fcl_log(ctx, "attention backward: q, k, v, o or dout not in 16-byte rows for %s; the next "
+                 "kernels", kn->what);
+    *fallback = true;
+    return FCL_OK;
+  }
   const int general = d->softcap > 0 || d->alibi_slopes || !(p->sc.qk_scale > 0);
   char opts[640];
   snprintf(opts, sizeof opts, "%s -DMMA_VEC=%d -DMMA_GENERAL=%d%s", pl->options, vec, general,
@@ -245,7 +251,7 @@ fcl_status fcl_attention_bwd_mma_launch(fcl_context *ctx, const fcl_attention_pl
                                        16 * c->WARPS * c->MT, c->BLOCK_N, c->STAGES};
   const fcl_attention_bwd_kernel kv = {"fcl_attention_bwd_mma_dkdv", c->KV_WARPS,
                                        16 * c->KV_WARPS * c->MT, c->KV_BLOCK_N, c->KV_STAGES};
-  const fcl_attention_bwd_kernels kn = {files, (int)FCL_COUNT(files), "", "tensor cores",
+  const fcl_attention_bwd_kernels kn = {files, (int)FCL_COUNT(files), "", "tensor cores", false,
                                         {dq, dq}, {kv, kv}};
   return fcl_attention_bwd_mma_run(ctx, pl, p, &kn, fallback);
 }

@@ -21,10 +21,6 @@ typedef struct {
   int warps, n, stages;
 } wg_shape;
 
-static bool wgmma_n(int64_t n) {
-  return n == 16 || n == 32 || n == 48 || n == 64 || n == 96 || n == 128;
-}
-
 /* A kernel's own rows (16 a warp) of the q/k and v widths, the stages'
  * tiles of them, each array aligned to 1024 bytes (the kernels'), and the
  * emulation's scratch: dK/dV's K, V and Q, dO tiles; dQ's Q, dO and K, V. */
@@ -62,7 +58,7 @@ static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fc
 
 static const char *bad_shape(const fcl_device_info *dev, const fcl_tuning_class *cls,
                              wg_shape k) {
-  if ((k.warps != 4 && k.warps != 8) || !wgmma_n(k.n) || k.stages < 1 || k.stages > 2)
+  if ((k.warps != 4 && k.warps != 8) || !fcl_wgmma_n(k.n) || k.stages < 1 || k.stages > 2)
     return "warps 4 or 8, a tile of 16, 32, 48, 64, 96 or 128, 1 or 2 stages";
   if ((size_t)k.warps * 32 > dev->max_wg) return "work-group larger than the device allows";
   if (local_bytes(dev, cls, k) > dev->local_mem) return "local memory exceeded";
@@ -118,7 +114,8 @@ const fcl_variant fcl_variant_attention_bwd_wgmma = {
 fcl_status fcl_attention_bwd_wgmma_applies(fcl_context *ctx, const fcl_attention_desc *d,
                                            fcl_dtype dtype, bool *yes) {
   *yes = false;
-  if (dtype == FCL_F32 || !wgmma_n(d->head_dim) || !wgmma_n(d->head_dim_v)) return FCL_OK;
+  if (dtype == FCL_F32 || !fcl_wgmma_n(d->head_dim) || !fcl_wgmma_n(d->head_dim_v))
+    return FCL_OK;
   /* Emulated, no device is a Hopper: only where an override names it (the
    * forced tests), as the wgmma forward. */
   if (ctx->info.mma_emulate && !fcl_tuning_overridden(ctx, &fcl_variant_attention_bwd_wgmma))
@@ -131,17 +128,6 @@ fcl_status fcl_attention_bwd_wgmma_applies(fcl_context *ctx, const fcl_attention
 fcl_status fcl_attention_bwd_wgmma_launch(fcl_context *ctx, const fcl_attention_plan *pl,
                                           const fcl_attention_problem *p, bool *fallback) {
   const bwg_params *c = FCL_CPARAMS(bwg_params, &pl->cfg);
-  const size_t es = fcl_dtype_size(p->dtype);
-  /* 16-byte copies only (cp.async into wgmma's tiles) */
-  if (!fcl_tensor_aligned(p->q, es, p->varlen, 8) || !fcl_tensor_aligned(p->k, es, p->varlen, 8) ||
-      !fcl_tensor_aligned(p->v, es, p->varlen, 8) ||
-      !fcl_tensor_aligned(p->dout, es, p->varlen, 8) ||
-      !fcl_tensor_aligned(p->o, es, p->varlen, 8)) {
-    fcl_log(ctx, "attention backward: q, k, v, o or dout not in 16-byte rows for wgmma; the "
-                 "next kernels");
-    *fallback = true;
-    return FCL_OK;
-  }
   fcl_config mma = {{0}}; /* the kernels of heads with inf or NaN */
   fcl_attention_bwd_mma_defaults(&ctx->info, &pl->cls, &mma);
   const int *m = mma.v; /* WARPS BLOCK_N MT STAGES KV_WARPS KV_BLOCK_N KV_STAGES */
@@ -156,6 +142,7 @@ fcl_status fcl_attention_bwd_wgmma_launch(fcl_context *ctx, const fcl_attention_
       (int)FCL_COUNT(files),
       opts,
       "wgmma",
+      true, /* 16-byte copies only (cp.async into wgmma's tiles) */
       {{"fcl_attention_bwd_wgmma_dq", c->WQ_WARPS, 16 * c->WQ_WARPS, c->WQ_BLOCK_N,
         c->WQ_STAGES},
        {"fcl_attention_bwd_mma_dq", m[0], 16 * m[0] * m[2], m[1], m[3]}},

@@ -12,9 +12,6 @@
 #define PARAMS(X) X(WARPS) X(BLOCK_N)
 FCL_PARAM_STRUCT(wgmma_params, PARAMS);
 
-/* wgmma_ops.cl's N: BLOCK_N and the value head dim. */
-static bool wgmma_n(int64_t n) { return n == 16 || n == 32 || n == 48 || n == 64 || n == 96 || n == 128; }
-
 /* Q's tile, K's and V's two tiles each, of 16-bit elements, unpadded
  * (attention_fwd_wgmma.cl); nothing else, so the whole of the device's
  * local memory is theirs (48 KiB on the H100: D = 64 with 8 warps and 64
@@ -36,7 +33,7 @@ static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const
                   char *why, size_t why_size) {
   const wgmma_params *c = FCL_CPARAMS(wgmma_params, cfg);
   const char *bad = NULL;
-  if (c->WARPS % 4 || c->WARPS < 4 || c->WARPS > 16 || !wgmma_n(c->BLOCK_N))
+  if (c->WARPS % 4 || c->WARPS < 4 || c->WARPS > 16 || !fcl_wgmma_n(c->BLOCK_N))
     bad = "WARPS 4, 8, 12 or 16, BLOCK_N one of 16, 32, 48, 64, 96, 128";
   else if ((size_t)c->WARPS * 32 > dev->max_wg)
     bad = "work-group larger than the device allows";
@@ -71,7 +68,7 @@ const fcl_variant fcl_variant_attention_fwd_wgmma = {
 fcl_status fcl_attention_fwd_wgmma_applies(fcl_context *ctx, const fcl_attention_desc *d,
                                            fcl_dtype dtype, bool *yes) {
   *yes = false;
-  if (dtype == FCL_F32 || d->head_dim % 16 || !wgmma_n(d->head_dim_v)) return FCL_OK;
+  if (dtype == FCL_F32 || d->head_dim % 16 || !fcl_wgmma_n(d->head_dim_v)) return FCL_OK;
   /* Emulated, no device is a Hopper: only where an override names it (the
    * forced tests); the emulated forward stays mma.sync's. */
   if (ctx->info.mma_emulate && !fcl_tuning_overridden(ctx, &fcl_variant_attention_fwd_wgmma))

@@ -236,6 +236,8 @@ uint16_t    fcl_probe_bits(float x, fcl_dtype t);
  * context and dtype; FCL_WGMMA=0 turns them off). Their programs are built
  * with fcl_mma_build_options and FCL_SM90A_OPTION. */
 fcl_status  fcl_wgmma_ready(fcl_context *ctx, fcl_dtype t, bool *ready);
+/* Whether n is an N of cl/common/wgmma_ops.cl (16, 32, 48, 64, 96, 128). */
+bool        fcl_wgmma_n(int64_t n);
 #define FCL_SM90A_OPTION "-DFCL_SM90A=1"
 /* ptx_retarget.c: the PTX text of a program built from source with
  * FCL_SM90A_OPTION, rewritten for sm_90a (markers removed, target and

@@ -89,6 +89,10 @@ static fcl_status run_probe(fcl_context *ctx, fcl_dtype t, bool *ok) {
   return FCL_OK;
 }
 
+bool fcl_wgmma_n(int64_t n) {
+  return n == 16 || n == 32 || n == 48 || n == 64 || n == 96 || n == 128;
+}
+
 fcl_status fcl_wgmma_ready(fcl_context *ctx, fcl_dtype t, bool *ready) {
   *ready = false;
   if (t != FCL_F16 && t != FCL_BF16) return FCL_OK;
