@@ -345,8 +345,11 @@ static const char *check_bwd(fcl_context *ctx, const shape *s, const inputs *in,
   }
 
   const int64_t group = s->h / s->hkv;
+  /* the last slice's lengths: every slice's where the check is full; with
+   * --varlen the last sequence's, not the longest */
+  const int64_t SQ = sq_of(s, s->b - 1), SK = sk_of(s, s->b - 1);
   const double work = (double)s->b * (double)s->h * (double)s->sq * (double)s->sk * (double)s->d;
-  const double slice_work = (double)group * (double)s->sq * (double)s->sk *
+  const double slice_work = (double)group * (double)SQ * (double)SK *
                             (double)(s->d > s->dv ? s->d : s->dv);
   const int full = work <= BWD_FULL_CHECK_MAX && !s->cu; /* varlen: slices differ */
   if (!full && slice_work > BWD_SLICE_CHECK_MAX) {
@@ -355,7 +358,6 @@ static const char *check_bwd(fcl_context *ctx, const shape *s, const inputs *in,
   }
   /* Slices (b, hk), in order; the arrays hold them one after another. */
   const int64_t n_slices = full ? s->b * s->hkv : 1;
-  const int64_t SQ = sq_of(s, s->b - 1), SK = sk_of(s, s->b - 1); /* every slice's (full) */
   const size_t per[3] = {(size_t)(group * SQ * s->d), (size_t)(SK * s->d),
                          (size_t)(SK * s->dv)};
   for (int i = 0; i < 3; i++)
