@@ -14,6 +14,9 @@
 #                       each prints fa-bench's rows (from the JSON) above its own
 #                       and the ratios flashcl / PyTorch; then the sweep's shapes,
 #                       to OUT/torch_sweep_dD.json
+#   fa-bench --varlen   one packed batch of 8 sequences of 512 .. 4096 tokens, Hq=32
+#                       Hkv=8, D=64 and 128, f16 and bf16, fwd and bwd, causal 0 and 1,
+#                       then torch_varlen.py: FlashAttention-2's varlen kernels on it
 #   plot.py             each sweep beside PyTorch's, to OUT/fwd_sweep_dD.svg (where
 #                       python3 imports matplotlib; else a message says so)
 #
@@ -26,6 +29,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/h100_common.sh"
 
 attn=(--batch 4 --heads 32 --seqlen 4096)
 sweep=(--batch 1 --heads 32 --seqlen "1024,2048,4096,8192,16384")
+varlen=(--varlen 512,1024,4096,768,2048,3072,1536,512 --heads 32 --heads-kv 8)
 rwkv=(--batch 8 --heads 32 --seqlen 4096 --head-dim 64 --dtype "bf16,f32"
       --algorithm "recurrent,chunked")
 
@@ -54,6 +58,12 @@ done
 for d in 64 128; do
   step_json "$out/torch_sweep_d$d.json" python3 "$here/torch_sdpa.py" "${sweep[@]}" \
     --head-dim $d --dtype f16 --causal 0,1
+done
+for d in 64 128; do
+  step "$fab" --op fwd,bwd "${varlen[@]}" --head-dim $d --dtype f16,bf16 --causal 0,1
+  step python3 "$here/torch_varlen.py" "${varlen[@]}" --head-dim $d --dtype f16,bf16 --causal 0,1
+  step python3 "$here/torch_varlen.py" --bwd "${varlen[@]}" --head-dim $d --dtype f16,bf16 \
+    --causal 0,1
 done
 
 if python3 -c "import matplotlib" 2>/dev/null; then
