@@ -134,22 +134,13 @@ inline void attn_nf_list(__global int *list, int qblk, int bh) {
   list[2 + 2 * at] = bh;
 }
 
-/* seen |= whether any of acc[0 .. n) (float4) is inf or NaN: x * 0 is
- * NaN just for those. */
-#define MMA_ACC_NONFINITE(seen, acc, n)                                          \
-  do {                                                                           \
-    float4 z_ = (float4)(0.0f);                                                  \
-    MMA_UNROLL for (int i_ = 0; i_ < (n); ++i_) z_ += (acc)[i_] * 0.0f;          \
-    seen |= any(z_ != z_);                                                       \
-  } while (0)
-
 /* The end of a forward's loop body without FCL_NONFINITE: the work-group
- * lists its tile where any work-item saw an inf or NaN in its O
- * accumulators (seen, MMA_ACC_NONFINITE). A masked product of an inf or
- * NaN in V is NaN, which stays in the row's sum to the end, so every tile
- * that the build with FCL_NONFINITE must redo is found there, at no cost
- * to the walk (where inf or NaN is the right answer, the redo gives the
- * same). seen_s: a __local uint of the kernel. */
+ * lists its tile where any work-item stored a NaN (seen, from
+ * MMA_FWD_STORE_OF). A masked product of an inf or NaN in V is NaN, which
+ * stays in the row's sum to the end, so every tile that the build with
+ * FCL_NONFINITE must redo is found there, at no cost to the walk (where
+ * NaN is the right answer, the redo gives the same). seen_s: a __local
+ * uint of the kernel. */
 #define MMA_FWD_REPORT(nf, seen, seen_s)                                         \
   if (!FCL_NONFINITE) {                                                          \
     if (lid == 0) *(seen_s) = 0u;                                                \
@@ -194,9 +185,14 @@ inline void attn_nf_list(__global int *list, int qblk, int bh) {
 
 /* The end of the tensor-core forwards: each row's sum over its quad of
  * lanes, o = acc / l (0 where the row saw no key) and lse; for one m16
- * tile (acc[NT_O], its rows r0 and r1 with their m and l). */
-#define MMA_FWD_STORE() MMA_FWD_STORE_OF(acc, m0, m1, l0, l1, r0, r1)
-#define MMA_FWD_STORE_OF(acc, m0, m1, l0, l1, r0, r1)                                 \
+ * tile (acc[NT_O], its rows r0 and r1 with their m and l); seen |= whether
+ * a NaN was stored (MMA_FWD_REPORT). */
+#define MMA_FWD_STORE()                                                                 \
+  do {                                                                                \
+    bool unused_ = false;                                                             \
+    MMA_FWD_STORE_OF(acc, m0, m1, l0, l1, r0, r1, unused_);                           \
+  } while (0)
+#define MMA_FWD_STORE_OF(acc, m0, m1, l0, l1, r0, r1, seen)                           \
   do {                                                                                \
     /* Each lane summed its own columns: add the four lanes of a row. */              \
     l0 += mma_shfl_xor(l0, 1);                                                        \
@@ -210,13 +206,17 @@ inline void attn_nf_list(__global int *list, int qblk, int bh) {
       const int d = n * 8 + 2 * t4;                                                   \
       if (r0 < sq) {                                                                  \
         const long at = o_base + (long)r0 * o_ss + d;                                 \
-        if (d < HEAD_DIM_V) FCL_STORE(o, at, acc[n].x * inv0);                        \
-        if (d + 1 < HEAD_DIM_V) FCL_STORE(o, at + 1, acc[n].y * inv0);                \
+        const float2 x_ = (float2)(acc[n].x, acc[n].y) * inv0;                        \
+        if (d < HEAD_DIM_V) FCL_STORE(o, at, x_.x);                                   \
+        if (d + 1 < HEAD_DIM_V) FCL_STORE(o, at + 1, x_.y);                           \
+        seen |= x_.x != x_.x || x_.y != x_.y;                                         \
       }                                                                               \
       if (r1 < sq) {                                                                  \
         const long at = o_base + (long)r1 * o_ss + d;                                 \
-        if (d < HEAD_DIM_V) FCL_STORE(o, at, acc[n].z * inv1);                        \
-        if (d + 1 < HEAD_DIM_V) FCL_STORE(o, at + 1, acc[n].w * inv1);                \
+        const float2 x_ = (float2)(acc[n].z, acc[n].w) * inv1;                        \
+        if (d < HEAD_DIM_V) FCL_STORE(o, at, x_.x);                                   \
+        if (d + 1 < HEAD_DIM_V) FCL_STORE(o, at + 1, x_.y);                           \
+        seen |= x_.x != x_.x || x_.y != x_.y;                                         \
       }                                                                               \
     }                                                                                 \
     if ((flags & FCL_ATTN_LSE) && t4 == 0) {                                          \

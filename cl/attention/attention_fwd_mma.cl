@@ -178,11 +178,10 @@ void fcl_attention_fwd_mma(
     }
 
     /* o and lse of the lane's rows (attention_common.cl) */
-    bool nf_seen = false; /* (attention_common.cl) */
-    MMA_UNROLL for (int mt = 0; mt < MT; ++mt) {
-      MMA_FWD_STORE_OF(acc[mt], m[mt][0], m[mt][1], l[mt][0], l[mt][1], rr[mt][0], rr[mt][1]);
-      MMA_ACC_NONFINITE(nf_seen, acc[mt], NT_O);
-    }
+    bool nf_seen = false; /* a NaN stored (attention_common.cl) */
+    MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
+      MMA_FWD_STORE_OF(acc[mt], m[mt][0], m[mt][1], l[mt][0], l[mt][1], rr[mt][0], rr[mt][1],
+                       nf_seen);
     MMA_FWD_REPORT(nf_work, nf_seen, &nf_s[0]);
   }
 }

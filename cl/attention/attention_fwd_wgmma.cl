@@ -185,9 +185,8 @@ void fcl_attention_fwd_wgmma(ATTN_FWD_PARAMS(ushort), __global int *nf_work) {
     }
 
     mma_cp_wait_all(); /* Q's copy, where no key tile ran */
-    MMA_FWD_STORE_OF(acc, m0, m1, l0, l1, r0, r1); /* attention_common.cl */
-    bool nf_seen = false; /* (attention_common.cl) */
-    MMA_ACC_NONFINITE(nf_seen, acc, NT_O);
+    bool nf_seen = false; /* a NaN stored (attention_common.cl) */
+    MMA_FWD_STORE_OF(acc, m0, m1, l0, l1, r0, r1, nf_seen);
     MMA_FWD_REPORT(nf_work, nf_seen, &nf_seen_s);
   }
 }
