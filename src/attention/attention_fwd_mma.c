@@ -142,7 +142,7 @@ fcl_status fcl_attention_fwd_mma_launch(fcl_context *ctx, const fcl_attention_pl
   }
   /* 3xTF32's split of inf is NaN even where visible: K and V flagged per
    * kv head before. In f16 and bf16 only V's masked products matter, which
-   * the kernel checks where it has the tile anyway. */
+   * the kernel finds in its own sums. */
   const fcl_nf_input nfin[2] = {
       {p->v, p->varlen, p->total_k, d->seqlen_k, d->heads_kv, d->head_dim_v, 1},
       {p->k, p->varlen, p->total_k, d->seqlen_k, d->heads_kv, d->head_dim, 1}};

@@ -113,8 +113,8 @@ fcl_status fcl_attention_fwd_wgmma_launch(fcl_context *ctx, const fcl_attention_
   size_t local[3] = {wg, 1, 1};
   fcl_log(ctx, "attention forward: wgmma, %d warpgroup(s) of 64 rows, %d keys per tile%s",
           c->WARPS / 4, c->BLOCK_N, general ? ", general scores" : "");
-  /* V's inf and NaN in masked products: the kernel finds them where it has
-   * the tile anyway (nonfinite_flags.c), no scan. */
+  /* V's inf and NaN in masked products: the kernel finds them in its own
+   * sums (nonfinite_flags.c), no scan. */
   return fcl_attention_fwd_nf_run(ctx, p, kern, NULL, NULL, 0, global, local,
                                   "enqueueing attention forward (wgmma)");
 }

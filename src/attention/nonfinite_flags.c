@@ -4,8 +4,8 @@
  * both are launched after the flags. In the backward a work-group runs in
  * the build its head's flag chooses; the forwards' build without runs every
  * tile and lists those the other must redo (cl/attention/attention_common.cl,
- * MMA_FWD_WORK), finding most of them itself. Flags and list live in
- * scratch slot 5. */
+ * MMA_FWD_WORK): the tiles of flagged heads (3xTF32's scans) and those whose
+ * output came out NaN. Flags and list live in scratch slot 5. */
 #include "attention/attention.h"
 
 #include <stdio.h>
