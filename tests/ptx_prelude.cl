@@ -15,6 +15,7 @@ int __attribute__((overloadable)) min(int a, int b) { return a < b ? a : b; }
 float __attribute__((overloadable)) fmax(float a, float b) { return __builtin_fmaxf(a, b); }
 int __attribute__((overloadable)) isfinite(float x) { return __builtin_isfinite(x); }
 uint __attribute__((overloadable)) atomic_or(volatile __local uint *p, uint v) { uint r; __asm__ volatile("atom.shared.or.b32 %0, [%1], %2;" : "=r"(r) : "r"((uint)(ulong)p), "r"(v) : "memory"); return r; }
+int __attribute__((overloadable)) atomic_inc(volatile __global int *p) { int r; __asm__ volatile("atom.global.add.u32 %0, [%1], 1;" : "=r"(r) : "l"(p) : "memory"); return r; }
 void __attribute__((overloadable)) barrier(cl_mem_fence_flags f) { __syncthreads(); }
 void __attribute__((overloadable)) vstore_half_rte(float x, size_t i, __global half *p) { ushort h; __asm__("{ .reg .f16 t; cvt.rn.f16.f32 t, %1; mov.b16 %0, t; }" : "=h"(h) : "f"(x)); ((__global ushort *)p)[i] = h; }
 void __attribute__((overloadable)) vstore_half_rte(float x, size_t i, __local half *p) { ushort h; __asm__("{ .reg .f16 t; cvt.rn.f16.f32 t, %1; mov.b16 %0, t; }" : "=h"(h) : "f"(x)); ((__local ushort *)p)[i] = h; }

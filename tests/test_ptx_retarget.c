@@ -11,14 +11,19 @@
 
 static int g_failed = 0;
 
-static void expect(const char *name, const char *in, size_t size, const char *want) {
+static void expect_groups(const char *name, const char *in, size_t size, int groups,
+                          const char *want) {
   size_t n = 0;
-  char *out = fcl_ptx_sm90a(in, size, &n);
+  char *out = fcl_ptx_sm90a(in, size, groups, &n);
   const int ok = want ? out && n == strlen(want) && strcmp(out, want) == 0 : out == NULL;
   printf("%s %s\n", ok ? "PASS" : "FAIL", name);
   if (!ok) printf("  got:\n%s\n  want:\n%s\n", out ? out : "(NULL)", want ? want : "(NULL)");
   g_failed += !ok;
   free(out);
+}
+
+static void expect(const char *name, const char *in, size_t size, const char *want) {
+  expect_groups(name, in, size, 0, want);
 }
 
 int main(void) {
@@ -40,6 +45,19 @@ int main(void) {
   const char ampere[] = ".version 7.0\n.target sm_80\n\t// FCL90A wgmma.fence.sync.aligned;\n";
   expect("sm_80: refused", ampere, sizeof ampere - 1, NULL);
   expect("not PTX (a CPU binary)", "\x7f" "ELF\x02\x01", 6, NULL);
+  /* Two entries: each gets .minnctapersm after its .reqntid; none without groups. */
+  const char two[] = ".version 8.0\n.target sm_90\n.entry a(\n)\n.reqntid 256, 1, 1\n{\n}\n"
+                     ".entry b(\n)\n\t.reqntid 128, 1, 1\n{\n}\n";
+  expect_groups(".minnctapersm 2 after each .reqntid", two, sizeof two - 1, 2,
+                ".version 8.0\n.target sm_90a\n.entry a(\n)\n.reqntid 256, 1, 1\n"
+                ".minnctapersm 2\n{\n}\n.entry b(\n)\n\t.reqntid 128, 1, 1\n"
+                ".minnctapersm 2\n{\n}\n");
+  expect("no groups: .reqntid alone", two, sizeof two - 1,
+         ".version 8.0\n.target sm_90a\n.entry a(\n)\n.reqntid 256, 1, 1\n{\n}\n"
+         ".entry b(\n)\n\t.reqntid 128, 1, 1\n{\n}\n");
+  const char last[] = ".target sm_90\n.reqntid 64, 1, 1";
+  expect_groups("a .reqntid without a final newline", last, sizeof last - 1, 3,
+                ".target sm_90a\n.reqntid 64, 1, 1\n.minnctapersm 3\n");
   printf("test_ptx_retarget: %d failed\n", g_failed);
   return g_failed ? 1 : 0;
 }

@@ -105,38 +105,94 @@ inline attn_block attn_block_info(int b, int h, int hk, int flags,
       x = -INFINITY;                                                             \
   } while (0)
 
-/* The start of the tensor-core forwards, after their local memory: this
- * work-item's warp and lane, the work-group's (batch, head) and query tile
- * (the longest rows first), where they live (attn_block_info), and the
- * tiles of keys any of its rows sees; returns where the tile is empty or
- * the other non-finite build's. Declares what it names, for the kernel
+/* The tensor-core forwards' two builds and their work list (nf_work,
+ * src/attention/nonfinite_flags.c): nf_work[0 .. heads_kv) per-kv-head
+ * flags of the host's scans (zero where none ran), nf_work[heads_kv] the
+ * count of listed work-groups, then their (query tile, batch x head).
+ * Built without FCL_NONFINITE, a kernel runs the whole grid, one query
+ * tile a work-group; one whose kv head is flagged, or that found inf or
+ * NaN where its masked products would spread them (MMA_FWD_REPORT), lists
+ * itself. The build with FCL_NONFINITE then runs a few work-groups that
+ * take the listed tiles in turn and redo them. So no scan reads V before
+ * the kernel does, and the rare build costs a launch of a few work-groups
+ * where nothing is listed. The kernel's body is the loop's. */
+#define MMA_FWD_LIST(nf) ((nf) + heads_q / group)
+/* (FCL_NONFINITE is the kernel file's: tested where the macro is used) */
+#define MMA_FWD_WORK(nf)                                                         \
+  for (int wi_ = FCL_NONFINITE ? (int)get_group_id(0) : 0, qblk = 0, bh = 0;     \
+       FCL_NONFINITE                                                             \
+           ? wi_ < MMA_FWD_LIST(nf)[0] && (qblk = MMA_FWD_LIST(nf)[1 + 2 * wi_], \
+                                           bh = MMA_FWD_LIST(nf)[2 + 2 * wi_], 1) \
+           : wi_ < 1 && (qblk = get_num_groups(0) - 1 - get_group_id(0), /* long rows first */ \
+                         bh = get_group_id(2), 1);                               \
+       wi_ += FCL_NONFINITE ? (int)get_num_groups(0) : 1)
+
+/* Lists tile (qblk, bh) for the build with FCL_NONFINITE; by one work-item. */
+inline void attn_nf_list(__global int *list, int qblk, int bh) {
+  const int at = atomic_inc(list);
+  list[1 + 2 * at] = qblk;
+  list[2 + 2 * at] = bh;
+}
+
+/* The end of a forward's loop body without FCL_NONFINITE: the work-group
+ * lists its tile where any work-item stored a NaN (seen, from
+ * MMA_FWD_STORE_OF). A masked product of an inf or NaN in V is NaN, which
+ * stays in the row's sum to the end, so every tile that the build with
+ * FCL_NONFINITE must redo is found there, at no cost to the walk (where
+ * NaN is the right answer, the redo gives the same). seen_s: a __local
+ * uint of the kernel. */
+#define MMA_FWD_REPORT(nf, seen, seen_s)                                         \
+  if (!FCL_NONFINITE) {                                                          \
+    if (lid == 0) *(seen_s) = 0u;                                                \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                \
+    if (seen) *(seen_s) = 1u;                                                    \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                \
+    /* qblk and bh read again: kept live over the walk they cost registers */   \
+    if (lid == 0 && *(seen_s))                                                   \
+      attn_nf_list(MMA_FWD_LIST(nf), get_num_groups(0) - 1 - get_group_id(0),    \
+                   get_group_id(2));                                             \
+  }
+
+/* The start of MMA_FWD_WORK's body: this work-item's warp and lane, the
+ * tile's (batch, head) and query tile, where they live (attn_block_info),
+ * and the tiles of keys any of its rows sees; goes on to the next tile
+ * where this one is empty, or (without FCL_NONFINITE) lists it where the
+ * host's scan flagged its kv head. Declares what it names, for the kernel
  * (hence a statement list, not a block). */
-#define MMA_FWD_TILE()                                                                   \
-  const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;               \
-  const int g = lane >> 2, t4 = lane & 3;                                          \
-  const int qblk = get_num_groups(0) - 1 - get_group_id(0); /* long rows first */  \
-  const int b = get_group_id(2) / heads_q, h = get_group_id(2) % heads_q;          \
-  const int hk = h / group;                                                        \
-  if ((nf_flags[hk] != 0) != FCL_NONFINITE) return; /* the other build's */        \
-                                                                                   \
-  const attn_block bi = ATTN_BLOCK_INFO(b, h, hk);                                 \
-  const int sq = bi.sq, sk = bi.sk, diag = bi.diag;                                \
-  const long q_base = bi.q, k_base = bi.k, v_base = bi.v, o_base = bi.o;           \
-  const float slope_l2 = bi.slope_l2;                                              \
-  const int i0 = qblk * BLOCK_M;                                                   \
-  if (i0 >= sq) return; /* whole work-group */                                     \
-                                                                                   \
-  const int i_last = min(i0 + BLOCK_M, sq) - 1;                                    \
-  const int j_lo = max(0, i0 + diag - window_left);                                \
-  const int j_hi = min(sk - 1, i_last + diag + window_right);                      \
-  const int jt0 = (j_lo / BLOCK_N) * BLOCK_N;                                      \
+#define MMA_FWD_TILE(nf)                                                         \
+  if (FCL_NONFINITE) barrier(CLK_LOCAL_MEM_FENCE); /* the tile before is done */ \
+  const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;             \
+  const int g = lane >> 2, t4 = lane & 3;                                        \
+  const int b = bh / heads_q, h = bh % heads_q;                                  \
+  const int hk = h / group;                                                      \
+                                                                                 \
+  const attn_block bi = ATTN_BLOCK_INFO(b, h, hk);                               \
+  const int sq = bi.sq, sk = bi.sk, diag = bi.diag;                              \
+  const long q_base = bi.q, k_base = bi.k, v_base = bi.v, o_base = bi.o;         \
+  const float slope_l2 = bi.slope_l2;                                            \
+  const int i0 = qblk * BLOCK_M;                                                 \
+  if (i0 >= sq) continue; /* whole work-group */                                 \
+  if (!FCL_NONFINITE && (nf)[hk]) {                                              \
+    if (lid == 0) attn_nf_list(MMA_FWD_LIST(nf), qblk, bh);                      \
+    continue;                                                                    \
+  }                                                                              \
+                                                                                 \
+  const int i_last = min(i0 + BLOCK_M, sq) - 1;                                  \
+  const int j_lo = max(0, i0 + diag - window_left);                              \
+  const int j_hi = min(sk - 1, i_last + diag + window_right);                    \
+  const int jt0 = (j_lo / BLOCK_N) * BLOCK_N;                                    \
   const int ntiles = j_hi >= j_lo ? (j_hi - jt0) / BLOCK_N + 1 : 0
 
 /* The end of the tensor-core forwards: each row's sum over its quad of
  * lanes, o = acc / l (0 where the row saw no key) and lse; for one m16
- * tile (acc[NT_O], its rows r0 and r1 with their m and l). */
-#define MMA_FWD_STORE() MMA_FWD_STORE_OF(acc, m0, m1, l0, l1, r0, r1)
-#define MMA_FWD_STORE_OF(acc, m0, m1, l0, l1, r0, r1)                                 \
+ * tile (acc[NT_O], its rows r0 and r1 with their m and l); seen |= whether
+ * a NaN was stored (MMA_FWD_REPORT). */
+#define MMA_FWD_STORE()                                                                 \
+  do {                                                                                \
+    bool unused_ = false;                                                             \
+    MMA_FWD_STORE_OF(acc, m0, m1, l0, l1, r0, r1, unused_);                           \
+  } while (0)
+#define MMA_FWD_STORE_OF(acc, m0, m1, l0, l1, r0, r1, seen)                           \
   do {                                                                                \
     /* Each lane summed its own columns: add the four lanes of a row. */              \
     l0 += mma_shfl_xor(l0, 1);                                                        \
@@ -150,13 +206,17 @@ inline attn_block attn_block_info(int b, int h, int hk, int flags,
       const int d = n * 8 + 2 * t4;                                                   \
       if (r0 < sq) {                                                                  \
         const long at = o_base + (long)r0 * o_ss + d;                                 \
-        if (d < HEAD_DIM_V) FCL_STORE(o, at, acc[n].x * inv0);                        \
-        if (d + 1 < HEAD_DIM_V) FCL_STORE(o, at + 1, acc[n].y * inv0);                \
+        const float2 x_ = (float2)(acc[n].x, acc[n].y) * inv0;                        \
+        if (d < HEAD_DIM_V) FCL_STORE(o, at, x_.x);                                   \
+        if (d + 1 < HEAD_DIM_V) FCL_STORE(o, at + 1, x_.y);                           \
+        seen |= x_.x != x_.x || x_.y != x_.y;                                         \
       }                                                                               \
       if (r1 < sq) {                                                                  \
         const long at = o_base + (long)r1 * o_ss + d;                                 \
-        if (d < HEAD_DIM_V) FCL_STORE(o, at, acc[n].z * inv1);                        \
-        if (d + 1 < HEAD_DIM_V) FCL_STORE(o, at + 1, acc[n].w * inv1);                \
+        const float2 x_ = (float2)(acc[n].z, acc[n].w) * inv1;                        \
+        if (d < HEAD_DIM_V) FCL_STORE(o, at, x_.x);                                   \
+        if (d + 1 < HEAD_DIM_V) FCL_STORE(o, at + 1, x_.y);                           \
+        seen |= x_.x != x_.x || x_.y != x_.y;                                         \
       }                                                                               \
     }                                                                                 \
     if ((flags & FCL_ATTN_LSE) && t4 == 0) {                                          \

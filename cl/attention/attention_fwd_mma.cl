@@ -19,8 +19,9 @@
  * must not see is scanned for inf and NaN, which P V would spread to those
  * rows (0 * NaN is NaN; mma_common.cl, "Non-finite operands"): found ones
  * are zeroed and their products added back for the visible pairs only.
- * Built with and without it; a work-group runs in the build that its kv
- * head's flag (nf_flags, set by cl/nonfinite_flags.cl) chooses.
+ * Built with and without it; the build without lists its tile for the
+ * other where its sums came out inf or NaN (MMA_FWD_WORK,
+ * attention_common.cl).
  */
 #ifndef HEAD_DIM
 #define HEAD_DIM 64
@@ -72,7 +73,7 @@
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void fcl_attention_fwd_mma(
     ATTN_FWD_PARAMS(ushort), /* attention_common.cl */
-    const __global int *nf_flags)
+    __global int *nf_work)
 {
   /* 16-byte rows for cp.async and ldmatrix */
   __local ushort k_s[BLOCK_N * LDK] __attribute__((aligned(16)));
@@ -80,102 +81,107 @@ void fcl_attention_fwd_mma(
   __local uint nf_s[NFW]; /* keys of the V tile holding inf or NaN */
   MMA_EMU_DECL(WARPS)
 
-  MMA_FWD_TILE(); /* declares the tile's rows and key range (attention_common.cl) */
+  MMA_FWD_WORK(nf_work) { /* one query tile (attention_common.cl) */
+    MMA_FWD_TILE(nf_work); /* declares the tile's rows and key range */
 
-  mma_tile_load(qv_s, LDK, BLOCK_M, DP, q, q_base, q_ss, i0, sq, HEAD_DIM, lid, WG);
-  if (ntiles > 0)
-    mma_tile_load(k_s, LDK, BLOCK_N, DP, k, k_base, k_ss, jt0, sk, HEAD_DIM, lid, WG);
-  mma_cp_commit();
-  mma_cp_wait_all();
-  barrier(CLK_LOCAL_MEM_FENCE);
-  uint4 qf[MT][KQ];
-  MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
-    MMA_UNROLL for (int kk = 0; kk < KQ; ++kk)
-      qf[mt][kk] = mma_ldsm_x4(qv_s, ((warp * MT + mt) * 16 + (lane & 15)) * LDK + kk * 16 +
-                                         (lane >> 4) * 8);
-  barrier(CLK_LOCAL_MEM_FENCE);
-
-  float4 acc[MT][NT_O];
-  float m[MT][2], l[MT][2];
-  int rr[MT][2]; /* this lane's rows of each m16 tile */
-  MMA_UNROLL for (int mt = 0; mt < MT; ++mt) {
-    MMA_UNROLL for (int n = 0; n < NT_O; ++n) acc[mt][n] = (float4)(0.0f);
-    m[mt][0] = m[mt][1] = -INFINITY;
-    l[mt][0] = l[mt][1] = 0.0f;
-    rr[mt][0] = i0 + (warp * MT + mt) * 16 + g;
-    rr[mt][1] = rr[mt][0] + 8;
-  }
-
-  for (int it = 0; it < ntiles; ++it) {
-    const int j0 = jt0 + it * BLOCK_N;
-    if (it > 0) { /* K of this tile has landed; V's buffer is free */
-      mma_cp_wait_all();
-      barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    mma_tile_load(qv_s, LDV, BLOCK_N, DVP, v, v_base, v_ss, j0, sk, HEAD_DIM_V, lid, WG);
+    mma_tile_load(qv_s, LDK, BLOCK_M, DP, q, q_base, q_ss, i0, sq, HEAD_DIM, lid, WG);
+    if (ntiles > 0)
+      mma_tile_load(k_s, LDK, BLOCK_N, DP, k, k_base, k_ss, jt0, sk, HEAD_DIM, lid, WG);
     mma_cp_commit();
-    /* Some (row, key) pair of the tile is masked (keys past the end are
-     * zeros): V is scanned below. */
-    const bool some_masked = FCL_NONFINITE && !(j0 >= i_last + diag - window_left &&
-                               min(j0 + BLOCK_N, sk) - 1 <= i0 + diag + window_right);
-    if (some_masked && lid < NFW) nf_s[lid] = 0u;
-
-    float4 s[MT][NT_S];
-    MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
-      MMA_UNROLL for (int n = 0; n < NT_S; ++n) s[mt][n] = (float4)(0.0f);
-    MMA_UNROLL for (int kk = 0; kk < KQ; ++kk) {
-      MMA_UNROLL for (int np = 0; np < NT_S / 2; ++np) {
-        const uint4 bk = mma_ldsm_x4(
-            k_s, (np * 16 + (lane >> 4) * 8 + (lane & 7)) * LDK + kk * 16 + ((lane >> 3) & 1) * 8);
-        MMA_UNROLL for (int mt = 0; mt < MT; ++mt) {
-          s[mt][2 * np] = mma_16816(qf[mt][kk], bk.xy, s[mt][2 * np]);
-          s[mt][2 * np + 1] = mma_16816(qf[mt][kk], bk.zw, s[mt][2 * np + 1]);
-        }
-      }
-    }
-
-    uint4 pf[MT][NT_S / 2];
-    MMA_UNROLL for (int mt = 0; mt < MT; ++mt) {
-      /* declares mu0, mu1 (attention_common.cl) */
-      MMA_SOFTMAX_STEP_OF(s[mt], acc[mt], m[mt][0], m[mt][1], l[mt][0], l[mt][1], rr[mt][0],
-                          rr[mt][1]);
-      MMA_P_FRAGMENTS_OF(s[mt], pf[mt], l[mt][0], l[mt][1]); /* attention_common.cl */
-    }
-
-    mma_cp_wait_all(); /* V of this tile */
+    mma_cp_wait_all();
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (it + 1 < ntiles) {
-      mma_tile_load(k_s, LDK, BLOCK_N, DP, k, k_base, k_ss, j0 + BLOCK_N, sk, HEAD_DIM, lid,
-                    WG);
-      mma_cp_commit();
+    uint4 qf[MT][KQ];
+    MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
+      MMA_UNROLL for (int kk = 0; kk < KQ; ++kk)
+        qf[mt][kk] = mma_ldsm_x4(qv_s, ((warp * MT + mt) * 16 + (lane & 15)) * LDK + kk * 16 +
+                                           (lane >> 4) * 8);
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    float4 acc[MT][NT_O];
+    float m[MT][2], l[MT][2];
+    int rr[MT][2]; /* this lane's rows of each m16 tile */
+    MMA_UNROLL for (int mt = 0; mt < MT; ++mt) {
+      MMA_UNROLL for (int n = 0; n < NT_O; ++n) acc[mt][n] = (float4)(0.0f);
+      m[mt][0] = m[mt][1] = -INFINITY;
+      l[mt][0] = l[mt][1] = 0.0f;
+      rr[mt][0] = i0 + (warp * MT + mt) * 16 + g;
+      rr[mt][1] = rr[mt][0] + 8;
     }
-    uint nfb[NFW] = {0u};
-    bool nf_any = false;
-    if (some_masked) mma_tile_scan(qv_s, LDV, BLOCK_N, DVP, 1, nf_s, lid, WG);
-    MMA_SPECIAL(some_masked) {
-      barrier(CLK_LOCAL_MEM_FENCE);
-      MMA_UNROLL for (int w = 0; w < NFW; ++w) {
-        nfb[w] = some_masked ? nf_s[w] : 0u;
-        nf_any |= nfb[w] != 0u;
+
+    for (int it = 0; it < ntiles; ++it) {
+      const int j0 = jt0 + it * BLOCK_N;
+      if (it > 0) { /* K of this tile has landed; V's buffer is free */
+        mma_cp_wait_all();
+        barrier(CLK_LOCAL_MEM_FENCE);
       }
-    }
-    MMA_UNROLL for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
-      MMA_UNROLL for (int dp = 0; dp < DVP / 16; ++dp) {
-        const uint4 bv = mma_ldsm_x4_t(
-            qv_s, (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LDV + dp * 16 + (lane >> 4) * 8);
-        MMA_UNROLL for (int mt = 0; mt < MT; ++mt) {
-          acc[mt][2 * dp] = mma_16816(pf[mt][kk], bv.xy, acc[mt][2 * dp]);
-          acc[mt][2 * dp + 1] = mma_16816(pf[mt][kk], bv.zw, acc[mt][2 * dp + 1]);
+      mma_tile_load(qv_s, LDV, BLOCK_N, DVP, v, v_base, v_ss, j0, sk, HEAD_DIM_V, lid, WG);
+      mma_cp_commit();
+      /* Some (row, key) pair of the tile is masked (keys past the end are
+       * zeros): V is scanned below. */
+      const bool some_masked = FCL_NONFINITE && !(j0 >= i_last + diag - window_left &&
+                                 min(j0 + BLOCK_N, sk) - 1 <= i0 + diag + window_right);
+      if (some_masked && lid < NFW) nf_s[lid] = 0u;
+
+      float4 s[MT][NT_S];
+      MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
+        MMA_UNROLL for (int n = 0; n < NT_S; ++n) s[mt][n] = (float4)(0.0f);
+      MMA_UNROLL for (int kk = 0; kk < KQ; ++kk) {
+        MMA_UNROLL for (int np = 0; np < NT_S / 2; ++np) {
+          const uint4 bk = mma_ldsm_x4(
+              k_s, (np * 16 + (lane >> 4) * 8 + (lane & 7)) * LDK + kk * 16 + ((lane >> 3) & 1) * 8);
+          MMA_UNROLL for (int mt = 0; mt < MT; ++mt) {
+            s[mt][2 * np] = mma_16816(qf[mt][kk], bk.xy, s[mt][2 * np]);
+            s[mt][2 * np + 1] = mma_16816(qf[mt][kk], bk.zw, s[mt][2 * np + 1]);
+          }
         }
       }
-    }
-    MMA_SPECIAL(nf_any) /* uniform over the work-group */
-      MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
-        MMA_FIX_NONFINITE(acc[mt], NT_O, pf[mt], nfb, v, v_base, v_ss, j0, HEAD_DIM_V,
-                          rr[mt][0], rr[mt][1], FWD_VISIBLE);
-  }
 
-  /* o and lse of the lane's rows (attention_common.cl) */
-  MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
-    MMA_FWD_STORE_OF(acc[mt], m[mt][0], m[mt][1], l[mt][0], l[mt][1], rr[mt][0], rr[mt][1]);
+      uint4 pf[MT][NT_S / 2];
+      MMA_UNROLL for (int mt = 0; mt < MT; ++mt) {
+        /* declares mu0, mu1 (attention_common.cl) */
+        MMA_SOFTMAX_STEP_OF(s[mt], acc[mt], m[mt][0], m[mt][1], l[mt][0], l[mt][1], rr[mt][0],
+                            rr[mt][1]);
+        MMA_P_FRAGMENTS_OF(s[mt], pf[mt], l[mt][0], l[mt][1]); /* attention_common.cl */
+      }
+
+      mma_cp_wait_all(); /* V of this tile */
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if (it + 1 < ntiles) {
+        mma_tile_load(k_s, LDK, BLOCK_N, DP, k, k_base, k_ss, j0 + BLOCK_N, sk, HEAD_DIM, lid,
+                      WG);
+        mma_cp_commit();
+      }
+      uint nfb[NFW] = {0u};
+      bool nf_any = false;
+      if (some_masked) mma_tile_scan(qv_s, LDV, BLOCK_N, DVP, 1, nf_s, lid, WG);
+      MMA_SPECIAL(some_masked) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        MMA_UNROLL for (int w = 0; w < NFW; ++w) {
+          nfb[w] = some_masked ? nf_s[w] : 0u;
+          nf_any |= nfb[w] != 0u;
+        }
+      }
+      MMA_UNROLL for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
+        MMA_UNROLL for (int dp = 0; dp < DVP / 16; ++dp) {
+          const uint4 bv = mma_ldsm_x4_t(
+              qv_s, (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LDV + dp * 16 + (lane >> 4) * 8);
+          MMA_UNROLL for (int mt = 0; mt < MT; ++mt) {
+            acc[mt][2 * dp] = mma_16816(pf[mt][kk], bv.xy, acc[mt][2 * dp]);
+            acc[mt][2 * dp + 1] = mma_16816(pf[mt][kk], bv.zw, acc[mt][2 * dp + 1]);
+          }
+        }
+      }
+      MMA_SPECIAL(nf_any) /* uniform over the work-group */
+        MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
+          MMA_FIX_NONFINITE(acc[mt], NT_O, pf[mt], nfb, v, v_base, v_ss, j0, HEAD_DIM_V,
+                            rr[mt][0], rr[mt][1], FWD_VISIBLE);
+    }
+
+    /* o and lse of the lane's rows (attention_common.cl) */
+    bool nf_seen = false; /* a NaN stored (attention_common.cl) */
+    MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
+      MMA_FWD_STORE_OF(acc[mt], m[mt][0], m[mt][1], l[mt][0], l[mt][1], rr[mt][0], rr[mt][1],
+                       nf_seen);
+    MMA_FWD_REPORT(nf_work, nf_seen, &nf_s[0]);
+  }
 }

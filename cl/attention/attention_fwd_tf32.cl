@@ -21,7 +21,9 @@
  * conflicts. With FCL_NONFINITE, every K and V tile is scanned for inf and
  * NaN, which 3xTF32 cannot carry (mma_tf32.cl, "Non-finite values of K and
  * V"); built with and without it, a work-group runs in the build that its
- * kv head's flag (nf_flags, set by cl/nonfinite_flags.cl) chooses.
+ * kv head's flag (set by cl/nonfinite_flags.cl) chooses: the build without
+ * lists the flagged heads' tiles for the other (MMA_FWD_WORK,
+ * attention_common.cl).
  */
 #ifndef HEAD_DIM
 #define HEAD_DIM 64
@@ -82,7 +84,7 @@ inline float2 tf32_q_pair(const __global float *q, long base, long ss, int r, in
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void fcl_attention_fwd_tf32(
     ATTN_FWD_PARAMS(float), /* attention_common.cl */
-    const __global int *nf_flags)
+    __global int *nf_work)
 {
   __local float k_s[BLOCK_N * LDK] __attribute__((aligned(16)));
   __local float v_s[BLOCK_N * LDV] __attribute__((aligned(16)));
@@ -90,116 +92,118 @@ void fcl_attention_fwd_tf32(
   __local uint nfk_s[NFW]; /* and of the K tile */
   MMA_EMU_DECL(WARPS)
 
-  MMA_FWD_TILE(); /* declares the tile's rows and key range (attention_common.cl) */
-  const int r0 = i0 + warp * 16 + g, r1 = r0 + 8; /* this lane's rows */
+  MMA_FWD_WORK(nf_work) { /* one query tile (attention_common.cl) */
+    MMA_FWD_TILE(nf_work); /* declares the tile's rows and key range */
+    const int r0 = i0 + warp * 16 + g, r1 = r0 + 8; /* this lane's rows */
 
-  if (ntiles > 0)
-    tf32_tile_load(k_s, LDK, BLOCK_N, DP, k, k_base, k_ss, jt0, sk, HEAD_DIM, lid, WG);
-  mma_cp_commit();
-  /* Q stays f32 in registers (split per use: fewer registers than both
-   * parts); A fragment order (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4). */
-  float4 qf[KQ];
-  MMA_UNROLL for (int kk = 0; kk < KQ; ++kk) {
-    const float2 x0 = tf32_q_pair(q, q_base, q_ss, r0, sq, kk * 8 + 2 * t4);
-    const float2 x1 = tf32_q_pair(q, q_base, q_ss, r1, sq, kk * 8 + 2 * t4);
-    qf[kk] = (float4)(x0.x, x1.x, x0.y, x1.y);
-  }
-
-  float4 acc[NT_O];
-  MMA_UNROLL for (int n = 0; n < NT_O; ++n) acc[n] = (float4)(0.0f);
-  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
-
-  for (int it = 0; it < ntiles; ++it) {
-    const int j0 = jt0 + it * BLOCK_N;
-    if (FCL_NONFINITE && lid < NFW) nfk_s[lid] = 0u;
-    /* K of this tile has landed; V's buffer is free */
-    mma_cp_wait_all();
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (FCL_NONFINITE) tf32_tile_scan(k_s, LDK, BLOCK_N, DP, nfk_s, lid, WG);
-    tf32_tile_load(v_s, LDV, BLOCK_N, DVP, v, v_base, v_ss, j0, sk, HEAD_DIM_V, lid, WG);
+    if (ntiles > 0)
+      tf32_tile_load(k_s, LDK, BLOCK_N, DP, k, k_base, k_ss, jt0, sk, HEAD_DIM, lid, WG);
     mma_cp_commit();
-    if (FCL_NONFINITE && lid < NFW) nf_s[lid] = 0u;
-    if (FCL_NONFINITE) barrier(CLK_LOCAL_MEM_FENCE); /* the K tile scanned */
-    uint nfb[NFW];
-    bool nf_any = false;
-    for (int w = 0; w < NFW; ++w) {
-      nfb[w] = FCL_NONFINITE ? nfk_s[w] : 0u;
-      nf_any |= nfb[w] != 0u;
-    }
-
-    float4 s[NT_S];
-    MMA_UNROLL for (int n = 0; n < NT_S; ++n) s[n] = (float4)(0.0f);
+    /* Q stays f32 in registers (split per use: fewer registers than both
+     * parts); A fragment order (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4). */
+    float4 qf[KQ];
     MMA_UNROLL for (int kk = 0; kk < KQ; ++kk) {
-      const tf32_a qa = tf32_split_a(qf[kk]);
-      MMA_UNROLL for (int n = 0; n < NT_S; ++n) {
-        const float2 kx = vload2(0, k_s + (n * 8 + g) * LDK + kk * 8 + 2 * t4);
-        const tf32_b kb = tf32_split_b(kx);
-        s[n] = MMA_3XTF32(qa, kb, s[n]);
-      }
-    }
-    MMA_SPECIAL(nf_any) /* uniform over the work-group */
-      TF32_FIX_SCORES(s, q, q_base, q_ss, sq, nfb, k, k_base, k_ss, j0, HEAD_DIM);
-
-    MMA_SOFTMAX_STEP(); /* declares mu0, mu1 (attention_common.cl) */
-
-    MMA_UNROLL for (int n = 0; n < NT_S; ++n) {
-      const float4 x = s[n];
-#if MMA_GENERAL
-      const float4 p = (float4)(mma_exp2(x.x - mu0), mma_exp2(x.y - mu0),
-                                mma_exp2(x.z - mu1), mma_exp2(x.w - mu1));
-#else
-      /* The product rounded as the row maximum was (attention_fwd_mma.cl). */
-      const float4 xs = x * qk_scale;
-      const float4 p = (float4)(mma_exp2(xs.x - mu0), mma_exp2(xs.y - mu0),
-                                mma_exp2(xs.z - mu1), mma_exp2(xs.w - mu1));
-#endif
-      l0 += p.x + p.y;
-      l1 += p.z + p.w;
-      s[n] = (float4)(p.x, p.z, p.y, p.w); /* A fragment order */
+      const float2 x0 = tf32_q_pair(q, q_base, q_ss, r0, sq, kk * 8 + 2 * t4);
+      const float2 x1 = tf32_q_pair(q, q_base, q_ss, r1, sq, kk * 8 + 2 * t4);
+      qf[kk] = (float4)(x0.x, x1.x, x0.y, x1.y);
     }
 
-    mma_cp_wait_all(); /* V of this tile */
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (it + 1 < ntiles)
-      tf32_tile_load(k_s, LDK, BLOCK_N, DP, k, k_base, k_ss, j0 + BLOCK_N, sk, HEAD_DIM, lid,
-                     WG);
-    mma_cp_commit();
-    if (FCL_NONFINITE) {
-      tf32_tile_scan(v_s, LDV, BLOCK_N, DVP, nf_s, lid, WG);
+    float4 acc[NT_O];
+    MMA_UNROLL for (int n = 0; n < NT_O; ++n) acc[n] = (float4)(0.0f);
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+
+    for (int it = 0; it < ntiles; ++it) {
+      const int j0 = jt0 + it * BLOCK_N;
+      if (FCL_NONFINITE && lid < NFW) nfk_s[lid] = 0u;
+      /* K of this tile has landed; V's buffer is free */
+      mma_cp_wait_all();
       barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    nf_any = false;
-    for (int w = 0; w < NFW; ++w) {
-      nfb[w] = FCL_NONFINITE ? nf_s[w] : 0u;
-      nf_any |= nfb[w] != 0u;
-    }
-    /* O += P V, TF32_OC output tiles at a time: the tile's products are
-     * summed in fresh accumulators, then added to O in f32. The tensor cores
-     * cut their sums toward zero, so one accumulator carried over all keys
-     * drifts by up to an ulp of O per mma (3 seqlen_k / 8 of them; 1.4e-6
-     * at 4096 keys, D=128, on the H100); over one tile's 3 BLOCK_N / 8 the
-     * cuts stay small and their signs vary from tile to tile. */
-    MMA_UNROLL for (int c0 = 0; c0 < NT_O; c0 += TF32_OC) {
-      float4 part[TF32_OC];
-      MMA_UNROLL for (int c = 0; c < TF32_OC; ++c) part[c] = (float4)(0.0f);
-      MMA_UNROLL for (int n = 0; n < NT_S; ++n) {
-        const tf32_a pa = tf32_split_a(s[n]);
-        const __local float *vr = v_s + (n * 8 + 2 * t4) * LDV + g;
-        MMA_UNROLL for (int c = 0; c < TF32_OC; ++c) {
-          const int dn = c0 + c;
-          if (dn < NT_O) {
-            const tf32_b vb = tf32_split_b((float2)(vr[dn * 8], vr[LDV + dn * 8]));
-            part[c] = MMA_3XTF32(pa, vb, part[c]);
-          }
+      if (FCL_NONFINITE) tf32_tile_scan(k_s, LDK, BLOCK_N, DP, nfk_s, lid, WG);
+      tf32_tile_load(v_s, LDV, BLOCK_N, DVP, v, v_base, v_ss, j0, sk, HEAD_DIM_V, lid, WG);
+      mma_cp_commit();
+      if (FCL_NONFINITE && lid < NFW) nf_s[lid] = 0u;
+      if (FCL_NONFINITE) barrier(CLK_LOCAL_MEM_FENCE); /* the K tile scanned */
+      uint nfb[NFW];
+      bool nf_any = false;
+      for (int w = 0; w < NFW; ++w) {
+        nfb[w] = FCL_NONFINITE ? nfk_s[w] : 0u;
+        nf_any |= nfb[w] != 0u;
+      }
+
+      float4 s[NT_S];
+      MMA_UNROLL for (int n = 0; n < NT_S; ++n) s[n] = (float4)(0.0f);
+      MMA_UNROLL for (int kk = 0; kk < KQ; ++kk) {
+        const tf32_a qa = tf32_split_a(qf[kk]);
+        MMA_UNROLL for (int n = 0; n < NT_S; ++n) {
+          const float2 kx = vload2(0, k_s + (n * 8 + g) * LDK + kk * 8 + 2 * t4);
+          const tf32_b kb = tf32_split_b(kx);
+          s[n] = MMA_3XTF32(qa, kb, s[n]);
         }
       }
-      MMA_UNROLL for (int c = 0; c < TF32_OC; ++c)
-        if (c0 + c < NT_O) acc[c0 + c] += part[c];
-    }
-    MMA_SPECIAL(nf_any) /* uniform over the work-group */
-      TF32_FIX_NONFINITE(acc, NT_O, s, nfb, v, v_base, v_ss, j0, HEAD_DIM_V, r0, r1,
-                         FWD_VISIBLE);
-  }
+      MMA_SPECIAL(nf_any) /* uniform over the work-group */
+        TF32_FIX_SCORES(s, q, q_base, q_ss, sq, nfb, k, k_base, k_ss, j0, HEAD_DIM);
 
-  MMA_FWD_STORE(); /* o and lse of the lane's rows (attention_common.cl) */
+      MMA_SOFTMAX_STEP(); /* declares mu0, mu1 (attention_common.cl) */
+
+      MMA_UNROLL for (int n = 0; n < NT_S; ++n) {
+        const float4 x = s[n];
+  #if MMA_GENERAL
+        const float4 p = (float4)(mma_exp2(x.x - mu0), mma_exp2(x.y - mu0),
+                                  mma_exp2(x.z - mu1), mma_exp2(x.w - mu1));
+  #else
+        /* The product rounded as the row maximum was (attention_fwd_mma.cl). */
+        const float4 xs = x * qk_scale;
+        const float4 p = (float4)(mma_exp2(xs.x - mu0), mma_exp2(xs.y - mu0),
+                                  mma_exp2(xs.z - mu1), mma_exp2(xs.w - mu1));
+  #endif
+        l0 += p.x + p.y;
+        l1 += p.z + p.w;
+        s[n] = (float4)(p.x, p.z, p.y, p.w); /* A fragment order */
+      }
+
+      mma_cp_wait_all(); /* V of this tile */
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if (it + 1 < ntiles)
+        tf32_tile_load(k_s, LDK, BLOCK_N, DP, k, k_base, k_ss, j0 + BLOCK_N, sk, HEAD_DIM, lid,
+                       WG);
+      mma_cp_commit();
+      if (FCL_NONFINITE) {
+        tf32_tile_scan(v_s, LDV, BLOCK_N, DVP, nf_s, lid, WG);
+        barrier(CLK_LOCAL_MEM_FENCE);
+      }
+      nf_any = false;
+      for (int w = 0; w < NFW; ++w) {
+        nfb[w] = FCL_NONFINITE ? nf_s[w] : 0u;
+        nf_any |= nfb[w] != 0u;
+      }
+      /* O += P V, TF32_OC output tiles at a time: the tile's products are
+       * summed in fresh accumulators, then added to O in f32. The tensor cores
+       * cut their sums toward zero, so one accumulator carried over all keys
+       * drifts by up to an ulp of O per mma (3 seqlen_k / 8 of them; 1.4e-6
+       * at 4096 keys, D=128, on the H100); over one tile's 3 BLOCK_N / 8 the
+       * cuts stay small and their signs vary from tile to tile. */
+      MMA_UNROLL for (int c0 = 0; c0 < NT_O; c0 += TF32_OC) {
+        float4 part[TF32_OC];
+        MMA_UNROLL for (int c = 0; c < TF32_OC; ++c) part[c] = (float4)(0.0f);
+        MMA_UNROLL for (int n = 0; n < NT_S; ++n) {
+          const tf32_a pa = tf32_split_a(s[n]);
+          const __local float *vr = v_s + (n * 8 + 2 * t4) * LDV + g;
+          MMA_UNROLL for (int c = 0; c < TF32_OC; ++c) {
+            const int dn = c0 + c;
+            if (dn < NT_O) {
+              const tf32_b vb = tf32_split_b((float2)(vr[dn * 8], vr[LDV + dn * 8]));
+              part[c] = MMA_3XTF32(pa, vb, part[c]);
+            }
+          }
+        }
+        MMA_UNROLL for (int c = 0; c < TF32_OC; ++c)
+          if (c0 + c < NT_O) acc[c0 + c] += part[c];
+      }
+      MMA_SPECIAL(nf_any) /* uniform over the work-group */
+        TF32_FIX_NONFINITE(acc, NT_O, s, nfb, v, v_base, v_ss, j0, HEAD_DIM_V, r0, r1,
+                           FWD_VISIBLE);
+    }
+
+    MMA_FWD_STORE(); /* o and lse of the lane's rows (attention_common.cl) */
+  }
 }

@@ -146,42 +146,47 @@
   } while (0)
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
-void fcl_attention_fwd_wgmma(ATTN_FWD_PARAMS(ushort), const __global int *nf_flags) {
+void fcl_attention_fwd_wgmma(ATTN_FWD_PARAMS(ushort), __global int *nf_work) {
   __local ushort q_s[BLOCK_M * HEAD_DIM] __attribute__((aligned(1024)));
   __local ushort k_s[2 * BLOCK_N * HEAD_DIM] __attribute__((aligned(1024)));   /* two tiles */
   __local ushort v_s[2 * BLOCK_N * HEAD_DIM_V] __attribute__((aligned(1024))); /* two tiles */
+  __local uint nf_seen_s;
   MMA_EMU_DECL(WARPS)
 
-  MMA_FWD_TILE(); /* attention_common.cl */
+  MMA_FWD_WORK(nf_work) { /* one query tile (attention_common.cl) */
+    MMA_FWD_TILE(nf_work);
 
-  wg_tile_load(q_s, BLOCK_M, HEAD_DIM, q, q_base, q_ss, i0, sq, lid, WG);
-  if (ntiles > 0) wg_tile_load(k_s, BLOCK_N, HEAD_DIM, k, k_base, k_ss, jt0, sk, lid, WG);
-  mma_cp_commit();
-  const int q0 = (warp >> 2) * 64; /* this warpgroup's rows of Q */
+    wg_tile_load(q_s, BLOCK_M, HEAD_DIM, q, q_base, q_ss, i0, sq, lid, WG);
+    if (ntiles > 0) wg_tile_load(k_s, BLOCK_N, HEAD_DIM, k, k_base, k_ss, jt0, sk, lid, WG);
+    mma_cp_commit();
+    const int q0 = (warp >> 2) * 64; /* this warpgroup's rows of Q */
 
-  float4 acc[NT_O];
-  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
-  MMA_UNROLL for (int n = 0; n < NT_O; ++n) acc[n] = (float4)(0.0f);
-  const int r0 = i0 + warp * 16 + g, r1 = r0 + 8;
-  uint4 pf[NT_S / 2]; /* P of the tile before */
-  MMA_UNROLL for (int n = 0; n < NT_S / 2; ++n) pf[n] = (uint4)(0u);
+    float4 acc[NT_O];
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+    MMA_UNROLL for (int n = 0; n < NT_O; ++n) acc[n] = (float4)(0.0f);
+    const int r0 = i0 + warp * 16 + g, r1 = r0 + 8;
+    uint4 pf[NT_S / 2]; /* P of the tile before */
+    MMA_UNROLL for (int n = 0; n < NT_S / 2; ++n) pf[n] = (uint4)(0u);
 
-  /* Step it computes S of tile it (it < ntiles) and O += P V of tile
-   * it - 1 (it > 0), both issued before either is waited for: the softmax
-   * of tile it runs while the tensor cores do P V of the tile before
-   * (FlashAttention-3's overlap within a warpgroup). K and V have two
-   * buffers each, taken in turn: K of tile it + 1 and V of tile it come in
-   * during step it, a whole step ahead, into the buffers that steps it - 1
-   * and it - 2 finished with; one barrier a step. (K in one buffer,
-   * loaded half a step ahead after a second barrier, measured the same on
-   * the H100: what the copies cost is their instructions, wgmma.cl.) */
-  if (ntiles > 0) {
-    int it = 0;
-    FWD_STEP(1, 0);
-    for (it = 1; it < ntiles; ++it) FWD_STEP(1, 1);
-    FWD_STEP(0, 1); /* it = ntiles */
+    /* Step it computes S of tile it (it < ntiles) and O += P V of tile
+     * it - 1 (it > 0), both issued before either is waited for: the softmax
+     * of tile it runs while the tensor cores do P V of the tile before
+     * (FlashAttention-3's overlap within a warpgroup). K and V have two
+     * buffers each, taken in turn: K of tile it + 1 and V of tile it come in
+     * during step it, a whole step ahead, into the buffers that steps it - 1
+     * and it - 2 finished with; one barrier a step. (K in one buffer,
+     * loaded half a step ahead after a second barrier, measured the same on
+     * the H100: what the copies cost is their instructions, wgmma.cl.) */
+    if (ntiles > 0) {
+      int it = 0;
+      FWD_STEP(1, 0);
+      for (it = 1; it < ntiles; ++it) FWD_STEP(1, 1);
+      FWD_STEP(0, 1); /* it = ntiles */
+    }
+
+    mma_cp_wait_all(); /* Q's copy, where no key tile ran */
+    bool nf_seen = false; /* a NaN stored (attention_common.cl) */
+    MMA_FWD_STORE_OF(acc, m0, m1, l0, l1, r0, r1, nf_seen);
+    MMA_FWD_REPORT(nf_work, nf_seen, &nf_seen_s);
   }
-
-  mma_cp_wait_all(); /* Q's copy, where no key tile ran */
-  MMA_FWD_STORE_OF(acc, m0, m1, l0, l1, r0, r1); /* attention_common.cl */
 }

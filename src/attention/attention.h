@@ -277,7 +277,17 @@ typedef struct {
 /* The scan kernels for a dtype (scalar, 16-byte loads): built before
  * anything is enqueued. */
 fcl_status fcl_nonfinite_kernel(fcl_context *ctx, fcl_dtype dtype, cl_kernel out[2]);
-/* Enqueues the flags' zeroing (nflags ints) and one scan per input. */
+/* Enqueues the flags' zeroing (nflags ints) and one scan per input; with
+ * list > 0 the buffer holds a forward's work list of that many tiles
+ * after them (its count zeroed too). */
 fcl_status fcl_nonfinite_flags(fcl_context *ctx, const cl_kernel k[2], const fcl_nf_input *in,
-                               int nin, int nflags, cl_mem *flags);
+                               int nin, int nflags, size_t list, cl_mem *flags);
+/* Runs a tensor-core forward's two builds (kern[0] without FCL_NONFINITE,
+ * kern[1] with) over the grid of one query tile a work-group (global,
+ * local): the flags of nin scans (scan: fcl_nonfinite_kernel's; unused
+ * where nin is 0), kern[0] on the grid, kern[1] on the tiles it listed. */
+fcl_status fcl_attention_fwd_nf_run(fcl_context *ctx, const fcl_attention_problem *p,
+                                    const cl_kernel kern[2], const cl_kernel scan[2],
+                                    const fcl_nf_input *in, int nin, const size_t global[3],
+                                    const size_t local[3], const char *what);
 #endif

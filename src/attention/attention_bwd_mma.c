@@ -218,7 +218,7 @@ fcl_status fcl_attention_bwd_mma_run(fcl_context *ctx, const fcl_attention_plan 
   size_t gd[3] = {((size_t)d->seqlen_q + bd - 1) / bd * wd, 1, (size_t)(d->batch * d->heads_q)};
   size_t ld[3] = {wd, 1, 1};
   if ((s = fcl_launch(ctx, k_delta, &a, gd, ld, "enqueueing backward delta (mma)")) ||
-      (s = fcl_nonfinite_flags(ctx, scan, nfin, 3, (int)d->heads_kv, &nf_flags)))
+      (s = fcl_nonfinite_flags(ctx, scan, nfin, 3, (int)d->heads_kv, 0, &nf_flags)))
     return s;
   for (int i = 0; i < 2; ++i) {
     const size_t wq = (size_t)kn->dq[i].warps * 32, bq = (size_t)kn->dq[i].rows;

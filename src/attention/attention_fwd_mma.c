@@ -122,16 +122,16 @@ fcl_status fcl_attention_fwd_mma_launch(fcl_context *ctx, const fcl_attention_pl
                   fcl_tensor_aligned(p->v, es, p->varlen, vw);
   const int general = d->softcap > 0 || d->alibi_slopes || !(p->sc.qk_scale > 0);
   /* Built without and with the handling of inf and NaN in masked products
-   * (nonfinite_flags.c), and the scan that chooses between them, before
-   * anything is enqueued. */
-  cl_kernel kern[2], scan[2];
+   * (nonfinite_flags.c), and in 3xTF32 the scans that choose between them,
+   * before anything is enqueued. */
+  cl_kernel kern[2], scan[2] = {NULL, NULL};
   for (int nf = 0; nf < 2; ++nf) {
     char opts[640];
     snprintf(opts, sizeof opts, "%s -DMMA_VEC=%d -DMMA_GENERAL=%d -DFCL_NONFINITE=%d",
              pl->options, vec, general, nf);
     if (fcl_get_kernel(ctx, f32 ? files32 : files16, 6, opts,
                        f32 ? "fcl_attention_fwd_tf32" : "fcl_attention_fwd_mma", &kern[nf]) ||
-        (nf == 1 && fcl_nonfinite_kernel(ctx, p->dtype, scan))) {
+        (nf == 1 && f32 && fcl_nonfinite_kernel(ctx, p->dtype, scan))) {
       /* The next kernel of the table still works: say why and use it. */
       fcl_log(ctx, "fast path: the forward does not build, using the next kernel: %s",
               ctx->message);
@@ -140,15 +140,12 @@ fcl_status fcl_attention_fwd_mma_launch(fcl_context *ctx, const fcl_attention_pl
       return FCL_OK;
     }
   }
-  /* V holds the operand of masked products (P V); in 3xTF32 K too, whose
-   * split of inf is NaN even where visible. Flags per kv head. */
+  /* 3xTF32's split of inf is NaN even where visible: K and V flagged per
+   * kv head before. In f16 and bf16 only V's masked products matter, which
+   * the kernel finds in its own sums. */
   const fcl_nf_input nfin[2] = {
       {p->v, p->varlen, p->total_k, d->seqlen_k, d->heads_kv, d->head_dim_v, 1},
       {p->k, p->varlen, p->total_k, d->seqlen_k, d->heads_kv, d->head_dim, 1}};
-  cl_mem nf_flags;
-  fcl_status s;
-  if ((s = fcl_nonfinite_flags(ctx, scan, nfin, f32 ? 2 : 1, (int)d->heads_kv, &nf_flags)))
-    return s;
   const size_t wg = (size_t)c->WARPS * 32, block_m = (size_t)c->WARPS * 16 * c->MT;
   const size_t nqb = ((size_t)d->seqlen_q + block_m - 1) / block_m;
   size_t global[3] = {nqb * wg, 1, (size_t)(d->batch * d->heads_q)};
@@ -156,12 +153,6 @@ fcl_status fcl_attention_fwd_mma_launch(fcl_context *ctx, const fcl_attention_pl
   fcl_log(ctx, "attention forward: tensor cores%s, %d warps of %d rows, %d keys per tile%s%s",
           f32 ? " (3xTF32)" : "", c->WARPS, 16 * c->MT, c->BLOCK_N, vec ? ", cp.async" : "",
           general ? ", general scores" : "");
-  for (int nf = 0; nf < 2; ++nf) {
-    fcl_args a = {kern[nf], 0, CL_SUCCESS};
-    fcl_attention_fwd_args(&a, p, fcl_attention_flags(p));
-    FCL_ARG(&a, nf_flags);
-    if ((s = fcl_launch(ctx, kern[nf], &a, global, local, "enqueueing attention forward (mma)")))
-      return s;
-  }
-  return FCL_OK;
+  return fcl_attention_fwd_nf_run(ctx, p, kern, scan, nfin, f32 ? 2 : 0, global, local,
+                                  "enqueueing attention forward (mma)");
 }

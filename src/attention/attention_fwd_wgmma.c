@@ -91,16 +91,18 @@ fcl_status fcl_attention_fwd_wgmma_launch(fcl_context *ctx, const fcl_attention_
     return FCL_OK;
   }
   const int general = d->softcap > 0 || d->alibi_slopes || !(p->sc.qk_scale > 0);
-  cl_kernel kern[2], scan[2];
+  cl_kernel kern[2];
   for (int nf = 0; nf < 2; ++nf) {
     char opts[640];
     /* The mma helpers' options are the row's tail (fcl_mma_build_options);
-     * unemulated the program is retargeted to sm_90a (core/ptx_retarget.c). */
-    snprintf(opts, sizeof opts, "%s -DMMA_GENERAL=%d -DFCL_NONFINITE=%d%s", pl->options, general,
-             nf, ctx->info.mma_emulate ? "" : " " FCL_SM90A_OPTION);
+     * unemulated the program is retargeted to sm_90a (core/ptx_retarget.c),
+     * the common build with registers for two work-groups per SM (eight
+     * warps: 128 a work-item; the build for inf/NaN runs few work-groups). */
+    snprintf(opts, sizeof opts, "%s -DMMA_GENERAL=%d -DFCL_NONFINITE=%d%s%s", pl->options, general,
+             nf, ctx->info.mma_emulate ? "" : " " FCL_SM90A_OPTION,
+             ctx->info.mma_emulate || nf ? "" : " " FCL_SM90A_GROUPS_OPTION "2");
     if (fcl_get_kernel(ctx, files, (int)FCL_COUNT(files), opts, "fcl_attention_fwd_wgmma",
-                       &kern[nf]) ||
-        (nf == 1 && fcl_nonfinite_kernel(ctx, p->dtype, scan))) {
+                       &kern[nf])) {
       fcl_log(ctx, "fast path: the wgmma forward does not build, using the next kernel: %s",
               ctx->message);
       fcl_clear_error(ctx);
@@ -108,24 +110,14 @@ fcl_status fcl_attention_fwd_wgmma_launch(fcl_context *ctx, const fcl_attention_
       return FCL_OK;
     }
   }
-  /* V holds the operand of masked products (P V): flags per kv head. */
-  const fcl_nf_input nfin = {p->v, p->varlen, p->total_k, d->seqlen_k, d->heads_kv,
-                             d->head_dim_v, 1};
-  cl_mem nf_flags;
-  fcl_status s;
-  if ((s = fcl_nonfinite_flags(ctx, scan, &nfin, 1, (int)d->heads_kv, &nf_flags))) return s;
   const size_t wg = (size_t)c->WARPS * 32, block_m = (size_t)c->WARPS * 16;
   const size_t nqb = ((size_t)d->seqlen_q + block_m - 1) / block_m;
   size_t global[3] = {nqb * wg, 1, (size_t)(d->batch * d->heads_q)};
   size_t local[3] = {wg, 1, 1};
   fcl_log(ctx, "attention forward: wgmma, %d warpgroup(s) of 64 rows, %d keys per tile%s",
           c->WARPS / 4, c->BLOCK_N, general ? ", general scores" : "");
-  for (int nf = 0; nf < 2; ++nf) {
-    fcl_args a = {kern[nf], 0, CL_SUCCESS};
-    fcl_attention_fwd_args(&a, p, fcl_attention_flags(p));
-    FCL_ARG(&a, nf_flags);
-    if ((s = fcl_launch(ctx, kern[nf], &a, global, local, "enqueueing attention forward (wgmma)")))
-      return s;
-  }
-  return FCL_OK;
+  /* V's inf and NaN in masked products: the kernel finds them in its own
+   * sums (nonfinite_flags.c), no scan. */
+  return fcl_attention_fwd_nf_run(ctx, p, kern, NULL, NULL, 0, global, local,
+                                  "enqueueing attention forward (wgmma)");
 }

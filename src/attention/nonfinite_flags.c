@@ -1,8 +1,11 @@
 /* Per-head inf/NaN flags for the tensor-core kernels (cl/nonfinite_flags.cl
  * says why): each of those kernels is built without (FCL_NONFINITE=0) and
- * with (=1) the handling of non-finite operands of masked products, both
- * are launched after the flags, and a work-group runs in the one its head's
- * flag chooses. Flags live in scratch slot 5. */
+ * with (=1) the handling of non-finite operands of masked products, and
+ * both are launched after the flags. In the backward a work-group runs in
+ * the build its head's flag chooses; the forwards' build without runs every
+ * tile and lists those the other must redo (cl/attention/attention_common.cl,
+ * MMA_FWD_WORK): the tiles of flagged heads (3xTF32's scans) and those whose
+ * output came out NaN. Flags and list live in scratch slot 5. */
 #include "attention/attention.h"
 
 #include <stdio.h>
@@ -50,16 +53,39 @@ static fcl_status scan_one(fcl_context *ctx, const cl_kernel kern[2], const fcl_
 }
 
 fcl_status fcl_nonfinite_flags(fcl_context *ctx, const cl_kernel k[2], const fcl_nf_input *in, int nin,
-                               int nflags, cl_mem *flags) {
-  fcl_status s = fcl_scratch(ctx, 5, (size_t)nflags * sizeof(cl_int), flags);
+                               int nflags, size_t list, cl_mem *flags) {
+  /* flags, then (forwards) the count of listed tiles and their pairs */
+  const size_t zeroed = (size_t)nflags + (list ? 1 : 0);
+  fcl_status s = fcl_scratch(ctx, 5, (zeroed + 2 * list) * sizeof(cl_int), flags);
   if (s || ctx->dry_run) return s;
   const cl_int zero = 0;
   cl_event ev = NULL;
   cl_int err = clEnqueueFillBuffer(ctx->queue, *flags, &zero, sizeof zero, 0,
-                                   (size_t)nflags * sizeof zero, 0, NULL,
-                                   ctx->profiling ? &ev : NULL);
+                                   zeroed * sizeof zero, 0, NULL, ctx->profiling ? &ev : NULL);
   if (err != CL_SUCCESS) return fcl_fail_cl(ctx, err, "clearing the non-finite flags");
   if (ev) fcl_op_record(ctx, ev);
   for (int i = 0; i < nin && s == FCL_OK; ++i) s = scan_one(ctx, k, &in[i], *flags);
+  return s;
+}
+
+fcl_status fcl_attention_fwd_nf_run(fcl_context *ctx, const fcl_attention_problem *p,
+                                    const cl_kernel kern[2], const cl_kernel scan[2],
+                                    const fcl_nf_input *in, int nin, const size_t global[3],
+                                    const size_t local[3], const char *what) {
+  const size_t tiles = global[0] / local[0] * global[2];
+  /* The listed tiles are few (inf or NaN in masked products): two
+   * work-groups an SM take them in turn. */
+  const size_t redo = tiles < 2 * (size_t)ctx->info.compute_units
+                          ? tiles
+                          : 2 * (size_t)ctx->info.compute_units;
+  const size_t global1[3] = {(redo ? redo : 1) * local[0], 1, 1};
+  cl_mem work;
+  fcl_status s = fcl_nonfinite_flags(ctx, scan, in, nin, (int)p->d->heads_kv, tiles, &work);
+  for (int nf = 0; nf < 2 && s == FCL_OK; ++nf) {
+    fcl_args a = {kern[nf], 0, CL_SUCCESS};
+    fcl_attention_fwd_args(&a, p, fcl_attention_flags(p));
+    FCL_ARG(&a, work);
+    s = fcl_launch(ctx, kern[nf], &a, nf ? global1 : global, local, what);
+  }
   return s;
 }

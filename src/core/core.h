@@ -239,8 +239,12 @@ fcl_status  fcl_wgmma_ready(fcl_context *ctx, fcl_dtype t, bool *ready);
 /* Whether n is an N of cl/common/wgmma_ops.cl (16, 32, 48, 64, 96, 128). */
 bool        fcl_wgmma_n(int64_t n);
 #define FCL_SM90A_OPTION "-DFCL_SM90A=1"
+/* With FCL_SM90A_OPTION, "-DFCL_SM90A_GROUPS=N": ptxas keeps registers for
+ * N work-groups per SM (.minnctapersm, ptx_retarget.c). */
+#define FCL_SM90A_GROUPS_OPTION "-DFCL_SM90A_GROUPS="
 /* ptx_retarget.c: the PTX text of a program built from source with
  * FCL_SM90A_OPTION, rewritten for sm_90a (markers removed, target and
- * version raised); NULL when it is not PTX for sm_90 or memory runs out. */
-char       *fcl_ptx_sm90a(const char *ptx, size_t size, size_t *out_size);
+ * version raised, .minnctapersm min_groups where min_groups > 0); NULL when
+ * it is not PTX for sm_90 or memory runs out. */
+char       *fcl_ptx_sm90a(const char *ptx, size_t size, int min_groups, size_t *out_size);
 #endif

@@ -84,7 +84,9 @@ static fcl_status retarget_sm90a(fcl_context *ctx, cl_program prog, const char *
   cl_int err = clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL);
   if (err == CL_SUCCESS && size > 0 && (ptx = malloc(size + 1))) {
     err = clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof ptx, &ptx, NULL);
-    if (err == CL_SUCCESS) patched = fcl_ptx_sm90a(ptx, size, &n);
+    const char *groups = strstr(options, FCL_SM90A_GROUPS_OPTION);
+    const int   min_groups = groups ? atoi(groups + strlen(FCL_SM90A_GROUPS_OPTION)) : 0;
+    if (err == CL_SUCCESS) patched = fcl_ptx_sm90a(ptx, size, min_groups, &n);
   }
   free(ptx);
   clReleaseProgram(prog);

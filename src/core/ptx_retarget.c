@@ -5,7 +5,12 @@
  * built from source as usual, then its PTX (the program binary) is
  * rewritten here and loaded back with clCreateProgramWithBinary
  * (program.c): markers removed, .target sm_90 -> sm_90a, and .version at
- * least 8.0 (wgmma's). */
+ * least 8.0 (wgmma's). With min_groups > 0, each entry with a .reqntid
+ * also gets .minnctapersm min_groups: ptxas then keeps the registers of a
+ * work-item within what that many work-groups per SM leave (OpenCL C has
+ * no launch bounds, and NVIDIA's compiler ignores -cl-nv-maxrregcount here:
+ * at D=64 eight more registers than 128 halved the forward's work-groups
+ * per SM, 28% of its time). */
 #include "core/core.h"
 
 #include <stdio.h>
@@ -19,11 +24,16 @@ static bool line_starts(const char *p, const char *end, const char *s) {
   return (size_t)(end - p) >= n && memcmp(p, s, n) == 0;
 }
 
-char *fcl_ptx_sm90a(const char *ptx, size_t size, size_t *out_size) {
+static const char reqntid[] = ".reqntid ";
+
+char *fcl_ptx_sm90a(const char *ptx, size_t size, int min_groups, size_t *out_size) {
   const char *end = ptx + size;
   while (end > ptx && end[-1] == '\0') --end; /* binaries may count a NUL */
   bool target = false;
-  char *out = malloc((size_t)(end - ptx) + 16);
+  size_t entries = 0; /* .reqntid lines, each may gain a line */
+  for (const char *p = ptx; (p = memchr(p, '.', (size_t)(end - p))); ++p)
+    entries += line_starts(p, end, reqntid);
+  char *out = malloc((size_t)(end - ptx) + 16 + entries * 32);
   if (!out) return NULL;
   size_t k = 0;
   for (const char *p = ptx; p < end;) {
@@ -47,6 +57,12 @@ char *fcl_ptx_sm90a(const char *ptx, size_t size, size_t *out_size) {
     } else if (line_starts(q, le, marker)) {
       memcpy(out + k, p, (size_t)(q - p)), k += (size_t)(q - p);
       p = q + sizeof marker - 1;
+    } else if (min_groups > 0 && line_starts(q, le, reqntid)) {
+      memcpy(out + k, p, (size_t)(le - p)), k += (size_t)(le - p);
+      if (!nl) out[k++] = '\n';
+      k += (size_t)sprintf(out + k, ".minnctapersm %d\n", min_groups);
+      p = le;
+      continue;
     }
     memcpy(out + k, p, (size_t)(le - p)), k += (size_t)(le - p);
     p = le;
