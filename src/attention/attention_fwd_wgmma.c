@@ -95,12 +95,16 @@ fcl_status fcl_attention_fwd_wgmma_launch(fcl_context *ctx, const fcl_attention_
   for (int nf = 0; nf < 2; ++nf) {
     char opts[640];
     /* The mma helpers' options are the row's tail (fcl_mma_build_options);
-     * unemulated the program is retargeted to sm_90a (core/ptx_retarget.c),
-     * the common build with registers for two work-groups per SM (eight
-     * warps: 128 a work-item; the build for inf/NaN runs few work-groups). */
+     * unemulated the program is retargeted to sm_90a (core/ptx_retarget.c).
+     * With eight warps the common build keeps registers for two work-groups
+     * per SM (128 a work-item of sm_90's 64K); with four the cap would be
+     * above ptxas's 255 and is left out (ptxas then schedules otherwise:
+     * D=128 measured 3-9% slower with it). The build for inf/NaN runs few
+     * work-groups. */
+    const bool cap = !ctx->info.mma_emulate && !nf && c->WARPS > 4;
     snprintf(opts, sizeof opts, "%s -DMMA_GENERAL=%d -DFCL_NONFINITE=%d%s%s", pl->options, general,
              nf, ctx->info.mma_emulate ? "" : " " FCL_SM90A_OPTION,
-             ctx->info.mma_emulate || nf ? "" : " " FCL_SM90A_GROUPS_OPTION "2");
+             cap ? " " FCL_SM90A_GROUPS_OPTION "2" : "");
     if (fcl_get_kernel(ctx, files, (int)FCL_COUNT(files), opts, "fcl_attention_fwd_wgmma",
                        &kern[nf])) {
       fcl_log(ctx, "fast path: the wgmma forward does not build, using the next kernel: %s",
