@@ -140,12 +140,8 @@ void fcl_attention_bwd_mma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR
     }
     MMA_SPECIAL(some_masked) {
       barrier(CLK_LOCAL_MEM_FENCE);
-      MMA_UNROLL for (int w = 0; w < NFW; ++w) {
-        nfq[w] = some_masked ? nfc[w] : 0u;
-        nfo[w] = some_masked ? nfc[NFW + w] : 0u;
-        nfq_any |= nfq[w] != 0u;
-        nfo_any |= nfo[w] != 0u;
-      }
+      nfq_any = mma_tile_flags(nfc, some_masked, nfq, NFW);
+      nfo_any = mma_tile_flags(nfc + NFW, some_masked, nfo, NFW);
     }
     float4 sc[MT][NT], dp[MT][NT];
     MMA_UNROLL for (int mt = 0; mt < MT; ++mt)

@@ -94,10 +94,7 @@ void fcl_attention_bwd_mma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR(d
     if (some_masked) mma_tile_scan(k_s, LDK, BLOCK_N, DP, 0, nfc, lid, WG);
     MMA_SPECIAL(some_masked) {
       barrier(CLK_LOCAL_MEM_FENCE);
-      MMA_UNROLL for (int w = 0; w < NFW; ++w) {
-        nfb[w] = some_masked ? nfc[w] : 0u;
-        nf_any |= nfb[w] != 0u;
-      }
+      nf_any = mma_tile_flags(nfc, some_masked, nfb, NFW);
     }
     float4 sc[MT][NT], dp[MT][NT];
     MMA_UNROLL for (int mt = 0; mt < MT; ++mt)

@@ -156,10 +156,7 @@ void fcl_attention_fwd_mma(
       if (some_masked) mma_tile_scan(qv_s, LDV, BLOCK_N, DVP, 1, nf_s, lid, WG);
       MMA_SPECIAL(some_masked) {
         barrier(CLK_LOCAL_MEM_FENCE);
-        MMA_UNROLL for (int w = 0; w < NFW; ++w) {
-          nfb[w] = some_masked ? nf_s[w] : 0u;
-          nf_any |= nfb[w] != 0u;
-        }
+        nf_any = mma_tile_flags(nf_s, some_masked, nfb, NFW);
       }
       MMA_UNROLL for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
         MMA_UNROLL for (int dp = 0; dp < DVP / 16; ++dp) {

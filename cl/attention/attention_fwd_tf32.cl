@@ -124,11 +124,7 @@ void fcl_attention_fwd_tf32(
       if (FCL_NONFINITE && lid < NFW) nf_s[lid] = 0u;
       if (FCL_NONFINITE) barrier(CLK_LOCAL_MEM_FENCE); /* the K tile scanned */
       uint nfb[NFW];
-      bool nf_any = false;
-      for (int w = 0; w < NFW; ++w) {
-        nfb[w] = FCL_NONFINITE ? nfk_s[w] : 0u;
-        nf_any |= nfb[w] != 0u;
-      }
+      bool nf_any = mma_tile_flags(nfk_s, FCL_NONFINITE, nfb, NFW);
 
       float4 s[NT_S];
       MMA_UNROLL for (int n = 0; n < NT_S; ++n) s[n] = (float4)(0.0f);
@@ -171,11 +167,7 @@ void fcl_attention_fwd_tf32(
         tf32_tile_scan(v_s, LDV, BLOCK_N, DVP, nf_s, lid, WG);
         barrier(CLK_LOCAL_MEM_FENCE);
       }
-      nf_any = false;
-      for (int w = 0; w < NFW; ++w) {
-        nfb[w] = FCL_NONFINITE ? nf_s[w] : 0u;
-        nf_any |= nfb[w] != 0u;
-      }
+      nf_any = mma_tile_flags(nf_s, FCL_NONFINITE, nfb, NFW);
       /* O += P V, TF32_OC output tiles at a time: the tile's products are
        * summed in fresh accumulators, then added to O in f32. The tensor cores
        * cut their sums toward zero, so one accumulator carried over all keys

@@ -89,10 +89,7 @@
       if (some_masked) wg_tile_scan(vp, BLOCK_N, HEAD_DIM_V, 1, nf_s, lid, WG);                    \
       wg_fence_proxy();                                                                            \
       barrier(CLK_LOCAL_MEM_FENCE);                                                                \
-      MMA_UNROLL for (int w = 0; w < NFW; ++w) {                                                   \
-        nfb[w] = some_masked ? nf_s[w] : 0u;                                                       \
-        nf_any |= nfb[w] != 0u;                                                                    \
-      }                                                                                            \
+      nf_any = mma_tile_flags(nf_s, some_masked, nfb, NFW);                                        \
       barrier(CLK_LOCAL_MEM_FENCE); /* every flag read before kn's copy */                         \
     }                                                                                              \
     if (has_s) {                                                                                   \
