@@ -26,7 +26,10 @@
  * two stages, GQA, varlen, windows, softcap, ALiBi, a NaN in v, and a NaN in
  * k, whose kv head then runs the mma.sync dQ and dK/dV kernels beside
  * the wgmma ones.
- * Elsewhere each mode says that its kernel does not run and passes. */
+ * Elsewhere each mode says that its kernel does not run and passes.
+ * mma also breaks a copy of the tensor-core forwards' kernels: unforced the
+ * next row runs, forced the call fails (forced_build_failure). */
+#define _POSIX_C_SOURCE 200809L /* setenv, getpid */
 #include "op_harness.h"
 #define FCL_STATIC_LINKING_ONLY
 #include "flashcl_tuning.h"
@@ -35,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct {
   const char *kernel; /* the variant */
@@ -184,6 +188,65 @@ static int run(fcl_context *ctx, const forced_case *c, int idx) {
 /* The kernel fcl_attention_config reports for a small forward (or
  * backward) in dtype, with the override params of variant kernel set
  * first (NULL: none). */
+/* mma mode, with FCL_SOURCE_CL_DIR: the tensor-core forwards' kernels
+ * broken (a copy of the kernels in dir). Unforced, the call runs the next
+ * row and gives the reference's numbers; forced, as these cases and fa-tune
+ * force a row, it must fail with the build's error rather than test or time
+ * another kernel. */
+static int forced_build_failure(const char *dir) {
+  char cmd[1200], to[1024], why[2048] = "";
+  snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", dir, FCL_SOURCE_CL_DIR, dir);
+  int ok = system(cmd) == 0, failed = 0;
+  static const char *const broken[] = {"attention/attention_fwd_mma.cl",
+                                       "attention/attention_fwd_tf32.cl"};
+  for (size_t i = 0; i < 2; ++i) {
+    snprintf(to, sizeof to, "%s/%s", dir, broken[i]);
+    FILE *f = fopen(to, "a");
+    ok &= f && fputs("\n__kernel void broken_on_purpose(void) { this is not C; }\n", f) >= 0;
+    if (f && fclose(f) != 0) ok = 0;
+  }
+  setenv("FCL_KERNEL_DIR", dir, 1);
+  fcl_context *ctx = NULL;
+  ok = ok && fcl_context_create(NULL, &ctx) == FCL_OK;
+  unsetenv("FCL_KERNEL_DIR");
+  printf("%s broken copy of the kernels in %s\n", ok ? "PASS" : "FAIL", dir);
+  if (!ok) return 1;
+  ref_attention_problem p;
+  memset(&p, 0, sizeof p);
+  p.batch = 1; p.seqlen_q = 33; p.seqlen_k = 40; p.heads_q = p.heads_kv = 2;
+  p.head_dim = p.head_dim_v = 64; p.causal = 1; p.window_left = p.window_right = -1;
+  const oh_attention_sizes sz = oh_attention_count(&p);
+  double *q = malloc(8 * sz.q), *k = malloc(8 * sz.k), *v = malloc(8 * sz.v);
+  tu_rng g;
+  tu_rng_seed(&g, 5);
+  tu_fill_uniform(&g, q, sz.q, -1, 1);
+  tu_fill_uniform(&g, k, sz.k, -1, 1);
+  tu_fill_uniform(&g, v, sz.v, -1, 1);
+  for (int dt = 0; dt < 2; ++dt) {
+    const fcl_dtype t = dt ? FCL_F16 : FCL_F32;
+    const int next = oh_attention_verify(ctx, &p, t, q, k, v, NULL, 1, why, sizeof why);
+    printf("%s %s unforced, broken: the next row runs | %s\n", next ? "PASS" : "FAIL",
+           dt ? "f16" : "f32", next ? "" : why);
+    failed += !next;
+    const fcl_variant *mma = fcl_variant_find("attention_fwd_mma");
+    const fcl_status s = fcl_tuning_override(ctx, mma, dt ? "WARPS=4,BLOCK_N=32,MT=1"
+                                                          : "WARPS=2,BLOCK_N=16,MT=1");
+    why[0] = '\0';
+    const int ran = s == FCL_OK && oh_attention_verify(ctx, &p, t, q, k, v, NULL, 1, why,
+                                                       sizeof why);
+    const int refused = s == FCL_OK && !ran && strstr(why, "build") != NULL;
+    printf("%s %s forced, broken: the call fails | %s\n", refused ? "PASS" : "FAIL",
+           dt ? "f16" : "f32", s == FCL_OK ? why : fcl_context_last_error(ctx));
+    failed += !refused;
+    fcl_tuning_override(ctx, mma, NULL);
+  }
+  free(q); free(k); free(v);
+  fcl_context_destroy(ctx);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) printf("note: could not remove %s\n", dir);
+  return failed;
+}
+
 static bool reports(fcl_context *ctx, fcl_dtype dt, int backward, const char *kernel,
                     const char *forced, char *params, size_t size) {
   fcl_attention_desc d = FCL_ATTENTION_DESC_INIT;
@@ -242,6 +305,14 @@ int main(int argc, char **argv) {
     ++n;
   }
   fcl_context_destroy(ctx);
+#ifdef FCL_SOURCE_CL_DIR
+  if (strcmp(mode, "mma") == 0) {
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/fcl-forced-%ld", (long)getpid());
+    g_failed += forced_build_failure(dir);
+    n += 4;
+  }
+#endif
   printf("test_attention_forced: %d cases, %d failed, %.1f s\n", n + 1, g_failed,
          tu_now() - t0);
   return g_failed ? 1 : 0;

@@ -165,25 +165,21 @@ fcl_status fcl_attention_bwd_mma_run(fcl_context *ctx, const fcl_attention_plan 
    * masked products (nonfinite_flags.c), before anything is enqueued. */
   cl_kernel k_delta, k_dq[2], k_dkdv[2], scan[2];
   cl_mem delta, nf_flags;
-  bool built = fcl_get_kernel(ctx, kn->files, kn->nfiles, opts, "fcl_attention_bwd_mma_delta",
-                              &k_delta) == FCL_OK &&
-               fcl_nonfinite_kernel(ctx, p->dtype, scan) == FCL_OK;
-  for (int i = 0; i < 2 && built; ++i) {
+  fcl_status s = fcl_get_kernel(ctx, kn->files, kn->nfiles, opts, "fcl_attention_bwd_mma_delta",
+                                &k_delta);
+  if (s == FCL_OK) s = fcl_nonfinite_kernel(ctx, p->dtype, scan);
+  for (int i = 0; i < 2 && s == FCL_OK; ++i) {
     char nf_opts[700];
     snprintf(nf_opts, sizeof nf_opts, "%s -DFCL_NONFINITE=%d", opts, i);
-    built = fcl_get_kernel(ctx, kn->files, kn->nfiles, nf_opts, kn->dq[i].name, &k_dq[i]) ==
-                FCL_OK &&
-            fcl_get_kernel(ctx, kn->files, kn->nfiles, nf_opts, kn->dkdv[i].name,
-                           &k_dkdv[i]) == FCL_OK;
+    s = fcl_get_kernel(ctx, kn->files, kn->nfiles, nf_opts, kn->dq[i].name, &k_dq[i]);
+    if (s == FCL_OK)
+      s = fcl_get_kernel(ctx, kn->files, kn->nfiles, nf_opts, kn->dkdv[i].name, &k_dkdv[i]);
   }
-  if (!built) {
-    fcl_log(ctx, "fast path: the %s backward does not build, using the next kernels: %s",
-            kn->what, ctx->message);
-    fcl_clear_error(ctx);
-    *fallback = true;
-    return FCL_OK;
+  if (s) {
+    char what[64];
+    snprintf(what, sizeof what, "the %s backward", kn->what);
+    return fcl_attention_unbuilt(ctx, pl, s, what, fallback);
   }
-  fcl_status s;
   if ((s = fcl_scratch(ctx, 0, nstat * sizeof(float), &delta))) return s;
 
   const fcl_attention_scalars *sc = &p->sc;

@@ -129,16 +129,11 @@ fcl_status fcl_attention_fwd_mma_launch(fcl_context *ctx, const fcl_attention_pl
     char opts[640];
     snprintf(opts, sizeof opts, "%s -DMMA_VEC=%d -DMMA_GENERAL=%d -DFCL_NONFINITE=%d",
              pl->options, vec, general, nf);
-    if (fcl_get_kernel(ctx, f32 ? files32 : files16, 6, opts,
-                       f32 ? "fcl_attention_fwd_tf32" : "fcl_attention_fwd_mma", &kern[nf]) ||
-        (nf == 1 && f32 && fcl_nonfinite_kernel(ctx, p->dtype, scan))) {
-      /* The next kernel of the table still works: say why and use it. */
-      fcl_log(ctx, "fast path: the forward does not build, using the next kernel: %s",
-              ctx->message);
-      fcl_clear_error(ctx);
-      *fallback = true;
-      return FCL_OK;
-    }
+    fcl_status s = fcl_get_kernel(ctx, f32 ? files32 : files16, 6, opts,
+                                  f32 ? "fcl_attention_fwd_tf32" : "fcl_attention_fwd_mma",
+                                  &kern[nf]);
+    if (s == FCL_OK && nf == 1 && f32) s = fcl_nonfinite_kernel(ctx, p->dtype, scan);
+    if (s) return fcl_attention_unbuilt(ctx, pl, s, "the tensor-core forward", fallback);
   }
   /* 3xTF32's split of inf is NaN even where visible: K and V flagged per
    * kv head before. In f16 and bf16 only V's masked products matter, which

@@ -105,14 +105,9 @@ fcl_status fcl_attention_fwd_wgmma_launch(fcl_context *ctx, const fcl_attention_
     snprintf(opts, sizeof opts, "%s -DMMA_GENERAL=%d -DFCL_NONFINITE=%d%s%s", pl->options, general,
              nf, ctx->info.mma_emulate ? "" : " " FCL_SM90A_OPTION,
              cap ? " " FCL_SM90A_GROUPS_OPTION "2" : "");
-    if (fcl_get_kernel(ctx, files, (int)FCL_COUNT(files), opts, "fcl_attention_fwd_wgmma",
-                       &kern[nf])) {
-      fcl_log(ctx, "fast path: the wgmma forward does not build, using the next kernel: %s",
-              ctx->message);
-      fcl_clear_error(ctx);
-      *fallback = true;
-      return FCL_OK;
-    }
+    const fcl_status s = fcl_get_kernel(ctx, files, (int)FCL_COUNT(files), opts,
+                                        "fcl_attention_fwd_wgmma", &kern[nf]);
+    if (s) return fcl_attention_unbuilt(ctx, pl, s, "the wgmma forward", fallback);
   }
   const size_t wg = (size_t)c->WARPS * 32, block_m = (size_t)c->WARPS * 16;
   const size_t nqb = ((size_t)d->seqlen_q + block_m - 1) / block_m;
