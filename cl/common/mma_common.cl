@@ -222,18 +222,6 @@ inline void mma_tile_scan(__local ushort *tile, int ld, int rows, int width, int
 }
 
 
-/* Copies mma_tile_scan's nw words (after the barrier that shows them) to
- * the private out[], or zeros where !on (no tile was scanned); whether any
- * row was flagged. */
-inline bool mma_tile_flags(const volatile __local uint *bits, bool on, uint *out, int nw) {
-  bool any_set = false;
-  MMA_UNROLL for (int w = 0; w < nw; ++w) {
-    out[w] = on ? bits[w] : 0u;
-    any_set |= out[w] != 0u;
-  }
-  return any_set;
-}
-
 /* After acc += A T by the mma over a tile T of BLOCK_N rows whose
  * non-finite values counted as 0: adds A[r][c] * T[c][d] back for the tile
  * rows c flagged in bits[] (a private copy of mma_tile_scan's words), each

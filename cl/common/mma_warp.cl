@@ -150,6 +150,18 @@ inline void mma_tile_cp16(__local uchar *dst, int ld, int rows, int width,
 #define MMA_SPECIAL(c) if (c)
 #endif
 
+/* Copies a tile scan's nw words (mma_tile_scan, tf32_tile_scan; after the
+ * barrier that shows them) to the private out[], or zeros where !on (no
+ * tile was scanned); whether any row was flagged. */
+inline bool mma_tile_flags(const volatile __local uint *bits, bool on, uint *out, int nw) {
+  bool any_set = false;
+  MMA_UNROLL for (int w = 0; w < nw; ++w) {
+    out[w] = on ? bits[w] : 0u;
+    any_set |= out[w] != 0u;
+  }
+  return any_set;
+}
+
 /* The first bit of bits[] (n bits) set at or after from, else n. */
 inline int mma_next_bit(const uint *bits, int n, int from) {
   MMA_UNROLL for (int w = 0; w < (n + 31) / 32; ++w) {
