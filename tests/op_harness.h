@@ -145,6 +145,9 @@ int oh_attention_verify(fcl_context *ctx, const ref_attention_problem *p,
                         fcl_dtype dt, const double *q, const double *k,
                         const double *v, const double *dout, int with_lse,
                         char *why, size_t nwhy);
+/* oh_attention_verify of the forward on q, k, v uniform in [-1, 1] from seed. */
+int oh_attention_verify_random(fcl_context *ctx, const ref_attention_problem *p, fcl_dtype dt,
+                               uint64_t seed, char *why, size_t nwhy);
 int oh_rwkv6_verify(fcl_context *ctx, const ref_rwkv6_problem *p, fcl_dtype dt,
                     fcl_rwkv6_algorithm algo, const double *r, const double *k,
                     const double *v, const double *w, const double *u,

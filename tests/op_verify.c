@@ -186,3 +186,23 @@ int oh_rwkv6_verify(fcl_context *ctx, const ref_rwkv6_problem *p, fcl_dtype dt,
   }
   return ok;
 }
+
+int oh_attention_verify_random(fcl_context *ctx, const ref_attention_problem *p, fcl_dtype dt,
+                               uint64_t seed, char *why, size_t nwhy) {
+  const oh_attention_sizes s = oh_attention_count(p);
+  double *q = malloc(8 * s.q), *k = malloc(8 * s.k), *v = malloc(8 * s.v);
+  int ok = q && k && v;
+  if (!ok) snprintf(why, nwhy, "out of host memory");
+  if (ok) {
+    tu_rng g;
+    tu_rng_seed(&g, seed);
+    tu_fill_uniform(&g, q, s.q, -1, 1);
+    tu_fill_uniform(&g, k, s.k, -1, 1);
+    tu_fill_uniform(&g, v, s.v, -1, 1);
+    ok = oh_attention_verify(ctx, p, dt, q, k, v, NULL, 1, why, nwhy);
+  }
+  free(q);
+  free(k);
+  free(v);
+  return ok;
+}
