@@ -101,7 +101,9 @@ fcl_status fcl_tuning_runs(fcl_context *ctx, const fcl_tuning_class *c, bool for
 
 /* Makes every later call on ctx run the variant with params ("NAME=v,...";
  * NULL clears). While set, the variant is chosen wherever it applies, ahead
- * of the others of its operation; an invalid override fails the call. */
+ * of the others of its operation; an invalid override fails the call, and
+ * so do kernels of the variant that do not build here (FCL_ERROR_BUILD with
+ * the log), where without the override the next variant would run. */
 fcl_status fcl_tuning_override(fcl_context *ctx, const fcl_variant *v, const char *params);
 
 /* Hex hash (32 digits) of the variant's sources as the context reads them:
