@@ -185,9 +185,6 @@ static int run(fcl_context *ctx, const forced_case *c, int idx) {
   return ok;
 }
 
-/* The kernel fcl_attention_config reports for a small forward (or
- * backward) in dtype, with the override params of variant kernel set
- * first (NULL: none). */
 /* mma mode, with FCL_SOURCE_CL_DIR: the tensor-core forwards' kernels
  * broken (a copy of the kernels in dir). Unforced, the call runs the next
  * row and gives the reference's numbers; forced, as these cases and fa-tune
@@ -238,6 +235,9 @@ static int forced_build_failure(const char *dir) {
   return failed;
 }
 
+/* The kernel fcl_attention_config reports for a small forward (or
+ * backward) in dtype, with the override params of variant kernel set
+ * first (NULL: none). */
 static bool reports(fcl_context *ctx, fcl_dtype dt, int backward, const char *kernel,
                     const char *forced, char *params, size_t size) {
   fcl_attention_desc d = FCL_ATTENTION_DESC_INIT;

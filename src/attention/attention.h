@@ -92,12 +92,6 @@ struct fcl_attention_plan {
   char                     options[512];
 };
 
-/* attention_entry.c: a row's launch whose kernels did not build (status
- * s): the next row runs (*fallback, logged, FCL_OK), but where the row is
- * forced, s is returned. */
-fcl_status fcl_attention_unbuilt(fcl_context *ctx, const fcl_attention_plan *pl, fcl_status s,
-                                 const char *what, bool *fallback);
-
 /* attention_plan.c: the plan for a problem of d in dtype, from row `first`
  * of the pass's table on. fcl_attention_config() reports it; the entry
  * points run it. */

@@ -178,7 +178,7 @@ fcl_status fcl_attention_bwd_mma_run(fcl_context *ctx, const fcl_attention_plan 
   if (s) {
     char what[64];
     snprintf(what, sizeof what, "the %s backward", kn->what);
-    return fcl_attention_unbuilt(ctx, pl, s, what, fallback);
+    return fcl_tuning_unbuilt(ctx, pl->row->variant, s, what, fallback);
   }
   if ((s = fcl_scratch(ctx, 0, nstat * sizeof(float), &delta))) return s;
 

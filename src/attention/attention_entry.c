@@ -15,17 +15,6 @@ fcl_status fcl_attention_run(fcl_context *ctx, const fcl_attention_problem *p, b
   }
 }
 
-fcl_status fcl_attention_unbuilt(fcl_context *ctx, const fcl_attention_plan *pl, fcl_status s,
-                                 const char *what, bool *fallback) {
-  /* Forced (fcl_tuning_override: the tests, fa-tune), the row must run or
-   * say why: running the next row would test or time another kernel. */
-  if (fcl_tuning_overridden(ctx, pl->row->variant)) return s;
-  fcl_log(ctx, "fast path: %s does not build, using the next kernel: %s", what, ctx->message);
-  fcl_clear_error(ctx);
-  *fallback = true;
-  return FCL_OK;
-}
-
 fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *d,
                                  const fcl_tensor *q, const fcl_tensor *k,
                                  const fcl_tensor *v, const fcl_tensor *o,

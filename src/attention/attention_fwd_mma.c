@@ -133,7 +133,7 @@ fcl_status fcl_attention_fwd_mma_launch(fcl_context *ctx, const fcl_attention_pl
                                   f32 ? "fcl_attention_fwd_tf32" : "fcl_attention_fwd_mma",
                                   &kern[nf]);
     if (s == FCL_OK && nf == 1 && f32) s = fcl_nonfinite_kernel(ctx, p->dtype, scan);
-    if (s) return fcl_attention_unbuilt(ctx, pl, s, "the tensor-core forward", fallback);
+    if (s) return fcl_tuning_unbuilt(ctx, pl->row->variant, s, "the tensor-core forward", fallback);
   }
   /* 3xTF32's split of inf is NaN even where visible: K and V flagged per
    * kv head before. In f16 and bf16 only V's masked products matter, which

@@ -107,7 +107,7 @@ fcl_status fcl_attention_fwd_wgmma_launch(fcl_context *ctx, const fcl_attention_
              cap ? " " FCL_SM90A_GROUPS_OPTION "2" : "");
     const fcl_status s = fcl_get_kernel(ctx, files, (int)FCL_COUNT(files), opts,
                                         "fcl_attention_fwd_wgmma", &kern[nf]);
-    if (s) return fcl_attention_unbuilt(ctx, pl, s, "the wgmma forward", fallback);
+    if (s) return fcl_tuning_unbuilt(ctx, pl->row->variant, s, "the wgmma forward", fallback);
   }
   const size_t wg = (size_t)c->WARPS * 32, block_m = (size_t)c->WARPS * 16;
   const size_t nqb = ((size_t)d->seqlen_q + block_m - 1) / block_m;

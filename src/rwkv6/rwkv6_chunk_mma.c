@@ -244,13 +244,7 @@ static fcl_status kernels(fcl_context *ctx, const fcl_rwkv6_plan *pl, const char
   snprintf(opts, sizeof opts, "%s -DWG=%d", pl->options, pl->cfg.v[0] / 16 * 32);
   for (int i = 0; i < n; ++i) {
     const fcl_status s = fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, names[i], &out[i]);
-    if (s == FCL_OK) continue;
-    if (fcl_tuning_overridden(ctx, kd)) return s;
-    fcl_log(ctx, "fast path: the rwkv6 chunked kernels do not build, using the portable "
-                 "ones: %s", ctx->message);
-    fcl_clear_error(ctx);
-    *fallback = true;
-    return FCL_OK;
+    if (s) return fcl_tuning_unbuilt(ctx, kd, s, "the rwkv6 chunked kernels", fallback);
   }
   return FCL_OK;
 }

@@ -115,6 +115,13 @@ double fcl_tuning_stored_time(fcl_context *ctx, const fcl_tuning_class *cls);
 /* Whether fa-tune overrides the variant's parameters now
  * (fcl_tuning_override, flashcl_tuning.h). */
 bool       fcl_tuning_overridden(const fcl_context *ctx, const fcl_variant *v);
+/* A launch whose kernels of variant v did not build (status s, what: the
+ * log's name for them): where v is forced (fcl_tuning_override: the tests,
+ * fa-tune) s is returned, since the next variant would be tested or timed
+ * in its place; else that is logged, the error cleared, *fallback set and
+ * FCL_OK returned, and the operation runs its next variant. */
+fcl_status fcl_tuning_unbuilt(fcl_context *ctx, const fcl_variant *v, fcl_status s,
+                              const char *what, bool *fallback);
 
 /* Parameters and source of a choice, for fcl_attention_config() and
  * fcl_rwkv6_config(). */

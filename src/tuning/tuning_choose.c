@@ -70,6 +70,15 @@ bool fcl_tuning_overridden(const fcl_context *ctx, const fcl_variant *v) {
   return override_of(ctx, v) != NULL;
 }
 
+fcl_status fcl_tuning_unbuilt(fcl_context *ctx, const fcl_variant *v, fcl_status s,
+                              const char *what, bool *fallback) {
+  if (fcl_tuning_overridden(ctx, v)) return s;
+  fcl_log(ctx, "fast path: %s not built, using the next kernels: %s", what, ctx->message);
+  fcl_clear_error(ctx);
+  *fallback = true;
+  return FCL_OK;
+}
+
 static void load(fcl_context *ctx, struct fcl_tuning_state *t) {
   t->loaded = true;
   const char *path = ctx->opt.tuning_db;
