@@ -20,15 +20,18 @@ static void rwkv6_class(const fcl_rwkv6_desc *d, fcl_dtype dtype, const fcl_vari
  * the two where fa-tune measured both for this class (the chunked one's
  * best variant, portable or tensor cores). Untuned: chunked where its
  * tensor-core variants apply, from T = 256 (four chunks) for the
- * backward and T = 512 for the forward (f32, split into bf16 pairs: past
- * T = 4096), else recurrent. What the H100 measured (fa-bench, untuned,
- * 2026-11-26), chunked against recurrent:
- *   bf16 B8 H32 T4096 K=V=64:   forward 1.96 ms / 2.2, backward 4.9 / 46;
+ * backward and T = 512 for the forward (f32, split into bf16 pairs: from
+ * T = 256 at K >= 128, past T = 4096 below), else recurrent. What the
+ * H100 measured (fa-bench, untuned), chunked against recurrent, ms:
+ *   bf16 B8 H32 T4096 K=V=64:   forward 1.96 / 2.2, backward 4.9 / 46;
  *   bf16 B32 H16 T512 K=V=128:  forward 1.11 / 2.24,   backward 3.0 / 55;
  *   bf16 B2 H16 T16384 K=V=128: forward 2.42 / 10.9,   backward 6.9 / 119;
- *   f32  B8 H32 T4096 K=V=64:   forward 2.92 / 2.13,   backward 7.6 / 45;
- *   f32  B32 H16 T512 K=V=128:  forward 2.43 / 2.23,   backward 6.2 / 55;
- *   f32  B2 H16 T16384 K=V=128: forward 5.0 / 10.4,    backward 15.0 / 116. */
+ *   f32  B8 H32 T4096 K=V=64:   backward 7.6 / 45 (2026-11-26).
+ * The f32 forward on 2026-11-27: K=V=64 B32 H32 T1024 2.34 / 1.54, B8
+ * H32 T4096 2.36 / 2.13, B4 H32 T8192 2.54 / 3.65; K=V=128 B64 H16 T256
+ * 1.81 / 2.21, B32 H16 T512 1.81 / 2.23, B8 H16 T2048 1.80 / 2.23, B2 H16
+ * T16384 3.98 / 10.5 (the recurrent kernel's state rows are K: at 128
+ * its work-items hold twice the state). */
 static bool use_chunked(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dtype,
                         bool backward) {
   if (d->algorithm != FCL_RWKV6_AUTO) return d->algorithm == FCL_RWKV6_CHUNKED;
@@ -48,7 +51,9 @@ static bool use_chunked(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dty
   const double tch = tm > 0 && (tc <= 0 || tm < tc) ? tm : tc;
   if (tr > 0 && tch > 0) return tch < tr;
   bool mma = false;
-  const int64_t from = backward ? 256 : dtype == FCL_F32 ? 4097 : 512;
+  const int64_t from = backward || (dtype == FCL_F32 && d->head_dim_k >= 128) ? 256
+                       : dtype == FCL_F32                                      ? 4097
+                                                                               : 512;
   if (d->seqlen < from || fcl_rwkv6_chunk_mma_applies(ctx, d, dtype, &mma))
     return false;
   return mma;
