@@ -30,8 +30,7 @@ static void rwkv6_class(const fcl_rwkv6_desc *d, fcl_dtype dtype, const fcl_vari
  * The f32 forward on 2026-11-27: K=V=64 B32 H32 T1024 2.34 / 1.54, B8
  * H32 T4096 2.36 / 2.13, B4 H32 T8192 2.54 / 3.65; K=V=128 B64 H16 T256
  * 1.81 / 2.21, B32 H16 T512 1.81 / 2.23, B8 H16 T2048 1.80 / 2.23, B2 H16
- * T16384 3.98 / 10.5 (the recurrent kernel's state rows are K: at 128
- * its work-items hold twice the state). */
+ * T16384 3.98 / 10.5. */
 static bool use_chunked(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dtype,
                         bool backward) {
   if (d->algorithm != FCL_RWKV6_AUTO) return d->algorithm == FCL_RWKV6_CHUNKED;
