@@ -141,7 +141,7 @@ if(FCL_FUZZ_OK)
   # had PoCL compile each kernel's generic work-group function (146 s).
   add_test(NAME fuzz_api_corpus COMMAND fuzz_api -runs=0 ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus)
   set_tests_properties(fuzz_api_corpus PROPERTIES TIMEOUT 600 LABELS "fuzz" ENVIRONMENT
-    "FCL_FUZZ_DEVICE=pocl;FCL_CACHE=0;FCL_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/cache/fuzz;XDG_CACHE_HOME=${CMAKE_CURRENT_BINARY_DIR}/cache/xdg")
+    "FCL_FUZZ_DEVICE=pocl;${FCL_NO_POCL_CACHE};FCL_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/cache/fuzz;XDG_CACHE_HOME=${CMAKE_CURRENT_BINARY_DIR}/cache/xdg")
   # The tuning-database reader, fed damaged SQLite files (seeds: valid
   # databases in tests/fuzz/corpus_db).
   add_executable(fuzz_tuning_db fuzz/fuzz_tuning_db.c)

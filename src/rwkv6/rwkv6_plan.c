@@ -50,9 +50,10 @@ static bool use_chunked(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dty
   const double tch = tm > 0 && (tc <= 0 || tm < tc) ? tm : tc;
   if (tr > 0 && tch > 0) return tch < tr;
   bool mma = false;
-  const int64_t from = backward || (dtype == FCL_F32 && d->head_dim_k >= 128) ? 256
-                       : dtype == FCL_F32                                      ? 4097
-                                                                               : 512;
+  const int64_t from = backward                ? 256
+                       : dtype != FCL_F32        ? 512
+                       : d->head_dim_k >= 128    ? 256
+                                                 : 4097;
   if (d->seqlen < from || fcl_rwkv6_chunk_mma_applies(ctx, d, dtype, &mma))
     return false;
   return mma;
