@@ -17,6 +17,12 @@ timed alone; TFLOP/s counts 2.5 times the forward's FLOPs, as fa-bench does.
 err(grad) is max over dq, dk, dv of max|got - ref| / max|ref| on the last
 (batch, kv head) slice, ref from float64 autograd of the same inputs.
 
+--deterministic asks PyTorch for deterministic algorithms
+(torch.use_deterministic_algorithms; cuBLAS, used by the float64 check,
+gets CUBLAS_WORKSPACE_CONFIG=:4096:8 where unset): flash's backward then
+runs in FlashAttention-2's deterministic mode, the guarantee flashcl's
+backward always gives; a backend without one shows as unsupported.
+
 --compare FILE.json (fa-bench --json output, any number of times) prints
 fa-bench's rows in the same table first and, after PyTorch's, the ratio
 of flashcl's TFLOP/s to each PyTorch backend's on the same case.
@@ -63,6 +69,7 @@ case, for each of flashcl's cache layouts.
 import argparse
 import json
 import math
+import os
 import platform
 import re
 import statistics
@@ -150,6 +157,9 @@ def parse_args():
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--bwd", action="store_true",
                    help="time the backward (dq, dk, dv) instead of the forward")
+    p.add_argument("--deterministic", action="store_true",
+                   help="torch.use_deterministic_algorithms(True) (impl sdpa-NAME-det): the "
+                   "backends' deterministic backward, where they have one, as flashcl's always is")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--csv", action="store_true")
     out.add_argument("--json", action="store_true")
@@ -241,7 +251,8 @@ def time_ms(fn, dev):
 
 
 def run_case(a, backend, seqlen, dtype, causal, device):
-    r = dict(op="bwd" if a.bwd else "fwd", impl=f"sdpa-{backend}", device=device,
+    r = dict(op="bwd" if a.bwd else "fwd",
+             impl=f"sdpa-{backend}" + ("-det" if a.deterministic else ""), device=device,
              batch=a.batch, heads=a.heads, heads_kv=a.heads_kv, seqlen_q=seqlen,
              seqlen_k=seqlen, head_dim=a.head_dim, head_dim_v=a.head_dim_v, dtype=dtype,
              causal=causal, algorithm=None, ms=None, tflops=None, gbps=None, err_o=None,
@@ -578,6 +589,9 @@ def main():
         sys.exit("torch_sdpa: CUDA is not available (--device cpu for the CPU)")
     if a.threads:
         torch.set_num_threads(a.threads)
+    if a.deterministic:  # an error, not a warning, where a backend has no such algorithm
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True)
     fab_rows = []
     for path in a.compare:
         with open(path) as f:

@@ -23,8 +23,12 @@ static size_t local_bytes(const fcl_tuning_class *cls, const wgmma_params *c) {
 
 static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fcl_config *cfg) {
   wgmma_params *c = FCL_PARAMS(wgmma_params, cfg);
-  /* fa-tune's best on the H100 at N = 4096 (D = 128: 32 keys, as 48 KiB allows) */
-  c->WARPS = cls->head_dim <= 64 ? 8 : 4, c->BLOCK_N = 64;
+  /* fa-tune's best on the H100 at N = 4096 (D = 128: 32 keys, as 48 KiB
+   * allows). Causal D = 64 up to N = 1024 (buckets 0 and 1) takes 4 warps:
+   * 1.08x the 8 at N = 1024 (docs/data/h100_attention_wgmma_log.txt, call
+   * 48). */
+  const bool short_causal = cls->causal && cls->bucket <= 1;
+  c->WARPS = cls->head_dim <= 64 && !short_causal ? 8 : 4, c->BLOCK_N = 64;
   while (local_bytes(cls, c) > dev->local_mem && c->BLOCK_N > 16)
     c->BLOCK_N = c->BLOCK_N == 48 ? 32 : c->BLOCK_N - 16;
 }
