@@ -113,6 +113,11 @@ static const forced_case mma_cases[] = {
 #define G3 "WK_WARPS=4,WK_BLOCK_N=32,WK_STAGES=1,WQ_WARPS=4,WQ_BLOCK_N=16,WQ_STAGES=2"
 #define G4 "WK_WARPS=4,WK_BLOCK_N=48,WK_STAGES=2,WQ_WARPS=4,WQ_BLOCK_N=96,WQ_STAGES=1"
 #define G5 "WK_WARPS=8,WK_BLOCK_N=96,WK_STAGES=1,WQ_WARPS=8,WQ_BLOCK_N=128,WQ_STAGES=1"
+/* Three stages: dV, dK of one tile under the next tile's scores (G6, the
+ * D = 64 default); G7's general scores (softcap, ALiBi) walk two of the
+ * three buffers, its plain ones overlap on two warpgroups. */
+#define G6 "WK_WARPS=4,WK_BLOCK_N=32,WK_STAGES=3,WQ_WARPS=4,WQ_BLOCK_N=96,WQ_STAGES=1"
+#define G7 "WK_WARPS=8,WK_BLOCK_N=16,WK_STAGES=3,WQ_WARPS=4,WQ_BLOCK_N=64,WQ_STAGES=2"
 #define W6 "WARPS=4,BLOCK_N=96"
 #define W7 "WARPS=4,BLOCK_N=32"
 static const forced_case wgmma_cases[] = {
@@ -130,6 +135,11 @@ static const forced_case wgmma_cases[] = {
   {"attention_bwd_wgmma", G4, FCL_F16, 2, 61, 90, 4, 2, 64, 64, 0, -1, -1, 0, 0, 0, {0}, {0}, 1},
   {"attention_bwd_wgmma", G4, FCL_BF16, 2, 70, 90, 4, 2, 64, 64, 1, 20, 0, 0, 0, 0, {0}, {0}, 2},
   {"attention_bwd_wgmma", G5, FCL_F16, 2, 200, 200, 2, 1, 32, 32, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},
+  {"attention_bwd_wgmma", G6, FCL_F16, 2, 150, 133, 4, 2, 64, 64, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},
+  {"attention_bwd_wgmma", G6, FCL_BF16, 1, 61, 200, 2, 1, 64, 64, 0, 30, 2, 0, 0, 0, {0}, {0}, 2},
+  {"attention_bwd_wgmma", G6, FCL_F16, 0, 0, 0, 2, 2, 32, 32, 0, -1, -1, 0, 0, 3, {40, 0, 97}, {33, 9, 91}, 0},
+  {"attention_bwd_wgmma", G7, FCL_BF16, 0, 0, 0, 2, 2, 64, 32, 0, 30, 2, 4.0, 1, 3, {40, 0, 97}, {33, 9, 91}, 0},
+  {"attention_bwd_wgmma", G7, FCL_BF16, 1, 100, 77, 2, 2, 64, 64, 1, -1, -1, 0, 0, 0, {0}, {0}, 1},
 };
 
 static int g_failed = 0;

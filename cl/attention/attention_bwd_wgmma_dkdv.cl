@@ -5,10 +5,16 @@
  * attention_bwd_mma_dkdv.cl with its four products on wgmma: a work-group
  * of WK_WARPS warps (1 or 2 warpgroups of 64 keys) owns 16 * WK_WARPS keys
  * of one kv head, K and V in local memory, and walks tiles of WK_BLOCK_N
- * queries of every query head of its group, WK_STAGES in flight:
+ * queries of every query head of its group, in WK_STAGES buffers:
  *   S^T = K Q^T, dP^T = V dO^T   (A and B from local memory, K-major);
  *   dV += P^T dO, dK += dS^T Q   (A from registers; B the same Q and dO
  *                                 tiles, read N-major).
+ * With one or two stages each tile's four products run one after another
+ * (two: the next tile's copy in flight meanwhile). With three, step t
+ * issues S^T and dP^T of tile t and dV, dK of tile t - 1 together, and
+ * forms tile t's P^T and dS^T while the tensor cores do tile t - 1's
+ * (FlashAttention-3's overlap within a warpgroup, as the forward's step);
+ * tile t + 1 comes into the third buffer meanwhile.
  * Each warp keeps its 16 keys' accumulators in mma.sync's layouts, so the
  * scores, masks and stores are attention_bwd_mma.cl's. lse and delta come
  * to registers from global memory, a lane's columns only: 48 KiB holds K,
@@ -31,7 +37,7 @@
 #define WK_RS(n) WK_CAT(wg_rs_n, n)
 
 #if MT != 1 || HEAD_DIM % 16 || HEAD_DIM_V % 16 || HEAD_DIM > 128 || HEAD_DIM_V > 128 || \
-    BLOCK_N % 16 || BLOCK_N > 128 || WARPS % 4 || WARPS > 8 || STAGES < 1 || STAGES > 2
+    BLOCK_N % 16 || BLOCK_N > 128 || WARPS % 4 || WARPS > 8 || STAGES < 1 || STAGES > 3
 #error "attention_bwd_wgmma_dkdv: head dims and WK_BLOCK_N among wgmma's N, 4 or 8 warps"
 #endif
 
@@ -46,16 +52,19 @@
   WG_TIE(sc, NT);                                                                             \
   WG_TIE(dp, NT);                                                                             \
   wg_fence();                                                                                 \
+  WK_SCORES_ISSUE(sc, dp, a1, a2, row0, b1, b2);                                              \
+  wg_commit();                                                                                \
+  wg_wait0();                                                                                 \
+  WG_TIE(sc, NT);                                                                             \
+  WG_TIE(dp, NT)
+/* The products of WK_SCORES, issued only (after wg_fence; no commit). */
+#define WK_SCORES_ISSUE(sc, dp, a1, a2, row0, b1, b2)                                         \
   MMA_UNROLL for (int kk_ = 0; kk_ < HEAD_DIM / 16; ++kk_)                                    \
     WK_SS(BLOCK_N)(sc, wg_desc_k(a1, BLOCK_M, HEAD_DIM, row0, kk_ * 16),                       \
                    wg_desc_k(b1, BLOCK_N, HEAD_DIM, 0, kk_ * 16));                            \
   MMA_UNROLL for (int kk_ = 0; kk_ < HEAD_DIM_V / 16; ++kk_)                                  \
     WK_SS(BLOCK_N)(dp, wg_desc_k(a2, BLOCK_M, HEAD_DIM_V, row0, kk_ * 16),                     \
-                   wg_desc_k(b2, BLOCK_N, HEAD_DIM_V, 0, kk_ * 16));                          \
-  wg_commit();                                                                                \
-  wg_wait0();                                                                                 \
-  WG_TIE(sc, NT);                                                                             \
-  WG_TIE(dp, NT)
+                   wg_desc_k(b2, BLOCK_N, HEAD_DIM_V, 0, kk_ * 16))
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR(dk),
@@ -108,61 +117,80 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
   MMA_UNROLL for (int n = 0; n < HEAD_DIM / 8; ++n) gk[n] = (float4)(0.0f);
   MMA_UNROLL for (int n = 0; n < HEAD_DIM_V / 8; ++n) gv[n] = (float4)(0.0f);
 
+  /* Tile t's query head h and first row i0, and this lane's columns' lse
+   * (log2; +inf: no P) and delta, in flight while the copies are waited
+   * for and S^T and dP^T are formed. */
+#define WK_STATS(t_)                                                                          \
+  const int h = WK_HEAD(t_), i0 = WK_ROW0(t_);                                                \
+  float2 l2[NT], dl[NT];                                                                      \
+  {                                                                                           \
+    const long st_ = s.stat_row0 + (long)h * stat_sh;                                         \
+    MMA_UNROLL for (int n = 0; n < NT; ++n) {                                                 \
+      const int c = i0 + n * 8 + 2 * t4;                                                      \
+      const float la = c < s.sq ? lse[st_ + c] : -INFINITY;                                   \
+      const float lb = c + 1 < s.sq ? lse[st_ + c + 1] : -INFINITY;                           \
+      l2[n] = (float2)(la == -INFINITY ? INFINITY : la * FCL_LOG2E,                           \
+                       lb == -INFINITY ? INFINITY : lb * FCL_LOG2E);                          \
+      dl[n] = (float2)(c < s.sq ? delta[st_ + c] : 0.0f,                                      \
+                       c + 1 < s.sq ? delta[st_ + c + 1] : 0.0f);                             \
+    }                                                                                         \
+  }
+  /* P^T and dS^T of tile (h, i0) from its sc and dp (rows keys, columns
+   * queries) as A fragments pf_, dsf_ (NT / 2 uint4 each, k = queries). */
+#define WK_GRADS(pf_, dsf_)                                                                   \
+  {                                                                                           \
+    const float slope_l2 = (flags & 2) ? alibi[h] * FCL_LOG2E : 0.0f;                         \
+    const bool full = i0 + BLOCK_N <= s.sq && j0 >= i0 + BLOCK_N - 1 + diag - wl &&          \
+                      j_last <= i0 + diag + wr;                                               \
+    MMA_UNROLL for (int n = 0; n < NT; ++n) {                                                 \
+      const int i = i0 + n * 8 + 2 * t4;                                                      \
+      float p0, p1, p2, p3;                                                                   \
+      float4 ds;                                                                              \
+      ds.x = bm_ds(sc[n].x, dp[n].x, i, ra, full, diag, sq, sk, wl, wr, qk_scale, softcap_l2, \
+                   slope_l2, l2[n].x, dl[n].x, scale, &p0);                                   \
+      ds.y = bm_ds(sc[n].y, dp[n].y, i + 1, ra, full, diag, sq, sk, wl, wr, qk_scale,         \
+                   softcap_l2, slope_l2, l2[n].y, dl[n].y, scale, &p1);                       \
+      ds.z = bm_ds(sc[n].z, dp[n].z, i, rb, full, diag, sq, sk, wl, wr, qk_scale, softcap_l2, \
+                   slope_l2, l2[n].x, dl[n].x, scale, &p2);                                   \
+      ds.w = bm_ds(sc[n].w, dp[n].w, i + 1, rb, full, diag, sq, sk, wl, wr, qk_scale,         \
+                   softcap_l2, slope_l2, l2[n].y, dl[n].y, scale, &p3);                       \
+      MMA_PACK_A(pf_, n, (float4)(p0, p1, p2, p3));                                           \
+      MMA_PACK_A(dsf_, n, ds);                                                                \
+    }                                                                                         \
+  }
+  /* dV += P^T dO and dK += dS^T Q of the tile in qt_, ot_, issued only
+   * (after wg_fence; no commit). */
+#define WK_GRAD_PRODUCTS(pf_, dsf_, qt_, ot_)                                                 \
+  MMA_UNROLL for (int kk = 0; kk < BLOCK_N / 16; ++kk) /* dO: rows k */                      \
+    WK_RS(HEAD_DIM_V)(gv, pf_[kk], wg_desc_n(ot_, BLOCK_N, HEAD_DIM_V, kk * 16));             \
+  MMA_UNROLL for (int kk = 0; kk < BLOCK_N / 16; ++kk) /* Q: rows k */                       \
+    WK_RS(HEAD_DIM)(gk, dsf_[kk], wg_desc_n(qt_, BLOCK_N, HEAD_DIM, kk * 16))
+
+  /* The general scores' tanh (softcap) branches, and ptxas would serialize
+   * the three-stage step around them (C7513): those builds walk two of the
+   * three buffers. */
+#define WK_OVERLAP (STAGES == 3 && !MMA_GENERAL)
+#if !WK_OVERLAP
   for (int t = 0; t < ntiles; ++t) {
-    const int h = WK_HEAD(t), i0 = WK_ROW0(t), cur = STAGES == 2 ? (t & 1) : 0;
-    /* This lane's columns' lse (log2; +inf: no P) and delta, in flight
-     * while the copies are waited for and S^T and dP^T are formed. */
-    float2 l2[NT], dl[NT];
-    {
-      const long st = s.stat_row0 + (long)h * stat_sh;
-      MMA_UNROLL for (int n = 0; n < NT; ++n) {
-        const int c = i0 + n * 8 + 2 * t4;
-        const float la = c < s.sq ? lse[st + c] : -INFINITY;
-        const float lb = c + 1 < s.sq ? lse[st + c + 1] : -INFINITY;
-        l2[n] = (float2)(la == -INFINITY ? INFINITY : la * FCL_LOG2E,
-                         lb == -INFINITY ? INFINITY : lb * FCL_LOG2E);
-        dl[n] = (float2)(c < s.sq ? delta[st + c] : 0.0f, c + 1 < s.sq ? delta[st + c + 1] : 0.0f);
-      }
-    }
+    const int cur = STAGES >= 2 ? (t & 1) : 0;
+    WK_STATS(t);
     mma_cp_wait_all(); /* tile t (and, the first time, K and V) */
     wg_fence_proxy();
     barrier(CLK_LOCAL_MEM_FENCE);
     /* With two stages the next tile comes into the one that tile t - 1
      * read: every warpgroup waited for its products before the barrier. */
-    if (STAGES == 2 && t + 1 < ntiles) WK_LOAD(t + 1, cur ^ 1);
+    if (STAGES >= 2 && t + 1 < ntiles) WK_LOAD(t + 1, cur ^ 1);
     __local const ushort *qt = q_s + cur * BLOCK_N * HEAD_DIM;
     __local const ushort *ot = o_s + cur * BLOCK_N * HEAD_DIM_V;
 
     WK_SCORES(sc, dp, k_s, v_s, kr0, qt, ot); /* S^T = K Q^T, dP^T = V dO^T */
-
-    /* Rows are keys, columns queries. */
-    const float slope_l2 = (flags & 2) ? alibi[h] * FCL_LOG2E : 0.0f;
-    const bool full = i0 + BLOCK_N <= s.sq && j0 >= i0 + BLOCK_N - 1 + diag - wl &&
-                      j_last <= i0 + diag + wr;
-    uint4 pf[NT / 2], dsf[NT / 2]; /* P^T and dS^T as A fragments, k = queries */
-    MMA_UNROLL for (int n = 0; n < NT; ++n) {
-      const int i = i0 + n * 8 + 2 * t4;
-      float p0, p1, p2, p3;
-      float4 ds;
-      ds.x = bm_ds(sc[n].x, dp[n].x, i, ra, full, diag, sq, sk, wl, wr, qk_scale, softcap_l2,
-                   slope_l2, l2[n].x, dl[n].x, scale, &p0);
-      ds.y = bm_ds(sc[n].y, dp[n].y, i + 1, ra, full, diag, sq, sk, wl, wr, qk_scale,
-                   softcap_l2, slope_l2, l2[n].y, dl[n].y, scale, &p1);
-      ds.z = bm_ds(sc[n].z, dp[n].z, i, rb, full, diag, sq, sk, wl, wr, qk_scale, softcap_l2,
-                   slope_l2, l2[n].x, dl[n].x, scale, &p2);
-      ds.w = bm_ds(sc[n].w, dp[n].w, i + 1, rb, full, diag, sq, sk, wl, wr, qk_scale,
-                   softcap_l2, slope_l2, l2[n].y, dl[n].y, scale, &p3);
-      MMA_PACK_A(pf, n, (float4)(p0, p1, p2, p3));
-      MMA_PACK_A(dsf, n, ds);
-    }
+    uint4 pf[NT / 2], dsf[NT / 2];
+    WK_GRADS(pf, dsf);
 
     WG_TIE(gv, HEAD_DIM_V / 8);
     WG_TIE(gk, HEAD_DIM / 8);
     wg_fence();
-    MMA_UNROLL for (int kk = 0; kk < BLOCK_N / 16; ++kk) /* dO: rows k */
-      WK_RS(HEAD_DIM_V)(gv, pf[kk], wg_desc_n(ot, BLOCK_N, HEAD_DIM_V, kk * 16));
-    MMA_UNROLL for (int kk = 0; kk < BLOCK_N / 16; ++kk) /* Q: rows k */
-      WK_RS(HEAD_DIM)(gk, dsf[kk], wg_desc_n(qt, BLOCK_N, HEAD_DIM, kk * 16));
+    WK_GRAD_PRODUCTS(pf, dsf, qt, ot);
     wg_commit();
     wg_wait0();
     WG_TIE_A(pf, NT / 2); /* P^T and dS^T stay until here (wgmma.cl) */
@@ -174,6 +202,74 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
       if (t + 1 < ntiles) WK_LOAD(t + 1, 0);
     }
   }
+#else
+  /* Step t: S^T and dP^T of tile t (HAS_S) and dV, dK of tile t - 1 from
+   * pf, dsf (HAS_G), issued together; tile t's P^T and dS^T formed while
+   * the latter run. Tile t is in buffer t % 3, t - 1 in (t + 2) % 3, and
+   * t + 1 comes into the third, which tile t - 2 left: its products were
+   * waited for in step t - 1, by every warpgroup before the barrier. The
+   * first step (S only) and the last (G only) are peeled off, so that no
+   * branch lies between a product and its wait (docs/wgmma_route.md). */
+#define WK_STEP(HAS_S, HAS_G)                                                                 \
+  do {                                                                                        \
+    WK_STATS(HAS_S ? t : 0);                                                                  \
+    mma_cp_wait_all(); /* tile t (and, the first time, K and V) */                            \
+    wg_fence_proxy();                                                                         \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                             \
+    if (HAS_S && t + 1 < ntiles) WK_LOAD(t + 1, (t + 1) % 3);                                 \
+    __local const ushort *qt = q_s + (t % 3) * BLOCK_N * HEAD_DIM;                            \
+    __local const ushort *ot = o_s + (t % 3) * BLOCK_N * HEAD_DIM_V;                          \
+    __local const ushort *qp = q_s + ((t + 2) % 3) * BLOCK_N * HEAD_DIM;                      \
+    __local const ushort *op = o_s + ((t + 2) % 3) * BLOCK_N * HEAD_DIM_V;                    \
+    float4 sc[NT], dp[NT];                                                                    \
+    MMA_UNROLL for (int n_ = 0; n_ < NT; ++n_) sc[n_] = dp[n_] = (float4)(0.0f);             \
+    WG_TIE(sc, NT);                                                                           \
+    WG_TIE(dp, NT);                                                                           \
+    WG_TIE(gv, HEAD_DIM_V / 8);                                                               \
+    WG_TIE(gk, HEAD_DIM / 8);                                                                 \
+    WG_TIE_A(pf, NT / 2);                                                                     \
+    WG_TIE_A(dsf, NT / 2);                                                                    \
+    wg_fence();                                                                               \
+    if (HAS_S) {                                                                              \
+      WK_SCORES_ISSUE(sc, dp, k_s, v_s, kr0, qt, ot); /* S^T = K Q^T, dP^T = V dO^T */       \
+      wg_commit();                                                                            \
+    }                                                                                         \
+    if (HAS_G) {                                                                              \
+      WK_GRAD_PRODUCTS(pf, dsf, qp, op);                                                      \
+      wg_commit();                                                                            \
+    }                                                                                         \
+    uint4 pn[NT / 2], dsn[NT / 2]; /* tile t's */                                             \
+    if (HAS_S) {                                                                              \
+      if (HAS_G) wg_wait1(); /* S^T and dP^T; dV and dK may go on */                          \
+      else wg_wait0();                                                                        \
+      WG_TIE(sc, NT);                                                                         \
+      WG_TIE(dp, NT);                                                                         \
+      WK_GRADS(pn, dsn);                                                                      \
+    }                                                                                         \
+    wg_wait0();                                                                               \
+    WG_TIE_A(pf, NT / 2); /* tile t - 1's stay until here, not under tile t's */              \
+    WG_TIE_A(dsf, NT / 2);                                                                    \
+    WG_TIE(gv, HEAD_DIM_V / 8);                                                               \
+    WG_TIE(gk, HEAD_DIM / 8);                                                                 \
+    if (HAS_S) {                                                                              \
+      MMA_UNROLL for (int n_ = 0; n_ < NT / 2; ++n_) pf[n_] = pn[n_], dsf[n_] = dsn[n_];     \
+    }                                                                                         \
+  } while (0)
+
+  if (ntiles > 0) {
+    uint4 pf[NT / 2], dsf[NT / 2]; /* tile t - 1's P^T and dS^T */
+    MMA_UNROLL for (int n = 0; n < NT / 2; ++n) pf[n] = dsf[n] = (uint4)(0u);
+    int t = 0;
+    WK_STEP(1, 0);
+    for (t = 1; t < ntiles; ++t) WK_STEP(1, 1);
+    WK_STEP(0, 1); /* t = ntiles */
+  }
+#undef WK_STEP
+#endif
+#undef WK_OVERLAP
+#undef WK_STATS
+#undef WK_GRADS
+#undef WK_GRAD_PRODUCTS
 #undef WK_LOAD
 #undef WK_HEAD
 #undef WK_ROW0
