@@ -125,15 +125,11 @@ inline float bm_ds(float s, float dp, int i, int j, bool full, int diag, int sq,
 #else
   float p = mma_exp2(fma(s, qk_scale, -lse2));
 #endif
-  /* BM_VISIBLE in bitwise operators and selects, with no branch: the
-   * wgmma dK/dV kernel's three-stage step runs this while its products
-   * are in flight, and ptxas serializes them around a branch (C7513). */
-  const bool hide = !((int)full | ((i < sq) & (j < sk) & (j >= i + diag - wl) &
-                                   (j <= i + diag + wr)));
-  p = hide ? 0.0f : p;
+  const bool hide = !full && !BM_VISIBLE(i, j);
+  if (hide) p = 0.0f;
   float g = p * (dp - dlt);
 #if MMA_GENERAL
-  g *= softcap_l2 > 0.0f ? 1.0f - t * t : 1.0f;
+  if (softcap_l2 > 0.0f) g *= 1.0f - t * t;
 #endif
   *p_out = p;
   return hide ? 0.0f : g * scale;

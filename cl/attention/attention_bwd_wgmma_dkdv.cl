@@ -66,6 +66,16 @@
     WK_SS(BLOCK_N)(dp, wg_desc_k(a2, BLOCK_M, HEAD_DIM_V, row0, kk_ * 16),                     \
                    wg_desc_k(b2, BLOCK_N, HEAD_DIM_V, 0, kk_ * 16))
 
+/* bm_ds of a plain score (no MMA_GENERAL) with the mask as selects on vis:
+ * P and dS exactly 0 where !vis, whatever the score, dP or delta. */
+inline float wk_ds_sel(float s, float dp, bool vis, float qk_scale, float lse2, float dlt,
+                       float scale, float *p_out) {
+  const float e = mma_exp2(fma(s, qk_scale, -lse2)); /* asm: not under the select */
+  const float p = vis ? e : 0.0f;
+  *p_out = p;
+  return vis ? p * (dp - dlt) * scale : 0.0f;
+}
+
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR(dk),
                                   __global fcl_elem *dv, BM_TENSOR(dv)) {
@@ -210,6 +220,32 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
    * waited for in step t - 1, by every warpgroup before the barrier. The
    * first step (S only) and the last (G only) are peeled off, so that no
    * branch lies between a product and its wait (docs/wgmma_route.md). */
+  /* WK_GRADS without a branch, for the step below: ptxas serializes the
+   * products in flight around one (C7513). The scores are plain (no
+   * MMA_GENERAL). Key r sees query i where (uint)(r - diag - i + wl) <=
+   * wl + wr (every pair of a full tile); queries past sq have lse +inf, so
+   * P and dS are 0 there already, and keys past sk are not stored. */
+#define WK_GRADS_SEL(pf_, dsf_)                                                               \
+  {                                                                                           \
+    const bool full = i0 + BLOCK_N <= s.sq && j0 >= i0 + BLOCK_N - 1 + diag - wl &&          \
+                      j_last <= i0 + diag + wr;                                               \
+    const uint range = full ? 0xffffffffu : (uint)(wl + wr);                                  \
+    const int da = ra - diag - i0 - 2 * t4 + wl, db = da + 8; /* rb = ra + 8 */              \
+    MMA_UNROLL for (int n = 0; n < NT; ++n) {                                                 \
+      float p0, p1, p2, p3;                                                                   \
+      float4 ds;                                                                              \
+      ds.x = wk_ds_sel(sc[n].x, dp[n].x, (uint)(da - 8 * n) <= range, qk_scale, l2[n].x, dl[n].x,   \
+                       scale, &p0);                                                           \
+      ds.y = wk_ds_sel(sc[n].y, dp[n].y, (uint)(da - 8 * n - 1) <= range, qk_scale, l2[n].y,      \
+                       dl[n].y, scale, &p1);                                                  \
+      ds.z = wk_ds_sel(sc[n].z, dp[n].z, (uint)(db - 8 * n) <= range, qk_scale, l2[n].x, dl[n].x,   \
+                       scale, &p2);                                                           \
+      ds.w = wk_ds_sel(sc[n].w, dp[n].w, (uint)(db - 8 * n - 1) <= range, qk_scale, l2[n].y,      \
+                       dl[n].y, scale, &p3);                                                  \
+      MMA_PACK_A(pf_, n, (float4)(p0, p1, p2, p3));                                           \
+      MMA_PACK_A(dsf_, n, ds);                                                                \
+    }                                                                                         \
+  }
 #define WK_STEP(HAS_S, HAS_G)                                                                 \
   do {                                                                                        \
     WK_STATS(HAS_S ? t : 0);                                                                  \
@@ -244,7 +280,7 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
       else wg_wait0();                                                                        \
       WG_TIE(sc, NT);                                                                         \
       WG_TIE(dp, NT);                                                                         \
-      WK_GRADS(pn, dsn);                                                                      \
+      WK_GRADS_SEL(pn, dsn);                                                                  \
     }                                                                                         \
     wg_wait0();                                                                               \
     WG_TIE_A(pf, NT / 2); /* tile t - 1's stay until here, not under tile t's */              \
@@ -265,6 +301,7 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
     WK_STEP(0, 1); /* t = ntiles */
   }
 #undef WK_STEP
+#undef WK_GRADS_SEL
 #endif
 #undef WK_OVERLAP
 #undef WK_STATS
