@@ -113,11 +113,12 @@ static const forced_case mma_cases[] = {
 #define G3 "WK_WARPS=4,WK_BLOCK_N=32,WK_STAGES=1,WQ_WARPS=4,WQ_BLOCK_N=16,WQ_STAGES=2"
 #define G4 "WK_WARPS=4,WK_BLOCK_N=48,WK_STAGES=2,WQ_WARPS=4,WQ_BLOCK_N=96,WQ_STAGES=1"
 #define G5 "WK_WARPS=8,WK_BLOCK_N=96,WK_STAGES=1,WQ_WARPS=8,WQ_BLOCK_N=128,WQ_STAGES=1"
-/* Three stages: dV, dK of one tile under the next tile's scores (G6, the
- * D = 64 default); G7's general scores (softcap, ALiBi) walk two of the
- * three buffers, its plain ones overlap on two warpgroups. */
-#define G6 "WK_WARPS=4,WK_BLOCK_N=32,WK_STAGES=3,WQ_WARPS=4,WQ_BLOCK_N=96,WQ_STAGES=1"
-#define G7 "WK_WARPS=8,WK_BLOCK_N=16,WK_STAGES=3,WQ_WARPS=4,WQ_BLOCK_N=64,WQ_STAGES=2"
+/* Three stages: one tile's gradient products under the next tile's scores,
+ * in both kernels (G6, the D = 64 defaults); G7's general scores (softcap,
+ * ALiBi) walk two of the three buffers, its plain ones overlap on two
+ * warpgroups. */
+#define G6 "WK_WARPS=4,WK_BLOCK_N=32,WK_STAGES=3,WQ_WARPS=4,WQ_BLOCK_N=32,WQ_STAGES=3"
+#define G7 "WK_WARPS=8,WK_BLOCK_N=16,WK_STAGES=3,WQ_WARPS=8,WQ_BLOCK_N=16,WQ_STAGES=3"
 #define W6 "WARPS=4,BLOCK_N=96"
 #define W7 "WARPS=4,BLOCK_N=32"
 static const forced_case wgmma_cases[] = {

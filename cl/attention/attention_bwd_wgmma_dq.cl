@@ -3,11 +3,13 @@
  * which heads they take). The walk of attention_bwd_mma_dq.cl with its
  * three products on wgmma: a work-group of WQ_WARPS warps (1 or 2
  * warpgroups of 64 query rows) owns 16 * WQ_WARPS rows of one query head,
- * Q and dO in local memory, and walks tiles of WQ_BLOCK_N keys, WQ_STAGES
- * in flight:
+ * Q and dO in local memory, and walks tiles of WQ_BLOCK_N keys in
+ * WQ_STAGES buffers:
  *   S = Q K^T, dP = dO V^T   (A and B from local memory, K-major);
  *   dQ += dS K               (dS from registers; B the same K tile, read
  *                             N-major).
+ * Three stages overlap dQ's product of key tile t - 1 with the scores of
+ * tile t, as the dK/dV kernel's three-stage step does.
  * Each warp's 16 rows keep mma.sync's layouts (attention_bwd_mma.cl's
  * scores and stores). Only in the build without FCL_NONFINITE. */
 #if !FCL_NONFINITE
@@ -19,7 +21,7 @@
 #define BLOCK_N WQ_BLOCK_N
 #define STAGES WQ_STAGES
 
-#if MT != 1 || BLOCK_N % 16 || BLOCK_N > 128 || WARPS % 4 || WARPS > 8 || STAGES < 1 || STAGES > 2
+#if MT != 1 || BLOCK_N % 16 || BLOCK_N > 128 || WARPS % 4 || WARPS > 8 || STAGES < 1 || STAGES > 3
 #error "attention_bwd_wgmma_dq: WQ_BLOCK_N among wgmma's N, 4 or 8 warps"
 #endif
 
@@ -77,14 +79,17 @@ void fcl_attention_bwd_wgmma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR
   float4 acc[HEAD_DIM / 8];
   MMA_UNROLL for (int n = 0; n < HEAD_DIM / 8; ++n) acc[n] = (float4)(0.0f);
 
+  /* General scores walk two of three buffers (the dK/dV kernel says why). */
+#define WQ_OVERLAP (STAGES == 3 && !MMA_GENERAL)
+#if !WQ_OVERLAP
   for (int it = 0; it < ntiles; ++it) {
-    const int j0 = jt0 + it * BLOCK_N, cur = STAGES == 2 ? (it & 1) : 0;
+    const int j0 = jt0 + it * BLOCK_N, cur = STAGES >= 2 ? (it & 1) : 0;
     mma_cp_wait_all(); /* tile it (and, the first time, Q and dO) */
     wg_fence_proxy();
     barrier(CLK_LOCAL_MEM_FENCE);
     /* With two stages the next tile comes into the one that tile it - 1
      * read: every warpgroup waited for its products before the barrier. */
-    if (STAGES == 2 && it + 1 < ntiles) WQ_LOAD(it + 1, cur ^ 1);
+    if (STAGES >= 2 && it + 1 < ntiles) WQ_LOAD(it + 1, cur ^ 1);
     __local const ushort *kt = k_s + cur * BLOCK_N * HEAD_DIM;
     __local const ushort *vt = v_s + cur * BLOCK_N * HEAD_DIM_V;
 
@@ -121,6 +126,88 @@ void fcl_attention_bwd_wgmma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR
       if (it + 1 < ntiles) WQ_LOAD(it + 1, 0);
     }
   }
+#else
+  /* dS of key tile j0 from sc and dp, select-masked (wk_ds_sel): key j
+   * sees row r where (uint)(j - r - diag + wl) <= wl + wr, and j < sk (K
+   * past sk is 0, but dS there need not be finite). */
+#define WQ_DS_SEL(dsf_)                                                                       \
+  {                                                                                           \
+    const bool full = j0 >= i_last + diag - wl && j0 + BLOCK_N - 1 <= i0 + diag + wr &&      \
+                      j0 + BLOCK_N <= sk;                                                     \
+    const uint range = full ? 0xffffffffu : (uint)(wl + wr);                                  \
+    const int da = j0 + 2 * t4 - ra - diag + wl, db = da - 8; /* rb = ra + 8 */              \
+    const int kl = sk - j0 - 2 * t4;                          /* key n * 8 + e < kl */       \
+    MMA_UNROLL for (int n = 0; n < NT; ++n) {                                                 \
+      float4 ds;                                                                              \
+      float p;                                                                                \
+      const bool k0 = n * 8 < kl, k1 = n * 8 + 1 < kl;                                        \
+      ds.x = wk_ds_sel(sc[n].x, dp[n].x, k0 & ((uint)(da + 8 * n) <= range), qk_scale,        \
+                       lse2[0], dl[0], scale, &p);                                            \
+      ds.y = wk_ds_sel(sc[n].y, dp[n].y, k1 & ((uint)(da + 8 * n + 1) <= range), qk_scale,    \
+                       lse2[0], dl[0], scale, &p);                                            \
+      ds.z = wk_ds_sel(sc[n].z, dp[n].z, k0 & ((uint)(db + 8 * n) <= range), qk_scale,        \
+                       lse2[1], dl[1], scale, &p);                                            \
+      ds.w = wk_ds_sel(sc[n].w, dp[n].w, k1 & ((uint)(db + 8 * n + 1) <= range), qk_scale,    \
+                       lse2[1], dl[1], scale, &p);                                            \
+      MMA_PACK_A(dsf_, n, ds);                                                                \
+    }                                                                                         \
+  }
+  /* Step it: S and dP of key tile it (HAS_S) and dQ += dS K of tile it - 1
+   * (HAS_G), issued together (the dK/dV kernel's WK_STEP). */
+#define WQ_STEP(HAS_S, HAS_G)                                                                 \
+  do {                                                                                        \
+    const int j0 = jt0 + it * BLOCK_N;                                                        \
+    mma_cp_wait_all(); /* tile it (and, the first time, Q and dO) */                          \
+    wg_fence_proxy();                                                                         \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                             \
+    if (HAS_S && it + 1 < ntiles) WQ_LOAD(it + 1, (it + 1) % 3);                              \
+    __local const ushort *kt = k_s + (it % 3) * BLOCK_N * HEAD_DIM;                           \
+    __local const ushort *vt = v_s + (it % 3) * BLOCK_N * HEAD_DIM_V;                         \
+    __local const ushort *kp = k_s + ((it + 2) % 3) * BLOCK_N * HEAD_DIM;                     \
+    float4 sc[NT], dp[NT];                                                                    \
+    MMA_UNROLL for (int n_ = 0; n_ < NT; ++n_) sc[n_] = dp[n_] = (float4)(0.0f);             \
+    WG_TIE(sc, NT);                                                                           \
+    WG_TIE(dp, NT);                                                                           \
+    WG_TIE(acc, HEAD_DIM / 8);                                                                \
+    WG_TIE_A(dsf, NT / 2);                                                                    \
+    wg_fence();                                                                               \
+    if (HAS_S) {                                                                              \
+      WK_SCORES_ISSUE(sc, dp, q_s, o_s, qr0, kt, vt); /* S = Q K^T, dP = dO V^T */           \
+      wg_commit();                                                                            \
+    }                                                                                         \
+    if (HAS_G) {                                                                              \
+      MMA_UNROLL for (int kk = 0; kk < BLOCK_N / 16; ++kk) /* K of tile it - 1: rows k */    \
+        WK_RS(HEAD_DIM)(acc, dsf[kk], wg_desc_n(kp, BLOCK_N, HEAD_DIM, kk * 16));            \
+      wg_commit();                                                                            \
+    }                                                                                         \
+    uint4 dsn[NT / 2]; /* tile it's */                                                        \
+    if (HAS_S) {                                                                              \
+      if (HAS_G) wg_wait1(); /* S and dP; dQ's product may go on */                           \
+      else wg_wait0();                                                                        \
+      WG_TIE(sc, NT);                                                                         \
+      WG_TIE(dp, NT);                                                                         \
+      WQ_DS_SEL(dsn);                                                                         \
+    }                                                                                         \
+    wg_wait0();                                                                               \
+    WG_TIE_A(dsf, NT / 2); /* tile it - 1's stays until here */                               \
+    WG_TIE(acc, HEAD_DIM / 8);                                                                \
+    if (HAS_S) {                                                                              \
+      MMA_UNROLL for (int n_ = 0; n_ < NT / 2; ++n_) dsf[n_] = dsn[n_];                       \
+    }                                                                                         \
+  } while (0)
+
+  if (ntiles > 0) {
+    uint4 dsf[NT / 2]; /* tile it - 1's dS */
+    MMA_UNROLL for (int n = 0; n < NT / 2; ++n) dsf[n] = (uint4)(0u);
+    int it = 0;
+    WQ_STEP(1, 0);
+    for (it = 1; it < ntiles; ++it) WQ_STEP(1, 1);
+    WQ_STEP(0, 1); /* it = ntiles */
+  }
+#undef WQ_STEP
+#undef WQ_DS_SEL
+#endif
+#undef WQ_OVERLAP
 #undef WQ_LOAD
 
   mma_cp_wait_all(); /* Q and dO, where no tile ran */

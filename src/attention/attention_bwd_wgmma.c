@@ -16,8 +16,8 @@
 #define PARAMS(X) X(WK_WARPS) X(WK_BLOCK_N) X(WK_STAGES) X(WQ_WARPS) X(WQ_BLOCK_N) X(WQ_STAGES)
 FCL_PARAM_STRUCT(bwg_params, PARAMS);
 
-/* One wgmma kernel's shape: warps, tile, stages (dK/dV: 1 to 3, the third
- * overlapping one tile's products with the next's scores; dQ: 1 or 2). */
+/* One wgmma kernel's shape: warps, tile, stages (1 to 3; the third overlaps
+ * one tile's gradient products with the next tile's scores). */
 typedef struct {
   int warps, n, stages;
 } wg_shape;
@@ -52,17 +52,15 @@ static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fc
   bwg_params *c = FCL_PARAMS(bwg_params, cfg);
   const bool small = cls->head_dim <= 64 && cls->head_dim_v <= 64;
   const wg_shape k = fit(dev, cls, small ? (wg_shape){4, 32, 3} : (wg_shape){4, 64, 2});
-  const wg_shape q = fit(dev, cls, small ? (wg_shape){4, 96, 1} : (wg_shape){4, 64, 2});
+  const wg_shape q = fit(dev, cls, small ? (wg_shape){4, 32, 3} : (wg_shape){4, 64, 2});
   c->WK_WARPS = k.warps, c->WK_BLOCK_N = k.n, c->WK_STAGES = k.stages;
   c->WQ_WARPS = q.warps, c->WQ_BLOCK_N = q.n, c->WQ_STAGES = q.stages;
 }
 
 static const char *bad_shape(const fcl_device_info *dev, const fcl_tuning_class *cls,
-                             wg_shape k, int max_stages) {
-  if ((k.warps != 4 && k.warps != 8) || !fcl_wgmma_n(k.n) || k.stages < 1 ||
-      k.stages > max_stages)
-    return max_stages == 3 ? "warps 4 or 8, a tile of 16, 32, 48, 64, 96 or 128, 1 to 3 stages"
-                           : "warps 4 or 8, a tile of 16, 32, 48, 64, 96 or 128, 1 or 2 stages";
+                             wg_shape k) {
+  if ((k.warps != 4 && k.warps != 8) || !fcl_wgmma_n(k.n) || k.stages < 1 || k.stages > 3)
+    return "warps 4 or 8, a tile of 16, 32, 48, 64, 96 or 128, 1 to 3 stages";
   if ((size_t)k.warps * 32 > dev->max_wg) return "work-group larger than the device allows";
   if (local_bytes(dev, cls, k) > dev->local_mem) return "local memory exceeded";
   return NULL;
@@ -75,10 +73,10 @@ static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const
   fcl_attention_bwd_mma_defaults(dev, cls, &mma);
   const char *bad = fcl_attention_bwd_mma_bad(dev, cls, &mma), *which = "mma.sync kernels";
   if (!bad)
-    bad = bad_shape(dev, cls, (wg_shape){c->WK_WARPS, c->WK_BLOCK_N, c->WK_STAGES}, 3),
+    bad = bad_shape(dev, cls, (wg_shape){c->WK_WARPS, c->WK_BLOCK_N, c->WK_STAGES}),
     which = "WK_: dK/dV";
   if (!bad)
-    bad = bad_shape(dev, cls, (wg_shape){c->WQ_WARPS, c->WQ_BLOCK_N, c->WQ_STAGES}, 2),
+    bad = bad_shape(dev, cls, (wg_shape){c->WQ_WARPS, c->WQ_BLOCK_N, c->WQ_STAGES}),
     which = "WQ_: dQ";
   if (bad && why) snprintf(why, why_size, "%s (%s)", bad, which);
   return bad == NULL;
@@ -91,7 +89,7 @@ static int axes(const fcl_tuning_class *cls, fcl_axis *a) {
   a[2] = (fcl_axis){"WK_STAGES", 3, {1, 2, 3}};
   a[3] = (fcl_axis){"WQ_WARPS", 2, {4, 8}};
   a[4] = (fcl_axis){"WQ_BLOCK_N", 6, {16, 32, 48, 64, 96, 128}};
-  a[5] = (fcl_axis){"WQ_STAGES", 2, {1, 2}};
+  a[5] = (fcl_axis){"WQ_STAGES", 3, {1, 2, 3}};
   return 6;
 }
 
