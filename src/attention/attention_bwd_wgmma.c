@@ -44,10 +44,12 @@ static wg_shape fit(const fcl_device_info *dev, const fcl_tuning_class *cls, wg_
   return k;
 }
 
-/* One warpgroup each. fa-tune's best on the H100 (f16, B4 H32 N4096): at
- * D = 64 dK/dV takes tiles of 48 queries in two stages and dQ 96 keys in
- * one (6.46 against 6.98 ms with 64 in two for both); at D = 128 both
- * take 32 in one stage, all that 48 KiB leaves them. */
+/* One warpgroup each. At D = 64 both kernels take tiles of 32 in three
+ * stages, each tile's gradient product under the next tile's scores: on
+ * the H100 (f16, B4 H32 N4096) 5.83 ms against 6.59-6.65 with two stages
+ * of 48 (dK/dV) and one of 96 (dQ), fa-tune's best before the third stage
+ * (docs/data/h100_attention_wgmma_log.txt, call 53). At D = 128 both take
+ * 32 in one stage, all that 48 KiB leaves them. */
 static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fcl_config *cfg) {
   bwg_params *c = FCL_PARAMS(bwg_params, cfg);
   const bool small = cls->head_dim <= 64 && cls->head_dim_v <= 64;
