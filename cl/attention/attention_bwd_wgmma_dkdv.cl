@@ -176,9 +176,9 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
   MMA_UNROLL for (int kk = 0; kk < BLOCK_N / 16; ++kk) /* Q: rows k */                       \
     WK_RS(HEAD_DIM)(gk, dsf_[kk], wg_desc_n(qt_, BLOCK_N, HEAD_DIM, kk * 16))
 
-  /* The general scores' tanh (softcap) branches, and ptxas would serialize
-   * the three-stage step around them (C7513): those builds walk two of the
-   * three buffers. */
+  /* General scores branch (softcap's tanh), and ptxas would serialize the
+   * three-stage step around the branch (C7513): their builds walk two of
+   * the three buffers. */
 #define WK_OVERLAP (STAGES == 3 && !MMA_GENERAL)
 #if !WK_OVERLAP
   for (int t = 0; t < ntiles; ++t) {
@@ -223,32 +223,35 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
   /* WK_GRADS without a branch, for the step below: ptxas serializes the
    * products in flight around one (C7513). The scores are plain (no
    * MMA_GENERAL). Key r sees query i where (uint)(r - diag - i + wl) <=
-   * wl + wr (every pair of a full tile); queries past sq have lse +inf, so
-   * P and dS are 0 there already, and keys past sk are not stored. */
+   * wl + wr (every pair of a full tile) and i < sq: a query past sq adds
+   * to every key's dK and dV, so its P and dS must be exactly 0 even where
+   * V holds an inf. Keys past sk are not stored. */
 #define WK_GRADS_SEL(pf_, dsf_)                                                               \
   {                                                                                           \
     const bool full = i0 + BLOCK_N <= s.sq && j0 >= i0 + BLOCK_N - 1 + diag - wl &&          \
                       j_last <= i0 + diag + wr;                                               \
     const uint range = full ? 0xffffffffu : (uint)(wl + wr);                                  \
     const int da = ra - diag - i0 - 2 * t4 + wl, db = da + 8; /* rb = ra + 8 */              \
+    const int ql = s.sq - i0 - 2 * t4;                        /* query n * 8 + e < ql */     \
     MMA_UNROLL for (int n = 0; n < NT; ++n) {                                                 \
       float p0, p1, p2, p3;                                                                   \
       float4 ds;                                                                              \
-      ds.x = wk_ds_sel(sc[n].x, dp[n].x, (uint)(da - 8 * n) <= range, qk_scale, l2[n].x, dl[n].x,   \
-                       scale, &p0);                                                           \
-      ds.y = wk_ds_sel(sc[n].y, dp[n].y, (uint)(da - 8 * n - 1) <= range, qk_scale, l2[n].y,      \
-                       dl[n].y, scale, &p1);                                                  \
-      ds.z = wk_ds_sel(sc[n].z, dp[n].z, (uint)(db - 8 * n) <= range, qk_scale, l2[n].x, dl[n].x,   \
-                       scale, &p2);                                                           \
-      ds.w = wk_ds_sel(sc[n].w, dp[n].w, (uint)(db - 8 * n - 1) <= range, qk_scale, l2[n].y,      \
-                       dl[n].y, scale, &p3);                                                  \
+      const bool q0 = n * 8 < ql, q1 = n * 8 + 1 < ql;                                        \
+      ds.x = wk_ds_sel(sc[n].x, dp[n].x, q0 & ((uint)(da - 8 * n) <= range), qk_scale,        \
+                       l2[n].x, dl[n].x, scale, &p0);                                         \
+      ds.y = wk_ds_sel(sc[n].y, dp[n].y, q1 & ((uint)(da - 8 * n - 1) <= range), qk_scale,    \
+                       l2[n].y, dl[n].y, scale, &p1);                                         \
+      ds.z = wk_ds_sel(sc[n].z, dp[n].z, q0 & ((uint)(db - 8 * n) <= range), qk_scale,        \
+                       l2[n].x, dl[n].x, scale, &p2);                                         \
+      ds.w = wk_ds_sel(sc[n].w, dp[n].w, q1 & ((uint)(db - 8 * n - 1) <= range), qk_scale,    \
+                       l2[n].y, dl[n].y, scale, &p3);                                         \
       MMA_PACK_A(pf_, n, (float4)(p0, p1, p2, p3));                                           \
       MMA_PACK_A(dsf_, n, ds);                                                                \
     }                                                                                         \
   }
 #define WK_STEP(HAS_S, HAS_G)                                                                 \
   do {                                                                                        \
-    WK_STATS(HAS_S ? t : 0);                                                                  \
+    WK_STATS(HAS_S ? t : 0); /* the last step (no S) uses none of it */                      \
     mma_cp_wait_all(); /* tile t (and, the first time, K and V) */                            \
     wg_fence_proxy();                                                                         \
     barrier(CLK_LOCAL_MEM_FENCE);                                                             \
