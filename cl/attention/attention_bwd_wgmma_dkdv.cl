@@ -47,14 +47,17 @@
  * of b1, b2; all K-major in local memory. dK/dV's S^T and dP^T (A: K, V;
  * B: Q, dO), dQ's S and dP (A: Q, dO; B: K, V). */
 #define WK_SCORES(sc, dp, a1, a2, row0, b1, b2)                                               \
-  float4 sc[NT], dp[NT];                                                                      \
-  MMA_UNROLL for (int n_ = 0; n_ < NT; ++n_) sc[n_] = dp[n_] = (float4)(0.0f);               \
-  WG_TIE(sc, NT);                                                                             \
-  WG_TIE(dp, NT);                                                                             \
+  WK_SCORES_DECL(sc, dp);                                                                     \
   wg_fence();                                                                                 \
   WK_SCORES_ISSUE(sc, dp, a1, a2, row0, b1, b2);                                              \
   wg_commit();                                                                                \
   wg_wait0();                                                                                 \
+  WG_TIE(sc, NT);                                                                             \
+  WG_TIE(dp, NT)
+/* WK_SCORES's accumulators: declared, zeroed, tied (before wg_fence). */
+#define WK_SCORES_DECL(sc, dp)                                                                \
+  float4 sc[NT], dp[NT];                                                                      \
+  MMA_UNROLL for (int n_ = 0; n_ < NT; ++n_) sc[n_] = dp[n_] = (float4)(0.0f);               \
   WG_TIE(sc, NT);                                                                             \
   WG_TIE(dp, NT)
 /* The products of WK_SCORES, issued only (after wg_fence; no commit). */
@@ -145,13 +148,15 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
                        c + 1 < s.sq ? delta[st_ + c + 1] : 0.0f);                             \
     }                                                                                         \
   }
+  /* Every (key, query) pair of tile (h, i0) inside the window and sq. */
+#define WK_FULL                                                                               \
+  (i0 + BLOCK_N <= s.sq && j0 >= i0 + BLOCK_N - 1 + diag - wl && j_last <= i0 + diag + wr)
   /* P^T and dS^T of tile (h, i0) from its sc and dp (rows keys, columns
    * queries) as A fragments pf_, dsf_ (NT / 2 uint4 each, k = queries). */
 #define WK_GRADS(pf_, dsf_)                                                                   \
   {                                                                                           \
     const float slope_l2 = (flags & 2) ? alibi[h] * FCL_LOG2E : 0.0f;                         \
-    const bool full = i0 + BLOCK_N <= s.sq && j0 >= i0 + BLOCK_N - 1 + diag - wl &&          \
-                      j_last <= i0 + diag + wr;                                               \
+    const bool full = WK_FULL;                                                                \
     MMA_UNROLL for (int n = 0; n < NT; ++n) {                                                 \
       const int i = i0 + n * 8 + 2 * t4;                                                      \
       float p0, p1, p2, p3;                                                                   \
@@ -228,8 +233,7 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
    * V holds an inf. Keys past sk are not stored. */
 #define WK_GRADS_SEL(pf_, dsf_)                                                               \
   {                                                                                           \
-    const bool full = i0 + BLOCK_N <= s.sq && j0 >= i0 + BLOCK_N - 1 + diag - wl &&          \
-                      j_last <= i0 + diag + wr;                                               \
+    const bool full = WK_FULL;                                                                \
     const uint range = full ? 0xffffffffu : (uint)(wl + wr);                                  \
     const int da = ra - diag - i0 - 2 * t4 + wl, db = da + 8; /* rb = ra + 8 */              \
     const int ql = s.sq - i0 - 2 * t4;                        /* query n * 8 + e < ql */     \
@@ -260,10 +264,7 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
     __local const ushort *ot = o_s + (t % 3) * BLOCK_N * HEAD_DIM_V;                          \
     __local const ushort *qp = q_s + ((t + 2) % 3) * BLOCK_N * HEAD_DIM;                      \
     __local const ushort *op = o_s + ((t + 2) % 3) * BLOCK_N * HEAD_DIM_V;                    \
-    float4 sc[NT], dp[NT];                                                                    \
-    MMA_UNROLL for (int n_ = 0; n_ < NT; ++n_) sc[n_] = dp[n_] = (float4)(0.0f);             \
-    WG_TIE(sc, NT);                                                                           \
-    WG_TIE(dp, NT);                                                                           \
+    WK_SCORES_DECL(sc, dp);                                                                   \
     WG_TIE(gv, HEAD_DIM_V / 8);                                                               \
     WG_TIE(gk, HEAD_DIM / 8);                                                                 \
     WG_TIE_A(pf, NT / 2);                                                                     \
@@ -308,6 +309,7 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
 #endif
 #undef WK_OVERLAP
 #undef WK_STATS
+#undef WK_FULL
 #undef WK_GRADS
 #undef WK_GRAD_PRODUCTS
 #undef WK_LOAD

@@ -79,6 +79,9 @@ void fcl_attention_bwd_wgmma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR
   float4 acc[HEAD_DIM / 8];
   MMA_UNROLL for (int n = 0; n < HEAD_DIM / 8; ++n) acc[n] = (float4)(0.0f);
 
+  /* Every (row, key) pair of key tile j0 inside the window and sk. */
+#define WQ_FULL \
+  (j0 >= i_last + diag - wl && j0 + BLOCK_N - 1 <= i0 + diag + wr && j0 + BLOCK_N <= sk)
   /* General scores walk two of three buffers (the dK/dV kernel says why). */
 #define WQ_OVERLAP (STAGES == 3 && !MMA_GENERAL)
 #if !WQ_OVERLAP
@@ -95,8 +98,7 @@ void fcl_attention_bwd_wgmma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR
 
     WK_SCORES(sc, dp, q_s, o_s, qr0, kt, vt); /* S = Q K^T, dP = dO V^T */
 
-    const bool full = j0 >= i_last + diag - wl && j0 + BLOCK_N - 1 <= i0 + diag + wr &&
-                      j0 + BLOCK_N <= sk;
+    const bool full = WQ_FULL;
     uint4 dsf[NT / 2]; /* dS as A fragments, k = keys */
     MMA_UNROLL for (int n = 0; n < NT; ++n) {
       const int j = j0 + n * 8 + 2 * t4;
@@ -132,8 +134,7 @@ void fcl_attention_bwd_wgmma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR
    * past sk is 0, but dS there need not be finite). */
 #define WQ_DS_SEL(dsf_)                                                                       \
   {                                                                                           \
-    const bool full = j0 >= i_last + diag - wl && j0 + BLOCK_N - 1 <= i0 + diag + wr &&      \
-                      j0 + BLOCK_N <= sk;                                                     \
+    const bool full = WQ_FULL;                                                                \
     const uint range = full ? 0xffffffffu : (uint)(wl + wr);                                  \
     const int da = j0 + 2 * t4 - ra - diag + wl, db = da - 8; /* rb = ra + 8 */              \
     const int kl = sk - j0 - 2 * t4;                          /* key n * 8 + e < kl */       \
@@ -164,10 +165,7 @@ void fcl_attention_bwd_wgmma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR
     __local const ushort *kt = k_s + (it % 3) * BLOCK_N * HEAD_DIM;                           \
     __local const ushort *vt = v_s + (it % 3) * BLOCK_N * HEAD_DIM_V;                         \
     __local const ushort *kp = k_s + ((it + 2) % 3) * BLOCK_N * HEAD_DIM;                     \
-    float4 sc[NT], dp[NT];                                                                    \
-    MMA_UNROLL for (int n_ = 0; n_ < NT; ++n_) sc[n_] = dp[n_] = (float4)(0.0f);             \
-    WG_TIE(sc, NT);                                                                           \
-    WG_TIE(dp, NT);                                                                           \
+    WK_SCORES_DECL(sc, dp);                                                                   \
     WG_TIE(acc, HEAD_DIM / 8);                                                                \
     WG_TIE_A(dsf, NT / 2);                                                                    \
     wg_fence();                                                                               \
@@ -208,6 +206,7 @@ void fcl_attention_bwd_wgmma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR
 #undef WQ_DS_SEL
 #endif
 #undef WQ_OVERLAP
+#undef WQ_FULL
 #undef WQ_LOAD
 
   mma_cp_wait_all(); /* Q and dO, where no tile ran */

@@ -35,7 +35,7 @@ static size_t local_bytes(const fcl_device_info *dev, const fcl_tuning_class *cl
 }
 
 /* Shrinks a kernel's shape until it fits in local memory: tiles shorter,
- * then one stage of 64, shorter again. */
+ * then one stage fewer at tiles of 64, shorter again. */
 static wg_shape fit(const fcl_device_info *dev, const fcl_tuning_class *cls, wg_shape k) {
   while (local_bytes(dev, cls, k) > dev->local_mem && (k.n > 16 || k.stages > 1)) {
     if (k.stages > 1 && k.n <= 32) k.stages -= 1, k.n = 64;
