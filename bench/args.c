@@ -47,6 +47,9 @@ static const char usage[] =
     "                    for the %alu and %bw columns (1)\n"
     "  --peak-gbps X     use X GB/s as the bandwidth of %bw instead of the measured\n"
     "                    copy (e.g. a datasheet's figure)\n"
+    "  --params V:P      run kernel variant V (fa-tune --ops names them) with the\n"
+    "                    parameters P (NAME=v,... as fa-tune --show prints them)\n"
+    "                    wherever it applies: one configuration timed (tuning override)\n"
     "  --csv, --json     machine-readable output instead of the table (bench/plot.py\n"
     "                    draws the JSON)\n"
     "LIST is comma-separated; every combination of the lists is run.\n"
@@ -193,7 +196,7 @@ static int one_count(const char *opt, const char *s, int i, void *dst) { /* 0 al
 int bench_parse_args(int argc, char **argv, bench_args *a) {
   bench_args d = {NULL, 1, 8, 0, 64, 0, {1024}, {1024}, 1, {FCL_F32, FCL_F16}, 2,
                   {0, 1}, 2, {OP_FWD, OP_RWKV6_FWD}, 2, {FCL_RWKV6_AUTO}, 1, 0, 0, 0,
-                  OUT_TABLE, 0, 1, 0.0, 0, 0, {0}, 0, {0}, 0, {0}, 0, 0, {0}, 0};
+                  OUT_TABLE, 0, 1, 0.0, 0, 0, {0}, 0, {0}, 0, {0}, 0, 0, {0}, 0, NULL};
   int64_t sq = 0, sk = 0, iters = 10, warmup = 2, check = 1, peak = 1;
   const struct { const char *name; int64_t *dst, min, max; } ints[] = {
       {"--batch", &a->batch, 1, INT_MAX},       {"--heads", &a->heads, 1, INT_MAX},
@@ -205,7 +208,7 @@ int bench_parse_args(int argc, char **argv, bench_args *a) {
       {"--peak", &peak, 0, 1}};
   const char *const others[] = {"--device", "--seqlen", "--dtype", "--causal", "--op",
                                 "--algorithm", "--context", "--page-size", "--num-splits",
-                                "--peak-gbps", "--varlen"};
+                                "--peak-gbps", "--varlen", "--params"};
   const int n_others = (int)(sizeof others / sizeof others[0]);
   *a = d;
   for (int i = 1; i < argc; i++) {
@@ -242,6 +245,8 @@ int bench_parse_args(int argc, char **argv, bench_args *a) {
       rc = parse_int(arg, val, ints[known].min, ints[known].max, ints[known].dst);
     } else if (!strcmp(arg, "--device")) {
       a->device = val;
+    } else if (!strcmp(arg, "--params")) {
+      a->params = val;
     } else if (!strcmp(arg, "--seqlen")) {
       rc = (a->n_seqlen = parse_list(arg, val, one_len, a->seqlen_q)) < 0;
       memcpy(a->seqlen_k, a->seqlen_q, sizeof a->seqlen_k);

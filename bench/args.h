@@ -46,6 +46,9 @@ typedef struct {
    * (cu_seqlens; queries and keys alike), in place of --batch and --seqlen */
   int64_t     varlen[BENCH_MAX_LIST];
   int         n_varlen;
+  /* --params VARIANT:NAME=v,...: that variant with these parameters in every
+   * call where it applies (the tuning override), to time one configuration */
+  const char *params;
 } bench_args;
 
 /* Fills *a from argv. Returns 0 to go on, 1 when --help was printed (exit 0),

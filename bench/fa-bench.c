@@ -6,15 +6,40 @@
  * against a KV cache (decode: fcl_attention_kvcache), in decode.c. The
  * device's peaks (peak.c) are measured first; output.c prints the rows (a
  * table, CSV or JSON; bench/plot.py draws the JSON). args.c parses. */
+#define FCL_STATIC_LINKING_ONLY /* fcl_tuning_override, for --params */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "args.h"
 #include "bench.h"
 #include "output.h"
 #include "peak.h"
+#include "flashcl_tuning.h"
 
 static int g_failed = 0;
+
+/* --params VARIANT:PARAMS: the override for every call on ctx. */
+static int set_params(fcl_context *ctx, const char *arg) {
+  const char *colon = strchr(arg, ':');
+  char name[64];
+  if (!colon || (size_t)(colon - arg) >= sizeof name) {
+    fprintf(stderr, "fa-bench: --params: expected VARIANT:NAME=v,..., got '%s'\n", arg);
+    return 1;
+  }
+  memcpy(name, arg, (size_t)(colon - arg));
+  name[colon - arg] = '\0';
+  const fcl_variant *v = fcl_variant_find(name);
+  if (!v) {
+    fprintf(stderr, "fa-bench: --params: no kernel variant '%s'\n", name);
+    return 1;
+  }
+  if (fcl_tuning_override(ctx, v, colon + 1) != FCL_OK) {
+    fprintf(stderr, "fa-bench: --params: %s\n", fcl_context_last_error(ctx));
+    return 1;
+  }
+  return 0;
+}
 
 static void emit(const bench_row *r) {
   g_failed |= bench_failed(r->check);
@@ -32,6 +57,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "fa-bench: fcl_context_create(%s): %s\n", a.device ? a.device : "NULL",
             fcl_context_last_error(NULL));
     return 1;
+  }
+  if (a.params && set_params(ctx, a.params)) {
+    fcl_context_destroy(ctx);
+    return 2;
   }
   const char *device = fcl_context_device_name(ctx);
   bench_peak peak = {NAN, NAN, 0};

@@ -3,9 +3,12 @@
  * which heads they take). The walk of attention_bwd_mma_dq.cl with its
  * three products on wgmma: a work-group of WQ_WARPS warps (1 or 2
  * warpgroups of 64 query rows) owns 16 * WQ_WARPS rows of one query head,
- * Q and dO in local memory, and walks tiles of WQ_BLOCK_N keys in
+ * Q and dO in local memory (WQ_LOCAL_OPS = 2: both operands of S and dP
+ * there) or in registers as wgmma's A fragments (WQ_LOCAL_OPS = 1: 64
+ * registers at D = 128, and 32 KiB of local memory for two more stages),
+ * and walks tiles of WQ_BLOCK_N keys in
  * WQ_STAGES buffers:
- *   S = Q K^T, dP = dO V^T   (A and B from local memory, K-major);
+ *   S = Q K^T, dP = dO V^T   (A from local memory or registers, B K-major);
  *   dQ += dS K               (dS from registers; B the same K tile, read
  *                             N-major).
  * Three stages overlap dQ's product of key tile t - 1 with the scores of
@@ -21,14 +24,38 @@
 #define BLOCK_N WQ_BLOCK_N
 #define STAGES WQ_STAGES
 
-#if MT != 1 || BLOCK_N % 16 || BLOCK_N > 128 || WARPS % 4 || WARPS > 8 || STAGES < 1 || STAGES > 3
-#error "attention_bwd_wgmma_dq: WQ_BLOCK_N among wgmma's N, 4 or 8 warps"
+#ifndef WQ_LOCAL_OPS
+#define WQ_LOCAL_OPS 2
 #endif
+#define WQ_AREG (WQ_LOCAL_OPS == 1)
+#if MT != 1 || BLOCK_N % 16 || BLOCK_N > 128 || WARPS % 4 || WARPS > 8 || STAGES < 1 || STAGES > 3 || \
+    WQ_LOCAL_OPS < 1 || WQ_LOCAL_OPS > 2
+#error "attention_bwd_wgmma_dq: WQ_BLOCK_N among wgmma's N, 4 or 8 warps, WQ_LOCAL_OPS 1 or 2"
+#endif
+#define WQ_RSK(n) WK_CAT(wg_rsk_n, n)
+
+/* Rows r and r + 8 of x (row stride ss from base) as n A fragments of 16
+ * columns each (m16n8k16's layout, this lane's columns); rows at or past
+ * lim are 0. Offsets and strides are multiples of 8 elements. */
+inline void wq_afrags(uint4 *a, int n, __global const ushort *x, long base, long ss, int r,
+                      int lim) {
+  const int t4 = get_local_id(0) & 3;
+  __global const uint *p0 = (__global const uint *)(x + base + (long)r * ss);
+  __global const uint *p1 = (__global const uint *)(x + base + (long)(r + 8) * ss);
+  MMA_UNROLL for (int kk = 0; kk < n; ++kk) {
+    a[kk].x = r < lim ? p0[8 * kk + t4] : 0u;
+    a[kk].y = r + 8 < lim ? p1[8 * kk + t4] : 0u;
+    a[kk].z = r < lim ? p0[8 * kk + 4 + t4] : 0u;
+    a[kk].w = r + 8 < lim ? p1[8 * kk + 4 + t4] : 0u;
+  }
+}
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void fcl_attention_bwd_wgmma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR(dq)) {
+#if !WQ_AREG
   __local ushort q_s[BLOCK_M * HEAD_DIM] __attribute__((aligned(1024)));
   __local ushort o_s[BLOCK_M * HEAD_DIM_V] __attribute__((aligned(1024))); /* dO */
+#endif
   __local ushort k_s[STAGES * BLOCK_N * HEAD_DIM] __attribute__((aligned(1024)));
   __local ushort v_s[STAGES * BLOCK_N * HEAD_DIM_V] __attribute__((aligned(1024)));
   MMA_EMU_DECL(WARPS)
@@ -71,10 +98,33 @@ void fcl_attention_bwd_wgmma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR
     mma_cp_commit();                                                                         \
   } while (0)
 
+#if WQ_AREG
+  uint4 qf[HEAD_DIM / 16], of[HEAD_DIM_V / 16]; /* Q and dO, A fragments */
+  if (ntiles > 0) WQ_LOAD(0, 0);
+  wq_afrags(qf, HEAD_DIM / 16, q, qb, q_ss, ra, s.sq);
+  wq_afrags(of, HEAD_DIM_V / 16, dout, dob, do_ss, ra, s.sq);
+  /* S = Q K^T, dP = dO V^T of the tiles kt, vt, issued only; after their
+   * wait, Q and dO are renewed (WG_RENEW_A) and tied. */
+#define WQ_SCORES_ISSUE(sc, dp, kt, vt)                                                       \
+  MMA_UNROLL for (int kk_ = 0; kk_ < HEAD_DIM / 16; ++kk_)                                    \
+    WQ_RSK(BLOCK_N)(sc, qf[kk_], wg_desc_k(kt, BLOCK_N, HEAD_DIM, 0, kk_ * 16));              \
+  MMA_UNROLL for (int kk_ = 0; kk_ < HEAD_DIM_V / 16; ++kk_)                                  \
+    WQ_RSK(BLOCK_N)(dp, of[kk_], wg_desc_k(vt, BLOCK_N, HEAD_DIM_V, 0, kk_ * 16))
+#define WQ_SCORES_DONE()                                                                      \
+  do {                                                                                        \
+    WG_RENEW_A(qf, HEAD_DIM / 16);                                                            \
+    WG_RENEW_A(of, HEAD_DIM_V / 16);                                                          \
+    WG_TIE_A(qf, HEAD_DIM / 16);                                                              \
+    WG_TIE_A(of, HEAD_DIM_V / 16);                                                            \
+  } while (0)
+#else
   wg_tile_load(q_s, BLOCK_M, HEAD_DIM, q, qb, q_ss, i0, s.sq, lid, WG);
   wg_tile_load(o_s, BLOCK_M, HEAD_DIM_V, dout, dob, do_ss, i0, s.sq, lid, WG);
   mma_cp_commit();
   if (ntiles > 0) WQ_LOAD(0, 0);
+#define WQ_SCORES_ISSUE(sc, dp, kt, vt) WK_SCORES_ISSUE(sc, dp, q_s, o_s, qr0, kt, vt)
+#define WQ_SCORES_DONE() (void)0
+#endif
 
   float4 acc[HEAD_DIM / 8];
   MMA_UNROLL for (int n = 0; n < HEAD_DIM / 8; ++n) acc[n] = (float4)(0.0f);
@@ -96,7 +146,14 @@ void fcl_attention_bwd_wgmma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR
     __local const ushort *kt = k_s + cur * BLOCK_N * HEAD_DIM;
     __local const ushort *vt = v_s + cur * BLOCK_N * HEAD_DIM_V;
 
-    WK_SCORES(sc, dp, q_s, o_s, qr0, kt, vt); /* S = Q K^T, dP = dO V^T */
+    WK_SCORES_DECL(sc, dp);
+    wg_fence();
+    WQ_SCORES_ISSUE(sc, dp, kt, vt); /* S = Q K^T, dP = dO V^T */
+    wg_commit();
+    wg_wait0();
+    WG_TIE(sc, NT);
+    WG_TIE(dp, NT);
+    WQ_SCORES_DONE();
 
     const bool full = WQ_FULL;
     uint4 dsf[NT / 2]; /* dS as A fragments, k = keys */
@@ -170,7 +227,7 @@ void fcl_attention_bwd_wgmma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR
     WG_TIE_A(dsf, NT / 2);                                                                    \
     wg_fence();                                                                               \
     if (HAS_S) {                                                                              \
-      WK_SCORES_ISSUE(sc, dp, q_s, o_s, qr0, kt, vt); /* S = Q K^T, dP = dO V^T */           \
+      WQ_SCORES_ISSUE(sc, dp, kt, vt); /* S = Q K^T, dP = dO V^T */                          \
       wg_commit();                                                                            \
     }                                                                                         \
     if (HAS_G) {                                                                              \
@@ -184,6 +241,7 @@ void fcl_attention_bwd_wgmma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR
       else wg_wait0();                                                                        \
       WG_TIE(sc, NT);                                                                         \
       WG_TIE(dp, NT);                                                                         \
+      WQ_SCORES_DONE();                                                                       \
       WQ_DS_SEL(dsn);                                                                         \
     }                                                                                         \
     wg_wait0();                                                                               \
@@ -208,6 +266,9 @@ void fcl_attention_bwd_wgmma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR
 #undef WQ_OVERLAP
 #undef WQ_FULL
 #undef WQ_LOAD
+#undef WQ_SCORES_ISSUE
+#undef WQ_SCORES_DONE
+#undef WQ_AREG
 
   mma_cp_wait_all(); /* Q and dO, where no tile ran */
   const long dqb = bm_base(dq_off, dq_sb, dq_ss, dq_sh, b, s.q_tok, h);

@@ -69,8 +69,8 @@ inline uint2 wg_bfrag(wg_desc_t b, int i, int nmajor) {
   const int lane = MMA_LANE, g = lane >> 2, t = lane & 3;
   return (uint2)(wg_pair(b, 2 * t, 8 * i + g, nmajor), wg_pair(b, 2 * t + 8, 8 * i + g, nmajor));
 }
-inline void wg_rs_e(float4 *c, int n, uint4 a, wg_desc_t b, __local uint *emu) {
-  for (int i = 0; i < n / 8; ++i) c[i] = mma_16816(a, wg_bfrag(b, i, 1), c[i]);
+inline void wg_rs_e(float4 *c, int n, uint4 a, wg_desc_t b, int nmajor, __local uint *emu) {
+  for (int i = 0; i < n / 8; ++i) c[i] = mma_16816(a, wg_bfrag(b, i, nmajor), c[i]);
 }
 inline void wg_ss_e(float4 *c, int n, wg_desc_t a, wg_desc_t b, __local uint *emu) {
   const int lane = MMA_LANE, g = lane >> 2, t = lane & 3;
@@ -81,6 +81,7 @@ inline void wg_ss_e(float4 *c, int n, wg_desc_t a, wg_desc_t b, __local uint *em
 }
 #define WG_TIE(c, n)
 #define WG_TIE_A(a, n)
+#define WG_RENEW_A(a, n)
 inline void wg_fence_proxy(void) {}
 inline void wg_fence(void) {}
 inline void wg_commit(void) {}
@@ -117,6 +118,20 @@ inline wg_desc_t wg_make(__local const ushort *base, int start, int lbo, int sbo
     FCL_ASM volatile("" : "+r"(x_), "+r"(y_), "+r"(z_), "+r"(w_)::"memory");          \
     a[i_] = (uint4)(x_, y_, z_, w_);                                                  \
   }
+
+/* Loop-invariant A fragments (Q in registers) rewritten in place after each
+ * wait for the products that read them, as x ^ 0 with a 0 that ptxas cannot
+ * fold (lanemask_lt & lanemask_eq): ptxas takes them as dead at the wait
+ * (WG_TIE_A), and an instruction that reads them there keeps them alive;
+ * a fresh copy for each product would take as many registers again. */
+#define WG_RENEW_A(a, n)                                                               \
+  do {                                                                                 \
+    uint z_;                                                                           \
+    FCL_ASM volatile("{ .reg .b32 t_;\n\tmov.u32 %0, %%lanemask_lt;\n\t"                \
+                     "mov.u32 t_, %%lanemask_eq;\n\tand.b32 %0, %0, t_; }"                \
+                     : "=r"(z_));                                                      \
+    MMA_UNROLL for (int i_ = 0; i_ < (n); ++i_) a[i_] ^= (uint4)(z_);                  \
+  } while (0)
 
 /* Writes of the generic proxy (stores, cp.async) to local memory made
  * visible to wgmma's reads; before the barrier that publishes a tile. */

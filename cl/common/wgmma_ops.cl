@@ -3,27 +3,43 @@
  * this warp's 16 rows) += A (this warp's 16 x 16 rows in the m16n8k16 A
  * fragment a) times B (16 x N, N-major, through the shared-memory
  * descriptor b), issued for the warpgroup (O += P V).
+ * wg_rsk_nN(c, a, b): the same with B K-major (S = Q K^T with Q in
+ * registers).
  * wg_ss_nN(c, a, b): c += A (64 x 16) B (16 x N), both K-major through
  * descriptors (S = Q K^T). Asynchronous: wg_commit() and wg_wait0()
  * before c is read (wgmma.cl). Emulated (FCL_MMA_EMULATE=1), each is
  * wgmma.cl's software product. */
 #if FCL_MMA_EMULATE
-#define wg_rs_n16(c, a, b) wg_rs_e((c), 16, (a), (b), emu)
+#define wg_rs_n16(c, a, b) wg_rs_e((c), 16, (a), (b), 1, emu)
+#define wg_rsk_n16(c, a, b) wg_rs_e((c), 16, (a), (b), 0, emu)
 #define wg_ss_n16(c, a, b) wg_ss_e((c), 16, (a), (b), emu)
-#define wg_rs_n32(c, a, b) wg_rs_e((c), 32, (a), (b), emu)
+#define wg_rs_n32(c, a, b) wg_rs_e((c), 32, (a), (b), 1, emu)
+#define wg_rsk_n32(c, a, b) wg_rs_e((c), 32, (a), (b), 0, emu)
 #define wg_ss_n32(c, a, b) wg_ss_e((c), 32, (a), (b), emu)
-#define wg_rs_n48(c, a, b) wg_rs_e((c), 48, (a), (b), emu)
+#define wg_rs_n48(c, a, b) wg_rs_e((c), 48, (a), (b), 1, emu)
+#define wg_rsk_n48(c, a, b) wg_rs_e((c), 48, (a), (b), 0, emu)
 #define wg_ss_n48(c, a, b) wg_ss_e((c), 48, (a), (b), emu)
-#define wg_rs_n64(c, a, b) wg_rs_e((c), 64, (a), (b), emu)
+#define wg_rs_n64(c, a, b) wg_rs_e((c), 64, (a), (b), 1, emu)
+#define wg_rsk_n64(c, a, b) wg_rs_e((c), 64, (a), (b), 0, emu)
 #define wg_ss_n64(c, a, b) wg_ss_e((c), 64, (a), (b), emu)
-#define wg_rs_n96(c, a, b) wg_rs_e((c), 96, (a), (b), emu)
+#define wg_rs_n96(c, a, b) wg_rs_e((c), 96, (a), (b), 1, emu)
+#define wg_rsk_n96(c, a, b) wg_rs_e((c), 96, (a), (b), 0, emu)
 #define wg_ss_n96(c, a, b) wg_ss_e((c), 96, (a), (b), emu)
-#define wg_rs_n128(c, a, b) wg_rs_e((c), 128, (a), (b), emu)
+#define wg_rs_n128(c, a, b) wg_rs_e((c), 128, (a), (b), 1, emu)
+#define wg_rsk_n128(c, a, b) wg_rs_e((c), 128, (a), (b), 0, emu)
 #define wg_ss_n128(c, a, b) wg_ss_e((c), 128, (a), (b), emu)
 #else
 inline void wg_rs_n16(float4 *c, uint4 a, ulong b) {
   float x0 = c[0].x, x1 = c[0].y, x2 = c[0].z, x3 = c[0].w, x4 = c[1].x, x5 = c[1].y, x6 = c[1].z, x7 = c[1].w;
   FCL_ASM volatile("// FCL90A wgmma.mma_async.sync.aligned.m64n16k16.f32." MMA_T "." MMA_T " {%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, 1, 1, 1, 1;"
+      : "+f"(x0), "+f"(x1), "+f"(x2), "+f"(x3), "+f"(x4), "+f"(x5), "+f"(x6), "+f"(x7)
+      : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(b) : "memory");
+  c[0] = (float4)(x0, x1, x2, x3);
+  c[1] = (float4)(x4, x5, x6, x7);
+}
+inline void wg_rsk_n16(float4 *c, uint4 a, ulong b) {
+  float x0 = c[0].x, x1 = c[0].y, x2 = c[0].z, x3 = c[0].w, x4 = c[1].x, x5 = c[1].y, x6 = c[1].z, x7 = c[1].w;
+  FCL_ASM volatile("// FCL90A wgmma.mma_async.sync.aligned.m64n16k16.f32." MMA_T "." MMA_T " {%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, 1, 1, 1, 0;"
       : "+f"(x0), "+f"(x1), "+f"(x2), "+f"(x3), "+f"(x4), "+f"(x5), "+f"(x6), "+f"(x7)
       : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(b) : "memory");
   c[0] = (float4)(x0, x1, x2, x3);
@@ -40,6 +56,16 @@ inline void wg_ss_n16(float4 *c, ulong a, ulong b) {
 inline void wg_rs_n32(float4 *c, uint4 a, ulong b) {
   float x0 = c[0].x, x1 = c[0].y, x2 = c[0].z, x3 = c[0].w, x4 = c[1].x, x5 = c[1].y, x6 = c[1].z, x7 = c[1].w, x8 = c[2].x, x9 = c[2].y, x10 = c[2].z, x11 = c[2].w, x12 = c[3].x, x13 = c[3].y, x14 = c[3].z, x15 = c[3].w;
   FCL_ASM volatile("// FCL90A wgmma.mma_async.sync.aligned.m64n32k16.f32." MMA_T "." MMA_T " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, 1, 1, 1, 1;"
+      : "+f"(x0), "+f"(x1), "+f"(x2), "+f"(x3), "+f"(x4), "+f"(x5), "+f"(x6), "+f"(x7), "+f"(x8), "+f"(x9), "+f"(x10), "+f"(x11), "+f"(x12), "+f"(x13), "+f"(x14), "+f"(x15)
+      : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(b) : "memory");
+  c[0] = (float4)(x0, x1, x2, x3);
+  c[1] = (float4)(x4, x5, x6, x7);
+  c[2] = (float4)(x8, x9, x10, x11);
+  c[3] = (float4)(x12, x13, x14, x15);
+}
+inline void wg_rsk_n32(float4 *c, uint4 a, ulong b) {
+  float x0 = c[0].x, x1 = c[0].y, x2 = c[0].z, x3 = c[0].w, x4 = c[1].x, x5 = c[1].y, x6 = c[1].z, x7 = c[1].w, x8 = c[2].x, x9 = c[2].y, x10 = c[2].z, x11 = c[2].w, x12 = c[3].x, x13 = c[3].y, x14 = c[3].z, x15 = c[3].w;
+  FCL_ASM volatile("// FCL90A wgmma.mma_async.sync.aligned.m64n32k16.f32." MMA_T "." MMA_T " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, 1, 1, 1, 0;"
       : "+f"(x0), "+f"(x1), "+f"(x2), "+f"(x3), "+f"(x4), "+f"(x5), "+f"(x6), "+f"(x7), "+f"(x8), "+f"(x9), "+f"(x10), "+f"(x11), "+f"(x12), "+f"(x13), "+f"(x14), "+f"(x15)
       : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(b) : "memory");
   c[0] = (float4)(x0, x1, x2, x3);
@@ -69,6 +95,18 @@ inline void wg_rs_n48(float4 *c, uint4 a, ulong b) {
   c[4] = (float4)(x16, x17, x18, x19);
   c[5] = (float4)(x20, x21, x22, x23);
 }
+inline void wg_rsk_n48(float4 *c, uint4 a, ulong b) {
+  float x0 = c[0].x, x1 = c[0].y, x2 = c[0].z, x3 = c[0].w, x4 = c[1].x, x5 = c[1].y, x6 = c[1].z, x7 = c[1].w, x8 = c[2].x, x9 = c[2].y, x10 = c[2].z, x11 = c[2].w, x12 = c[3].x, x13 = c[3].y, x14 = c[3].z, x15 = c[3].w, x16 = c[4].x, x17 = c[4].y, x18 = c[4].z, x19 = c[4].w, x20 = c[5].x, x21 = c[5].y, x22 = c[5].z, x23 = c[5].w;
+  FCL_ASM volatile("// FCL90A wgmma.mma_async.sync.aligned.m64n48k16.f32." MMA_T "." MMA_T " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23}, {%24,%25,%26,%27}, %28, 1, 1, 1, 0;"
+      : "+f"(x0), "+f"(x1), "+f"(x2), "+f"(x3), "+f"(x4), "+f"(x5), "+f"(x6), "+f"(x7), "+f"(x8), "+f"(x9), "+f"(x10), "+f"(x11), "+f"(x12), "+f"(x13), "+f"(x14), "+f"(x15), "+f"(x16), "+f"(x17), "+f"(x18), "+f"(x19), "+f"(x20), "+f"(x21), "+f"(x22), "+f"(x23)
+      : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(b) : "memory");
+  c[0] = (float4)(x0, x1, x2, x3);
+  c[1] = (float4)(x4, x5, x6, x7);
+  c[2] = (float4)(x8, x9, x10, x11);
+  c[3] = (float4)(x12, x13, x14, x15);
+  c[4] = (float4)(x16, x17, x18, x19);
+  c[5] = (float4)(x20, x21, x22, x23);
+}
 inline void wg_ss_n48(float4 *c, ulong a, ulong b) {
   float x0 = c[0].x, x1 = c[0].y, x2 = c[0].z, x3 = c[0].w, x4 = c[1].x, x5 = c[1].y, x6 = c[1].z, x7 = c[1].w, x8 = c[2].x, x9 = c[2].y, x10 = c[2].z, x11 = c[2].w, x12 = c[3].x, x13 = c[3].y, x14 = c[3].z, x15 = c[3].w, x16 = c[4].x, x17 = c[4].y, x18 = c[4].z, x19 = c[4].w, x20 = c[5].x, x21 = c[5].y, x22 = c[5].z, x23 = c[5].w;
   FCL_ASM volatile("// FCL90A wgmma.mma_async.sync.aligned.m64n48k16.f32." MMA_T "." MMA_T " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23}, %24, %25, 1, 1, 1, 0, 0;"
@@ -84,6 +122,20 @@ inline void wg_ss_n48(float4 *c, ulong a, ulong b) {
 inline void wg_rs_n64(float4 *c, uint4 a, ulong b) {
   float x0 = c[0].x, x1 = c[0].y, x2 = c[0].z, x3 = c[0].w, x4 = c[1].x, x5 = c[1].y, x6 = c[1].z, x7 = c[1].w, x8 = c[2].x, x9 = c[2].y, x10 = c[2].z, x11 = c[2].w, x12 = c[3].x, x13 = c[3].y, x14 = c[3].z, x15 = c[3].w, x16 = c[4].x, x17 = c[4].y, x18 = c[4].z, x19 = c[4].w, x20 = c[5].x, x21 = c[5].y, x22 = c[5].z, x23 = c[5].w, x24 = c[6].x, x25 = c[6].y, x26 = c[6].z, x27 = c[6].w, x28 = c[7].x, x29 = c[7].y, x30 = c[7].z, x31 = c[7].w;
   FCL_ASM volatile("// FCL90A wgmma.mma_async.sync.aligned.m64n64k16.f32." MMA_T "." MMA_T " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, 1, 1, 1, 1;"
+      : "+f"(x0), "+f"(x1), "+f"(x2), "+f"(x3), "+f"(x4), "+f"(x5), "+f"(x6), "+f"(x7), "+f"(x8), "+f"(x9), "+f"(x10), "+f"(x11), "+f"(x12), "+f"(x13), "+f"(x14), "+f"(x15), "+f"(x16), "+f"(x17), "+f"(x18), "+f"(x19), "+f"(x20), "+f"(x21), "+f"(x22), "+f"(x23), "+f"(x24), "+f"(x25), "+f"(x26), "+f"(x27), "+f"(x28), "+f"(x29), "+f"(x30), "+f"(x31)
+      : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(b) : "memory");
+  c[0] = (float4)(x0, x1, x2, x3);
+  c[1] = (float4)(x4, x5, x6, x7);
+  c[2] = (float4)(x8, x9, x10, x11);
+  c[3] = (float4)(x12, x13, x14, x15);
+  c[4] = (float4)(x16, x17, x18, x19);
+  c[5] = (float4)(x20, x21, x22, x23);
+  c[6] = (float4)(x24, x25, x26, x27);
+  c[7] = (float4)(x28, x29, x30, x31);
+}
+inline void wg_rsk_n64(float4 *c, uint4 a, ulong b) {
+  float x0 = c[0].x, x1 = c[0].y, x2 = c[0].z, x3 = c[0].w, x4 = c[1].x, x5 = c[1].y, x6 = c[1].z, x7 = c[1].w, x8 = c[2].x, x9 = c[2].y, x10 = c[2].z, x11 = c[2].w, x12 = c[3].x, x13 = c[3].y, x14 = c[3].z, x15 = c[3].w, x16 = c[4].x, x17 = c[4].y, x18 = c[4].z, x19 = c[4].w, x20 = c[5].x, x21 = c[5].y, x22 = c[5].z, x23 = c[5].w, x24 = c[6].x, x25 = c[6].y, x26 = c[6].z, x27 = c[6].w, x28 = c[7].x, x29 = c[7].y, x30 = c[7].z, x31 = c[7].w;
+  FCL_ASM volatile("// FCL90A wgmma.mma_async.sync.aligned.m64n64k16.f32." MMA_T "." MMA_T " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, 1, 1, 1, 0;"
       : "+f"(x0), "+f"(x1), "+f"(x2), "+f"(x3), "+f"(x4), "+f"(x5), "+f"(x6), "+f"(x7), "+f"(x8), "+f"(x9), "+f"(x10), "+f"(x11), "+f"(x12), "+f"(x13), "+f"(x14), "+f"(x15), "+f"(x16), "+f"(x17), "+f"(x18), "+f"(x19), "+f"(x20), "+f"(x21), "+f"(x22), "+f"(x23), "+f"(x24), "+f"(x25), "+f"(x26), "+f"(x27), "+f"(x28), "+f"(x29), "+f"(x30), "+f"(x31)
       : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(b) : "memory");
   c[0] = (float4)(x0, x1, x2, x3);
@@ -127,6 +179,24 @@ inline void wg_rs_n96(float4 *c, uint4 a, ulong b) {
   c[10] = (float4)(x40, x41, x42, x43);
   c[11] = (float4)(x44, x45, x46, x47);
 }
+inline void wg_rsk_n96(float4 *c, uint4 a, ulong b) {
+  float x0 = c[0].x, x1 = c[0].y, x2 = c[0].z, x3 = c[0].w, x4 = c[1].x, x5 = c[1].y, x6 = c[1].z, x7 = c[1].w, x8 = c[2].x, x9 = c[2].y, x10 = c[2].z, x11 = c[2].w, x12 = c[3].x, x13 = c[3].y, x14 = c[3].z, x15 = c[3].w, x16 = c[4].x, x17 = c[4].y, x18 = c[4].z, x19 = c[4].w, x20 = c[5].x, x21 = c[5].y, x22 = c[5].z, x23 = c[5].w, x24 = c[6].x, x25 = c[6].y, x26 = c[6].z, x27 = c[6].w, x28 = c[7].x, x29 = c[7].y, x30 = c[7].z, x31 = c[7].w, x32 = c[8].x, x33 = c[8].y, x34 = c[8].z, x35 = c[8].w, x36 = c[9].x, x37 = c[9].y, x38 = c[9].z, x39 = c[9].w, x40 = c[10].x, x41 = c[10].y, x42 = c[10].z, x43 = c[10].w, x44 = c[11].x, x45 = c[11].y, x46 = c[11].z, x47 = c[11].w;
+  FCL_ASM volatile("// FCL90A wgmma.mma_async.sync.aligned.m64n96k16.f32." MMA_T "." MMA_T " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47}, {%48,%49,%50,%51}, %52, 1, 1, 1, 0;"
+      : "+f"(x0), "+f"(x1), "+f"(x2), "+f"(x3), "+f"(x4), "+f"(x5), "+f"(x6), "+f"(x7), "+f"(x8), "+f"(x9), "+f"(x10), "+f"(x11), "+f"(x12), "+f"(x13), "+f"(x14), "+f"(x15), "+f"(x16), "+f"(x17), "+f"(x18), "+f"(x19), "+f"(x20), "+f"(x21), "+f"(x22), "+f"(x23), "+f"(x24), "+f"(x25), "+f"(x26), "+f"(x27), "+f"(x28), "+f"(x29), "+f"(x30), "+f"(x31), "+f"(x32), "+f"(x33), "+f"(x34), "+f"(x35), "+f"(x36), "+f"(x37), "+f"(x38), "+f"(x39), "+f"(x40), "+f"(x41), "+f"(x42), "+f"(x43), "+f"(x44), "+f"(x45), "+f"(x46), "+f"(x47)
+      : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(b) : "memory");
+  c[0] = (float4)(x0, x1, x2, x3);
+  c[1] = (float4)(x4, x5, x6, x7);
+  c[2] = (float4)(x8, x9, x10, x11);
+  c[3] = (float4)(x12, x13, x14, x15);
+  c[4] = (float4)(x16, x17, x18, x19);
+  c[5] = (float4)(x20, x21, x22, x23);
+  c[6] = (float4)(x24, x25, x26, x27);
+  c[7] = (float4)(x28, x29, x30, x31);
+  c[8] = (float4)(x32, x33, x34, x35);
+  c[9] = (float4)(x36, x37, x38, x39);
+  c[10] = (float4)(x40, x41, x42, x43);
+  c[11] = (float4)(x44, x45, x46, x47);
+}
 inline void wg_ss_n96(float4 *c, ulong a, ulong b) {
   float x0 = c[0].x, x1 = c[0].y, x2 = c[0].z, x3 = c[0].w, x4 = c[1].x, x5 = c[1].y, x6 = c[1].z, x7 = c[1].w, x8 = c[2].x, x9 = c[2].y, x10 = c[2].z, x11 = c[2].w, x12 = c[3].x, x13 = c[3].y, x14 = c[3].z, x15 = c[3].w, x16 = c[4].x, x17 = c[4].y, x18 = c[4].z, x19 = c[4].w, x20 = c[5].x, x21 = c[5].y, x22 = c[5].z, x23 = c[5].w, x24 = c[6].x, x25 = c[6].y, x26 = c[6].z, x27 = c[6].w, x28 = c[7].x, x29 = c[7].y, x30 = c[7].z, x31 = c[7].w, x32 = c[8].x, x33 = c[8].y, x34 = c[8].z, x35 = c[8].w, x36 = c[9].x, x37 = c[9].y, x38 = c[9].z, x39 = c[9].w, x40 = c[10].x, x41 = c[10].y, x42 = c[10].z, x43 = c[10].w, x44 = c[11].x, x45 = c[11].y, x46 = c[11].z, x47 = c[11].w;
   FCL_ASM volatile("// FCL90A wgmma.mma_async.sync.aligned.m64n96k16.f32." MMA_T "." MMA_T " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47}, %48, %49, 1, 1, 1, 0, 0;"
@@ -148,6 +218,28 @@ inline void wg_ss_n96(float4 *c, ulong a, ulong b) {
 inline void wg_rs_n128(float4 *c, uint4 a, ulong b) {
   float x0 = c[0].x, x1 = c[0].y, x2 = c[0].z, x3 = c[0].w, x4 = c[1].x, x5 = c[1].y, x6 = c[1].z, x7 = c[1].w, x8 = c[2].x, x9 = c[2].y, x10 = c[2].z, x11 = c[2].w, x12 = c[3].x, x13 = c[3].y, x14 = c[3].z, x15 = c[3].w, x16 = c[4].x, x17 = c[4].y, x18 = c[4].z, x19 = c[4].w, x20 = c[5].x, x21 = c[5].y, x22 = c[5].z, x23 = c[5].w, x24 = c[6].x, x25 = c[6].y, x26 = c[6].z, x27 = c[6].w, x28 = c[7].x, x29 = c[7].y, x30 = c[7].z, x31 = c[7].w, x32 = c[8].x, x33 = c[8].y, x34 = c[8].z, x35 = c[8].w, x36 = c[9].x, x37 = c[9].y, x38 = c[9].z, x39 = c[9].w, x40 = c[10].x, x41 = c[10].y, x42 = c[10].z, x43 = c[10].w, x44 = c[11].x, x45 = c[11].y, x46 = c[11].z, x47 = c[11].w, x48 = c[12].x, x49 = c[12].y, x50 = c[12].z, x51 = c[12].w, x52 = c[13].x, x53 = c[13].y, x54 = c[13].z, x55 = c[13].w, x56 = c[14].x, x57 = c[14].y, x58 = c[14].z, x59 = c[14].w, x60 = c[15].x, x61 = c[15].y, x62 = c[15].z, x63 = c[15].w;
   FCL_ASM volatile("// FCL90A wgmma.mma_async.sync.aligned.m64n128k16.f32." MMA_T "." MMA_T " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, 1, 1, 1, 1;"
+      : "+f"(x0), "+f"(x1), "+f"(x2), "+f"(x3), "+f"(x4), "+f"(x5), "+f"(x6), "+f"(x7), "+f"(x8), "+f"(x9), "+f"(x10), "+f"(x11), "+f"(x12), "+f"(x13), "+f"(x14), "+f"(x15), "+f"(x16), "+f"(x17), "+f"(x18), "+f"(x19), "+f"(x20), "+f"(x21), "+f"(x22), "+f"(x23), "+f"(x24), "+f"(x25), "+f"(x26), "+f"(x27), "+f"(x28), "+f"(x29), "+f"(x30), "+f"(x31), "+f"(x32), "+f"(x33), "+f"(x34), "+f"(x35), "+f"(x36), "+f"(x37), "+f"(x38), "+f"(x39), "+f"(x40), "+f"(x41), "+f"(x42), "+f"(x43), "+f"(x44), "+f"(x45), "+f"(x46), "+f"(x47), "+f"(x48), "+f"(x49), "+f"(x50), "+f"(x51), "+f"(x52), "+f"(x53), "+f"(x54), "+f"(x55), "+f"(x56), "+f"(x57), "+f"(x58), "+f"(x59), "+f"(x60), "+f"(x61), "+f"(x62), "+f"(x63)
+      : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(b) : "memory");
+  c[0] = (float4)(x0, x1, x2, x3);
+  c[1] = (float4)(x4, x5, x6, x7);
+  c[2] = (float4)(x8, x9, x10, x11);
+  c[3] = (float4)(x12, x13, x14, x15);
+  c[4] = (float4)(x16, x17, x18, x19);
+  c[5] = (float4)(x20, x21, x22, x23);
+  c[6] = (float4)(x24, x25, x26, x27);
+  c[7] = (float4)(x28, x29, x30, x31);
+  c[8] = (float4)(x32, x33, x34, x35);
+  c[9] = (float4)(x36, x37, x38, x39);
+  c[10] = (float4)(x40, x41, x42, x43);
+  c[11] = (float4)(x44, x45, x46, x47);
+  c[12] = (float4)(x48, x49, x50, x51);
+  c[13] = (float4)(x52, x53, x54, x55);
+  c[14] = (float4)(x56, x57, x58, x59);
+  c[15] = (float4)(x60, x61, x62, x63);
+}
+inline void wg_rsk_n128(float4 *c, uint4 a, ulong b) {
+  float x0 = c[0].x, x1 = c[0].y, x2 = c[0].z, x3 = c[0].w, x4 = c[1].x, x5 = c[1].y, x6 = c[1].z, x7 = c[1].w, x8 = c[2].x, x9 = c[2].y, x10 = c[2].z, x11 = c[2].w, x12 = c[3].x, x13 = c[3].y, x14 = c[3].z, x15 = c[3].w, x16 = c[4].x, x17 = c[4].y, x18 = c[4].z, x19 = c[4].w, x20 = c[5].x, x21 = c[5].y, x22 = c[5].z, x23 = c[5].w, x24 = c[6].x, x25 = c[6].y, x26 = c[6].z, x27 = c[6].w, x28 = c[7].x, x29 = c[7].y, x30 = c[7].z, x31 = c[7].w, x32 = c[8].x, x33 = c[8].y, x34 = c[8].z, x35 = c[8].w, x36 = c[9].x, x37 = c[9].y, x38 = c[9].z, x39 = c[9].w, x40 = c[10].x, x41 = c[10].y, x42 = c[10].z, x43 = c[10].w, x44 = c[11].x, x45 = c[11].y, x46 = c[11].z, x47 = c[11].w, x48 = c[12].x, x49 = c[12].y, x50 = c[12].z, x51 = c[12].w, x52 = c[13].x, x53 = c[13].y, x54 = c[13].z, x55 = c[13].w, x56 = c[14].x, x57 = c[14].y, x58 = c[14].z, x59 = c[14].w, x60 = c[15].x, x61 = c[15].y, x62 = c[15].z, x63 = c[15].w;
+  FCL_ASM volatile("// FCL90A wgmma.mma_async.sync.aligned.m64n128k16.f32." MMA_T "." MMA_T " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, 1, 1, 1, 0;"
       : "+f"(x0), "+f"(x1), "+f"(x2), "+f"(x3), "+f"(x4), "+f"(x5), "+f"(x6), "+f"(x7), "+f"(x8), "+f"(x9), "+f"(x10), "+f"(x11), "+f"(x12), "+f"(x13), "+f"(x14), "+f"(x15), "+f"(x16), "+f"(x17), "+f"(x18), "+f"(x19), "+f"(x20), "+f"(x21), "+f"(x22), "+f"(x23), "+f"(x24), "+f"(x25), "+f"(x26), "+f"(x27), "+f"(x28), "+f"(x29), "+f"(x30), "+f"(x31), "+f"(x32), "+f"(x33), "+f"(x34), "+f"(x35), "+f"(x36), "+f"(x37), "+f"(x38), "+f"(x39), "+f"(x40), "+f"(x41), "+f"(x42), "+f"(x43), "+f"(x44), "+f"(x45), "+f"(x46), "+f"(x47), "+f"(x48), "+f"(x49), "+f"(x50), "+f"(x51), "+f"(x52), "+f"(x53), "+f"(x54), "+f"(x55), "+f"(x56), "+f"(x57), "+f"(x58), "+f"(x59), "+f"(x60), "+f"(x61), "+f"(x62), "+f"(x63)
       : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(b) : "memory");
   c[0] = (float4)(x0, x1, x2, x3);

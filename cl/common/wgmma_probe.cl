@@ -11,7 +11,9 @@
  *   8-15   the same over k < 16 from 16-column tiles (core matrices);
  *   16-47  A (k < 16, fragments by ldmatrix) B, N = 64, B N-major
  *          (swizzled), as P and V in O = P V;
- *   48-55  the same with N = 16 from a 16-column tile (core matrices). */
+ *   48-55  the same with N = 16 from a 16-column tile (core matrices);
+ *   56-63  A (k < 16, the same fragments) B, N = 16, B K-major (swizzled),
+ *          as Q in registers and K in S = Q K^T. */
 __kernel __attribute__((reqd_work_group_size(128, 1, 1)))
 void fcl_wgmma_probe(const __global ushort *a, const __global ushort *bt,
                      const __global ushort *bkn, __global float *out) {
@@ -35,29 +37,33 @@ void fcl_wgmma_probe(const __global ushort *a, const __global ushort *bt,
   barrier(CLK_LOCAL_MEM_FENCE);
   const uint4 af = mma_ldsm_x4(a_s, WG_AT(warp * 16 + (lane & 15), (lane >> 4) * 8, 64, 64));
   const uint4 af16 = mma_ldsm_x4(a16_s, WG_AT(warp * 16 + (lane & 15), (lane >> 4) * 8, 64, 16));
-  float4 c1[2], c2[2], c3[8], c4[2];
+  float4 c1[2], c2[2], c3[8], c4[2], c5[2];
   for (int i = 0; i < 8; ++i) c3[i] = (float4)(0.0f);
-  for (int i = 0; i < 2; ++i) c1[i] = c2[i] = c4[i] = (float4)(0.0f);
+  for (int i = 0; i < 2; ++i) c1[i] = c2[i] = c4[i] = c5[i] = (float4)(0.0f);
   WG_TIE(c1, 2);
   WG_TIE(c2, 2);
   WG_TIE(c3, 8);
   WG_TIE(c4, 2);
+  WG_TIE(c5, 2);
   wg_fence();
   for (int kk = 0; kk < 4; ++kk)
     wg_ss_n16(c1, wg_desc_k(a_s, 64, 64, 0, kk * 16), wg_desc_k(bt_s, 16, 64, 0, kk * 16));
   wg_ss_n16(c2, wg_desc_k(a16_s, 64, 16, 0, 0), wg_desc_k(bt16_s, 16, 16, 0, 0));
   wg_rs_n64(c3, af, wg_desc_n(bkn_s, 16, 64, 0));
   wg_rs_n16(c4, af16, wg_desc_n(bkn16_s, 16, 16, 0));
+  wg_rsk_n16(c5, af, wg_desc_k(bt_s, 16, 64, 0, 0));
   wg_commit();
   wg_wait0();
   WG_TIE(c1, 2);
   WG_TIE(c2, 2);
   WG_TIE(c3, 8);
   WG_TIE(c4, 2);
-  float4 all[14];
-  for (int i = 0; i < 2; ++i) all[i] = c1[i], all[2 + i] = c2[i], all[12 + i] = c4[i];
+  WG_TIE(c5, 2);
+  float4 all[16];
+  for (int i = 0; i < 2; ++i)
+    all[i] = c1[i], all[2 + i] = c2[i], all[12 + i] = c4[i], all[14 + i] = c5[i];
   for (int i = 0; i < 8; ++i) all[4 + i] = c3[i];
-  for (int i = 0; i < 14; ++i) {
+  for (int i = 0; i < 16; ++i) {
     out[(4 * i) * 128 + lid] = all[i].x;
     out[(4 * i + 1) * 128 + lid] = all[i].y;
     out[(4 * i + 2) * 128 + lid] = all[i].z;

@@ -12,22 +12,27 @@
 
 /* The wgmma dK/dV kernel's warps (4 or 8: 64 keys a warpgroup), queries
  * per tile (an N of cl/common/wgmma_ops.cl) and tiles in flight; the
- * wgmma dQ kernel's likewise (64 query rows a warpgroup, keys a tile). */
-#define PARAMS(X) X(WK_WARPS) X(WK_BLOCK_N) X(WK_STAGES) X(WQ_WARPS) X(WQ_BLOCK_N) X(WQ_STAGES)
+ * wgmma dQ kernel's likewise (64 query rows a warpgroup, keys a tile), and
+ * the operands of its S and dP in local memory: 2 (Q, dO and the tile) or
+ * 1 (the tile; Q and dO in registers). */
+#define PARAMS(X)                                                                          \
+  X(WK_WARPS) X(WK_BLOCK_N) X(WK_STAGES) X(WQ_WARPS) X(WQ_BLOCK_N) X(WQ_STAGES) X(WQ_LOCAL_OPS)
 FCL_PARAM_STRUCT(bwg_params, PARAMS);
 
 /* One wgmma kernel's shape: warps, tile, stages (1 to 3; the third overlaps
- * one tile's gradient products with the next tile's scores). */
+ * one tile's gradient products with the next tile's scores), operands of
+ * the score products in local memory (2; the dQ kernel's may be 1). */
 typedef struct {
-  int warps, n, stages;
+  int warps, n, stages, ops;
 } wg_shape;
 
-/* A kernel's own rows (16 a warp) of the q/k and v widths, the stages'
- * tiles of them, each array aligned to 1024 bytes (the kernels'), and the
- * emulation's scratch: dK/dV's K, V and Q, dO tiles; dQ's Q, dO and K, V. */
+/* A kernel's own rows (16 a warp) of the q/k and v widths, unless they are
+ * in registers (ops 1), the stages' tiles of them, each array aligned to
+ * 1024 bytes (the kernels'), and the emulation's scratch: dK/dV's K, V and
+ * Q, dO tiles; dQ's Q, dO and K, V. */
 static size_t local_bytes(const fcl_device_info *dev, const fcl_tuning_class *cls, wg_shape k) {
   const size_t d = (size_t)cls->head_dim, dv = (size_t)cls->head_dim_v;
-  const size_t rows = 16 * (size_t)k.warps, n = (size_t)k.stages * (size_t)k.n;
+  const size_t rows = k.ops == 2 ? 16 * (size_t)k.warps : 0, n = (size_t)k.stages * (size_t)k.n;
 #define R1K(x) (((x) + 1023) / 1024 * 1024)
   return R1K(2 * rows * d) + R1K(2 * rows * dv) + R1K(2 * n * d) + R1K(2 * n * dv) +
          (dev->mma_emulate ? 1024u * (size_t)k.warps : 0);
@@ -53,16 +58,18 @@ static wg_shape fit(const fcl_device_info *dev, const fcl_tuning_class *cls, wg_
 static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fcl_config *cfg) {
   bwg_params *c = FCL_PARAMS(bwg_params, cfg);
   const bool small = cls->head_dim <= 64 && cls->head_dim_v <= 64;
-  const wg_shape k = fit(dev, cls, small ? (wg_shape){4, 32, 3} : (wg_shape){4, 64, 2});
-  const wg_shape q = fit(dev, cls, small ? (wg_shape){4, 32, 3} : (wg_shape){4, 64, 2});
+  const wg_shape k = fit(dev, cls, small ? (wg_shape){4, 32, 3, 2} : (wg_shape){4, 64, 2, 2});
+  const wg_shape q = fit(dev, cls, small ? (wg_shape){4, 32, 3, 2} : (wg_shape){4, 32, 3, 1});
   c->WK_WARPS = k.warps, c->WK_BLOCK_N = k.n, c->WK_STAGES = k.stages;
-  c->WQ_WARPS = q.warps, c->WQ_BLOCK_N = q.n, c->WQ_STAGES = q.stages;
+  c->WQ_WARPS = q.warps, c->WQ_BLOCK_N = q.n, c->WQ_STAGES = q.stages, c->WQ_LOCAL_OPS = q.ops;
 }
 
 static const char *bad_shape(const fcl_device_info *dev, const fcl_tuning_class *cls,
                              wg_shape k) {
-  if ((k.warps != 4 && k.warps != 8) || !fcl_wgmma_n(k.n) || k.stages < 1 || k.stages > 3)
-    return "warps 4 or 8, a tile of 16, 32, 48, 64, 96 or 128, 1 to 3 stages";
+  if ((k.warps != 4 && k.warps != 8) || !fcl_wgmma_n(k.n) || k.stages < 1 || k.stages > 3 ||
+      k.ops < 1 || k.ops > 2)
+    return "warps 4 or 8, a tile of 16, 32, 48, 64, 96 or 128, 1 to 3 stages, 1 or 2 local "
+           "operands";
   if ((size_t)k.warps * 32 > dev->max_wg) return "work-group larger than the device allows";
   if (local_bytes(dev, cls, k) > dev->local_mem) return "local memory exceeded";
   return NULL;
@@ -75,10 +82,11 @@ static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const
   fcl_attention_bwd_mma_defaults(dev, cls, &mma);
   const char *bad = fcl_attention_bwd_mma_bad(dev, cls, &mma), *which = "mma.sync kernels";
   if (!bad)
-    bad = bad_shape(dev, cls, (wg_shape){c->WK_WARPS, c->WK_BLOCK_N, c->WK_STAGES}),
+    bad = bad_shape(dev, cls, (wg_shape){c->WK_WARPS, c->WK_BLOCK_N, c->WK_STAGES, 2}),
     which = "WK_: dK/dV";
   if (!bad)
-    bad = bad_shape(dev, cls, (wg_shape){c->WQ_WARPS, c->WQ_BLOCK_N, c->WQ_STAGES}),
+    bad = bad_shape(dev, cls,
+                    (wg_shape){c->WQ_WARPS, c->WQ_BLOCK_N, c->WQ_STAGES, c->WQ_LOCAL_OPS}),
     which = "WQ_: dQ";
   if (bad && why) snprintf(why, why_size, "%s (%s)", bad, which);
   return bad == NULL;
@@ -92,14 +100,15 @@ static int axes(const fcl_tuning_class *cls, fcl_axis *a) {
   a[3] = (fcl_axis){"WQ_WARPS", 2, {4, 8}};
   a[4] = (fcl_axis){"WQ_BLOCK_N", 6, {16, 32, 48, 64, 96, 128}};
   a[5] = (fcl_axis){"WQ_STAGES", 3, {1, 2, 3}};
-  return 6;
+  a[6] = (fcl_axis){"WQ_LOCAL_OPS", 2, {1, 2}};
+  return 7;
 }
 
 static void point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg) {
   (void)cls;
   bwg_params *c = FCL_PARAMS(bwg_params, cfg);
   c->WK_WARPS = v[0], c->WK_BLOCK_N = v[1], c->WK_STAGES = v[2];
-  c->WQ_WARPS = v[3], c->WQ_BLOCK_N = v[4], c->WQ_STAGES = v[5];
+  c->WQ_WARPS = v[3], c->WQ_BLOCK_N = v[4], c->WQ_STAGES = v[5], c->WQ_LOCAL_OPS = v[6];
 }
 
 static const char *const files[] = {

@@ -28,7 +28,7 @@ static fcl_status run_probe(fcl_context *ctx, fcl_dtype t, bool *ok) {
   /* On the heap, not static: contexts in two threads may probe at once. */
   struct {
     uint16_t a[64 * 64], bt[16 * 64], bkn[16 * 64];
-    float out[56 * 128];
+    float out[64 * 128];
   } *d = malloc(sizeof *d);
   if (!d) return fcl_fail(ctx, FCL_ERROR_OUT_OF_MEMORY, "wgmma probe data");
   uint16_t *a = d->a, *bt = d->bt, *bkn = d->bkn;
@@ -66,11 +66,12 @@ static fcl_status run_probe(fcl_context *ctx, fcl_dtype t, bool *ok) {
     return s;
   }
   /* Each product's n8 tiles, rows, sum length and name (the layout above). */
-  static const struct { int e0, ntiles, klen; const char *what; } prods[4] = {
+  static const struct { int e0, ntiles, klen; const char *what; } prods[5] = {
       {0, 2, 64, "K-major, swizzled"}, {8, 2, 16, "K-major, core matrices"},
-      {16, 8, 16, "N-major, swizzled"}, {48, 2, 16, "N-major, core matrices"}};
+      {16, 8, 16, "N-major, swizzled"}, {48, 2, 16, "N-major, core matrices"},
+      {56, 2, 16, "A from registers, K-major, swizzled"}};
   *ok = true;
-  for (int p = 0; p < 4 && *ok; ++p)
+  for (int p = 0; p < 5 && *ok; ++p)
     for (int lid = 0; lid < 128 && *ok; ++lid)
       for (int e = 0; e < 4 * prods[p].ntiles && *ok; ++e) {
         /* element e: n8 tile e / 4, row g or g + 8, column 2 t + e % 2 */
