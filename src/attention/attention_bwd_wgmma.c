@@ -53,8 +53,12 @@ static wg_shape fit(const fcl_device_info *dev, const fcl_tuning_class *cls, wg_
  * stages, each tile's gradient product under the next tile's scores: on
  * the H100 (f16, B4 H32 N4096) 5.83 ms against 6.59-6.65 with two stages
  * of 48 (dK/dV) and one of 96 (dQ), fa-tune's best before the third stage
- * (docs/data/h100_attention_wgmma_log.txt, call 53). At D = 128 both take
- * 32 in one stage, all that 48 KiB leaves them. */
+ * (docs/data/h100_attention_wgmma_log.txt, call 53); Q and dO in
+ * registers cost dQ 2.17 -> 2.56 ms at the same tiles there, and tiles of
+ * 48 or 64 in the room it frees only won it back (call 58). At D = 128
+ * dK/dV takes 32 in one stage, all that 48 KiB leaves it; dQ keeps Q and dO
+ * in registers for three stages of 32: dQ 4.03 -> 3.91 ms, and at N =
+ * 16384 the backward 23.10 -> 22.28 causal (call 57). */
 static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fcl_config *cfg) {
   bwg_params *c = FCL_PARAMS(bwg_params, cfg);
   const bool small = cls->head_dim <= 64 && cls->head_dim_v <= 64;
