@@ -47,9 +47,13 @@
  * of b1, b2; all K-major in local memory. dK/dV's S^T and dP^T (A: K, V;
  * B: Q, dO), dQ's S and dP (A: Q, dO; B: K, V). */
 #define WK_SCORES(sc, dp, a1, a2, row0, b1, b2)                                               \
+  WK_SCORES_RUN(sc, dp, WK_SCORES_ISSUE(sc, dp, a1, a2, row0, b1, b2))
+/* Declares sc and dp, runs issue_ (their products, issued only) and waits
+ * for them (dQ's S and dP may take A from registers: its WQ_SCORES_ISSUE). */
+#define WK_SCORES_RUN(sc, dp, issue_)                                                         \
   WK_SCORES_DECL(sc, dp);                                                                     \
   wg_fence();                                                                                 \
-  WK_SCORES_ISSUE(sc, dp, a1, a2, row0, b1, b2);                                              \
+  issue_;                                                                                     \
   wg_commit();                                                                                \
   wg_wait0();                                                                                 \
   WG_TIE(sc, NT);                                                                             \

@@ -146,13 +146,7 @@ void fcl_attention_bwd_wgmma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR
     __local const ushort *kt = k_s + cur * BLOCK_N * HEAD_DIM;
     __local const ushort *vt = v_s + cur * BLOCK_N * HEAD_DIM_V;
 
-    WK_SCORES_DECL(sc, dp);
-    wg_fence();
-    WQ_SCORES_ISSUE(sc, dp, kt, vt); /* S = Q K^T, dP = dO V^T */
-    wg_commit();
-    wg_wait0();
-    WG_TIE(sc, NT);
-    WG_TIE(dp, NT);
+    WK_SCORES_RUN(sc, dp, WQ_SCORES_ISSUE(sc, dp, kt, vt)); /* S = Q K^T, dP = dO V^T */
     WQ_SCORES_DONE();
 
     const bool full = WQ_FULL;
