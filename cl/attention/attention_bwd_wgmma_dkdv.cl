@@ -83,6 +83,46 @@ inline float wk_ds_sel(float s, float dp, bool vis, float qk_scale, float lse2, 
   return vis ? p * (dp - dlt) * scale : 0.0f;
 }
 
+/* Shared with attention_bwd_wgmma_dkdv_split.cl (which undefines them):
+ * tile t's query head, first row, its Q and dO loaded, its stats, and
+ * whether it needs no mask. They name the kernels' own variables. */
+#define WK_HEAD(t_) BM_TILE_HEAD(t_)
+#define WK_ROW0(t_) BM_TILE_ROW0(t_, BLOCK_N)
+/* Tile t's Q and dO into stage stg (committed as one group). */
+#define WK_LOAD(t_, stg_)                                                                     \
+  do {                                                                                        \
+    const int h_ = WK_HEAD(t_), i_ = WK_ROW0(t_);                                             \
+    wg_tile_load(q_s + (stg_) * BLOCK_N * HEAD_DIM, BLOCK_N, HEAD_DIM, q,                     \
+                 bm_base(q_off, q_sb, q_ss, q_sh, b, s.q_tok, h_), q_ss, i_, s.sq, lid, WG);  \
+    wg_tile_load(o_s + (stg_) * BLOCK_N * HEAD_DIM_V, BLOCK_N, HEAD_DIM_V, dout,              \
+                 bm_base(do_off, do_sb, do_ss, do_sh, b, s.q_tok, h_), do_ss, i_, s.sq, lid,  \
+                 WG);                                                                         \
+    mma_cp_commit();                                                                          \
+  } while (0)
+
+/* Tile t's query head h and first row i0, and this lane's columns' lse
+ * (log2; +inf: no P) and delta, in flight while the copies are waited
+ * for and S^T and dP^T are formed. */
+#define WK_STATS(t_)                                                                          \
+  const int h = WK_HEAD(t_), i0 = WK_ROW0(t_);                                                \
+  float2 l2[NT], dl[NT];                                                                      \
+  {                                                                                           \
+    const long st_ = s.stat_row0 + (long)h * stat_sh;                                         \
+    MMA_UNROLL for (int n = 0; n < NT; ++n) {                                                 \
+      const int c = i0 + n * 8 + 2 * t4;                                                      \
+      const float la = c < s.sq ? lse[st_ + c] : -INFINITY;                                   \
+      const float lb = c + 1 < s.sq ? lse[st_ + c + 1] : -INFINITY;                           \
+      l2[n] = (float2)(la == -INFINITY ? INFINITY : la * FCL_LOG2E,                           \
+                       lb == -INFINITY ? INFINITY : lb * FCL_LOG2E);                          \
+      dl[n] = (float2)(c < s.sq ? delta[st_ + c] : 0.0f,                                      \
+                       c + 1 < s.sq ? delta[st_ + c + 1] : 0.0f);                             \
+    }                                                                                         \
+  }
+/* Every (key, query) pair of tile (h, i0) inside the window and sq. */
+#define WK_FULL                                                                               \
+  (i0 + BLOCK_N <= s.sq && j0 >= i0 + BLOCK_N - 1 + diag - wl && j_last <= i0 + diag + wr)
+
+#if WK_LOCAL_OPS != 1 /* K and V in local memory; else the split kernel */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR(dk),
                                   __global fcl_elem *dv, BM_TENSOR(dv)) {
@@ -111,20 +151,6 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
   /* Tiles t = 0 .. ntiles of BLOCK_N queries, per_head of them for each
    * query head of the group (attention_bwd_mma_dkdv.cl's walk). */
   BM_KV_WALK(BLOCK_N);
-#define WK_HEAD(t_) BM_TILE_HEAD(t_)
-#define WK_ROW0(t_) BM_TILE_ROW0(t_, BLOCK_N)
-  /* Tile t's Q and dO into stage stg (committed as one group). */
-#define WK_LOAD(t_, stg_)                                                                     \
-  do {                                                                                        \
-    const int h_ = WK_HEAD(t_), i_ = WK_ROW0(t_);                                             \
-    wg_tile_load(q_s + (stg_) * BLOCK_N * HEAD_DIM, BLOCK_N, HEAD_DIM, q,                     \
-                 bm_base(q_off, q_sb, q_ss, q_sh, b, s.q_tok, h_), q_ss, i_, s.sq, lid, WG);  \
-    wg_tile_load(o_s + (stg_) * BLOCK_N * HEAD_DIM_V, BLOCK_N, HEAD_DIM_V, dout,              \
-                 bm_base(do_off, do_sb, do_ss, do_sh, b, s.q_tok, h_), do_ss, i_, s.sq, lid,  \
-                 WG);                                                                         \
-    mma_cp_commit();                                                                          \
-  } while (0)
-
   wg_tile_load(k_s, BLOCK_M, HEAD_DIM, k, kb, k_ss, j0, sk, lid, WG);
   wg_tile_load(v_s, BLOCK_M, HEAD_DIM_V, v, vb, v_ss, j0, sk, lid, WG);
   mma_cp_commit();
@@ -134,27 +160,6 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
   MMA_UNROLL for (int n = 0; n < HEAD_DIM / 8; ++n) gk[n] = (float4)(0.0f);
   MMA_UNROLL for (int n = 0; n < HEAD_DIM_V / 8; ++n) gv[n] = (float4)(0.0f);
 
-  /* Tile t's query head h and first row i0, and this lane's columns' lse
-   * (log2; +inf: no P) and delta, in flight while the copies are waited
-   * for and S^T and dP^T are formed. */
-#define WK_STATS(t_)                                                                          \
-  const int h = WK_HEAD(t_), i0 = WK_ROW0(t_);                                                \
-  float2 l2[NT], dl[NT];                                                                      \
-  {                                                                                           \
-    const long st_ = s.stat_row0 + (long)h * stat_sh;                                         \
-    MMA_UNROLL for (int n = 0; n < NT; ++n) {                                                 \
-      const int c = i0 + n * 8 + 2 * t4;                                                      \
-      const float la = c < s.sq ? lse[st_ + c] : -INFINITY;                                   \
-      const float lb = c + 1 < s.sq ? lse[st_ + c + 1] : -INFINITY;                           \
-      l2[n] = (float2)(la == -INFINITY ? INFINITY : la * FCL_LOG2E,                           \
-                       lb == -INFINITY ? INFINITY : lb * FCL_LOG2E);                          \
-      dl[n] = (float2)(c < s.sq ? delta[st_ + c] : 0.0f,                                      \
-                       c + 1 < s.sq ? delta[st_ + c + 1] : 0.0f);                             \
-    }                                                                                         \
-  }
-  /* Every (key, query) pair of tile (h, i0) inside the window and sq. */
-#define WK_FULL                                                                               \
-  (i0 + BLOCK_N <= s.sq && j0 >= i0 + BLOCK_N - 1 + diag - wl && j_last <= i0 + diag + wr)
   /* P^T and dS^T of tile (h, i0) from its sc and dp (rows keys, columns
    * queries) as A fragments pf_, dsf_ (NT / 2 uint4 each, k = queries). */
 #define WK_GRADS(pf_, dsf_)                                                                   \
@@ -312,13 +317,8 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
 #undef WK_GRADS_SEL
 #endif
 #undef WK_OVERLAP
-#undef WK_STATS
-#undef WK_FULL
 #undef WK_GRADS
 #undef WK_GRAD_PRODUCTS
-#undef WK_LOAD
-#undef WK_HEAD
-#undef WK_ROW0
 
   mma_cp_wait_all(); /* K and V, where no tile ran */
   const long dkb = bm_base(dk_off, dk_sb, dk_ss, dk_sh, b, s.k_tok, hk);
@@ -327,4 +327,5 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
   BM_STORE_ROWS(dv, dvb, dv_ss, HEAD_DIM_V, HEAD_DIM_V / 8, gv, ra, rb, sk);
 }
 
+#endif /* WK_LOCAL_OPS != 1 */
 #endif /* !FCL_NONFINITE */
