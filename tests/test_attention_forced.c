@@ -127,11 +127,12 @@ static const forced_case mma_cases[] = {
 #define G8 "WK_WARPS=4,WK_BLOCK_N=32,WK_STAGES=1,WQ_WARPS=4,WQ_BLOCK_N=32,WQ_STAGES=3,WQ_LOCAL_OPS=1,WK_LOCAL_OPS=2"
 #define G9 "WK_WARPS=8,WK_BLOCK_N=16,WK_STAGES=2,WQ_WARPS=8,WQ_BLOCK_N=64,WQ_STAGES=2,WQ_LOCAL_OPS=1,WK_LOCAL_OPS=2"
 #define G10 "WK_WARPS=4,WK_BLOCK_N=32,WK_STAGES=2,WQ_WARPS=4,WQ_BLOCK_N=48,WQ_STAGES=1,WQ_LOCAL_OPS=1,WK_LOCAL_OPS=2"
-/* K and V in registers in the dK/dV kernel (WK_LOCAL_OPS=1, two
- * warpgroups on 64 keys, one product each of the four): G11 two stages of
- * 32, G12 one stage of 48 with general scores. */
-#define G11 "WK_WARPS=8,WK_BLOCK_N=32,WK_STAGES=2,WK_LOCAL_OPS=1,WQ_WARPS=4,WQ_BLOCK_N=32,WQ_STAGES=3,WQ_LOCAL_OPS=1"
-#define G12 "WK_WARPS=8,WK_BLOCK_N=48,WK_STAGES=1,WK_LOCAL_OPS=1,WQ_WARPS=4,WQ_BLOCK_N=32,WQ_STAGES=2,WQ_LOCAL_OPS=2"
+/* K and V in registers in the dK/dV kernel (WK_LOCAL_OPS=1: two
+ * warpgroups on 64 keys, dV in one and dK in the other, three stages):
+ * G11 tiles of 32 with dQ's D = 128 defaults, G12 tiles of 16 whose
+ * general scores run serialized. */
+#define G11 "WK_WARPS=8,WK_BLOCK_N=32,WK_STAGES=3,WK_LOCAL_OPS=1,WQ_WARPS=4,WQ_BLOCK_N=32,WQ_STAGES=3,WQ_LOCAL_OPS=1"
+#define G12 "WK_WARPS=8,WK_BLOCK_N=16,WK_STAGES=3,WK_LOCAL_OPS=1,WQ_WARPS=4,WQ_BLOCK_N=32,WQ_STAGES=1,WQ_LOCAL_OPS=2"
 #define W6 "WARPS=4,BLOCK_N=96"
 #define W7 "WARPS=4,BLOCK_N=32"
 static const forced_case wgmma_cases[] = {
@@ -160,8 +161,9 @@ static const forced_case wgmma_cases[] = {
   {"attention_bwd_wgmma", G10, FCL_F16, 1, 100, 77, 2, 2, 96, 32, 0, -1, -1, 0, 0, 0, {0}, {0}, 1},
   {"attention_bwd_wgmma", G11, FCL_BF16, 2, 150, 133, 4, 2, 128, 128, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},
   {"attention_bwd_wgmma", G11, FCL_F16, 1, 61, 200, 2, 1, 64, 64, 0, 30, 2, 0, 0, 0, {0}, {0}, 1},
-  {"attention_bwd_wgmma", G12, FCL_F16, 0, 0, 0, 2, 2, 64, 64, 0, 30, 2, 4.0, 1, 3, {40, 0, 97}, {33, 9, 91}, 0},
-  {"attention_bwd_wgmma", G12, FCL_BF16, 1, 100, 77, 4, 2, 128, 128, 1, -1, -1, 0, 0, 0, {0}, {0}, 2},
+  {"attention_bwd_wgmma", G11, FCL_F16, 0, 0, 0, 2, 2, 32, 32, 0, -1, -1, 0, 0, 3, {40, 0, 97}, {33, 9, 91}, 0},
+  {"attention_bwd_wgmma", G12, FCL_F16, 0, 0, 0, 2, 2, 64, 32, 0, 30, 2, 4.0, 1, 3, {40, 0, 97}, {33, 9, 91}, 0},
+  {"attention_bwd_wgmma", G12, FCL_BF16, 1, 100, 77, 4, 2, 96, 64, 1, -1, -1, 0, 0, 0, {0}, {0}, 2},
 };
 
 static int g_failed = 0;

@@ -15,8 +15,8 @@
  * wgmma dQ kernel's likewise (64 query rows a warpgroup, keys a tile), and
  * the operands of its S and dP in local memory: 2 (Q, dO and the tile) or
  * 1 (the tile; Q and dO in registers). WK_LOCAL_OPS likewise for dK/dV:
- * 1 is attention_bwd_wgmma_dkdv_split.cl (8 warps on 64 keys, K in one
- * warpgroup's registers and V in the other's). */
+ * 1 is attention_bwd_wgmma_dkdv_split.cl (8 warps on 64 keys, K and V in
+ * registers, dV in one warpgroup and dK in the other; 3 stages). */
 #define PARAMS(X)                                                                          \
   X(WK_WARPS) X(WK_BLOCK_N) X(WK_STAGES) X(WQ_WARPS) X(WQ_BLOCK_N) X(WQ_STAGES) X(WQ_LOCAL_OPS) \
   X(WK_LOCAL_OPS)
@@ -33,14 +33,12 @@ typedef struct {
 /* A kernel's own rows (16 a warp) of the q/k and v widths, unless they are
  * in registers (ops 1), the stages' tiles of them, each array aligned to
  * 1024 bytes (the kernels'), and the emulation's scratch: dK/dV's K, V and
- * Q, dO tiles; dQ's Q, dO and K, V. The split dK/dV kernel (ops 1) hands
- * P^T over in 4 bytes for each of its 64 keys and a tile's queries. */
+ * Q, dO tiles; dQ's Q, dO and K, V. */
 static size_t local_bytes(const fcl_device_info *dev, const fcl_tuning_class *cls, wg_shape k) {
   const size_t d = (size_t)cls->head_dim, dv = (size_t)cls->head_dim_v;
   const size_t rows = k.ops == 2 ? 16 * (size_t)k.warps : 0, n = (size_t)k.stages * (size_t)k.n;
 #define R1K(x) (((x) + 1023) / 1024 * 1024)
-  const size_t hand = k.dkdv && k.ops == 1 ? 4 * 64 * (size_t)k.n : 0;
-  return R1K(2 * rows * d) + R1K(2 * rows * dv) + R1K(2 * n * d) + R1K(2 * n * dv) + hand +
+  return R1K(2 * rows * d) + R1K(2 * rows * dv) + R1K(2 * n * d) + R1K(2 * n * dv) +
          (dev->mma_emulate ? 1024u * (size_t)k.warps : 0);
 #undef R1K
 }
@@ -83,9 +81,8 @@ static const char *bad_shape(const fcl_device_info *dev, const fcl_tuning_class 
     return "warps 4 or 8, a tile of 16, 32, 48, 64, 96 or 128, 1 to 3 stages, 1 or 2 local "
            "operands";
   if ((size_t)k.warps * 32 > dev->max_wg) return "work-group larger than the device allows";
-  if (k.dkdv && k.ops == 1 &&
-      (k.warps != 8 || k.stages > 2 || cls->head_dim != cls->head_dim_v))
-    return "K and V in registers: 8 warps, 1 or 2 stages, equal head dims";
+  if (k.dkdv && k.ops == 1 && (k.warps != 8 || k.stages != 3))
+    return "dK/dV's K and V in registers: 8 warps, 3 stages";
   if (local_bytes(dev, cls, k) > dev->local_mem) return "local memory exceeded";
   return NULL;
 }
