@@ -128,11 +128,11 @@ static const forced_case mma_cases[] = {
 #define G9 "WK_WARPS=8,WK_BLOCK_N=16,WK_STAGES=2,WQ_WARPS=8,WQ_BLOCK_N=64,WQ_STAGES=2,WQ_LOCAL_OPS=1,WK_LOCAL_OPS=2"
 #define G10 "WK_WARPS=4,WK_BLOCK_N=32,WK_STAGES=2,WQ_WARPS=4,WQ_BLOCK_N=48,WQ_STAGES=1,WQ_LOCAL_OPS=1,WK_LOCAL_OPS=2"
 /* K and V in registers in the dK/dV kernel (WK_LOCAL_OPS=1: two
- * warpgroups on 64 keys, dV in one and dK in the other, three stages):
+ * work-groups on 64 keys, dV in one and dK in the other, three stages):
  * G11 tiles of 32 with dQ's D = 128 defaults, G12 tiles of 16 whose
  * general scores run serialized. */
-#define G11 "WK_WARPS=8,WK_BLOCK_N=32,WK_STAGES=3,WK_LOCAL_OPS=1,WQ_WARPS=4,WQ_BLOCK_N=32,WQ_STAGES=3,WQ_LOCAL_OPS=1"
-#define G12 "WK_WARPS=8,WK_BLOCK_N=16,WK_STAGES=3,WK_LOCAL_OPS=1,WQ_WARPS=4,WQ_BLOCK_N=32,WQ_STAGES=1,WQ_LOCAL_OPS=2"
+#define G11 "WK_WARPS=4,WK_BLOCK_N=32,WK_STAGES=3,WK_LOCAL_OPS=1,WQ_WARPS=4,WQ_BLOCK_N=32,WQ_STAGES=3,WQ_LOCAL_OPS=1"
+#define G12 "WK_WARPS=4,WK_BLOCK_N=16,WK_STAGES=3,WK_LOCAL_OPS=1,WQ_WARPS=4,WQ_BLOCK_N=32,WQ_STAGES=1,WQ_LOCAL_OPS=2"
 #define W6 "WARPS=4,BLOCK_N=96"
 #define W7 "WARPS=4,BLOCK_N=32"
 static const forced_case wgmma_cases[] = {

@@ -1,24 +1,24 @@
 /* The dK/dV kernel of the backward on wgmma with K and V in registers
  * (WK_LOCAL_OPS = 1; after attention_bwd_wgmma_dkdv.cl, whose header says
- * how it is built and which heads it takes). A work-group of two
- * warpgroups owns 64 keys of one kv head, holds them as wgmma's A
- * fragments, and splits the gradients between its warpgroups:
- *   warpgroup 0 (K):     S^T = K Q^T,                 dV += P^T dO;
- *   warpgroup 1 (K, V):  S^T = K Q^T, dP^T = V dO^T,  dK += dS^T Q.
+ * how it is built and which heads it takes). Two work-groups of one
+ * warpgroup each own the same 64 keys of one kv head (grid dimension 1
+ * says which), hold them as wgmma's A fragments and split the gradients:
+ *   part 0 (K):     S^T = K Q^T,                 dV += P^T dO;
+ *   part 1 (K, V):  S^T = K Q^T, dP^T = V dO^T,  dK += dS^T Q.
  * Each holds one accumulator (64 registers at D = 128, where
  * attention_bwd_wgmma_dkdv.cl's one warpgroup holds both and spills), and
  * local memory holds only the Q and dO tiles: three stages of 32 queries
  * at D = 128, where K and V in local memory leave room for one. S^T is
- * formed twice (five products a tile, not four), so that the warpgroups
- * share nothing but the tiles: each walks its own steps, as the three-stage
- * step of attention_bwd_wgmma_dkdv.cl (the gradient product of tile t - 1
- * under the scores of tile t), and they meet only at the barrier that
- * publishes a tile. Each step's products and their waits lie inside one
- * warpgroup's branch, none across it (ptxas serializes them otherwise). */
+ * formed twice (five products a tile, not four), so that the two share
+ * nothing: part 1 is the dQ kernel's walk with keys and queries swapped.
+ * Each walks the three-stage step of attention_bwd_wgmma_dkdv.cl (the
+ * gradient product of tile t - 1 under the scores of tile t). Each step's
+ * products and their waits lie inside one part's branch, none across it
+ * (ptxas serializes them otherwise). */
 #if !FCL_NONFINITE && WK_LOCAL_OPS == 1
 
-#if WARPS != 8 || STAGES != 3
-#error "attention_bwd_wgmma_dkdv_split: 8 warps (two warpgroups on 64 keys), 3 stages"
+#if WARPS != 4 || STAGES != 3
+#error "attention_bwd_wgmma_dkdv_split: 4 warps (a warpgroup on 64 keys), 3 stages"
 #endif
 #define WS_RSK(n) WK_CAT(wg_rsk_n, n)
 #if MMA_GENERAL /* softcap's tanh branches: serialized, but right */
@@ -27,7 +27,7 @@
 #define WS_GRADS WK_GRADS_SEL
 #endif
 
-/* One step of warpgroup 0: S^T of tile t (HAS_S; into P^T, pn) issued with
+/* One step of part 0: S^T of tile t (HAS_S; into P^T, pn) issued with
  * dV += P^T dO of tile t - 1 (HAS_G; pf and the dO tile in op). */
 #define WS_STEP_DV(HAS_S, HAS_G, acc, pf)                                                     \
   {                                                                                           \
@@ -63,7 +63,7 @@
       MMA_UNROLL for (int n_ = 0; n_ < NT / 2; ++n_) pf[n_] = pn[n_];                         \
     }                                                                                         \
   }
-/* One step of warpgroup 1: S^T and dP^T of tile t (HAS_S; into dS^T, pf)
+/* One step of part 1: S^T and dP^T of tile t (HAS_S; into dS^T, pf)
  * issued with dK += dS^T Q of tile t - 1 (HAS_G; the Q tile in qp). */
 #define WS_STEP_DK(HAS_S, HAS_G, acc, pf)                                                     \
   {                                                                                           \
@@ -105,9 +105,9 @@
       MMA_UNROLL for (int n_ = 0; n_ < NT / 2; ++n_) pf[n_] = dsn[n_];                        \
     }                                                                                         \
   }
-/* Step t of both: tile t is in buffer t % 3, t - 1 in (t + 2) % 3, and
- * t + 1 comes into the third, which tile t - 2 left: both warpgroups
- * waited for its products in step t - 1, before this barrier. */
+/* Step t: tile t is in buffer t % 3, t - 1 in (t + 2) % 3, and t + 1
+ * comes into the third, which tile t - 2 left: its products were waited
+ * for in step t - 1, before this barrier. */
 #define WS_STEP(HAS_S, HAS_G)                                                                 \
   do {                                                                                        \
     WK_STATS(HAS_S ? t : 0); /* the last step (no S) uses none of it */                       \
@@ -119,7 +119,7 @@
     __local const ushort *ot = o_s + (t % 3) * BLOCK_N * HEAD_DIM_V;                          \
     __local const ushort *qp = q_s + ((t + 2) % 3) * BLOCK_N * HEAD_DIM;                      \
     __local const ushort *op = o_s + ((t + 2) % 3) * BLOCK_N * HEAD_DIM_V;                    \
-    WS_ROLES(HAS_S, HAS_G);                                                                   \
+    if (dk_part) WS_STEP_DK(HAS_S, HAS_G, acc, pf) else WS_STEP_DV(HAS_S, HAS_G, acc, pf)    \
   } while (0)
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
@@ -130,7 +130,7 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
   MMA_EMU_DECL(WARPS)
   const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
   const int g = lane >> 2, t4 = lane & 3;
-  const bool dk_side = warp >= 4; /* warpgroup 1 */
+  const bool dk_part = get_group_id(1) == 1;
   const int heads_kv = heads_q / group;
   const int b = get_group_id(2) / heads_kv, hk = get_group_id(2) % heads_kv;
   if (nf_flags[hk] != 0) return; /* attention_bwd_mma_dkdv.cl's, built with FCL_NONFINITE */
@@ -143,33 +143,20 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
   const int j_last = min(j0 + 64, sk) - 1;
   const int i_lo = max(0, j0 - diag - wr);
   const int i_hi = min(s.sq - 1, j_last - diag + wl);
-  const int ra = j0 + (warp & 3) * 16 + g, rb = ra + 8; /* this lane's keys */
+  const int ra = j0 + warp * 16 + g, rb = ra + 8; /* this lane's keys */
 
   BM_KV_WALK(BLOCK_N); /* attention_bwd_wgmma_dkdv.cl's tiles */
   if (ntiles > 0) WK_LOAD(0, 0);
-  uint4 kf[HEAD_DIM / 16], vf[HEAD_DIM_V / 16]; /* V unused by warpgroup 0 */
+  uint4 kf[HEAD_DIM / 16], vf[HEAD_DIM_V / 16];
   wg_afrags(kf, HEAD_DIM / 16, k, kb, k_ss, ra, sk);
-  wg_afrags(vf, HEAD_DIM_V / 16, v, vb, v_ss, ra, sk);
+  MMA_UNROLL for (int n = 0; n < HEAD_DIM_V / 16; ++n) vf[n] = (uint4)(0u);
+  if (dk_part) wg_afrags(vf, HEAD_DIM_V / 16, v, vb, v_ss, ra, sk);
 #define WS_ACC_N ((HEAD_DIM > HEAD_DIM_V ? HEAD_DIM : HEAD_DIM_V) / 8)
-  float4 acc[WS_ACC_N]; /* dK, or on the GPU warpgroup 0's dV */
+  float4 acc[WS_ACC_N]; /* dK or dV */
   MMA_UNROLL for (int n = 0; n < WS_ACC_N; ++n) acc[n] = (float4)(0.0f);
-#if FCL_MMA_EMULATE
-  /* The emulated products take barriers, so both warpgroups run both
-   * roles, dV on its own accumulator; each stores its own. */
-  float4 acc_v[WS_ACC_N];
-  MMA_UNROLL for (int n = 0; n < WS_ACC_N; ++n) acc_v[n] = (float4)(0.0f);
-  uint4 pf_v[NT / 2];
-  MMA_UNROLL for (int n = 0; n < NT / 2; ++n) pf_v[n] = (uint4)(0u);
-#define WS_ROLES(HAS_S, HAS_G)                                                                \
-  WS_STEP_DK(HAS_S, HAS_G, acc, pf) WS_STEP_DV(HAS_S, HAS_G, acc_v, pf_v)
-#else
-#define acc_v acc
-#define WS_ROLES(HAS_S, HAS_G)                                                                \
-  if (dk_side) WS_STEP_DK(HAS_S, HAS_G, acc, pf) else WS_STEP_DV(HAS_S, HAS_G, acc, pf)
-#endif
 
   if (ntiles > 0) {
-    uint4 pf[NT / 2]; /* tile t - 1's dS^T, or on the GPU warpgroup 0's P^T */
+    uint4 pf[NT / 2]; /* tile t - 1's dS^T or P^T */
     MMA_UNROLL for (int n = 0; n < NT / 2; ++n) pf[n] = (uint4)(0u);
     int t = 0;
     WS_STEP(1, 0);
@@ -177,16 +164,14 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
     WS_STEP(0, 1); /* t = ntiles */
   }
   mma_cp_wait_all(); /* where no tile ran */
-  if (dk_side) {
+  if (dk_part) {
     const long db = bm_base(dk_off, dk_sb, dk_ss, dk_sh, b, s.k_tok, hk);
     BM_STORE_ROWS(dk, db, dk_ss, HEAD_DIM, HEAD_DIM / 8, acc, ra, rb, sk);
   } else {
     const long db = bm_base(dv_off, dv_sb, dv_ss, dv_sh, b, s.k_tok, hk);
-    BM_STORE_ROWS(dv, db, dv_ss, HEAD_DIM_V, HEAD_DIM_V / 8, acc_v, ra, rb, sk);
+    BM_STORE_ROWS(dv, db, dv_ss, HEAD_DIM_V, HEAD_DIM_V / 8, acc, ra, rb, sk);
   }
 }
-#undef acc_v
-#undef WS_ROLES
 #undef WS_ACC_N
 
 #undef WS_STEP

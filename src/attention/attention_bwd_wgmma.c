@@ -15,8 +15,9 @@
  * wgmma dQ kernel's likewise (64 query rows a warpgroup, keys a tile), and
  * the operands of its S and dP in local memory: 2 (Q, dO and the tile) or
  * 1 (the tile; Q and dO in registers). WK_LOCAL_OPS likewise for dK/dV:
- * 1 is attention_bwd_wgmma_dkdv_split.cl (8 warps on 64 keys, K and V in
- * registers, dV in one warpgroup and dK in the other; 3 stages). */
+ * 1 is attention_bwd_wgmma_dkdv_split.cl (two work-groups of 4 warps on
+ * 64 keys, K and V in registers, one forming dK and the other dV; 3
+ * stages). */
 #define PARAMS(X)                                                                          \
   X(WK_WARPS) X(WK_BLOCK_N) X(WK_STAGES) X(WQ_WARPS) X(WQ_BLOCK_N) X(WQ_STAGES) X(WQ_LOCAL_OPS) \
   X(WK_LOCAL_OPS)
@@ -81,8 +82,8 @@ static const char *bad_shape(const fcl_device_info *dev, const fcl_tuning_class 
     return "warps 4 or 8, a tile of 16, 32, 48, 64, 96 or 128, 1 to 3 stages, 1 or 2 local "
            "operands";
   if ((size_t)k.warps * 32 > dev->max_wg) return "work-group larger than the device allows";
-  if (k.dkdv && k.ops == 1 && (k.warps != 8 || k.stages != 3))
-    return "dK/dV's K and V in registers: 8 warps, 3 stages";
+  if (k.dkdv && k.ops == 1 && (k.warps != 4 || k.stages != 3))
+    return "dK/dV's K and V in registers: 4 warps, 3 stages";
   if (local_bytes(dev, cls, k) > dev->local_mem) return "local memory exceeded";
   return NULL;
 }
@@ -172,10 +173,10 @@ fcl_status fcl_attention_bwd_wgmma_launch(fcl_context *ctx, const fcl_attention_
       "wgmma",
       true, /* 16-byte copies only (cp.async into wgmma's tiles) */
       {{"fcl_attention_bwd_wgmma_dq", c->WQ_WARPS, 16 * c->WQ_WARPS, c->WQ_BLOCK_N,
-        c->WQ_STAGES},
-       {"fcl_attention_bwd_mma_dq", m[0], 16 * m[0] * m[2], m[1], m[3]}},
-      {{"fcl_attention_bwd_wgmma_dkdv", c->WK_WARPS, c->WK_LOCAL_OPS == 1 ? 64 : 16 * c->WK_WARPS,
-        c->WK_BLOCK_N, c->WK_STAGES},
-       {"fcl_attention_bwd_mma_dkdv", m[4], 16 * m[4] * m[2], m[5], m[6]}}};
+        c->WQ_STAGES, 1},
+       {"fcl_attention_bwd_mma_dq", m[0], 16 * m[0] * m[2], m[1], m[3], 1}},
+      {{"fcl_attention_bwd_wgmma_dkdv", c->WK_WARPS, 16 * c->WK_WARPS, c->WK_BLOCK_N,
+        c->WK_STAGES, c->WK_LOCAL_OPS == 1 ? 2 : 1},
+       {"fcl_attention_bwd_mma_dkdv", m[4], 16 * m[4] * m[2], m[5], m[6], 1}}};
   return fcl_attention_bwd_mma_run(ctx, pl, p, &kn, fallback);
 }
