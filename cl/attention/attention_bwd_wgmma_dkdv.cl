@@ -83,97 +83,6 @@ inline float wk_ds_sel(float s, float dp, bool vis, float qk_scale, float lse2, 
   return vis ? p * (dp - dlt) * scale : 0.0f;
 }
 
-/* Shared with attention_bwd_wgmma_dkdv_split.cl (which undefines them):
- * tile t's query head, first row, its Q and dO loaded, its stats,
- * whether it needs no mask, and its P^T and dS^T. They name the kernels' own variables. */
-#define WK_HEAD(t_) BM_TILE_HEAD(t_)
-#define WK_ROW0(t_) BM_TILE_ROW0(t_, BLOCK_N)
-/* Tile t's Q and dO into stage stg (committed as one group). */
-#define WK_LOAD(t_, stg_)                                                                     \
-  do {                                                                                        \
-    const int h_ = WK_HEAD(t_), i_ = WK_ROW0(t_);                                             \
-    wg_tile_load(q_s + (stg_) * BLOCK_N * HEAD_DIM, BLOCK_N, HEAD_DIM, q,                     \
-                 bm_base(q_off, q_sb, q_ss, q_sh, b, s.q_tok, h_), q_ss, i_, s.sq, lid, WG);  \
-    wg_tile_load(o_s + (stg_) * BLOCK_N * HEAD_DIM_V, BLOCK_N, HEAD_DIM_V, dout,              \
-                 bm_base(do_off, do_sb, do_ss, do_sh, b, s.q_tok, h_), do_ss, i_, s.sq, lid,  \
-                 WG);                                                                         \
-    mma_cp_commit();                                                                          \
-  } while (0)
-
-/* Tile t's query head h and first row i0, and this lane's columns' lse
- * (log2; +inf: no P) and delta, in flight while the copies are waited
- * for and S^T and dP^T are formed. */
-#define WK_STATS(t_)                                                                          \
-  const int h = WK_HEAD(t_), i0 = WK_ROW0(t_);                                                \
-  float2 l2[NT], dl[NT];                                                                      \
-  {                                                                                           \
-    const long st_ = s.stat_row0 + (long)h * stat_sh;                                         \
-    MMA_UNROLL for (int n = 0; n < NT; ++n) {                                                 \
-      const int c = i0 + n * 8 + 2 * t4;                                                      \
-      const float la = c < s.sq ? lse[st_ + c] : -INFINITY;                                   \
-      const float lb = c + 1 < s.sq ? lse[st_ + c + 1] : -INFINITY;                           \
-      l2[n] = (float2)(la == -INFINITY ? INFINITY : la * FCL_LOG2E,                           \
-                       lb == -INFINITY ? INFINITY : lb * FCL_LOG2E);                          \
-      dl[n] = (float2)(c < s.sq ? delta[st_ + c] : 0.0f,                                      \
-                       c + 1 < s.sq ? delta[st_ + c + 1] : 0.0f);                             \
-    }                                                                                         \
-  }
-/* Every (key, query) pair of tile (h, i0) inside the window and sq. */
-#define WK_FULL                                                                               \
-  (i0 + BLOCK_N <= s.sq && j0 >= i0 + BLOCK_N - 1 + diag - wl && j_last <= i0 + diag + wr)
-
-/* P^T and dS^T of tile (h, i0) from its sc and dp (rows keys, columns
- * queries) as A fragments pf_, dsf_ (NT / 2 uint4 each, k = queries). */
-#define WK_GRADS(pf_, dsf_)                                                                   \
-  {                                                                                           \
-    const float slope_l2 = (flags & 2) ? alibi[h] * FCL_LOG2E : 0.0f;                         \
-    const bool full = WK_FULL;                                                                \
-    MMA_UNROLL for (int n = 0; n < NT; ++n) {                                                 \
-      const int i = i0 + n * 8 + 2 * t4;                                                      \
-      float p0, p1, p2, p3;                                                                   \
-      float4 ds;                                                                              \
-      ds.x = bm_ds(sc[n].x, dp[n].x, i, ra, full, diag, sq, sk, wl, wr, qk_scale, softcap_l2, \
-                   slope_l2, l2[n].x, dl[n].x, scale, &p0);                                   \
-      ds.y = bm_ds(sc[n].y, dp[n].y, i + 1, ra, full, diag, sq, sk, wl, wr, qk_scale,         \
-                   softcap_l2, slope_l2, l2[n].y, dl[n].y, scale, &p1);                       \
-      ds.z = bm_ds(sc[n].z, dp[n].z, i, rb, full, diag, sq, sk, wl, wr, qk_scale, softcap_l2, \
-                   slope_l2, l2[n].x, dl[n].x, scale, &p2);                                   \
-      ds.w = bm_ds(sc[n].w, dp[n].w, i + 1, rb, full, diag, sq, sk, wl, wr, qk_scale,         \
-                   softcap_l2, slope_l2, l2[n].y, dl[n].y, scale, &p3);                       \
-      MMA_PACK_A(pf_, n, (float4)(p0, p1, p2, p3));                                           \
-      MMA_PACK_A(dsf_, n, ds);                                                                \
-    }                                                                                         \
-  }
-/* WK_GRADS without a branch, for the three-stage steps: ptxas serializes the
- * products in flight around one (C7513). The scores are plain (no
- * MMA_GENERAL). Key r sees query i where (uint)(r - diag - i + wl) <=
- * wl + wr (every pair of a full tile) and i < sq: a query past sq adds
- * to every key's dK and dV, so its P and dS must be exactly 0 even where
- * V holds an inf. Keys past sk are not stored. */
-#define WK_GRADS_SEL(pf_, dsf_)                                                               \
-  {                                                                                           \
-    const bool full = WK_FULL;                                                                \
-    const uint range = full ? 0xffffffffu : (uint)(wl + wr);                                  \
-    const int da = ra - diag - i0 - 2 * t4 + wl, db = da + 8; /* rb = ra + 8 */               \
-    const int ql = s.sq - i0 - 2 * t4;                        /* query n * 8 + e < ql */      \
-    MMA_UNROLL for (int n = 0; n < NT; ++n) {                                                 \
-      float p0, p1, p2, p3;                                                                   \
-      float4 ds;                                                                              \
-      const bool q0 = n * 8 < ql, q1 = n * 8 + 1 < ql;                                        \
-      ds.x = wk_ds_sel(sc[n].x, dp[n].x, q0 & ((uint)(da - 8 * n) <= range), qk_scale,        \
-                       l2[n].x, dl[n].x, scale, &p0);                                         \
-      ds.y = wk_ds_sel(sc[n].y, dp[n].y, q1 & ((uint)(da - 8 * n - 1) <= range), qk_scale,    \
-                       l2[n].y, dl[n].y, scale, &p1);                                         \
-      ds.z = wk_ds_sel(sc[n].z, dp[n].z, q0 & ((uint)(db - 8 * n) <= range), qk_scale,        \
-                       l2[n].x, dl[n].x, scale, &p2);                                         \
-      ds.w = wk_ds_sel(sc[n].w, dp[n].w, q1 & ((uint)(db - 8 * n - 1) <= range), qk_scale,    \
-                       l2[n].y, dl[n].y, scale, &p3);                                         \
-      MMA_PACK_A(pf_, n, (float4)(p0, p1, p2, p3));                                           \
-      MMA_PACK_A(dsf_, n, ds);                                                                \
-    }                                                                                         \
-  }
-
-#if WK_LOCAL_OPS != 1 /* K and V in local memory; else the split kernel */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR(dk),
                                   __global fcl_elem *dv, BM_TENSOR(dv)) {
@@ -202,6 +111,20 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
   /* Tiles t = 0 .. ntiles of BLOCK_N queries, per_head of them for each
    * query head of the group (attention_bwd_mma_dkdv.cl's walk). */
   BM_KV_WALK(BLOCK_N);
+#define WK_HEAD(t_) BM_TILE_HEAD(t_)
+#define WK_ROW0(t_) BM_TILE_ROW0(t_, BLOCK_N)
+  /* Tile t's Q and dO into stage stg (committed as one group). */
+#define WK_LOAD(t_, stg_)                                                                     \
+  do {                                                                                        \
+    const int h_ = WK_HEAD(t_), i_ = WK_ROW0(t_);                                             \
+    wg_tile_load(q_s + (stg_) * BLOCK_N * HEAD_DIM, BLOCK_N, HEAD_DIM, q,                     \
+                 bm_base(q_off, q_sb, q_ss, q_sh, b, s.q_tok, h_), q_ss, i_, s.sq, lid, WG);  \
+    wg_tile_load(o_s + (stg_) * BLOCK_N * HEAD_DIM_V, BLOCK_N, HEAD_DIM_V, dout,              \
+                 bm_base(do_off, do_sb, do_ss, do_sh, b, s.q_tok, h_), do_ss, i_, s.sq, lid,  \
+                 WG);                                                                         \
+    mma_cp_commit();                                                                          \
+  } while (0)
+
   wg_tile_load(k_s, BLOCK_M, HEAD_DIM, k, kb, k_ss, j0, sk, lid, WG);
   wg_tile_load(v_s, BLOCK_M, HEAD_DIM_V, v, vb, v_ss, j0, sk, lid, WG);
   mma_cp_commit();
@@ -211,6 +134,49 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
   MMA_UNROLL for (int n = 0; n < HEAD_DIM / 8; ++n) gk[n] = (float4)(0.0f);
   MMA_UNROLL for (int n = 0; n < HEAD_DIM_V / 8; ++n) gv[n] = (float4)(0.0f);
 
+  /* Tile t's query head h and first row i0, and this lane's columns' lse
+   * (log2; +inf: no P) and delta, in flight while the copies are waited
+   * for and S^T and dP^T are formed. */
+#define WK_STATS(t_)                                                                          \
+  const int h = WK_HEAD(t_), i0 = WK_ROW0(t_);                                                \
+  float2 l2[NT], dl[NT];                                                                      \
+  {                                                                                           \
+    const long st_ = s.stat_row0 + (long)h * stat_sh;                                         \
+    MMA_UNROLL for (int n = 0; n < NT; ++n) {                                                 \
+      const int c = i0 + n * 8 + 2 * t4;                                                      \
+      const float la = c < s.sq ? lse[st_ + c] : -INFINITY;                                   \
+      const float lb = c + 1 < s.sq ? lse[st_ + c + 1] : -INFINITY;                           \
+      l2[n] = (float2)(la == -INFINITY ? INFINITY : la * FCL_LOG2E,                           \
+                       lb == -INFINITY ? INFINITY : lb * FCL_LOG2E);                          \
+      dl[n] = (float2)(c < s.sq ? delta[st_ + c] : 0.0f,                                      \
+                       c + 1 < s.sq ? delta[st_ + c + 1] : 0.0f);                             \
+    }                                                                                         \
+  }
+  /* Every (key, query) pair of tile (h, i0) inside the window and sq. */
+#define WK_FULL                                                                               \
+  (i0 + BLOCK_N <= s.sq && j0 >= i0 + BLOCK_N - 1 + diag - wl && j_last <= i0 + diag + wr)
+  /* P^T and dS^T of tile (h, i0) from its sc and dp (rows keys, columns
+   * queries) as A fragments pf_, dsf_ (NT / 2 uint4 each, k = queries). */
+#define WK_GRADS(pf_, dsf_)                                                                   \
+  {                                                                                           \
+    const float slope_l2 = (flags & 2) ? alibi[h] * FCL_LOG2E : 0.0f;                         \
+    const bool full = WK_FULL;                                                                \
+    MMA_UNROLL for (int n = 0; n < NT; ++n) {                                                 \
+      const int i = i0 + n * 8 + 2 * t4;                                                      \
+      float p0, p1, p2, p3;                                                                   \
+      float4 ds;                                                                              \
+      ds.x = bm_ds(sc[n].x, dp[n].x, i, ra, full, diag, sq, sk, wl, wr, qk_scale, softcap_l2, \
+                   slope_l2, l2[n].x, dl[n].x, scale, &p0);                                   \
+      ds.y = bm_ds(sc[n].y, dp[n].y, i + 1, ra, full, diag, sq, sk, wl, wr, qk_scale,         \
+                   softcap_l2, slope_l2, l2[n].y, dl[n].y, scale, &p1);                       \
+      ds.z = bm_ds(sc[n].z, dp[n].z, i, rb, full, diag, sq, sk, wl, wr, qk_scale, softcap_l2, \
+                   slope_l2, l2[n].x, dl[n].x, scale, &p2);                                   \
+      ds.w = bm_ds(sc[n].w, dp[n].w, i + 1, rb, full, diag, sq, sk, wl, wr, qk_scale,         \
+                   softcap_l2, slope_l2, l2[n].y, dl[n].y, scale, &p3);                       \
+      MMA_PACK_A(pf_, n, (float4)(p0, p1, p2, p3));                                           \
+      MMA_PACK_A(dsf_, n, ds);                                                                \
+    }                                                                                         \
+  }
   /* dV += P^T dO and dK += dS^T Q of the tile in qt_, ot_, issued only
    * (after wg_fence; no commit). */
 #define WK_GRAD_PRODUCTS(pf_, dsf_, qt_, ot_)                                                 \
@@ -263,6 +229,34 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
    * waited for in step t - 1, by every warpgroup before the barrier. The
    * first step (S only) and the last (G only) are peeled off, so that no
    * branch lies between a product and its wait (docs/wgmma_route.md). */
+  /* WK_GRADS without a branch, for the step below: ptxas serializes the
+   * products in flight around one (C7513). The scores are plain (no
+   * MMA_GENERAL). Key r sees query i where (uint)(r - diag - i + wl) <=
+   * wl + wr (every pair of a full tile) and i < sq: a query past sq adds
+   * to every key's dK and dV, so its P and dS must be exactly 0 even where
+   * V holds an inf. Keys past sk are not stored. */
+#define WK_GRADS_SEL(pf_, dsf_)                                                               \
+  {                                                                                           \
+    const bool full = WK_FULL;                                                                \
+    const uint range = full ? 0xffffffffu : (uint)(wl + wr);                                  \
+    const int da = ra - diag - i0 - 2 * t4 + wl, db = da + 8; /* rb = ra + 8 */              \
+    const int ql = s.sq - i0 - 2 * t4;                        /* query n * 8 + e < ql */     \
+    MMA_UNROLL for (int n = 0; n < NT; ++n) {                                                 \
+      float p0, p1, p2, p3;                                                                   \
+      float4 ds;                                                                              \
+      const bool q0 = n * 8 < ql, q1 = n * 8 + 1 < ql;                                        \
+      ds.x = wk_ds_sel(sc[n].x, dp[n].x, q0 & ((uint)(da - 8 * n) <= range), qk_scale,        \
+                       l2[n].x, dl[n].x, scale, &p0);                                         \
+      ds.y = wk_ds_sel(sc[n].y, dp[n].y, q1 & ((uint)(da - 8 * n - 1) <= range), qk_scale,    \
+                       l2[n].y, dl[n].y, scale, &p1);                                         \
+      ds.z = wk_ds_sel(sc[n].z, dp[n].z, q0 & ((uint)(db - 8 * n) <= range), qk_scale,        \
+                       l2[n].x, dl[n].x, scale, &p2);                                         \
+      ds.w = wk_ds_sel(sc[n].w, dp[n].w, q1 & ((uint)(db - 8 * n - 1) <= range), qk_scale,    \
+                       l2[n].y, dl[n].y, scale, &p3);                                         \
+      MMA_PACK_A(pf_, n, (float4)(p0, p1, p2, p3));                                           \
+      MMA_PACK_A(dsf_, n, ds);                                                                \
+    }                                                                                         \
+  }
 #define WK_STEP(HAS_S, HAS_G)                                                                 \
   do {                                                                                        \
     WK_STATS(HAS_S ? t : 0); /* the last step (no S) uses none of it */                      \
@@ -315,9 +309,16 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
     WK_STEP(0, 1); /* t = ntiles */
   }
 #undef WK_STEP
+#undef WK_GRADS_SEL
 #endif
 #undef WK_OVERLAP
+#undef WK_STATS
+#undef WK_FULL
+#undef WK_GRADS
 #undef WK_GRAD_PRODUCTS
+#undef WK_LOAD
+#undef WK_HEAD
+#undef WK_ROW0
 
   mma_cp_wait_all(); /* K and V, where no tile ran */
   const long dkb = bm_base(dk_off, dk_sb, dk_ss, dk_sh, b, s.k_tok, hk);
@@ -326,5 +327,4 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
   BM_STORE_ROWS(dv, dvb, dv_ss, HEAD_DIM_V, HEAD_DIM_V / 8, gv, ra, rb, sk);
 }
 
-#endif /* WK_LOCAL_OPS != 1 */
 #endif /* !FCL_NONFINITE */

@@ -151,12 +151,10 @@ void        fcl_attention_bwd_mma_defaults(const fcl_device_info *dev,
 const char *fcl_attention_bwd_mma_bad(const fcl_device_info *dev, const fcl_tuning_class *cls,
                                       const fcl_config *cfg);
 /* A dQ or dK/dV kernel: its name, warps, rows (queries or keys) and
- * tiles (keys or queries) per work-group, tiles in flight, and work-groups
- * on each block of rows (grid dimension 1; the split wgmma dK/dV kernel's
- * 2: one forms dK, the other dV). */
+ * tiles (keys or queries) per work-group, tiles in flight. */
 typedef struct {
   const char *name;
-  int         warps, rows, n, stages, parts;
+  int         warps, rows, n, stages;
 } fcl_attention_bwd_kernel;
 /* A backward program: its files, build options after the row's, a name
  * for the log, whether it takes only 16-byte rows (cp.async; else the next

@@ -222,7 +222,7 @@ fcl_status fcl_attention_bwd_mma_run(fcl_context *ctx, const fcl_attention_plan 
                     (size_t)(d->batch * d->heads_q)};
     size_t lq[3] = {wq, 1, 1};
     const size_t wk = (size_t)kn->dkdv[i].warps * 32, bk = (size_t)kn->dkdv[i].rows;
-    size_t gk[3] = {((size_t)d->seqlen_k + bk - 1) / bk * wk, (size_t)kn->dkdv[i].parts,
+    size_t gk[3] = {((size_t)d->seqlen_k + bk - 1) / bk * wk, 1,
                     (size_t)(d->batch * d->heads_kv)};
     size_t lk[3] = {wk, 1, 1};
     fcl_args ag[2] = {{k_dq[i], 0, CL_SUCCESS}, {k_dkdv[i], 0, CL_SUCCESS}};
@@ -244,10 +244,9 @@ fcl_status fcl_attention_bwd_mma_launch(fcl_context *ctx, const fcl_attention_pl
                                         const fcl_attention_problem *p, bool *fallback) {
   const bmma_params *c = FCL_CPARAMS(bmma_params, &pl->cfg);
   const fcl_attention_bwd_kernel dq = {"fcl_attention_bwd_mma_dq", c->WARPS,
-                                       16 * c->WARPS * c->MT, c->BLOCK_N, c->STAGES, 1};
+                                       16 * c->WARPS * c->MT, c->BLOCK_N, c->STAGES};
   const fcl_attention_bwd_kernel kv = {"fcl_attention_bwd_mma_dkdv", c->KV_WARPS,
-                                       16 * c->KV_WARPS * c->MT, c->KV_BLOCK_N, c->KV_STAGES,
-                                       1};
+                                       16 * c->KV_WARPS * c->MT, c->KV_BLOCK_N, c->KV_STAGES};
   const fcl_attention_bwd_kernels kn = {files, (int)FCL_COUNT(files), "", "tensor cores", false,
                                         {dq, dq}, {kv, kv}};
   return fcl_attention_bwd_mma_run(ctx, pl, p, &kn, fallback);

@@ -14,21 +14,16 @@
  * per tile (an N of cl/common/wgmma_ops.cl) and tiles in flight; the
  * wgmma dQ kernel's likewise (64 query rows a warpgroup, keys a tile), and
  * the operands of its S and dP in local memory: 2 (Q, dO and the tile) or
- * 1 (the tile; Q and dO in registers). WK_LOCAL_OPS likewise for dK/dV:
- * 1 is attention_bwd_wgmma_dkdv_split.cl (two work-groups of 4 warps on
- * 64 keys, K and V in registers, one forming dK and the other dV; 3
- * stages). */
+ * 1 (the tile; Q and dO in registers). */
 #define PARAMS(X)                                                                          \
-  X(WK_WARPS) X(WK_BLOCK_N) X(WK_STAGES) X(WQ_WARPS) X(WQ_BLOCK_N) X(WQ_STAGES) X(WQ_LOCAL_OPS) \
-  X(WK_LOCAL_OPS)
+  X(WK_WARPS) X(WK_BLOCK_N) X(WK_STAGES) X(WQ_WARPS) X(WQ_BLOCK_N) X(WQ_STAGES) X(WQ_LOCAL_OPS)
 FCL_PARAM_STRUCT(bwg_params, PARAMS);
 
 /* One wgmma kernel's shape: warps, tile, stages (1 to 3; the third overlaps
  * one tile's gradient products with the next tile's scores), operands of
  * the score products in local memory (2; the dQ kernel's may be 1). */
 typedef struct {
-  int  warps, n, stages, ops;
-  bool dkdv;
+  int warps, n, stages, ops;
 } wg_shape;
 
 /* A kernel's own rows (16 a warp) of the q/k and v widths, unless they are
@@ -67,11 +62,9 @@ static wg_shape fit(const fcl_device_info *dev, const fcl_tuning_class *cls, wg_
 static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fcl_config *cfg) {
   bwg_params *c = FCL_PARAMS(bwg_params, cfg);
   const bool small = cls->head_dim <= 64 && cls->head_dim_v <= 64;
-  const wg_shape k =
-      fit(dev, cls, small ? (wg_shape){4, 32, 3, 2, true} : (wg_shape){4, 64, 2, 2, true});
-  const wg_shape q =
-      fit(dev, cls, small ? (wg_shape){4, 32, 3, 2, false} : (wg_shape){4, 32, 3, 1, false});
-  c->WK_WARPS = k.warps, c->WK_BLOCK_N = k.n, c->WK_STAGES = k.stages, c->WK_LOCAL_OPS = k.ops;
+  const wg_shape k = fit(dev, cls, small ? (wg_shape){4, 32, 3, 2} : (wg_shape){4, 64, 2, 2});
+  const wg_shape q = fit(dev, cls, small ? (wg_shape){4, 32, 3, 2} : (wg_shape){4, 32, 3, 1});
+  c->WK_WARPS = k.warps, c->WK_BLOCK_N = k.n, c->WK_STAGES = k.stages;
   c->WQ_WARPS = q.warps, c->WQ_BLOCK_N = q.n, c->WQ_STAGES = q.stages, c->WQ_LOCAL_OPS = q.ops;
 }
 
@@ -82,8 +75,6 @@ static const char *bad_shape(const fcl_device_info *dev, const fcl_tuning_class 
     return "warps 4 or 8, a tile of 16, 32, 48, 64, 96 or 128, 1 to 3 stages, 1 or 2 local "
            "operands";
   if ((size_t)k.warps * 32 > dev->max_wg) return "work-group larger than the device allows";
-  if (k.dkdv && k.ops == 1 && (k.warps != 4 || k.stages != 3))
-    return "dK/dV's K and V in registers: 4 warps, 3 stages";
   if (local_bytes(dev, cls, k) > dev->local_mem) return "local memory exceeded";
   return NULL;
 }
@@ -95,12 +86,11 @@ static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const
   fcl_attention_bwd_mma_defaults(dev, cls, &mma);
   const char *bad = fcl_attention_bwd_mma_bad(dev, cls, &mma), *which = "mma.sync kernels";
   if (!bad)
-    bad = bad_shape(dev, cls,
-                    (wg_shape){c->WK_WARPS, c->WK_BLOCK_N, c->WK_STAGES, c->WK_LOCAL_OPS, true}),
+    bad = bad_shape(dev, cls, (wg_shape){c->WK_WARPS, c->WK_BLOCK_N, c->WK_STAGES, 2}),
     which = "WK_: dK/dV";
   if (!bad)
     bad = bad_shape(dev, cls,
-                    (wg_shape){c->WQ_WARPS, c->WQ_BLOCK_N, c->WQ_STAGES, c->WQ_LOCAL_OPS, false}),
+                    (wg_shape){c->WQ_WARPS, c->WQ_BLOCK_N, c->WQ_STAGES, c->WQ_LOCAL_OPS}),
     which = "WQ_: dQ";
   if (bad && why) snprintf(why, why_size, "%s (%s)", bad, which);
   return bad == NULL;
@@ -115,8 +105,7 @@ static int axes(const fcl_tuning_class *cls, fcl_axis *a) {
   a[4] = (fcl_axis){"WQ_BLOCK_N", 6, {16, 32, 48, 64, 96, 128}};
   a[5] = (fcl_axis){"WQ_STAGES", 3, {1, 2, 3}};
   a[6] = (fcl_axis){"WQ_LOCAL_OPS", 2, {1, 2}};
-  a[7] = (fcl_axis){"WK_LOCAL_OPS", 2, {1, 2}};
-  return 8;
+  return 7;
 }
 
 static void point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg) {
@@ -124,7 +113,6 @@ static void point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg) {
   bwg_params *c = FCL_PARAMS(bwg_params, cfg);
   c->WK_WARPS = v[0], c->WK_BLOCK_N = v[1], c->WK_STAGES = v[2];
   c->WQ_WARPS = v[3], c->WQ_BLOCK_N = v[4], c->WQ_STAGES = v[5], c->WQ_LOCAL_OPS = v[6];
-  c->WK_LOCAL_OPS = v[7];
 }
 
 static const char *const files[] = {
@@ -133,8 +121,7 @@ static const char *const files[] = {
     "common/mma_common.cl",               "common/wgmma_ops.cl",
     "common/wgmma.cl",                    "attention/attention_bwd_mma.cl",
     "attention/attention_bwd_mma_dq.cl",  "attention/attention_bwd_mma_dkdv.cl",
-    "attention/attention_bwd_wgmma_dkdv.cl", "attention/attention_bwd_wgmma_dkdv_split.cl",
-    "attention/attention_bwd_wgmma_dq.cl"};
+    "attention/attention_bwd_wgmma_dkdv.cl", "attention/attention_bwd_wgmma_dq.cl"};
 const fcl_variant fcl_variant_attention_bwd_wgmma = {
     "attention_bwd_wgmma", FCL_TUNING_ATTENTION_BWD, files, (int)FCL_COUNT(files),
     {"HEAD_DIM", "HEAD_DIM_V"}, FCL_MAX_HEAD_DIM, true, FCL_PARAM_COUNT(PARAMS),
@@ -173,10 +160,10 @@ fcl_status fcl_attention_bwd_wgmma_launch(fcl_context *ctx, const fcl_attention_
       "wgmma",
       true, /* 16-byte copies only (cp.async into wgmma's tiles) */
       {{"fcl_attention_bwd_wgmma_dq", c->WQ_WARPS, 16 * c->WQ_WARPS, c->WQ_BLOCK_N,
-        c->WQ_STAGES, 1},
-       {"fcl_attention_bwd_mma_dq", m[0], 16 * m[0] * m[2], m[1], m[3], 1}},
+        c->WQ_STAGES},
+       {"fcl_attention_bwd_mma_dq", m[0], 16 * m[0] * m[2], m[1], m[3]}},
       {{"fcl_attention_bwd_wgmma_dkdv", c->WK_WARPS, 16 * c->WK_WARPS, c->WK_BLOCK_N,
-        c->WK_STAGES, c->WK_LOCAL_OPS == 1 ? 2 : 1},
-       {"fcl_attention_bwd_mma_dkdv", m[4], 16 * m[4] * m[2], m[5], m[6], 1}}};
+        c->WK_STAGES},
+       {"fcl_attention_bwd_mma_dkdv", m[4], 16 * m[4] * m[2], m[5], m[6]}}};
   return fcl_attention_bwd_mma_run(ctx, pl, p, &kn, fallback);
 }

@@ -13,7 +13,7 @@
 #define FCL_MSG_MAX 8192
 #define FCL_COUNT(a) (sizeof(a) / sizeof((a)[0]))
 /* The most source files one program is built from. */
-#define FCL_MAX_PROGRAM_FILES 16
+#define FCL_MAX_PROGRAM_FILES 12
 
 /* The environment, read once when a context is created (options.c); no
  * other file reads it. */
