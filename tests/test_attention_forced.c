@@ -23,8 +23,7 @@
  * one and two warpgroups and every key-tile width it takes, and the
  * backward with dQ and dK/dV on wgmma (cl/attention/attention_bwd_wgmma_*.cl):
  * one and two warpgroups of keys or queries, tiles of 16 to 128 in one to
- * three stages, dQ's Q and dO in local memory or in registers, dK/dV's
- * lse and delta loaded in the step or a step ahead, GQA,
+ * three stages, dQ's Q and dO in local memory or in registers, GQA,
  * varlen, windows, softcap, ALiBi, a NaN in v, and a NaN in
  * k, whose kv head then runs the mma.sync dQ and dK/dV kernels beside
  * the wgmma ones.
@@ -110,23 +109,23 @@ static const forced_case mma_cases[] = {
 #define W4 "WARPS=4,BLOCK_N=48"
 #define W5 "WARPS=8,BLOCK_N=32"
 /* The wgmma dK/dV kernel's shape (WK_), then dQ's (WQ_) */
-#define G1 "WK_WARPS=4,WK_BLOCK_N=64,WK_STAGES=2,WQ_WARPS=4,WQ_BLOCK_N=64,WQ_STAGES=2,WQ_LOCAL_OPS=2,WK_STATS_BUFS=1"
-#define G2 "WK_WARPS=8,WK_BLOCK_N=16,WK_STAGES=2,WQ_WARPS=8,WQ_BLOCK_N=32,WQ_STAGES=1,WQ_LOCAL_OPS=2,WK_STATS_BUFS=2"
-#define G3 "WK_WARPS=4,WK_BLOCK_N=32,WK_STAGES=1,WQ_WARPS=4,WQ_BLOCK_N=16,WQ_STAGES=2,WQ_LOCAL_OPS=2,WK_STATS_BUFS=2"
-#define G4 "WK_WARPS=4,WK_BLOCK_N=48,WK_STAGES=2,WQ_WARPS=4,WQ_BLOCK_N=96,WQ_STAGES=1,WQ_LOCAL_OPS=2,WK_STATS_BUFS=1"
-#define G5 "WK_WARPS=8,WK_BLOCK_N=96,WK_STAGES=1,WQ_WARPS=8,WQ_BLOCK_N=128,WQ_STAGES=1,WQ_LOCAL_OPS=2,WK_STATS_BUFS=1"
+#define G1 "WK_WARPS=4,WK_BLOCK_N=64,WK_STAGES=2,WQ_WARPS=4,WQ_BLOCK_N=64,WQ_STAGES=2,WQ_LOCAL_OPS=2"
+#define G2 "WK_WARPS=8,WK_BLOCK_N=16,WK_STAGES=2,WQ_WARPS=8,WQ_BLOCK_N=32,WQ_STAGES=1,WQ_LOCAL_OPS=2"
+#define G3 "WK_WARPS=4,WK_BLOCK_N=32,WK_STAGES=1,WQ_WARPS=4,WQ_BLOCK_N=16,WQ_STAGES=2,WQ_LOCAL_OPS=2"
+#define G4 "WK_WARPS=4,WK_BLOCK_N=48,WK_STAGES=2,WQ_WARPS=4,WQ_BLOCK_N=96,WQ_STAGES=1,WQ_LOCAL_OPS=2"
+#define G5 "WK_WARPS=8,WK_BLOCK_N=96,WK_STAGES=1,WQ_WARPS=8,WQ_BLOCK_N=128,WQ_STAGES=1,WQ_LOCAL_OPS=2"
 /* Three stages: one tile's gradient products under the next tile's scores,
  * in both kernels (G6, the D = 64 defaults); G7's general scores (softcap,
  * ALiBi) walk two of the three buffers, its plain ones overlap on two
  * warpgroups. */
-#define G6 "WK_WARPS=4,WK_BLOCK_N=32,WK_STAGES=3,WQ_WARPS=4,WQ_BLOCK_N=32,WQ_STAGES=3,WQ_LOCAL_OPS=2,WK_STATS_BUFS=2"
-#define G7 "WK_WARPS=8,WK_BLOCK_N=16,WK_STAGES=3,WQ_WARPS=8,WQ_BLOCK_N=16,WQ_STAGES=3,WQ_LOCAL_OPS=2,WK_STATS_BUFS=1"
+#define G6 "WK_WARPS=4,WK_BLOCK_N=32,WK_STAGES=3,WQ_WARPS=4,WQ_BLOCK_N=32,WQ_STAGES=3,WQ_LOCAL_OPS=2"
+#define G7 "WK_WARPS=8,WK_BLOCK_N=16,WK_STAGES=3,WQ_WARPS=8,WQ_BLOCK_N=16,WQ_STAGES=3,WQ_LOCAL_OPS=2"
 /* Q and dO in registers in the dQ kernel (WQ_LOCAL_OPS=1): G8 the D = 128
  * defaults (three stages of 32 keys), G9 two warpgroups whose general
  * scores walk two stages, G10 one stage with head dims apart. */
-#define G8 "WK_WARPS=4,WK_BLOCK_N=32,WK_STAGES=1,WQ_WARPS=4,WQ_BLOCK_N=32,WQ_STAGES=3,WQ_LOCAL_OPS=1,WK_STATS_BUFS=2"
-#define G9 "WK_WARPS=8,WK_BLOCK_N=16,WK_STAGES=2,WQ_WARPS=8,WQ_BLOCK_N=64,WQ_STAGES=2,WQ_LOCAL_OPS=1,WK_STATS_BUFS=2"
-#define G10 "WK_WARPS=4,WK_BLOCK_N=32,WK_STAGES=2,WQ_WARPS=4,WQ_BLOCK_N=48,WQ_STAGES=1,WQ_LOCAL_OPS=1,WK_STATS_BUFS=1"
+#define G8 "WK_WARPS=4,WK_BLOCK_N=32,WK_STAGES=1,WQ_WARPS=4,WQ_BLOCK_N=32,WQ_STAGES=3,WQ_LOCAL_OPS=1"
+#define G9 "WK_WARPS=8,WK_BLOCK_N=16,WK_STAGES=2,WQ_WARPS=8,WQ_BLOCK_N=64,WQ_STAGES=2,WQ_LOCAL_OPS=1"
+#define G10 "WK_WARPS=4,WK_BLOCK_N=32,WK_STAGES=2,WQ_WARPS=4,WQ_BLOCK_N=48,WQ_STAGES=1,WQ_LOCAL_OPS=1"
 #define W6 "WARPS=4,BLOCK_N=96"
 #define W7 "WARPS=4,BLOCK_N=32"
 static const forced_case wgmma_cases[] = {

@@ -32,17 +32,13 @@
 #define WARPS WK_WARPS
 #define BLOCK_N WK_BLOCK_N
 #define STAGES WK_STAGES
-#ifndef WK_STATS_BUFS
-#define WK_STATS_BUFS 1
-#endif
 #define WK_CAT(a, b) a##b
 #define WK_SS(n) WK_CAT(wg_ss_n, n)
 #define WK_RS(n) WK_CAT(wg_rs_n, n)
 
 #if MT != 1 || HEAD_DIM % 16 || HEAD_DIM_V % 16 || HEAD_DIM > 128 || HEAD_DIM_V > 128 || \
-    BLOCK_N % 16 || BLOCK_N > 128 || WARPS % 4 || WARPS > 8 || STAGES < 1 || STAGES > 3 || \
-    WK_STATS_BUFS < 1 || WK_STATS_BUFS > 2
-#error "attention_bwd_wgmma_dkdv: head dims and WK_BLOCK_N among wgmma's N, 4 or 8 warps, WK_STATS_BUFS 1 or 2"
+    BLOCK_N % 16 || BLOCK_N > 128 || WARPS % 4 || WARPS > 8 || STAGES < 1 || STAGES > 3
+#error "attention_bwd_wgmma_dkdv: head dims and WK_BLOCK_N among wgmma's N, 4 or 8 warps"
 #endif
 
 /* Declares sc and dp (NT float4 each) and forms sc = A1 B1^T over
@@ -138,44 +134,24 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
   MMA_UNROLL for (int n = 0; n < HEAD_DIM / 8; ++n) gk[n] = (float4)(0.0f);
   MMA_UNROLL for (int n = 0; n < HEAD_DIM_V / 8; ++n) gv[n] = (float4)(0.0f);
 
-  /* This lane's columns' lse (log2; +inf: no P) and delta of tile t into
-   * l2_, dl_ (NT float2 each). */
-#define WK_STATS_LOAD(t_, l2_, dl_)                                                           \
+  /* Tile t's query head h and first row i0, and this lane's columns' lse
+   * (log2; +inf: no P) and delta, in flight while the copies are waited
+   * for and S^T and dP^T are formed. */
+#define WK_STATS(t_)                                                                          \
+  const int h = WK_HEAD(t_), i0 = WK_ROW0(t_);                                                \
+  float2 l2[NT], dl[NT];                                                                      \
   {                                                                                           \
-    const int i_ = WK_ROW0(t_);                                                               \
-    const long st_ = s.stat_row0 + (long)WK_HEAD(t_) * stat_sh;                               \
+    const long st_ = s.stat_row0 + (long)h * stat_sh;                                         \
     MMA_UNROLL for (int n = 0; n < NT; ++n) {                                                 \
-      const int c = i_ + n * 8 + 2 * t4;                                                      \
+      const int c = i0 + n * 8 + 2 * t4;                                                      \
       const float la = c < s.sq ? lse[st_ + c] : -INFINITY;                                   \
       const float lb = c + 1 < s.sq ? lse[st_ + c + 1] : -INFINITY;                           \
-      l2_[n] = (float2)(la == -INFINITY ? INFINITY : la * FCL_LOG2E,                          \
-                        lb == -INFINITY ? INFINITY : lb * FCL_LOG2E);                         \
-      dl_[n] = (float2)(c < s.sq ? delta[st_ + c] : 0.0f,                                     \
-                        c + 1 < s.sq ? delta[st_ + c + 1] : 0.0f);                            \
+      l2[n] = (float2)(la == -INFINITY ? INFINITY : la * FCL_LOG2E,                           \
+                       lb == -INFINITY ? INFINITY : lb * FCL_LOG2E);                          \
+      dl[n] = (float2)(c < s.sq ? delta[st_ + c] : 0.0f,                                      \
+                       c + 1 < s.sq ? delta[st_ + c + 1] : 0.0f);                             \
     }                                                                                         \
   }
-  /* Tile t's query head h, first row i0, and stats l2, dl. WK_STATS_BUFS
-   * 2 loads them a step ahead into a second set of registers, so that the
-   * loads run under the step before (16 registers more, 32 at D = 64 from
-   * ptxas: a work-group fewer on an SM there); 1 in the step, under the
-   * wait for its copies. With the
-   * loads in the step, dK/dV took 3.49 ms where the same kernel reading
-   * one tile's stats from L1 took 3.36, and 7.45 against 7.28 at D = 128
-   * (B4 H32 N4096: docs/data/h100_attention_wgmma_log.txt, call 67). */
-#if WK_STATS_BUFS == 2
-#define WK_STATS(t_)                                                                          \
-  const int h = WK_HEAD(t_), i0 = WK_ROW0(t_);                                                \
-  float2 l2[NT], dl[NT];                                                                      \
-  MMA_UNROLL for (int n = 0; n < NT; ++n) l2[n] = nl2[n], dl[n] = ndl[n];                     \
-  WK_STATS_LOAD(min((t_) + 1, ntiles - 1), nl2, ndl) /* the last tile's again: no branch */
-  float2 nl2[NT], ndl[NT];
-  if (ntiles > 0) WK_STATS_LOAD(0, nl2, ndl);
-#else
-#define WK_STATS(t_)                                                                          \
-  const int h = WK_HEAD(t_), i0 = WK_ROW0(t_);                                                \
-  float2 l2[NT], dl[NT];                                                                      \
-  WK_STATS_LOAD(t_, l2, dl)
-#endif
   /* Every (key, query) pair of tile (h, i0) inside the window and sq. */
 #define WK_FULL                                                                               \
   (i0 + BLOCK_N <= s.sq && j0 >= i0 + BLOCK_N - 1 + diag - wl && j_last <= i0 + diag + wr)
@@ -337,7 +313,6 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
 #endif
 #undef WK_OVERLAP
 #undef WK_STATS
-#undef WK_STATS_LOAD
 #undef WK_FULL
 #undef WK_GRADS
 #undef WK_GRAD_PRODUCTS

@@ -14,12 +14,9 @@
  * per tile (an N of cl/common/wgmma_ops.cl) and tiles in flight; the
  * wgmma dQ kernel's likewise (64 query rows a warpgroup, keys a tile), and
  * the operands of its S and dP in local memory: 2 (Q, dO and the tile) or
- * 1 (the tile; Q and dO in registers); and the dK/dV kernel's sets of
- * registers for a tile's lse and delta: 1 (loaded in the step) or 2 (a
- * step ahead). */
+ * 1 (the tile; Q and dO in registers). */
 #define PARAMS(X)                                                                          \
-  X(WK_WARPS) X(WK_BLOCK_N) X(WK_STAGES) X(WQ_WARPS) X(WQ_BLOCK_N) X(WQ_STAGES) X(WQ_LOCAL_OPS) \
-  X(WK_STATS_BUFS)
+  X(WK_WARPS) X(WK_BLOCK_N) X(WK_STAGES) X(WQ_WARPS) X(WQ_BLOCK_N) X(WQ_STAGES) X(WQ_LOCAL_OPS)
 FCL_PARAM_STRUCT(bwg_params, PARAMS);
 
 /* One wgmma kernel's shape: warps, tile, stages (1 to 3; the third overlaps
@@ -69,7 +66,6 @@ static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fc
   const wg_shape q = fit(dev, cls, small ? (wg_shape){4, 32, 3, 2} : (wg_shape){4, 32, 3, 1});
   c->WK_WARPS = k.warps, c->WK_BLOCK_N = k.n, c->WK_STAGES = k.stages;
   c->WQ_WARPS = q.warps, c->WQ_BLOCK_N = q.n, c->WQ_STAGES = q.stages, c->WQ_LOCAL_OPS = q.ops;
-  c->WK_STATS_BUFS = small ? 1 : 2;
 }
 
 static const char *bad_shape(const fcl_device_info *dev, const fcl_tuning_class *cls,
@@ -96,8 +92,6 @@ static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const
     bad = bad_shape(dev, cls,
                     (wg_shape){c->WQ_WARPS, c->WQ_BLOCK_N, c->WQ_STAGES, c->WQ_LOCAL_OPS}),
     which = "WQ_: dQ";
-  if (!bad && (c->WK_STATS_BUFS < 1 || c->WK_STATS_BUFS > 2))
-    bad = "1 or 2 sets of registers for lse and delta", which = "WK_STATS_BUFS";
   if (bad && why) snprintf(why, why_size, "%s (%s)", bad, which);
   return bad == NULL;
 }
@@ -111,8 +105,7 @@ static int axes(const fcl_tuning_class *cls, fcl_axis *a) {
   a[4] = (fcl_axis){"WQ_BLOCK_N", 6, {16, 32, 48, 64, 96, 128}};
   a[5] = (fcl_axis){"WQ_STAGES", 3, {1, 2, 3}};
   a[6] = (fcl_axis){"WQ_LOCAL_OPS", 2, {1, 2}};
-  a[7] = (fcl_axis){"WK_STATS_BUFS", 2, {1, 2}};
-  return 8;
+  return 7;
 }
 
 static void point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg) {
@@ -120,7 +113,6 @@ static void point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg) {
   bwg_params *c = FCL_PARAMS(bwg_params, cfg);
   c->WK_WARPS = v[0], c->WK_BLOCK_N = v[1], c->WK_STAGES = v[2];
   c->WQ_WARPS = v[3], c->WQ_BLOCK_N = v[4], c->WQ_STAGES = v[5], c->WQ_LOCAL_OPS = v[6];
-  c->WK_STATS_BUFS = v[7];
 }
 
 static const char *const files[] = {
