@@ -1,20 +1,26 @@
 #!/usr/bin/env python3
-"""Runs flashcl's tensor-core attention forward (fcl_attention_fwd_tf32 for
-f32, fcl_attention_fwd_mma for f16 and bf16) from NVIDIA's own PTX through the
-CUDA driver API, so that Nsight Compute can profile it: ncu does not see
-kernels launched through NVIDIA's OpenCL ("No kernels were profiled").
+"""Runs one of flashcl's tensor-core attention kernels from NVIDIA's own PTX
+through the CUDA driver API, so that Nsight Compute can profile it: ncu does
+not see kernels launched through NVIDIA's OpenCL ("No kernels were
+profiled"). --kernel fwd (the default): the forward, fcl_attention_fwd_tf32
+for f32 and fcl_attention_fwd_mma for f16 and bf16; --kernel dkdv or dq: the
+Hopper backward's fcl_attention_bwd_wgmma_dkdv or _dq (f16, bf16), given the
+lse and delta that PyTorch computes in f32, its dK, dV or dQ checked on
+batch 0, head 0 against PyTorch's autograd in double.
 
 The PTX is what NVIDIA's OpenCL compiler wrote for the program (the payload
 of a flashcl binary-cache entry, after its 48-byte header: see
-src/binary_cache.c), or a directory of such entries (FCL_CACHE_DIR), from
+src/core/binary_cache.c), or a directory of such entries (FCL_CACHE_DIR), from
 which the smallest program holding the kernel is taken: the build without
 the non-finite handling (FCL_NONFINITE=0), which runs when the inputs are
 finite. Fill the directory with one fa-bench run of the shape's dtype and
 head dim only (f16 and bf16 share the kernel's name); a program built for
 other warps is refused, and one that writes nothing fails the check (o
-starts as NaN). The launch is the
-library's (src/attention_fastpath.c): one work-group of WARPS warps per 16
-WARPS query rows and (batch, head), arguments in the kernel's order.
+starts as NaN). The launch is the library's (src/attention/attention_fwd_mma.c,
+attention_bwd_mma.c): one work-group of WARPS warps per 16 WARPS query rows
+(keys for dkdv) and (batch, head), arguments in the kernel's order. For
+the backward, fill the directory with a backward run (fa-bench --op bwd)
+and give --warps the kernel's WK_WARPS or WQ_WARPS.
 
   ncu -k regex:fcl -c 1 --set full python3 bench/ncu_ptx.py FILE.ptx --warps 4 [--head-dim 128]
       [--batch 4 --heads 32 --seqlen 4096 --causal 0] [--maxnreg N]
@@ -25,6 +31,7 @@ spills); --maxnreg caps the registers, to see what an occupancy that the
 OpenCL build cannot ask for would give.
 
   ncu ... python3 bench/ncu_ptx.py --torch flash --dtype f16 ...   PyTorch's kernel
+  ncu -k regex:dq_dk_dv ... python3 bench/ncu_ptx.py --torch flash --bwd ...   its backward
 
 Needs PyTorch with CUDA (for the buffers and the CUDA context)."""
 import argparse
@@ -44,9 +51,14 @@ def run_torch(a):
                "cudnn": SDPBackend.CUDNN_ATTENTION}[a.torch]
     q, k, v = (torch.randn(a.batch, a.heads, a.seqlen, a.head_dim, device="cuda", dtype=dt)
                for _ in range(3))
+    if a.bwd:
+        for x in (q, k, v):
+            x.requires_grad_()
     with sdpa_kernel(backend):
         for _ in range(a.runs + a.timed):
-            torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=bool(a.causal))
+            o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=bool(a.causal))
+            if a.bwd:
+                torch.autograd.grad(o, (q, k, v), torch.ones_like(o))
     torch.cuda.synchronize()
 
 
@@ -68,19 +80,37 @@ def main():
     ap.add_argument("--maxnreg", type=int, default=0,
                     help="registers at most, as .maxnreg in the PTX (the JIT's own "
                          "option, like -cl-nv-maxrregcount, is ignored beside .reqntid)")
+    ap.add_argument("--kernel", default="fwd", choices=["fwd", "dkdv", "dq"],
+                    help="the forward, or the Hopper backward's dK/dV or dQ kernel")
+    ap.add_argument("--bwd", action="store_true", help="with --torch: run its backward")
     a = ap.parse_args()
     if a.torch:
         return run_torch(a)
     if not a.ptx:
         ap.error("a PTX file or cache directory is needed (or --torch)")
-    a.kernel = "fcl_attention_fwd_tf32" if a.dtype == "f32" else "fcl_attention_fwd_mma"
+    if a.kernel != "fwd" and a.dtype == "f32":
+        ap.error("the wgmma backward takes f16 or bf16")
+    a.name = {"fwd": "fcl_attention_fwd_tf32" if a.dtype == "f32" else "fcl_attention_fwd_mma",
+              "dkdv": "fcl_attention_bwd_wgmma_dkdv",
+              "dq": "fcl_attention_bwd_wgmma_dq"}[a.kernel]
+    ptx, kinds = load_ptx(a)
+    torch.cuda.init()
+    torch.zeros(1, device="cuda")  # the primary context, current
+    cuda = ctypes.CDLL("libcuda.so.1")
+    fn = load_function(cuda, ptx, a.name)
+    (run_fwd if a.kernel == "fwd" else run_bwd)(a, cuda, fn, kinds)
+
+
+def load_ptx(a):
+    """The PTX of the program holding a.name (rewritten for a CUDA launch) and
+    its entry's parameter kinds."""
     path = a.ptx
     if os.path.isdir(path):
-        entry = b".entry " + a.kernel.encode()
+        entry = b".entry " + a.name.encode() + b"("
         found = [os.path.join(path, f) for f in os.listdir(path)]
         found = [f for f in found if entry in open(f, "rb").read()]
         if not found:
-            sys.exit(f"ncu_ptx.py: no program in {path} holds {a.kernel}")
+            sys.exit(f"ncu_ptx.py: no program in {path} holds {a.name}")
         path = min(found, key=os.path.getsize)
         print(f"ncu_ptx.py: {path}")
     text = open(path, "rb").read()
@@ -100,20 +130,20 @@ def main():
     if b"%envreg" in ptx:
         sys.exit("ncu_ptx.py: the PTX reads %envreg in a form this launcher does not rewrite")
     if a.maxnreg:  # a cap the JIT honours even beside .reqntid
-        ptx = re.sub(rb"(\.entry\s+" + a.kernel.encode() + rb"\s*\(.*?\)\s*)", 
+        ptx = re.sub(rb"(\.entry\s+" + a.name.encode() + rb"\s*\(.*?\)\s*)",
                      lambda mt: mt.group(1) + b".maxnreg %d\n" % a.maxnreg, ptx, count=1, flags=re.S)
-    m = re.search(rb"\.entry\s+" + a.kernel.encode() + rb"\s*\((.*?)\)", ptx, re.S)
+    m = re.search(rb"\.entry\s+" + a.name.encode() + rb"\s*\((.*?)\)", ptx, re.S)
     if not m:
-        sys.exit(f"ncu_ptx.py: no .entry {a.kernel} in {path}")
+        sys.exit(f"ncu_ptx.py: no .entry {a.name} in {path}")
     kinds = re.findall(rb"\.param\s+\.(\w+)", m.group(1))
     ntid = re.search(rb"\.reqntid\s+(\d+)", ptx[m.end():m.end() + 200])
     if ntid and int(ntid.group(1)) != 32 * a.warps:
         sys.exit(f"ncu_ptx.py: the program was built for {int(ntid.group(1)) // 32} warps, "
                  f"not --warps {a.warps}")
+    return ptx, kinds
 
-    torch.cuda.init()
-    torch.zeros(1, device="cuda")  # the primary context, current
-    cuda = ctypes.CDLL("libcuda.so.1")
+
+def load_function(cuda, ptx, name):
     mod, fn = ctypes.c_void_p(), ctypes.c_void_p()
     # The JIT's info log (ptxas -v: registers and spills).
     log = ctypes.create_string_buffer(8192)
@@ -123,11 +153,46 @@ def main():
     if err:
         sys.exit(f"ncu_ptx.py: cuModuleLoadDataEx: error {err}")
     for line in log.value.decode(errors="replace").splitlines():
-        if "registers" in line or "spill" in line:
+        if name in line or "registers" in line or "spill" in line:
             print("ncu_ptx.py: jit:", line.strip())
-    if cuda.cuModuleGetFunction(ctypes.byref(fn), mod, a.kernel.encode()):
+    if cuda.cuModuleGetFunction(ctypes.byref(fn), mod, name.encode()):
         sys.exit("ncu_ptx.py: cuModuleGetFunction failed")
+    return fn
 
+
+def launch_timed(a, cuda, fn, kinds, vals, grid, wg):
+    """Launches fn a.runs times, then a.timed times timed: the median in ms."""
+    if len(vals) != len(kinds):
+        sys.exit(f"ncu_ptx.py: the entry has {len(kinds)} parameters, expected {len(vals)}")
+    cargs = []
+    for kind, val in zip(kinds, vals):
+        kind = kind.decode()
+        if kind == "f32":
+            cargs.append(ctypes.c_float(val))
+        elif kind.endswith("64"):
+            cargs.append(ctypes.c_uint64(val))
+        else:
+            cargs.append(ctypes.c_int32(val))
+    params = (ctypes.c_void_p * len(cargs))(*[ctypes.addressof(c) for c in cargs])
+    def go():
+        err = cuda.cuLaunchKernel(fn, grid[0], grid[1], grid[2], wg, 1, 1, 0, None, params, None)
+        if err:
+            sys.exit(f"ncu_ptx.py: cuLaunchKernel: error {err}")
+    for _ in range(a.runs):
+        go()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(a.timed):
+        ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        ev0.record()
+        go()
+        ev1.record()
+        torch.cuda.synchronize()
+        times.append(ev0.elapsed_time(ev1))
+    return sorted(times)[len(times) // 2] if times else float("nan")
+
+
+def run_fwd(a, cuda, fn, kinds):
     B, H, N, D = a.batch, a.heads, a.seqlen, a.head_dim
     g = torch.Generator(device="cuda").manual_seed(1)
     dt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[a.dtype]
@@ -144,44 +209,63 @@ def main():
              q.data_ptr(), q.data_ptr(), q.data_ptr()] +
             [0, sb, ss, sh] * 4 + [H * N, N] +
             [N, N, H, 1, wl, wr, scale, 0.0, 1, nf.data_ptr()])
-    if len(vals) != len(kinds):
-        sys.exit(f"ncu_ptx.py: the entry has {len(kinds)} parameters, expected {len(vals)}")
-    cargs = []
-    for kind, val in zip(kinds, vals):
-        kind = kind.decode()
-        if kind == "f32":
-            cargs.append(ctypes.c_float(val))
-        elif kind.endswith("64"):
-            cargs.append(ctypes.c_uint64(val))
-        else:
-            cargs.append(ctypes.c_int32(val))
-    params = (ctypes.c_void_p * len(cargs))(*[ctypes.addressof(c) for c in cargs])
     wg, bm = 32 * a.warps, 16 * a.warps
     grid = ((N + bm - 1) // bm, 1, B * H)
-    for _ in range(a.runs):
-        err = cuda.cuLaunchKernel(fn, grid[0], grid[1], grid[2], wg, 1, 1, 0, None, params, None)
-        if err:
-            sys.exit(f"ncu_ptx.py: cuLaunchKernel: error {err}")
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(a.timed):
-        ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        ev0.record()
-        err = cuda.cuLaunchKernel(fn, grid[0], grid[1], grid[2], wg, 1, 1, 0, None, params, None)
-        ev1.record()
-        if err:
-            sys.exit(f"ncu_ptx.py: cuLaunchKernel: error {err}")
-        torch.cuda.synchronize()
-        times.append(ev0.elapsed_time(ev1))
-    ms = sorted(times)[len(times) // 2] if times else float("nan")
+    ms = launch_timed(a, cuda, fn, kinds, vals, grid, wg)
     ref = torch.nn.functional.scaled_dot_product_attention(
         q[:1].transpose(1, 2).double(), k[:1].transpose(1, 2).double(),
         v[:1].transpose(1, 2).double(), is_causal=bool(a.causal)).transpose(1, 2)
     err = (o[:1].double() - ref).abs().max().item()
     flop = 4 * B * H * N * N * D / (2 if a.causal else 1)
-    print(f"ncu_ptx.py: {a.kernel} grid {grid} x {wg}: {ms:.3f} ms, "
+    print(f"ncu_ptx.py: {a.name} grid {grid} x {wg}: {ms:.3f} ms, "
           f"{flop / ms / 1e9:.2f} TFLOP/s, max |o - ref| (batch 0) {err:.2e}")
     if not math.isfinite(err) or err > {"f32": 1e-5, "f16": 1e-2, "bf16": 5e-2}[a.dtype]:
+        sys.exit("ncu_ptx.py: the output does not match the reference (wrong program?)")
+
+
+def run_bwd(a, cuda, fn, kinds):
+    """The wgmma dK/dV or dQ kernel on lse and delta from PyTorch (f32, per
+    batch), as src/attention/attention_bwd_mma.c launches it: dK/dV one
+    work-group per 16 * warps keys and (batch, kv head), dQ per 16 * warps
+    rows and (batch, head). Heads are not grouped (GQA 1)."""
+    B, H, N, D = a.batch, a.heads, a.seqlen, a.head_dim
+    g = torch.Generator(device="cuda").manual_seed(1)
+    dt = {"f16": torch.float16, "bf16": torch.bfloat16}[a.dtype]
+    q, k, v, do = (torch.randn(B, N, H, D, device="cuda", generator=g).to(dt) for _ in range(4))
+    scale = 1.0 / math.sqrt(D)
+    lse = torch.empty(B, H, N, device="cuda")
+    delta = torch.empty(B, H, N, device="cuda")
+    mask = torch.ones(N, N, device="cuda", dtype=torch.bool).tril() if a.causal else None
+    for b in range(B):  # o in dtype, as the library's forward leaves it
+        s = torch.einsum("nhd,mhd->hnm", q[b].float(), k[b].float()) * scale
+        if mask is not None:
+            s.masked_fill_(~mask, float("-inf"))
+        lse[b] = torch.logsumexp(s, -1)
+        o = torch.einsum("hnm,mhd->nhd", torch.softmax(s, -1), v[b].float()).to(dt)
+        delta[b] = (do[b].float() * o.float()).sum(-1).transpose(0, 1)
+        del s, o
+    outs = [torch.full_like(q, float("nan")) for _ in range(2 if a.kernel == "dkdv" else 1)]
+    nf = torch.zeros(H, dtype=torch.int32, device="cuda")
+    t = [0, N * H * D, H * D, D]
+    vals = ([x.data_ptr() for x in (q, k, v, do, lse, delta, q, q, q)] + t * 4 + [H * N, N] +
+            [N, N, H, 1, N - 1, 0 if a.causal else N - 1, 0, scale * 1.4426950408889634, 0.0,
+             scale, 0, nf.data_ptr()])
+    for x in outs:
+        vals += [x.data_ptr()] + t
+    wg, rows = 32 * a.warps, 16 * a.warps
+    grid = ((N + rows - 1) // rows, 1, B * H)
+    ms = launch_timed(a, cuda, fn, kinds, vals, grid, wg)
+    # The reference: batch 0, head 0, in double.
+    x0 = [x[:1, :, :1].transpose(1, 2).double().requires_grad_() for x in (q, k, v)]
+    o0 = torch.nn.functional.scaled_dot_product_attention(*x0, is_causal=bool(a.causal))
+    gq, gk, gv = torch.autograd.grad(o0, x0, do[:1, :, :1].transpose(1, 2).double())
+    refs = [gk, gv] if a.kernel == "dkdv" else [gq]
+    err = max(((x[:1, :, :1].transpose(1, 2).double() - r).abs().max() / r.abs().max()).item()
+              for x, r in zip(outs, refs))
+    flop = (8 if a.kernel == "dkdv" else 6) * B * H * N * N * D / (2 if a.causal else 1)
+    print(f"ncu_ptx.py: {a.name} grid {grid} x {wg}: {ms:.3f} ms, "
+          f"{flop / ms / 1e9:.2f} TFLOP/s, max |got - ref| / max |ref| (batch 0, head 0) {err:.2e}")
+    if not math.isfinite(err) or err > 2e-2:
         sys.exit("ncu_ptx.py: the output does not match the reference (wrong program?)")
 
 

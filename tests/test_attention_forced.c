@@ -23,7 +23,7 @@
  * one and two warpgroups and every key-tile width it takes, and the
  * backward with dQ and dK/dV on wgmma (cl/attention/attention_bwd_wgmma_*.cl):
  * one and two warpgroups of keys or queries, tiles of 16 to 128 in one to
- * three stages, dQ's Q and dO in local memory or in registers, GQA,
+ * three stages, dQ's Q and dO and dK/dV's K in local memory or in registers, GQA,
  * varlen, windows, softcap, ALiBi, a NaN in v, and a NaN in
  * k, whose kv head then runs the mma.sync dQ and dK/dV kernels beside
  * the wgmma ones.
@@ -109,23 +109,30 @@ static const forced_case mma_cases[] = {
 #define W4 "WARPS=4,BLOCK_N=48"
 #define W5 "WARPS=8,BLOCK_N=32"
 /* The wgmma dK/dV kernel's shape (WK_), then dQ's (WQ_) */
-#define G1 "WK_WARPS=4,WK_BLOCK_N=64,WK_STAGES=2,WQ_WARPS=4,WQ_BLOCK_N=64,WQ_STAGES=2,WQ_LOCAL_OPS=2"
-#define G2 "WK_WARPS=8,WK_BLOCK_N=16,WK_STAGES=2,WQ_WARPS=8,WQ_BLOCK_N=32,WQ_STAGES=1,WQ_LOCAL_OPS=2"
-#define G3 "WK_WARPS=4,WK_BLOCK_N=32,WK_STAGES=1,WQ_WARPS=4,WQ_BLOCK_N=16,WQ_STAGES=2,WQ_LOCAL_OPS=2"
-#define G4 "WK_WARPS=4,WK_BLOCK_N=48,WK_STAGES=2,WQ_WARPS=4,WQ_BLOCK_N=96,WQ_STAGES=1,WQ_LOCAL_OPS=2"
-#define G5 "WK_WARPS=8,WK_BLOCK_N=96,WK_STAGES=1,WQ_WARPS=8,WQ_BLOCK_N=128,WQ_STAGES=1,WQ_LOCAL_OPS=2"
+#define G1 "WK_WARPS=4,WK_BLOCK_N=64,WK_STAGES=2,WQ_WARPS=4,WQ_BLOCK_N=64,WQ_STAGES=2,WQ_LOCAL_OPS=2,WK_LOCAL_OPS=2"
+#define G2 "WK_WARPS=8,WK_BLOCK_N=16,WK_STAGES=2,WQ_WARPS=8,WQ_BLOCK_N=32,WQ_STAGES=1,WQ_LOCAL_OPS=2,WK_LOCAL_OPS=2"
+#define G3 "WK_WARPS=4,WK_BLOCK_N=32,WK_STAGES=1,WQ_WARPS=4,WQ_BLOCK_N=16,WQ_STAGES=2,WQ_LOCAL_OPS=2,WK_LOCAL_OPS=2"
+#define G4 "WK_WARPS=4,WK_BLOCK_N=48,WK_STAGES=2,WQ_WARPS=4,WQ_BLOCK_N=96,WQ_STAGES=1,WQ_LOCAL_OPS=2,WK_LOCAL_OPS=2"
+#define G5 "WK_WARPS=8,WK_BLOCK_N=96,WK_STAGES=1,WQ_WARPS=8,WQ_BLOCK_N=128,WQ_STAGES=1,WQ_LOCAL_OPS=2,WK_LOCAL_OPS=2"
 /* Three stages: one tile's gradient products under the next tile's scores,
  * in both kernels (G6, the D = 64 defaults); G7's general scores (softcap,
  * ALiBi) walk two of the three buffers, its plain ones overlap on two
  * warpgroups. */
-#define G6 "WK_WARPS=4,WK_BLOCK_N=32,WK_STAGES=3,WQ_WARPS=4,WQ_BLOCK_N=32,WQ_STAGES=3,WQ_LOCAL_OPS=2"
-#define G7 "WK_WARPS=8,WK_BLOCK_N=16,WK_STAGES=3,WQ_WARPS=8,WQ_BLOCK_N=16,WQ_STAGES=3,WQ_LOCAL_OPS=2"
+#define G6 "WK_WARPS=4,WK_BLOCK_N=32,WK_STAGES=3,WQ_WARPS=4,WQ_BLOCK_N=32,WQ_STAGES=3,WQ_LOCAL_OPS=2,WK_LOCAL_OPS=2"
+#define G7 "WK_WARPS=8,WK_BLOCK_N=16,WK_STAGES=3,WQ_WARPS=8,WQ_BLOCK_N=16,WQ_STAGES=3,WQ_LOCAL_OPS=2,WK_LOCAL_OPS=2"
 /* Q and dO in registers in the dQ kernel (WQ_LOCAL_OPS=1): G8 the D = 128
  * defaults (three stages of 32 keys), G9 two warpgroups whose general
  * scores walk two stages, G10 one stage with head dims apart. */
-#define G8 "WK_WARPS=4,WK_BLOCK_N=32,WK_STAGES=1,WQ_WARPS=4,WQ_BLOCK_N=32,WQ_STAGES=3,WQ_LOCAL_OPS=1"
-#define G9 "WK_WARPS=8,WK_BLOCK_N=16,WK_STAGES=2,WQ_WARPS=8,WQ_BLOCK_N=64,WQ_STAGES=2,WQ_LOCAL_OPS=1"
-#define G10 "WK_WARPS=4,WK_BLOCK_N=32,WK_STAGES=2,WQ_WARPS=4,WQ_BLOCK_N=48,WQ_STAGES=1,WQ_LOCAL_OPS=1"
+#define G8 "WK_WARPS=4,WK_BLOCK_N=32,WK_STAGES=1,WQ_WARPS=4,WQ_BLOCK_N=32,WQ_STAGES=3,WQ_LOCAL_OPS=1,WK_LOCAL_OPS=2"
+#define G9 "WK_WARPS=8,WK_BLOCK_N=16,WK_STAGES=2,WQ_WARPS=8,WQ_BLOCK_N=64,WQ_STAGES=2,WQ_LOCAL_OPS=1,WK_LOCAL_OPS=2"
+#define G10 "WK_WARPS=4,WK_BLOCK_N=32,WK_STAGES=2,WQ_WARPS=4,WQ_BLOCK_N=48,WQ_STAGES=1,WQ_LOCAL_OPS=1,WK_LOCAL_OPS=2"
+/* K in registers in the dK/dV kernel (WK_LOCAL_OPS=1): G11 two stages of
+ * 32 (the room it frees at D = 128), G12 two warpgroups in three stages
+ * of 16 whose general scores walk two, G13 three stages of 48 with head
+ * dims apart. */
+#define G11 "WK_WARPS=4,WK_BLOCK_N=32,WK_STAGES=2,WQ_WARPS=4,WQ_BLOCK_N=32,WQ_STAGES=3,WQ_LOCAL_OPS=1,WK_LOCAL_OPS=1"
+#define G12 "WK_WARPS=8,WK_BLOCK_N=16,WK_STAGES=3,WQ_WARPS=4,WQ_BLOCK_N=32,WQ_STAGES=2,WQ_LOCAL_OPS=2,WK_LOCAL_OPS=1"
+#define G13 "WK_WARPS=4,WK_BLOCK_N=48,WK_STAGES=3,WQ_WARPS=4,WQ_BLOCK_N=32,WQ_STAGES=3,WQ_LOCAL_OPS=2,WK_LOCAL_OPS=1"
 #define W6 "WARPS=4,BLOCK_N=96"
 #define W7 "WARPS=4,BLOCK_N=32"
 static const forced_case wgmma_cases[] = {
@@ -152,6 +159,11 @@ static const forced_case wgmma_cases[] = {
   {"attention_bwd_wgmma", G8, FCL_F16, 1, 61, 200, 2, 1, 128, 128, 0, 30, 2, 0, 0, 0, {0}, {0}, 2},
   {"attention_bwd_wgmma", G9, FCL_F16, 0, 0, 0, 2, 2, 64, 64, 0, 30, 2, 4.0, 1, 3, {40, 0, 97}, {33, 9, 91}, 0},
   {"attention_bwd_wgmma", G10, FCL_F16, 1, 100, 77, 2, 2, 96, 32, 0, -1, -1, 0, 0, 0, {0}, {0}, 1},
+  {"attention_bwd_wgmma", G11, FCL_BF16, 2, 150, 133, 4, 2, 128, 128, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},
+  {"attention_bwd_wgmma", G11, FCL_F16, 1, 61, 200, 2, 1, 128, 128, 0, 30, 2, 0, 0, 0, {0}, {0}, 1},
+  {"attention_bwd_wgmma", G12, FCL_F16, 0, 0, 0, 2, 2, 64, 64, 0, 30, 2, 4.0, 1, 3, {40, 0, 97}, {33, 9, 91}, 0},
+  {"attention_bwd_wgmma", G12, FCL_BF16, 1, 100, 77, 4, 2, 64, 64, 1, -1, -1, 0, 0, 0, {0}, {0}, 2},
+  {"attention_bwd_wgmma", G13, FCL_F16, 2, 70, 90, 4, 2, 96, 32, 1, 20, 0, 0, 0, 0, {0}, {0}, 0},
 };
 
 static int g_failed = 0;

@@ -4,9 +4,13 @@
  * built with -DFCL_SM90A=1 as wgmma.cl says). The walk of
  * attention_bwd_mma_dkdv.cl with its four products on wgmma: a work-group
  * of WK_WARPS warps (1 or 2 warpgroups of 64 keys) owns 16 * WK_WARPS keys
- * of one kv head, K and V in local memory, and walks tiles of WK_BLOCK_N
- * queries of every query head of its group, in WK_STAGES buffers:
- *   S^T = K Q^T, dP^T = V dO^T   (A and B from local memory, K-major);
+ * of one kv head, K and V in local memory (WK_LOCAL_OPS = 2) or K in
+ * registers as wgmma's A fragments (WK_LOCAL_OPS = 1: 32 registers at D =
+ * 128, and 16 KiB of local memory for a second stage), and walks tiles of
+ * WK_BLOCK_N queries of every query head of its group, in WK_STAGES
+ * buffers:
+ *   S^T = K Q^T, dP^T = V dO^T   (A from local memory or registers, B
+ *                                 K-major);
  *   dV += P^T dO, dK += dS^T Q   (A from registers; B the same Q and dO
  *                                 tiles, read N-major).
  * With one or two stages each tile's four products run one after another
@@ -19,6 +23,8 @@
  * scores, masks and stores are attention_bwd_mma.cl's. lse and delta come
  * to registers from global memory, a lane's columns only: 48 KiB holds K,
  * V and the tiles and nothing else (D = 128: 64 keys and 32 queries).
+ * The walk over (query head, tile) advances by one each step, without a
+ * division.
  * Only in the build without FCL_NONFINITE: heads whose flag is set (an inf
  * or NaN in K, Q or dO) run attention_bwd_mma_dkdv.cl's kernel of the
  * other build, so no inf or NaN meets a masked product here. Every wgmma
@@ -35,21 +41,23 @@
 #define WK_CAT(a, b) a##b
 #define WK_SS(n) WK_CAT(wg_ss_n, n)
 #define WK_RS(n) WK_CAT(wg_rs_n, n)
+#define WK_RSK(n) WK_CAT(wg_rsk_n, n)
+#ifndef WK_LOCAL_OPS
+#define WK_LOCAL_OPS 2
+#endif
+#define WK_KREG (WK_LOCAL_OPS == 1)
 
 #if MT != 1 || HEAD_DIM % 16 || HEAD_DIM_V % 16 || HEAD_DIM > 128 || HEAD_DIM_V > 128 || \
-    BLOCK_N % 16 || BLOCK_N > 128 || WARPS % 4 || WARPS > 8 || STAGES < 1 || STAGES > 3
-#error "attention_bwd_wgmma_dkdv: head dims and WK_BLOCK_N among wgmma's N, 4 or 8 warps"
+    BLOCK_N % 16 || BLOCK_N > 128 || WARPS % 4 || WARPS > 8 || STAGES < 1 || STAGES > 3 || \
+    WK_LOCAL_OPS < 1 || WK_LOCAL_OPS > 2
+#error "attention_bwd_wgmma_dkdv: head dims and WK_BLOCK_N among wgmma's N, 4 or 8 warps, WK_LOCAL_OPS 1 or 2"
 #endif
 
-/* Declares sc and dp (NT float4 each) and forms sc = A1 B1^T over
- * HEAD_DIM and dp = A2 B2^T over HEAD_DIM_V, waited for: A the warpgroup's
- * 64 rows from row0 of a1, a2 (tiles of BLOCK_M rows), B the BLOCK_N rows
- * of b1, b2; all K-major in local memory. dK/dV's S^T and dP^T (A: K, V;
- * B: Q, dO), dQ's S and dP (A: Q, dO; B: K, V). */
-#define WK_SCORES(sc, dp, a1, a2, row0, b1, b2)                                               \
-  WK_SCORES_RUN(sc, dp, WK_SCORES_ISSUE(sc, dp, a1, a2, row0, b1, b2))
-/* Declares sc and dp, runs issue_ (their products, issued only) and waits
- * for them (dQ's S and dP may take A from registers: its WQ_SCORES_ISSUE). */
+/* Declares sc and dp (NT float4 each), runs issue_ (their products,
+ * issued only: sc = A1 B1^T over HEAD_DIM, dp = A2 B2^T over HEAD_DIM_V)
+ * and waits for them. dK/dV's S^T and dP^T (A: K, V; B: Q, dO), dQ's S and
+ * dP (A: Q, dO; B: K, V); A from local memory (WK_SCORES_ISSUE) or K, or Q
+ * and dO, from registers. */
 #define WK_SCORES_RUN(sc, dp, issue_)                                                         \
   WK_SCORES_DECL(sc, dp);                                                                     \
   wg_fence();                                                                                 \
@@ -58,13 +66,15 @@
   wg_wait0();                                                                                 \
   WG_TIE(sc, NT);                                                                             \
   WG_TIE(dp, NT)
-/* WK_SCORES's accumulators: declared, zeroed, tied (before wg_fence). */
+/* WK_SCORES_RUN's accumulators: declared, zeroed, tied (before wg_fence). */
 #define WK_SCORES_DECL(sc, dp)                                                                \
   float4 sc[NT], dp[NT];                                                                      \
   MMA_UNROLL for (int n_ = 0; n_ < NT; ++n_) sc[n_] = dp[n_] = (float4)(0.0f);               \
   WG_TIE(sc, NT);                                                                             \
   WG_TIE(dp, NT)
-/* The products of WK_SCORES, issued only (after wg_fence; no commit). */
+/* The score products with A the warpgroup's 64 rows from row0 of a1, a2
+ * (tiles of BLOCK_M rows) and B the BLOCK_N rows of b1, b2, all K-major in
+ * local memory; issued only (after wg_fence; no commit). */
 #define WK_SCORES_ISSUE(sc, dp, a1, a2, row0, b1, b2)                                         \
   MMA_UNROLL for (int kk_ = 0; kk_ < HEAD_DIM / 16; ++kk_)                                    \
     WK_SS(BLOCK_N)(sc, wg_desc_k(a1, BLOCK_M, HEAD_DIM, row0, kk_ * 16),                       \
@@ -83,10 +93,29 @@ inline float wk_ds_sel(float s, float dp, bool vis, float qk_scale, float lse2, 
   return vis ? p * (dp - dlt) * scale : 0.0f;
 }
 
+/* Rows r and r + 8 of x (row stride ss from base) as n A fragments of 16
+ * columns each (m16n8k16's layout, this lane's columns); rows at or past
+ * lim are 0. Offsets and strides are multiples of 8 elements. dK/dV's K
+ * and dQ's Q and dO, kept in registers. */
+inline void wg_afrags(uint4 *a, int n, __global const ushort *x, long base, long ss, int r,
+                      int lim) {
+  const int t4 = get_local_id(0) & 3;
+  __global const uint *p0 = (__global const uint *)(x + base + (long)r * ss);
+  __global const uint *p1 = (__global const uint *)(x + base + (long)(r + 8) * ss);
+  MMA_UNROLL for (int kk = 0; kk < n; ++kk) {
+    a[kk].x = r < lim ? p0[8 * kk + t4] : 0u;
+    a[kk].y = r + 8 < lim ? p1[8 * kk + t4] : 0u;
+    a[kk].z = r < lim ? p0[8 * kk + 4 + t4] : 0u;
+    a[kk].w = r + 8 < lim ? p1[8 * kk + 4 + t4] : 0u;
+  }
+}
+
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR(dk),
                                   __global fcl_elem *dv, BM_TENSOR(dv)) {
+#if !WK_KREG
   __local ushort k_s[BLOCK_M * HEAD_DIM] __attribute__((aligned(1024)));
+#endif
   __local ushort v_s[BLOCK_M * HEAD_DIM_V] __attribute__((aligned(1024)));
   __local ushort q_s[STAGES * BLOCK_N * HEAD_DIM] __attribute__((aligned(1024)));
   __local ushort o_s[STAGES * BLOCK_N * HEAD_DIM_V] __attribute__((aligned(1024))); /* dO */
@@ -109,14 +138,17 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
   const int ra = j0 + warp * 16 + g, rb = ra + 8;   /* this lane's keys */
 
   /* Tiles t = 0 .. ntiles of BLOCK_N queries, per_head of them for each
-   * query head of the group (attention_bwd_mma_dkdv.cl's walk). */
+   * query head of the group (attention_bwd_mma_dkdv.cl's walk). A tile is
+   * named by (th, tr): query head hk * group + th, rows from (it0 + tr) *
+   * BLOCK_N; WK_NEXT names the one after it. */
   BM_KV_WALK(BLOCK_N);
-#define WK_HEAD(t_) BM_TILE_HEAD(t_)
-#define WK_ROW0(t_) BM_TILE_ROW0(t_, BLOCK_N)
-  /* Tile t's Q and dO into stage stg (committed as one group). */
-#define WK_LOAD(t_, stg_)                                                                     \
+#define WK_NEXT(th_, tr_, nh_, nr_)                                                           \
+  const int nr_ = (tr_) + 1 == per_head ? 0 : (tr_) + 1;                                      \
+  const int nh_ = (th_) + ((tr_) + 1 == per_head)
+  /* Tile (th, tr)'s Q and dO into stage stg (committed as one group). */
+#define WK_LOAD(th_, tr_, stg_)                                                               \
   do {                                                                                        \
-    const int h_ = WK_HEAD(t_), i_ = WK_ROW0(t_);                                             \
+    const int h_ = hk * group + (th_), i_ = (it0 + (tr_)) * BLOCK_N;                          \
     wg_tile_load(q_s + (stg_) * BLOCK_N * HEAD_DIM, BLOCK_N, HEAD_DIM, q,                     \
                  bm_base(q_off, q_sb, q_ss, q_sh, b, s.q_tok, h_), q_ss, i_, s.sq, lid, WG);  \
     wg_tile_load(o_s + (stg_) * BLOCK_N * HEAD_DIM_V, BLOCK_N, HEAD_DIM_V, dout,              \
@@ -125,31 +157,67 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
     mma_cp_commit();                                                                          \
   } while (0)
 
+#if WK_KREG
+  wg_tile_load(v_s, BLOCK_M, HEAD_DIM_V, v, vb, v_ss, j0, sk, lid, WG);
+  mma_cp_commit();
+  if (ntiles > 0) WK_LOAD(0, 0, 0);
+  uint4 kf[HEAD_DIM / 16]; /* K, A fragments */
+  wg_afrags(kf, HEAD_DIM / 16, k, kb, k_ss, ra, sk);
+  /* S^T = K Q^T, dP^T = V dO^T of the tiles qt, ot, issued only; after
+   * their wait, K is renewed (WG_RENEW_A) and tied. */
+#define WK_KV_SCORES_ISSUE(sc, dp, qt, ot)                                                    \
+  MMA_UNROLL for (int kk_ = 0; kk_ < HEAD_DIM / 16; ++kk_)                                    \
+    WK_RSK(BLOCK_N)(sc, kf[kk_], wg_desc_k(qt, BLOCK_N, HEAD_DIM, 0, kk_ * 16));              \
+  MMA_UNROLL for (int kk_ = 0; kk_ < HEAD_DIM_V / 16; ++kk_)                                  \
+    WK_SS(BLOCK_N)(dp, wg_desc_k(v_s, BLOCK_M, HEAD_DIM_V, kr0, kk_ * 16),                     \
+                   wg_desc_k(ot, BLOCK_N, HEAD_DIM_V, 0, kk_ * 16))
+#define WK_KV_SCORES_DONE()                                                                   \
+  do {                                                                                        \
+    WG_RENEW_A(kf, HEAD_DIM / 16);                                                            \
+    WG_TIE_A(kf, HEAD_DIM / 16);                                                              \
+  } while (0)
+#else
   wg_tile_load(k_s, BLOCK_M, HEAD_DIM, k, kb, k_ss, j0, sk, lid, WG);
   wg_tile_load(v_s, BLOCK_M, HEAD_DIM_V, v, vb, v_ss, j0, sk, lid, WG);
   mma_cp_commit();
-  if (ntiles > 0) WK_LOAD(0, 0);
+  if (ntiles > 0) WK_LOAD(0, 0, 0);
+#define WK_KV_SCORES_ISSUE(sc, dp, qt, ot) WK_SCORES_ISSUE(sc, dp, k_s, v_s, kr0, qt, ot)
+#define WK_KV_SCORES_DONE() (void)0
+#endif
 
   float4 gk[HEAD_DIM / 8], gv[HEAD_DIM_V / 8];
   MMA_UNROLL for (int n = 0; n < HEAD_DIM / 8; ++n) gk[n] = (float4)(0.0f);
   MMA_UNROLL for (int n = 0; n < HEAD_DIM_V / 8; ++n) gv[n] = (float4)(0.0f);
 
-  /* Tile t's query head h and first row i0, and this lane's columns' lse
-   * (log2; +inf: no P) and delta, in flight while the copies are waited
-   * for and S^T and dP^T are formed. */
-#define WK_STATS(t_)                                                                          \
-  const int h = WK_HEAD(t_), i0 = WK_ROW0(t_);                                                \
+  /* Tile (th, tr)'s query head h and first row i0, and this lane's
+   * columns' lse (log2; +inf: no P) and delta, in flight while the copies
+   * are waited for and S^T and dP^T are formed. A whole tile loads them at
+   * fixed offsets from one address; the last tile of a head, which may
+   * reach past sq, at columns clamped to sq and then selected (a load
+   * under a condition may become a branch, one per load). No product is
+   * in flight here, so the branch between the two costs no serialization. */
+#define WK_STATS(th_, tr_)                                                                    \
+  const int h = hk * group + (th_), i0 = (it0 + (tr_)) * BLOCK_N;                            \
   float2 l2[NT], dl[NT];                                                                      \
   {                                                                                           \
     const long st_ = s.stat_row0 + (long)h * stat_sh;                                         \
-    MMA_UNROLL for (int n = 0; n < NT; ++n) {                                                 \
-      const int c = i0 + n * 8 + 2 * t4;                                                      \
-      const float la = c < s.sq ? lse[st_ + c] : -INFINITY;                                   \
-      const float lb = c + 1 < s.sq ? lse[st_ + c + 1] : -INFINITY;                           \
-      l2[n] = (float2)(la == -INFINITY ? INFINITY : la * FCL_LOG2E,                           \
-                       lb == -INFINITY ? INFINITY : lb * FCL_LOG2E);                          \
-      dl[n] = (float2)(c < s.sq ? delta[st_ + c] : 0.0f,                                      \
-                       c + 1 < s.sq ? delta[st_ + c + 1] : 0.0f);                             \
+    if (i0 + BLOCK_N <= s.sq) {                                                               \
+      __global const float *lp_ = lse + st_ + i0 + 2 * t4, *dp_ = delta + st_ + i0 + 2 * t4;  \
+      MMA_UNROLL for (int n = 0; n < NT; ++n) {                                               \
+        const float la = lp_[n * 8], lb = lp_[n * 8 + 1];                                     \
+        l2[n] = (float2)(la == -INFINITY ? INFINITY : la * FCL_LOG2E,                         \
+                         lb == -INFINITY ? INFINITY : lb * FCL_LOG2E);                        \
+        dl[n] = (float2)(dp_[n * 8], dp_[n * 8 + 1]);                                         \
+      }                                                                                       \
+    } else {                                                                                  \
+      MMA_UNROLL for (int n = 0; n < NT; ++n) {                                               \
+        const int c = i0 + n * 8 + 2 * t4;                                                    \
+        const long ca = st_ + min(c, s.sq - 1), cb = st_ + min(c + 1, s.sq - 1);              \
+        const float la = lse[ca], lb = lse[cb], da = delta[ca], db = delta[cb];               \
+        l2[n] = (float2)(c < s.sq && la != -INFINITY ? la * FCL_LOG2E : INFINITY,             \
+                         c + 1 < s.sq && lb != -INFINITY ? lb * FCL_LOG2E : INFINITY);        \
+        dl[n] = (float2)(c < s.sq ? da : 0.0f, c + 1 < s.sq ? db : 0.0f);                     \
+      }                                                                                       \
     }                                                                                         \
   }
   /* Every (key, query) pair of tile (h, i0) inside the window and sq. */
@@ -190,19 +258,23 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
    * the three buffers. */
 #define WK_OVERLAP (STAGES == 3 && !MMA_GENERAL)
 #if !WK_OVERLAP
+  int th = 0, tr = 0; /* tile t */
   for (int t = 0; t < ntiles; ++t) {
     const int cur = STAGES >= 2 ? (t & 1) : 0;
-    WK_STATS(t);
+    WK_STATS(th, tr);
+    WK_NEXT(th, tr, nh, nr);
     mma_cp_wait_all(); /* tile t (and, the first time, K and V) */
     wg_fence_proxy();
     barrier(CLK_LOCAL_MEM_FENCE);
     /* With two stages the next tile comes into the one that tile t - 1
      * read: every warpgroup waited for its products before the barrier. */
-    if (STAGES >= 2 && t + 1 < ntiles) WK_LOAD(t + 1, cur ^ 1);
+    if (STAGES >= 2 && t + 1 < ntiles) WK_LOAD(nh, nr, cur ^ 1);
     __local const ushort *qt = q_s + cur * BLOCK_N * HEAD_DIM;
     __local const ushort *ot = o_s + cur * BLOCK_N * HEAD_DIM_V;
 
-    WK_SCORES(sc, dp, k_s, v_s, kr0, qt, ot); /* S^T = K Q^T, dP^T = V dO^T */
+    /* S^T = K Q^T, dP^T = V dO^T */
+    WK_SCORES_RUN(sc, dp, WK_KV_SCORES_ISSUE(sc, dp, qt, ot));
+    WK_KV_SCORES_DONE();
     uint4 pf[NT / 2], dsf[NT / 2];
     WK_GRADS(pf, dsf);
 
@@ -218,8 +290,9 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
     WG_TIE(gk, HEAD_DIM / 8);
     if (STAGES == 1) { /* the next tile into the one stage, once all have read it */
       barrier(CLK_LOCAL_MEM_FENCE);
-      if (t + 1 < ntiles) WK_LOAD(t + 1, 0);
+      if (t + 1 < ntiles) WK_LOAD(nh, nr, 0);
     }
+    th = nh, tr = nr;
   }
 #else
   /* Step t: S^T and dP^T of tile t (HAS_S) and dV, dK of tile t - 1 from
@@ -259,11 +332,12 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
   }
 #define WK_STEP(HAS_S, HAS_G)                                                                 \
   do {                                                                                        \
-    WK_STATS(HAS_S ? t : 0); /* the last step (no S) uses none of it */                      \
+    WK_STATS(HAS_S ? th : 0, HAS_S ? tr : 0); /* the last step (no S) uses none of it */     \
+    WK_NEXT(th, tr, nh, nr);                                                                  \
     mma_cp_wait_all(); /* tile t (and, the first time, K and V) */                            \
     wg_fence_proxy();                                                                         \
     barrier(CLK_LOCAL_MEM_FENCE);                                                             \
-    if (HAS_S && t + 1 < ntiles) WK_LOAD(t + 1, (t + 1) % 3);                                 \
+    if (HAS_S && t + 1 < ntiles) WK_LOAD(nh, nr, (t + 1) % 3);                                \
     __local const ushort *qt = q_s + (t % 3) * BLOCK_N * HEAD_DIM;                            \
     __local const ushort *ot = o_s + (t % 3) * BLOCK_N * HEAD_DIM_V;                          \
     __local const ushort *qp = q_s + ((t + 2) % 3) * BLOCK_N * HEAD_DIM;                      \
@@ -275,7 +349,7 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
     WG_TIE_A(dsf, NT / 2);                                                                    \
     wg_fence();                                                                               \
     if (HAS_S) {                                                                              \
-      WK_SCORES_ISSUE(sc, dp, k_s, v_s, kr0, qt, ot); /* S^T = K Q^T, dP^T = V dO^T */       \
+      WK_KV_SCORES_ISSUE(sc, dp, qt, ot); /* S^T = K Q^T, dP^T = V dO^T */                   \
       wg_commit();                                                                            \
     }                                                                                         \
     if (HAS_G) {                                                                              \
@@ -288,6 +362,7 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
       else wg_wait0();                                                                        \
       WG_TIE(sc, NT);                                                                         \
       WG_TIE(dp, NT);                                                                         \
+      WK_KV_SCORES_DONE();                                                                    \
       WK_GRADS_SEL(pn, dsn);                                                                  \
     }                                                                                         \
     wg_wait0();                                                                               \
@@ -298,12 +373,13 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
     if (HAS_S) {                                                                              \
       MMA_UNROLL for (int n_ = 0; n_ < NT / 2; ++n_) pf[n_] = pn[n_], dsf[n_] = dsn[n_];     \
     }                                                                                         \
+    th = nh, tr = nr;                                                                         \
   } while (0)
 
   if (ntiles > 0) {
     uint4 pf[NT / 2], dsf[NT / 2]; /* tile t - 1's P^T and dS^T */
     MMA_UNROLL for (int n = 0; n < NT / 2; ++n) pf[n] = dsf[n] = (uint4)(0u);
-    int t = 0;
+    int t = 0, th = 0, tr = 0; /* tile t */
     WK_STEP(1, 0);
     for (t = 1; t < ntiles; ++t) WK_STEP(1, 1);
     WK_STEP(0, 1); /* t = ntiles */
@@ -317,14 +393,17 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
 #undef WK_GRADS
 #undef WK_GRAD_PRODUCTS
 #undef WK_LOAD
-#undef WK_HEAD
-#undef WK_ROW0
+#undef WK_NEXT
+#undef WK_KV_SCORES_ISSUE
+#undef WK_KV_SCORES_DONE
 
-  mma_cp_wait_all(); /* K and V, where no tile ran */
+  mma_cp_wait_all(); /* K and V (or V), where no tile ran */
   const long dkb = bm_base(dk_off, dk_sb, dk_ss, dk_sh, b, s.k_tok, hk);
   const long dvb = bm_base(dv_off, dv_sb, dv_ss, dv_sh, b, s.k_tok, hk);
   BM_STORE_ROWS(dk, dkb, dk_ss, HEAD_DIM, HEAD_DIM / 8, gk, ra, rb, sk);
   BM_STORE_ROWS(dv, dvb, dv_ss, HEAD_DIM_V, HEAD_DIM_V / 8, gv, ra, rb, sk);
 }
+
+#undef WK_KREG
 
 #endif /* !FCL_NONFINITE */

@@ -32,23 +32,6 @@
     WQ_LOCAL_OPS < 1 || WQ_LOCAL_OPS > 2
 #error "attention_bwd_wgmma_dq: WQ_BLOCK_N among wgmma's N, 4 or 8 warps, WQ_LOCAL_OPS 1 or 2"
 #endif
-#define WQ_RSK(n) WK_CAT(wg_rsk_n, n)
-
-/* Rows r and r + 8 of x (row stride ss from base) as n A fragments of 16
- * columns each (m16n8k16's layout, this lane's columns); rows at or past
- * lim are 0. Offsets and strides are multiples of 8 elements. */
-inline void wq_afrags(uint4 *a, int n, __global const ushort *x, long base, long ss, int r,
-                      int lim) {
-  const int t4 = get_local_id(0) & 3;
-  __global const uint *p0 = (__global const uint *)(x + base + (long)r * ss);
-  __global const uint *p1 = (__global const uint *)(x + base + (long)(r + 8) * ss);
-  MMA_UNROLL for (int kk = 0; kk < n; ++kk) {
-    a[kk].x = r < lim ? p0[8 * kk + t4] : 0u;
-    a[kk].y = r + 8 < lim ? p1[8 * kk + t4] : 0u;
-    a[kk].z = r < lim ? p0[8 * kk + 4 + t4] : 0u;
-    a[kk].w = r + 8 < lim ? p1[8 * kk + 4 + t4] : 0u;
-  }
-}
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void fcl_attention_bwd_wgmma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR(dq)) {
@@ -101,15 +84,15 @@ void fcl_attention_bwd_wgmma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR
 #if WQ_AREG
   uint4 qf[HEAD_DIM / 16], of[HEAD_DIM_V / 16]; /* Q and dO, A fragments */
   if (ntiles > 0) WQ_LOAD(0, 0);
-  wq_afrags(qf, HEAD_DIM / 16, q, qb, q_ss, ra, s.sq);
-  wq_afrags(of, HEAD_DIM_V / 16, dout, dob, do_ss, ra, s.sq);
+  wg_afrags(qf, HEAD_DIM / 16, q, qb, q_ss, ra, s.sq);
+  wg_afrags(of, HEAD_DIM_V / 16, dout, dob, do_ss, ra, s.sq);
   /* S = Q K^T, dP = dO V^T of the tiles kt, vt, issued only; after their
    * wait, Q and dO are renewed (WG_RENEW_A) and tied. */
 #define WQ_SCORES_ISSUE(sc, dp, kt, vt)                                                       \
   MMA_UNROLL for (int kk_ = 0; kk_ < HEAD_DIM / 16; ++kk_)                                    \
-    WQ_RSK(BLOCK_N)(sc, qf[kk_], wg_desc_k(kt, BLOCK_N, HEAD_DIM, 0, kk_ * 16));              \
+    WK_RSK(BLOCK_N)(sc, qf[kk_], wg_desc_k(kt, BLOCK_N, HEAD_DIM, 0, kk_ * 16));              \
   MMA_UNROLL for (int kk_ = 0; kk_ < HEAD_DIM_V / 16; ++kk_)                                  \
-    WQ_RSK(BLOCK_N)(dp, of[kk_], wg_desc_k(vt, BLOCK_N, HEAD_DIM_V, 0, kk_ * 16))
+    WK_RSK(BLOCK_N)(dp, of[kk_], wg_desc_k(vt, BLOCK_N, HEAD_DIM_V, 0, kk_ * 16))
 #define WQ_SCORES_DONE()                                                                      \
   do {                                                                                        \
     WG_RENEW_A(qf, HEAD_DIM / 16);                                                            \

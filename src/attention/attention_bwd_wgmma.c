@@ -14,27 +14,32 @@
  * per tile (an N of cl/common/wgmma_ops.cl) and tiles in flight; the
  * wgmma dQ kernel's likewise (64 query rows a warpgroup, keys a tile), and
  * the operands of its S and dP in local memory: 2 (Q, dO and the tile) or
- * 1 (the tile; Q and dO in registers). */
+ * 1 (the tile; Q and dO in registers). WK_LOCAL_OPS likewise for dK/dV's
+ * S^T and dP^T: 2 (K, V and the tile) or 1 (V and the tile; K in
+ * registers). */
 #define PARAMS(X)                                                                          \
-  X(WK_WARPS) X(WK_BLOCK_N) X(WK_STAGES) X(WQ_WARPS) X(WQ_BLOCK_N) X(WQ_STAGES) X(WQ_LOCAL_OPS)
+  X(WK_WARPS) X(WK_BLOCK_N) X(WK_STAGES) X(WQ_WARPS) X(WQ_BLOCK_N) X(WQ_STAGES) X(WQ_LOCAL_OPS) \
+  X(WK_LOCAL_OPS)
 FCL_PARAM_STRUCT(bwg_params, PARAMS);
 
 /* One wgmma kernel's shape: warps, tile, stages (1 to 3; the third overlaps
  * one tile's gradient products with the next tile's scores), operands of
- * the score products in local memory (2; the dQ kernel's may be 1). */
+ * the score products in local memory (2 or 1), and which kernel. */
 typedef struct {
-  int warps, n, stages, ops;
+  int  warps, n, stages, ops;
+  bool dkdv;
 } wg_shape;
 
 /* A kernel's own rows (16 a warp) of the q/k and v widths, unless they are
- * in registers (ops 1), the stages' tiles of them, each array aligned to
- * 1024 bytes (the kernels'), and the emulation's scratch: dK/dV's K, V and
- * Q, dO tiles; dQ's Q, dO and K, V. */
+ * in registers (ops 1: dQ's Q and dO, dK/dV's K), the stages' tiles of
+ * them, each array aligned to 1024 bytes (the kernels'), and the
+ * emulation's scratch: dK/dV's K, V and Q, dO tiles; dQ's Q, dO and K, V. */
 static size_t local_bytes(const fcl_device_info *dev, const fcl_tuning_class *cls, wg_shape k) {
   const size_t d = (size_t)cls->head_dim, dv = (size_t)cls->head_dim_v;
-  const size_t rows = k.ops == 2 ? 16 * (size_t)k.warps : 0, n = (size_t)k.stages * (size_t)k.n;
+  const size_t rows = 16 * (size_t)k.warps, n = (size_t)k.stages * (size_t)k.n;
+  const size_t rows_d = k.ops == 2 ? rows : 0, rows_dv = k.ops == 2 || k.dkdv ? rows : 0;
 #define R1K(x) (((x) + 1023) / 1024 * 1024)
-  return R1K(2 * rows * d) + R1K(2 * rows * dv) + R1K(2 * n * d) + R1K(2 * n * dv) +
+  return R1K(2 * rows_d * d) + R1K(2 * rows_dv * dv) + R1K(2 * n * d) + R1K(2 * n * dv) +
          (dev->mma_emulate ? 1024u * (size_t)k.warps : 0);
 #undef R1K
 }
@@ -62,9 +67,11 @@ static wg_shape fit(const fcl_device_info *dev, const fcl_tuning_class *cls, wg_
 static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fcl_config *cfg) {
   bwg_params *c = FCL_PARAMS(bwg_params, cfg);
   const bool small = cls->head_dim <= 64 && cls->head_dim_v <= 64;
-  const wg_shape k = fit(dev, cls, small ? (wg_shape){4, 32, 3, 2} : (wg_shape){4, 64, 2, 2});
-  const wg_shape q = fit(dev, cls, small ? (wg_shape){4, 32, 3, 2} : (wg_shape){4, 32, 3, 1});
-  c->WK_WARPS = k.warps, c->WK_BLOCK_N = k.n, c->WK_STAGES = k.stages;
+  const wg_shape k =
+      fit(dev, cls, small ? (wg_shape){4, 32, 3, 2, true} : (wg_shape){4, 64, 2, 2, true});
+  const wg_shape q =
+      fit(dev, cls, small ? (wg_shape){4, 32, 3, 2, false} : (wg_shape){4, 32, 3, 1, false});
+  c->WK_WARPS = k.warps, c->WK_BLOCK_N = k.n, c->WK_STAGES = k.stages, c->WK_LOCAL_OPS = k.ops;
   c->WQ_WARPS = q.warps, c->WQ_BLOCK_N = q.n, c->WQ_STAGES = q.stages, c->WQ_LOCAL_OPS = q.ops;
 }
 
@@ -86,11 +93,12 @@ static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const
   fcl_attention_bwd_mma_defaults(dev, cls, &mma);
   const char *bad = fcl_attention_bwd_mma_bad(dev, cls, &mma), *which = "mma.sync kernels";
   if (!bad)
-    bad = bad_shape(dev, cls, (wg_shape){c->WK_WARPS, c->WK_BLOCK_N, c->WK_STAGES, 2}),
+    bad = bad_shape(dev, cls,
+                    (wg_shape){c->WK_WARPS, c->WK_BLOCK_N, c->WK_STAGES, c->WK_LOCAL_OPS, true}),
     which = "WK_: dK/dV";
   if (!bad)
     bad = bad_shape(dev, cls,
-                    (wg_shape){c->WQ_WARPS, c->WQ_BLOCK_N, c->WQ_STAGES, c->WQ_LOCAL_OPS}),
+                    (wg_shape){c->WQ_WARPS, c->WQ_BLOCK_N, c->WQ_STAGES, c->WQ_LOCAL_OPS, false}),
     which = "WQ_: dQ";
   if (bad && why) snprintf(why, why_size, "%s (%s)", bad, which);
   return bad == NULL;
@@ -105,7 +113,8 @@ static int axes(const fcl_tuning_class *cls, fcl_axis *a) {
   a[4] = (fcl_axis){"WQ_BLOCK_N", 6, {16, 32, 48, 64, 96, 128}};
   a[5] = (fcl_axis){"WQ_STAGES", 3, {1, 2, 3}};
   a[6] = (fcl_axis){"WQ_LOCAL_OPS", 2, {1, 2}};
-  return 7;
+  a[7] = (fcl_axis){"WK_LOCAL_OPS", 2, {1, 2}};
+  return 8;
 }
 
 static void point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg) {
@@ -113,6 +122,7 @@ static void point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg) {
   bwg_params *c = FCL_PARAMS(bwg_params, cfg);
   c->WK_WARPS = v[0], c->WK_BLOCK_N = v[1], c->WK_STAGES = v[2];
   c->WQ_WARPS = v[3], c->WQ_BLOCK_N = v[4], c->WQ_STAGES = v[5], c->WQ_LOCAL_OPS = v[6];
+  c->WK_LOCAL_OPS = v[7];
 }
 
 static const char *const files[] = {
