@@ -93,23 +93,6 @@ inline float wk_ds_sel(float s, float dp, bool vis, float qk_scale, float lse2, 
   return vis ? p * (dp - dlt) * scale : 0.0f;
 }
 
-/* Rows r and r + 8 of x (row stride ss from base) as n A fragments of 16
- * columns each (m16n8k16's layout, this lane's columns); rows at or past
- * lim are 0. Offsets and strides are multiples of 8 elements. dK/dV's K
- * and dQ's Q and dO, kept in registers. */
-inline void wg_afrags(uint4 *a, int n, __global const ushort *x, long base, long ss, int r,
-                      int lim) {
-  const int t4 = get_local_id(0) & 3;
-  __global const uint *p0 = (__global const uint *)(x + base + (long)r * ss);
-  __global const uint *p1 = (__global const uint *)(x + base + (long)(r + 8) * ss);
-  MMA_UNROLL for (int kk = 0; kk < n; ++kk) {
-    a[kk].x = r < lim ? p0[8 * kk + t4] : 0u;
-    a[kk].y = r + 8 < lim ? p1[8 * kk + t4] : 0u;
-    a[kk].z = r < lim ? p0[8 * kk + 4 + t4] : 0u;
-    a[kk].w = r + 8 < lim ? p1[8 * kk + 4 + t4] : 0u;
-  }
-}
-
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR(dk),
                                   __global fcl_elem *dv, BM_TENSOR(dv)) {

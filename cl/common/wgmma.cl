@@ -165,6 +165,23 @@ inline wg_desc_t wg_desc_n(__local const ushort *t, int rows, int w, int k0) {
                    : wg_make(t, 2 * WG_CORE(k0, 0, w), 16 * w, 128, 0);
 }
 
+/* Rows r and r + 8 of x (row stride ss from base) as n A fragments of 16
+ * columns each (m16n8k16's layout, this lane's columns); rows at or past
+ * lim are 0. Offsets and strides are multiples of 8 elements: A operands
+ * kept in registers (the backward's K, or Q and dO). */
+inline void wg_afrags(uint4 *a, int n, __global const ushort *x, long base, long ss, int r,
+                      int lim) {
+  const int t4 = get_local_id(0) & 3;
+  __global const uint *p0 = (__global const uint *)(x + base + (long)r * ss);
+  __global const uint *p1 = (__global const uint *)(x + base + (long)(r + 8) * ss);
+  MMA_UNROLL for (int kk = 0; kk < n; ++kk) {
+    a[kk].x = r < lim ? p0[8 * kk + t4] : 0u;
+    a[kk].y = r + 8 < lim ? p1[8 * kk + t4] : 0u;
+    a[kk].z = r < lim ? p0[8 * kk + 4 + t4] : 0u;
+    a[kk].w = r + 8 < lim ? p1[8 * kk + 4 + t4] : 0u;
+  }
+}
+
 /* Loads rows row0 .. row0 + rows of src (row_stride apart; rows from
  * nvalid on are 0) into a tile of width columns (the head dim; WG_AT) by
  * 16-byte cp.async (every offset a multiple of 8 elements). Work-items
