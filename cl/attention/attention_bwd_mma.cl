@@ -185,6 +185,24 @@ inline float bm_ds(float s, float dp, int i, int j, bool full, int diag, int sq,
     }                                                                               \
   }
 
+/* A dK/dV work-group's batch b and kv head hk (BM_KV_HEAD); then its
+ * sequence s, first key j0 (the work-group returns where the sequence ends
+ * before it), K's and V's bases, the diagonal, its last key j_last and the
+ * queries i_lo .. i_hi that see any of its keys (BM_KV_BLOCK). */
+#define BM_KV_HEAD                                                                          \
+  const int heads_kv = heads_q / group;                                                     \
+  const int b = get_group_id(2) / heads_kv, hk = get_group_id(2) % heads_kv
+#define BM_KV_BLOCK                                                                         \
+  const bm_seq s = bm_sequence(b, seqlen_q, seqlen_k, cu_q, cu_k, flags & 4, stat_sb);      \
+  const int j0 = get_group_id(0) * BLOCK_M; /* first blocks have the most queries */        \
+  if (j0 >= s.sk) return;                                                                   \
+  const long kb = bm_base(k_off, k_sb, k_ss, k_sh, b, s.k_tok, hk);                         \
+  const long vb = bm_base(v_off, v_sb, v_ss, v_sh, b, s.k_tok, hk);                         \
+  const int diag = s.sk - s.sq + diag_shift, sk = s.sk, sq = s.sq; /* row i at key i + diag */ \
+  const int j_last = min(j0 + BLOCK_M, sk) - 1;                                             \
+  const int i_lo = max(0, j0 - diag - wr);                                                  \
+  const int i_hi = min(s.sq - 1, j_last - diag + wl)
+
 /* dK/dV's walk over query tiles of bn queries, for a key block that
  * queries i_lo .. i_hi of each head see: per_head tiles from tile it0 for
  * each query head of the group, ntiles in all; tile t's query head and

@@ -105,18 +105,9 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
   MMA_EMU_DECL(WARPS)
   const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
   const int g = lane >> 2, t4 = lane & 3;
-  const int heads_kv = heads_q / group;
-  const int b = get_group_id(2) / heads_kv, hk = get_group_id(2) % heads_kv;
+  BM_KV_HEAD;
   if (nf_flags[hk] != 0) return; /* attention_bwd_mma_dkdv.cl's, built with FCL_NONFINITE */
-  const bm_seq s = bm_sequence(b, seqlen_q, seqlen_k, cu_q, cu_k, flags & 4, stat_sb);
-  const int j0 = get_group_id(0) * BLOCK_M;
-  if (j0 >= s.sk) return;
-  const long kb = bm_base(k_off, k_sb, k_ss, k_sh, b, s.k_tok, hk);
-  const long vb = bm_base(v_off, v_sb, v_ss, v_sh, b, s.k_tok, hk);
-  const int diag = s.sk - s.sq + diag_shift, sk = s.sk, sq = s.sq; /* row i at key i + diag */
-  const int j_last = min(j0 + BLOCK_M, sk) - 1;
-  const int i_lo = max(0, j0 - diag - wr);
-  const int i_hi = min(s.sq - 1, j_last - diag + wl);
+  BM_KV_BLOCK;
   const int kr0 = (warp >> 2) * 64;                 /* this warpgroup's keys in the block */
   const int ra = j0 + warp * 16 + g, rb = ra + 8;   /* this lane's keys */
 
