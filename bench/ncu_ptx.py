@@ -152,8 +152,14 @@ def load_function(cuda, ptx, name):
     err = cuda.cuModuleLoadDataEx(ctypes.byref(mod), ctypes.c_char_p(ptx), 3, opts, optv)
     if err:
         sys.exit(f"ncu_ptx.py: cuModuleLoadDataEx: error {err}")
+    # A program's log covers each of its functions in turn: keep the lines of
+    # the one launched (its registers and spills, and notes naming it).
+    fun = None
     for line in log.value.decode(errors="replace").splitlines():
-        if name in line or "registers" in line or "spill" in line:
+        m = re.search(r"(?:Compiling entry function|Function properties for) '?(\w+)", line)
+        if m:
+            fun = m.group(1)
+        elif name in line or (fun == name and ("registers" in line or "spill" in line)):
             print("ncu_ptx.py: jit:", line.strip())
     if cuda.cuModuleGetFunction(ctypes.byref(fn), mod, name.encode()):
         sys.exit("ncu_ptx.py: cuModuleGetFunction failed")
