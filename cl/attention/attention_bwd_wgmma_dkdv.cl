@@ -13,10 +13,8 @@
  *                                 K-major);
  *   dV += P^T dO, dK += dS^T Q   (A from registers; B the same Q and dO
  *                                 tiles, read N-major).
- * With one or two stages each tile's four products run one after another:
- * with two, the next tile's copy in flight meanwhile; with one, its Q
- * while dV's product runs and its dO while the next S^T's does. With
- * three, step t
+ * With one or two stages each tile's four products run one after another
+ * (two: the next tile's copy in flight meanwhile). With three, step t
  * issues S^T and dP^T of tile t and dV, dK of tile t - 1 together, and
  * forms tile t's P^T and dS^T while the tensor cores do tile t - 1's
  * (FlashAttention-3's overlap within a warpgroup, as the forward's step);
@@ -121,46 +119,32 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
 #define WK_NEXT(th_, tr_, nh_, nr_)                                                           \
   const int nr_ = (tr_) + 1 == per_head ? 0 : (tr_) + 1;                                      \
   const int nh_ = (th_) + ((tr_) + 1 == per_head)
-  /* Tile (th, tr)'s Q, or dO, into stage stg (not committed). */
-#define WK_LOAD_Q(th_, tr_, stg_)                                                             \
-  wg_tile_load(q_s + (stg_) * BLOCK_N * HEAD_DIM, BLOCK_N, HEAD_DIM, q,                       \
-               bm_base(q_off, q_sb, q_ss, q_sh, b, s.q_tok, hk * group + (th_)), q_ss,        \
-               (it0 + (tr_)) * BLOCK_N, s.sq, lid, WG)
-#define WK_LOAD_O(th_, tr_, stg_)                                                             \
-  wg_tile_load(o_s + (stg_) * BLOCK_N * HEAD_DIM_V, BLOCK_N, HEAD_DIM_V, dout,                \
-               bm_base(do_off, do_sb, do_ss, do_sh, b, s.q_tok, hk * group + (th_)), do_ss,   \
-               (it0 + (tr_)) * BLOCK_N, s.sq, lid, WG)
-  /* Both, committed as one group. */
+  /* Tile (th, tr)'s Q and dO into stage stg (committed as one group). */
 #define WK_LOAD(th_, tr_, stg_)                                                               \
   do {                                                                                        \
-    WK_LOAD_Q(th_, tr_, stg_);                                                                \
-    WK_LOAD_O(th_, tr_, stg_);                                                                \
+    const int h_ = hk * group + (th_), i_ = (it0 + (tr_)) * BLOCK_N;                          \
+    wg_tile_load(q_s + (stg_) * BLOCK_N * HEAD_DIM, BLOCK_N, HEAD_DIM, q,                     \
+                 bm_base(q_off, q_sb, q_ss, q_sh, b, s.q_tok, h_), q_ss, i_, s.sq, lid, WG);  \
+    wg_tile_load(o_s + (stg_) * BLOCK_N * HEAD_DIM_V, BLOCK_N, HEAD_DIM_V, dout,              \
+                 bm_base(do_off, do_sb, do_ss, do_sh, b, s.q_tok, h_), do_ss, i_, s.sq, lid,  \
+                 WG);                                                                         \
     mma_cp_commit();                                                                          \
-  } while (0)
-  /* The first tile: with one stage as two groups, Q's and dO's (below). */
-#define WK_LOAD_FIRST()                                                                       \
-  do {                                                                                        \
-    if (STAGES == 1) {                                                                        \
-      WK_LOAD_Q(0, 0, 0);                                                                     \
-      mma_cp_commit();                                                                        \
-      WK_LOAD_O(0, 0, 0);                                                                     \
-      mma_cp_commit();                                                                        \
-    } else {                                                                                  \
-      WK_LOAD(0, 0, 0);                                                                       \
-    }                                                                                         \
   } while (0)
 
 #if WK_KREG
   wg_tile_load(v_s, BLOCK_M, HEAD_DIM_V, v, vb, v_ss, j0, sk, lid, WG);
   mma_cp_commit();
-  if (ntiles > 0) WK_LOAD_FIRST();
+  if (ntiles > 0) WK_LOAD(0, 0, 0);
   uint4 kf[HEAD_DIM / 16]; /* K, A fragments */
   wg_afrags(kf, HEAD_DIM / 16, k, kb, k_ss, ra, sk);
-  /* S^T = K Q^T of the tile qt, issued only; after its wait, K is renewed
-   * (WG_RENEW_A) and tied. */
-#define WK_KV_S_ISSUE(sc, qt)                                                                 \
+  /* S^T = K Q^T, dP^T = V dO^T of the tiles qt, ot, issued only; after
+   * their wait, K is renewed (WG_RENEW_A) and tied. */
+#define WK_KV_SCORES_ISSUE(sc, dp, qt, ot)                                                    \
   MMA_UNROLL for (int kk_ = 0; kk_ < HEAD_DIM / 16; ++kk_)                                    \
-    WK_RSK(BLOCK_N)(sc, kf[kk_], wg_desc_k(qt, BLOCK_N, HEAD_DIM, 0, kk_ * 16))
+    WK_RSK(BLOCK_N)(sc, kf[kk_], wg_desc_k(qt, BLOCK_N, HEAD_DIM, 0, kk_ * 16));              \
+  MMA_UNROLL for (int kk_ = 0; kk_ < HEAD_DIM_V / 16; ++kk_)                                  \
+    WK_SS(BLOCK_N)(dp, wg_desc_k(v_s, BLOCK_M, HEAD_DIM_V, kr0, kk_ * 16),                     \
+                   wg_desc_k(ot, BLOCK_N, HEAD_DIM_V, 0, kk_ * 16))
 #define WK_KV_SCORES_DONE()                                                                   \
   do {                                                                                        \
     WG_RENEW_A(kf, HEAD_DIM / 16);                                                            \
@@ -170,21 +154,10 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
   wg_tile_load(k_s, BLOCK_M, HEAD_DIM, k, kb, k_ss, j0, sk, lid, WG);
   wg_tile_load(v_s, BLOCK_M, HEAD_DIM_V, v, vb, v_ss, j0, sk, lid, WG);
   mma_cp_commit();
-  if (ntiles > 0) WK_LOAD_FIRST();
-#define WK_KV_S_ISSUE(sc, qt)                                                                 \
-  MMA_UNROLL for (int kk_ = 0; kk_ < HEAD_DIM / 16; ++kk_)                                    \
-    WK_SS(BLOCK_N)(sc, wg_desc_k(k_s, BLOCK_M, HEAD_DIM, kr0, kk_ * 16),                       \
-                   wg_desc_k(qt, BLOCK_N, HEAD_DIM, 0, kk_ * 16))
+  if (ntiles > 0) WK_LOAD(0, 0, 0);
+#define WK_KV_SCORES_ISSUE(sc, dp, qt, ot) WK_SCORES_ISSUE(sc, dp, k_s, v_s, kr0, qt, ot)
 #define WK_KV_SCORES_DONE() (void)0
 #endif
-  /* dP^T = V dO^T of the tile ot, issued only; S^T and dP^T together. */
-#define WK_KV_DP_ISSUE(dp, ot)                                                                \
-  MMA_UNROLL for (int kk_ = 0; kk_ < HEAD_DIM_V / 16; ++kk_)                                  \
-    WK_SS(BLOCK_N)(dp, wg_desc_k(v_s, BLOCK_M, HEAD_DIM_V, kr0, kk_ * 16),                     \
-                   wg_desc_k(ot, BLOCK_N, HEAD_DIM_V, 0, kk_ * 16))
-#define WK_KV_SCORES_ISSUE(sc, dp, qt, ot)                                                    \
-  WK_KV_S_ISSUE(sc, qt);                                                                      \
-  WK_KV_DP_ISSUE(dp, ot)
 
   float4 gk[HEAD_DIM / 8], gv[HEAD_DIM_V / 8];
   MMA_UNROLL for (int n = 0; n < HEAD_DIM / 8; ++n) gk[n] = (float4)(0.0f);
@@ -246,86 +219,30 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
       MMA_PACK_A(dsf_, n, ds);                                                                \
     }                                                                                         \
   }
-  /* dV += P^T dO, and dK += dS^T Q, of the tile in ot_, qt_, issued only
-   * (after wg_fence; no commit); both (WK_GRAD_PRODUCTS). */
-#define WK_GRAD_DV(pf_, ot_)                                                                  \
+  /* dV += P^T dO and dK += dS^T Q of the tile in qt_, ot_, issued only
+   * (after wg_fence; no commit). */
+#define WK_GRAD_PRODUCTS(pf_, dsf_, qt_, ot_)                                                 \
   MMA_UNROLL for (int kk = 0; kk < BLOCK_N / 16; ++kk) /* dO: rows k */                      \
-    WK_RS(HEAD_DIM_V)(gv, pf_[kk], wg_desc_n(ot_, BLOCK_N, HEAD_DIM_V, kk * 16))
-#define WK_GRAD_DK(dsf_, qt_)                                                                 \
+    WK_RS(HEAD_DIM_V)(gv, pf_[kk], wg_desc_n(ot_, BLOCK_N, HEAD_DIM_V, kk * 16));             \
   MMA_UNROLL for (int kk = 0; kk < BLOCK_N / 16; ++kk) /* Q: rows k */                       \
     WK_RS(HEAD_DIM)(gk, dsf_[kk], wg_desc_n(qt_, BLOCK_N, HEAD_DIM, kk * 16))
-#define WK_GRAD_PRODUCTS(pf_, dsf_, qt_, ot_)                                                 \
-  WK_GRAD_DV(pf_, ot_);                                                                       \
-  WK_GRAD_DK(dsf_, qt_)
 
   /* General scores branch (softcap's tanh), and ptxas would serialize the
    * three-stage step around the branch (C7513): their builds walk two of
    * the three buffers. */
 #define WK_OVERLAP (STAGES == 3 && !MMA_GENERAL)
-#if STAGES == 1
-  /* One stage, its Q and dO copied as two groups. S^T starts once Q is in,
-   * while dO's copy lands; of the gradient products dK (Q) goes first, and
-   * the next tile's Q comes in while dV (dO) runs, its dO while the next
-   * step's S^T does. The last step copies its own tile again, never read,
-   * so that no branch lies between a product and its wait. */
+#if !WK_OVERLAP
   int th = 0, tr = 0; /* tile t */
   for (int t = 0; t < ntiles; ++t) {
-    WK_STATS(th, tr);
-    WK_NEXT(th, tr, nh, nr);
-    const bool more = t + 1 < ntiles;
-    const int lh = more ? nh : th, lr = more ? nr : tr; /* the next copy's tile */
-    MMA_CP_WAIT(1); /* Q of tile t (and, the first time, K and V) */
-    wg_fence_proxy();
-    barrier(CLK_LOCAL_MEM_FENCE);
-    WK_SCORES_DECL(sc, dp);
-    wg_fence();
-    WK_KV_S_ISSUE(sc, q_s); /* S^T = K Q^T */
-    wg_commit();
-    mma_cp_wait_all(); /* dO of tile t */
-    wg_fence_proxy();
-    barrier(CLK_LOCAL_MEM_FENCE);
-    WK_KV_DP_ISSUE(dp, o_s); /* dP^T = V dO^T */
-    wg_commit();
-    wg_wait0();
-    WG_TIE(sc, NT);
-    WG_TIE(dp, NT);
-    WK_KV_SCORES_DONE();
-    uint4 pf[NT / 2], dsf[NT / 2];
-    WK_GRADS(pf, dsf);
-
-    WG_TIE(gv, HEAD_DIM_V / 8);
-    WG_TIE(gk, HEAD_DIM / 8);
-    wg_fence();
-    WK_GRAD_DK(dsf, q_s);
-    wg_commit();
-    WK_GRAD_DV(pf, o_s);
-    wg_commit();
-    wg_wait1(); /* dK: every warp is done with Q after the barrier */
-    barrier(CLK_LOCAL_MEM_FENCE);
-    WK_LOAD_Q(lh, lr, 0);
-    mma_cp_commit();
-    wg_wait0();
-    WG_TIE_A(pf, NT / 2); /* P^T and dS^T stay until here (wgmma.cl) */
-    WG_TIE_A(dsf, NT / 2);
-    WG_TIE(gv, HEAD_DIM_V / 8);
-    WG_TIE(gk, HEAD_DIM / 8);
-    barrier(CLK_LOCAL_MEM_FENCE); /* and with dO */
-    WK_LOAD_O(lh, lr, 0);
-    mma_cp_commit();
-    th = nh, tr = nr;
-  }
-#elif !WK_OVERLAP
-  int th = 0, tr = 0; /* tile t */
-  for (int t = 0; t < ntiles; ++t) {
-    const int cur = t & 1;
+    const int cur = STAGES >= 2 ? (t & 1) : 0;
     WK_STATS(th, tr);
     WK_NEXT(th, tr, nh, nr);
     mma_cp_wait_all(); /* tile t (and, the first time, K and V) */
     wg_fence_proxy();
     barrier(CLK_LOCAL_MEM_FENCE);
-    /* The next tile comes into the stage that tile t - 1 read: every
-     * warpgroup waited for its products before the barrier. */
-    if (t + 1 < ntiles) WK_LOAD(nh, nr, cur ^ 1);
+    /* With two stages the next tile comes into the one that tile t - 1
+     * read: every warpgroup waited for its products before the barrier. */
+    if (STAGES >= 2 && t + 1 < ntiles) WK_LOAD(nh, nr, cur ^ 1);
     __local const ushort *qt = q_s + cur * BLOCK_N * HEAD_DIM;
     __local const ushort *ot = o_s + cur * BLOCK_N * HEAD_DIM_V;
 
@@ -345,6 +262,10 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
     WG_TIE_A(dsf, NT / 2);
     WG_TIE(gv, HEAD_DIM_V / 8);
     WG_TIE(gk, HEAD_DIM / 8);
+    if (STAGES == 1) { /* the next tile into the one stage, once all have read it */
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if (t + 1 < ntiles) WK_LOAD(nh, nr, 0);
+    }
     th = nh, tr = nr;
   }
 #else
@@ -445,16 +366,9 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
 #undef WK_FULL
 #undef WK_GRADS
 #undef WK_GRAD_PRODUCTS
-#undef WK_GRAD_DV
-#undef WK_GRAD_DK
 #undef WK_LOAD
-#undef WK_LOAD_Q
-#undef WK_LOAD_O
-#undef WK_LOAD_FIRST
 #undef WK_NEXT
 #undef WK_KV_SCORES_ISSUE
-#undef WK_KV_S_ISSUE
-#undef WK_KV_DP_ISSUE
 #undef WK_KV_SCORES_DONE
 
   mma_cp_wait_all(); /* K and V (or V), where no tile ran */
