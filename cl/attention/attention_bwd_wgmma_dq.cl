@@ -89,10 +89,8 @@ void fcl_attention_bwd_wgmma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR
   /* S = Q K^T, dP = dO V^T of the tiles kt, vt, issued only; after their
    * wait, Q and dO are renewed (WG_RENEW_A) and tied. */
 #define WQ_SCORES_ISSUE(sc, dp, kt, vt)                                                       \
-  MMA_UNROLL for (int kk_ = 0; kk_ < HEAD_DIM / 16; ++kk_)                                    \
-    WK_RSK(BLOCK_N)(sc, qf[kk_], wg_desc_k(kt, BLOCK_N, HEAD_DIM, 0, kk_ * 16));              \
-  MMA_UNROLL for (int kk_ = 0; kk_ < HEAD_DIM_V / 16; ++kk_)                                  \
-    WK_RSK(BLOCK_N)(dp, of[kk_], wg_desc_k(vt, BLOCK_N, HEAD_DIM_V, 0, kk_ * 16))
+  WK_RSK_ISSUE(sc, qf, kt, HEAD_DIM);                                                         \
+  WK_RSK_ISSUE(dp, of, vt, HEAD_DIM_V)
 #define WQ_SCORES_DONE()                                                                      \
   do {                                                                                        \
     WG_RENEW_A(qf, HEAD_DIM / 16);                                                            \
