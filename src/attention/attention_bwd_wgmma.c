@@ -64,8 +64,9 @@ static wg_shape fit(const fcl_device_info *dev, const fcl_tuning_class *cls, wg_
  * dK/dV takes 32 in one stage, all that 48 KiB leaves it; dQ keeps Q and dO
  * in registers for three stages of 32: dQ 4.03 -> 3.91 ms, and at N =
  * 16384 the backward 23.10 -> 22.28 causal (call 57). K in registers
- * (WK_LOCAL_OPS 1) for two stages of 32 at D = 128 was within 1% of one
- * stage with K in local memory (call 70, H200), so it is left to fa-tune. */
+ * (WK_LOCAL_OPS 1) at D = 128, two stages of 32 or one of 64, was within
+ * 2% of one stage of 32 with K in local memory either way (calls 70, H200,
+ * and 75, H100), so it is left to fa-tune. */
 static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fcl_config *cfg) {
   bwg_params *c = FCL_PARAMS(bwg_params, cfg);
   const bool small = cls->head_dim <= 64 && cls->head_dim_v <= 64;
