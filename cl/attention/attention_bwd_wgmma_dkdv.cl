@@ -13,12 +13,12 @@
  *                                 K-major);
  *   dV += P^T dO, dK += dS^T Q   (A from registers; B the same Q and dO
  *                                 tiles, read N-major).
- * With one or two stages each tile's four products run one after another
- * (two: the next tile's copy in flight meanwhile). With three, step t
- * issues S^T and dP^T of tile t and dV, dK of tile t - 1 together, and
- * forms tile t's P^T and dS^T while the tensor cores do tile t - 1's
- * (FlashAttention-3's overlap within a warpgroup, as the forward's step);
- * tile t + 1 comes into the third buffer meanwhile.
+ * With one stage each tile's four products run one after another. With
+ * two or three, step t issues S^T and dP^T of tile t and dV, dK of tile
+ * t - 1 together, and forms tile t's P^T and dS^T while the tensor cores
+ * do tile t - 1's (FlashAttention-3's overlap within a warpgroup, as the
+ * forward's step). With three, tile t + 1 comes into the third buffer
+ * meanwhile; with two, into tile t - 1's once its products are done.
  * Each warp keeps its 16 keys' accumulators in mma.sync's layouts, so the
  * scores, masks and stores are attention_bwd_mma.cl's. lse and delta come
  * to registers from global memory, a lane's columns only: 48 KiB holds K,
@@ -126,14 +126,19 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
 #define WK_NEXT(th_, tr_, nh_, nr_)                                                           \
   const int nr_ = (tr_) + 1 == per_head ? 0 : (tr_) + 1;                                      \
   const int nh_ = (th_) + ((tr_) + 1 == per_head)
-  /* Tile (th, tr)'s Q and dO into stage stg (committed as one group). */
-#define WK_LOAD(th_, tr_, stg_)                                                               \
+  /* Tile (th, tr)'s Q and dO into stage stg (committed as one group).
+   * WK_LOAD_IF copies it where on_, else fills the stage with zeros (no
+   * byte read; the head clamped to the group), without a branch: one
+   * after a step's last wait serializes the step's products (C7513). */
+#define WK_LOAD(th_, tr_, stg_) WK_LOAD_IF(th_, tr_, stg_, true)
+#define WK_LOAD_IF(th_, tr_, stg_, on_)                                                       \
   do {                                                                                        \
-    const int h_ = hk * group + (th_), i_ = (it0 + (tr_)) * BLOCK_N;                          \
+    const int h_ = hk * group + min(th_, group - 1), i_ = (it0 + (tr_)) * BLOCK_N;            \
+    const int nv_ = (on_) ? s.sq : 0;                                                         \
     wg_tile_load(q_s + (stg_) * BLOCK_N * HEAD_DIM, BLOCK_N, HEAD_DIM, q,                     \
-                 bm_base(q_off, q_sb, q_ss, q_sh, b, s.q_tok, h_), q_ss, i_, s.sq, lid, WG);  \
+                 bm_base(q_off, q_sb, q_ss, q_sh, b, s.q_tok, h_), q_ss, i_, nv_, lid, WG);   \
     wg_tile_load(o_s + (stg_) * BLOCK_N * HEAD_DIM_V, BLOCK_N, HEAD_DIM_V, dout,              \
-                 bm_base(do_off, do_sb, do_ss, do_sh, b, s.q_tok, h_), do_ss, i_, s.sq, lid,  \
+                 bm_base(do_off, do_sb, do_ss, do_sh, b, s.q_tok, h_), do_ss, i_, nv_, lid,   \
                  WG);                                                                         \
     mma_cp_commit();                                                                          \
   } while (0)
@@ -232,9 +237,9 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
     WK_RS(HEAD_DIM)(gk, dsf_[kk], wg_desc_n(qt_, BLOCK_N, HEAD_DIM, kk * 16))
 
   /* General scores branch (softcap's tanh), and ptxas would serialize the
-   * three-stage step around the branch (C7513): their builds walk two of
-   * the three buffers. */
-#define WK_OVERLAP (STAGES == 3 && !MMA_GENERAL)
+   * overlapped step around the branch (C7513): their builds run each
+   * tile's products one after another, in two of the buffers. */
+#define WK_OVERLAP (STAGES >= 2 && !MMA_GENERAL)
 #if !WK_OVERLAP
   int th = 0, tr = 0; /* tile t */
   for (int t = 0; t < ntiles; ++t) {
@@ -275,11 +280,14 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
 #else
   /* Step t: S^T and dP^T of tile t (HAS_S) and dV, dK of tile t - 1 from
    * pf, dsf (HAS_G), issued together; tile t's P^T and dS^T formed while
-   * the latter run. Tile t is in buffer t % 3, t - 1 in (t + 2) % 3, and
-   * t + 1 comes into the third, which tile t - 2 left: its products were
-   * waited for in step t - 1, by every warpgroup before the barrier. The
-   * first step (S only) and the last (G only) are peeled off, so that no
-   * branch lies between a product and its wait (docs/wgmma_route.md). */
+   * the latter run. Tile t is in buffer t % STAGES, t - 1 in the one
+   * before. With three, t + 1 comes into the third at the step's start:
+   * tile t - 2 left it, its products waited for in step t - 1 by every
+   * warpgroup before the barrier. With two, into tile t - 1's at the
+   * step's end, after the wait for its products and a barrier (at the
+   * first step, which has none, at the start). The first step (S only)
+   * and the last (G only) are peeled off, so that no branch lies between
+   * a product and its wait (docs/wgmma_route.md). */
   /* WK_GRADS without a branch, for the step below: ptxas serializes the
    * products in flight around one (C7513). The scores are plain (no
    * MMA_GENERAL). Key r sees query i where (uint)(r - diag - i + wl) <=
@@ -315,11 +323,12 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
     mma_cp_wait_all(); /* tile t (and, the first time, K and V) */                            \
     wg_fence_proxy();                                                                         \
     barrier(CLK_LOCAL_MEM_FENCE);                                                             \
-    if (HAS_S && t + 1 < ntiles) WK_LOAD(nh, nr, (t + 1) % 3);                                \
-    __local const ushort *qt = q_s + (t % 3) * BLOCK_N * HEAD_DIM;                            \
-    __local const ushort *ot = o_s + (t % 3) * BLOCK_N * HEAD_DIM_V;                          \
-    __local const ushort *qp = q_s + ((t + 2) % 3) * BLOCK_N * HEAD_DIM;                      \
-    __local const ushort *op = o_s + ((t + 2) % 3) * BLOCK_N * HEAD_DIM_V;                    \
+    if (HAS_S && (STAGES == 3 || !HAS_G) && t + 1 < ntiles)                                   \
+      WK_LOAD(nh, nr, (t + 1) % STAGES);                                                      \
+    __local const ushort *qt = q_s + (t % STAGES) * BLOCK_N * HEAD_DIM;                       \
+    __local const ushort *ot = o_s + (t % STAGES) * BLOCK_N * HEAD_DIM_V;                     \
+    __local const ushort *qp = q_s + ((t + STAGES - 1) % STAGES) * BLOCK_N * HEAD_DIM;        \
+    __local const ushort *op = o_s + ((t + STAGES - 1) % STAGES) * BLOCK_N * HEAD_DIM_V;      \
     WK_SCORES_DECL(sc, dp);                                                                   \
     WG_TIE(gv, HEAD_DIM_V / 8);                                                               \
     WG_TIE(gk, HEAD_DIM / 8);                                                                 \
@@ -340,7 +349,6 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
       else wg_wait0();                                                                        \
       WG_TIE(sc, NT);                                                                         \
       WG_TIE(dp, NT);                                                                         \
-      WK_KV_SCORES_DONE();                                                                    \
       WK_GRADS_SEL(pn, dsn);                                                                  \
     }                                                                                         \
     wg_wait0();                                                                               \
@@ -349,7 +357,15 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
     WG_TIE(gv, HEAD_DIM_V / 8);                                                               \
     WG_TIE(gk, HEAD_DIM / 8);                                                                 \
     if (HAS_S) {                                                                              \
+      /* K's fragments (WK_KREG) are renewed after the last wait: written                 \
+       * while dV and dK run, inputs of the stage's S^T, they made the                    \
+       * driver's ptxas serialize the stage (C7513, call 76) */                           \
+      WK_KV_SCORES_DONE();                                                                    \
       MMA_UNROLL for (int n_ = 0; n_ < NT / 2; ++n_) pf[n_] = pn[n_], dsf[n_] = dsn[n_];     \
+    }                                                                                         \
+    if (STAGES == 2 && HAS_S && HAS_G) { /* tile t - 1's buffer is free now */               \
+      barrier(CLK_LOCAL_MEM_FENCE);                                                           \
+      WK_LOAD_IF(nh, nr, (t + 1) % 2, t + 1 < ntiles);                                       \
     }                                                                                         \
     th = nh, tr = nr;                                                                         \
   } while (0)
@@ -371,6 +387,7 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
 #undef WK_GRADS
 #undef WK_GRAD_PRODUCTS
 #undef WK_LOAD
+#undef WK_LOAD_IF
 #undef WK_NEXT
 #undef WK_KV_SCORES_ISSUE
 #undef WK_KV_SCORES_DONE

@@ -216,7 +216,10 @@ inline void wg_tile_load(__local ushort *dst, int rows, int width, const __globa
   const __global uchar *s = (const __global uchar *)(src + base + (long)(row0 + r) * row_stride + c);
   const long sstep = 2 * (long)dr * row_stride;
   MMA_UNROLL for (int p = 0; p < (rows * cpr + nthreads - 1) / nthreads; ++p) {
-    if (lid + p * nthreads < rows * cpr) {
+    /* No test where the passes cover the tile exactly (lid < nthreads):
+     * a branch after a step's last wait serializes its products (C7513,
+     * docs/wgmma_route.md). */
+    if ((rows * cpr) % nthreads == 0 || lid + p * nthreads < rows * cpr) {
       const bool in = row0 + r + p * dr < nvalid;
       mma_cp16b(d + p * dstep, in ? s + p * sstep : s0, in ? 16u : 0u);
     }

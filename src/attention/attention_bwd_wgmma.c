@@ -54,24 +54,23 @@ static wg_shape fit(const fcl_device_info *dev, const fcl_tuning_class *cls, wg_
   return k;
 }
 
-/* One warpgroup each. At D = 64 both kernels take tiles of 32 in three
- * stages, each tile's gradient product under the next tile's scores: on
- * the H100 (f16, B4 H32 N4096) 5.83 ms against 6.59-6.65 with two stages
- * of 48 (dK/dV) and one of 96 (dQ), fa-tune's best before the third stage
- * (docs/data/h100_attention_wgmma_log.txt, call 53); Q and dO in
- * registers cost dQ 2.17 -> 2.56 ms at the same tiles there, and tiles of
- * 48 or 64 in the room it frees only won it back (call 58). At D = 128
- * dK/dV takes 32 in one stage, all that 48 KiB leaves it; dQ keeps Q and dO
- * in registers for three stages of 32: dQ 4.03 -> 3.91 ms, and at N =
- * 16384 the backward 23.10 -> 22.28 causal (call 57). K in registers
- * (WK_LOCAL_OPS 1) at D = 128, two stages of 32 or one of 64, was within
- * 2% of one stage of 32 with K in local memory either way (calls 70, H200,
- * and 75, H100), so it is left to fa-tune. */
+/* One warpgroup each. dK/dV overlaps each tile's gradient products with
+ * the next tile's scores (WK_STAGES 2 or 3): at D = 64 in two stages of 64
+ * queries, at D = 128 in two of 32 with K in registers (WK_LOCAL_OPS 1),
+ * which leaves local memory room for the second. On the H200 (f16, B4 H32
+ * N4096, call 80 in docs/data/h100_attention_wgmma_log.txt) that took the
+ * backward from 10.79 to 9.24-9.32 ms at D = 128 (one stage of 32, K in
+ * local memory) and from 5.69 to 4.98 at D = 64 (three stages of 32),
+ * once the step's end had no branch (before, ptxas serialized the two-stage
+ * step: C7513, calls 76-77). dQ takes tiles of 32 in three stages; at D =
+ * 128 with Q and dO in registers, which frees the room for them: dQ 4.03 ->
+ * 3.91 ms, and at N = 16384 the backward 23.10 -> 22.28 causal (call 57).
+ * At D = 64, Q and dO in registers cost dQ 2.17 -> 2.56 ms (call 58). */
 static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fcl_config *cfg) {
   bwg_params *c = FCL_PARAMS(bwg_params, cfg);
   const bool small = cls->head_dim <= 64 && cls->head_dim_v <= 64;
   const wg_shape k =
-      fit(dev, cls, small ? (wg_shape){4, 32, 3, 2, true} : (wg_shape){4, 64, 2, 2, true});
+      fit(dev, cls, small ? (wg_shape){4, 64, 2, 2, true} : (wg_shape){4, 32, 2, 1, true});
   const wg_shape q =
       fit(dev, cls, small ? (wg_shape){4, 32, 3, 2, false} : (wg_shape){4, 32, 3, 1, false});
   c->WK_WARPS = k.warps, c->WK_BLOCK_N = k.n, c->WK_STAGES = k.stages, c->WK_LOCAL_OPS = k.ops;
