@@ -11,7 +11,10 @@
 # wheel) each program is also assembled for sm_90 (ptx_prelude.cl supplies
 # the OpenCL built-ins) and its registers and spills are printed: a change
 # that costs the kernels registers shows without the GPU (the f16 forward
-# at D=128 went from 210 to 238 with the masked-NaN fix-up, and lost 13%).
+# at D=128 went from 210 to 238 with the masked-NaN fix-up, and lost 13%),
+# and a wgmma program of the finite build (FCL_NONFINITE=0) whose products
+# ptxas serializes (C7513) fails: use the ptxas of the driver's CUDA
+# version (13.0 for driver 580), which wrote C7513 where 13.5 did not.
 foreach(v CLANG CL_DIR WORK)
   if(NOT DEFINED ${v})
     message(FATAL_ERROR "ptx_check.cmake: -D${v}= is required")
@@ -99,6 +102,12 @@ foreach(p IN LISTS programs)
                     RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
     if(NOT rc EQUAL 0)
       message(FATAL_ERROR "${name}: ptxas failed:\n${out}")
+    endif()
+    # The wgmma kernels of the finite build must keep their products in
+    # flight: ptxas says C7513/C7514 where it serializes them (a branch
+    # after a step's last wait did, under ptxas 13.0: docs/wgmma_route.md).
+    if(defs MATCHES "FCL_NONFINITE=0" AND out MATCHES "C751[34]")
+      message(FATAL_ERROR "${name}: ptxas serializes the wgmma products:\n${out}")
     endif()
     string(REGEX MATCHALL "Used [0-9]+ registers|[0-9]+ bytes spill [a-z]+" regs "${out}")
     message(STATUS "${name}: ${arch}: ${regs}")
