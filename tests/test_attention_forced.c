@@ -103,11 +103,11 @@ static const forced_case mma_cases[] = {
 /* Hopper's wgmma forward (sm_90 only): one and two warpgroups, key tiles
  * of 16 to 96 keys, head dims 32 to 128 and a value head dim apart; every
  * configuration within NVIDIA's 48 KiB of local memory. */
-#define W1 "WARPS=4,BLOCK_N=64"
-#define W2 "WARPS=4,BLOCK_N=16"
-#define W3 "WARPS=8,BLOCK_N=16"
-#define W4 "WARPS=4,BLOCK_N=48"
-#define W5 "WARPS=8,BLOCK_N=32"
+#define W1 "WARPS=4,BLOCK_N=64,LOCAL_OPS=2"
+#define W2 "WARPS=4,BLOCK_N=16,LOCAL_OPS=2"
+#define W3 "WARPS=8,BLOCK_N=16,LOCAL_OPS=2"
+#define W4 "WARPS=4,BLOCK_N=48,LOCAL_OPS=2"
+#define W5 "WARPS=8,BLOCK_N=32,LOCAL_OPS=2"
 /* The wgmma dK/dV kernel's shape (WK_), then dQ's (WQ_) */
 #define G1 "WK_WARPS=4,WK_BLOCK_N=64,WK_STAGES=2,WQ_WARPS=4,WQ_BLOCK_N=64,WQ_STAGES=2,WQ_LOCAL_OPS=2,WK_LOCAL_OPS=2"
 #define G2 "WK_WARPS=8,WK_BLOCK_N=16,WK_STAGES=2,WQ_WARPS=8,WQ_BLOCK_N=32,WQ_STAGES=1,WQ_LOCAL_OPS=2,WK_LOCAL_OPS=2"
@@ -133,8 +133,14 @@ static const forced_case mma_cases[] = {
 #define G11 "WK_WARPS=4,WK_BLOCK_N=32,WK_STAGES=2,WQ_WARPS=4,WQ_BLOCK_N=32,WQ_STAGES=3,WQ_LOCAL_OPS=1,WK_LOCAL_OPS=1"
 #define G12 "WK_WARPS=8,WK_BLOCK_N=16,WK_STAGES=3,WQ_WARPS=4,WQ_BLOCK_N=32,WQ_STAGES=2,WQ_LOCAL_OPS=2,WK_LOCAL_OPS=1"
 #define G13 "WK_WARPS=4,WK_BLOCK_N=48,WK_STAGES=3,WQ_WARPS=4,WQ_BLOCK_N=32,WQ_STAGES=3,WQ_LOCAL_OPS=2,WK_LOCAL_OPS=1"
-#define W6 "WARPS=4,BLOCK_N=96"
-#define W7 "WARPS=4,BLOCK_N=32"
+#define W6 "WARPS=4,BLOCK_N=96,LOCAL_OPS=2"
+#define W7 "WARPS=4,BLOCK_N=32,LOCAL_OPS=2"
+/* Q in registers in the wgmma forward (LOCAL_OPS=1): W8 the room it frees
+ * at D = 128 (48 keys), W9 two warpgroups with general scores and rows
+ * past sq, W10 three warpgroups with head dims apart. */
+#define W8 "WARPS=4,BLOCK_N=48,LOCAL_OPS=1"
+#define W9 "WARPS=8,BLOCK_N=64,LOCAL_OPS=1"
+#define W10 "WARPS=12,BLOCK_N=16,LOCAL_OPS=1"
 static const forced_case wgmma_cases[] = {
   {"attention_fwd_wgmma", W1, FCL_F16, 1, 150, 133, 2, 1, 64, 64, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},
   {"attention_fwd_wgmma", W7, FCL_BF16, 2, 200, 200, 2, 2, 128, 128, 0, -1, -1, 0, 0, 0, {0}, {0}, 0},
@@ -144,6 +150,10 @@ static const forced_case wgmma_cases[] = {
   {"attention_fwd_wgmma", W5, FCL_F16, 0, 0, 0, 2, 2, 80, 48, 0, 30, 2, 4.0, 1, 3, {40, 0, 97}, {33, 9, 91}, 0},
   {"attention_fwd_wgmma", W6, FCL_BF16, 1, 129, 129, 4, 2, 32, 32, 1, -1, -1, 0, 0, 0, {0}, {0}, 1},
   {"attention_fwd_wgmma", W5, FCL_F16, 2, 61, 190, 4, 1, 96, 96, 0, -1, -1, 0, 0, 0, {0}, {0}, 1},
+  {"attention_fwd_wgmma", W8, FCL_F16, 2, 200, 170, 4, 2, 128, 128, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},
+  {"attention_fwd_wgmma", W8, FCL_BF16, 0, 0, 0, 2, 1, 128, 128, 0, -1, -1, 0, 0, 3, {40, 0, 97}, {33, 9, 91}, 1},
+  {"attention_fwd_wgmma", W9, FCL_BF16, 1, 150, 133, 2, 2, 64, 64, 0, 30, 2, 4.0, 1, 0, {0}, {0}, 1},
+  {"attention_fwd_wgmma", W10, FCL_F16, 1, 100, 200, 2, 2, 80, 48, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},
   {"attention_bwd_wgmma", G1, FCL_F16, 1, 150, 133, 2, 1, 64, 64, 1, -1, -1, 0, 0, 0, {0}, {0}, 0},
   {"attention_bwd_wgmma", G2, FCL_BF16, 0, 0, 0, 2, 2, 64, 32, 0, 30, 2, 4.0, 1, 3, {40, 0, 97}, {33, 9, 91}, 0},
   {"attention_bwd_wgmma", G3, FCL_BF16, 1, 100, 200, 2, 2, 128, 128, 0, 40, 9, 0, 1, 0, {0}, {0}, 1},

@@ -11,9 +11,10 @@
  * attention_common.cl's. The products are wgmma m64nNk16, each a batch of
  * HEAD_DIM / 16 or BLOCK_N / 16 instructions committed as one group:
  * S = Q K^T with N = BLOCK_N, Q and K both K-major in local memory (as
- * FlashAttention-3; Q in registers cost 64 of them at D = 128, and ptxas
- * lets a loop-invariant A fragment be overwritten: wgmma.cl; a fresh copy
- * each step was right but slower, docs/wgmma_route.md), and
+ * FlashAttention-3; LOCAL_OPS = 2) or Q in registers as wgmma's A
+ * fragments (LOCAL_OPS = 1: 32 registers a lane at D = 128, renewed after
+ * each wait for S, WG_RENEW_A in wgmma.cl; its 16 KiB of local memory go
+ * to the key tiles), and
  * O += P V with N = HEAD_DIM_V, P from registers and V N-major.
  * Tiles live in local memory in wgmma.cl's layouts (128-byte swizzle
  * where a head dim is a multiple of 64) and come in by cp.async (the loop
@@ -51,10 +52,15 @@
 #define WG_CAT(a, b) a##b
 #define WG_SS(n) WG_CAT(wg_ss_n, n)
 #define WG_RS(n) WG_CAT(wg_rs_n, n)
+#define WG_RSK(n) WG_CAT(wg_rsk_n, n)
+#ifndef LOCAL_OPS
+#define LOCAL_OPS 2
+#endif
+#define QREG (LOCAL_OPS == 1)
 
 #if HEAD_DIM % 16 || HEAD_DIM_V % 16 || BLOCK_N % 16 || HEAD_DIM > 128 || HEAD_DIM_V > 128 || \
-    BLOCK_N > 128 || WARPS % 4 || WARPS > 16
-#error "attention_fwd_wgmma: head dims and BLOCK_N multiples of 16 up to 128, 4 to 16 warps"
+    BLOCK_N > 128 || WARPS % 4 || WARPS > 16 || LOCAL_OPS < 1 || LOCAL_OPS > 2
+#error "attention_fwd_wgmma: head dims and BLOCK_N multiples of 16 up to 128, 4 to 16 warps, LOCAL_OPS 1 or 2"
 #endif
 
 /* One step of the loop below (step it: S of tile it where HAS_S, P V of
@@ -107,9 +113,7 @@
     WG_TIE_A(pf, NT_S / 2);                                                                        \
     wg_fence();                                                                                    \
     if (has_s) {                                                                                   \
-      MMA_UNROLL for (int kk = 0; kk < KQ; ++kk) /* Q and K: rows m and n */                       \
-        WG_SS(BLOCK_N)(s, wg_desc_k(q_s, BLOCK_M, HEAD_DIM, q0, kk * 16),                          \
-                       wg_desc_k(kc, BLOCK_N, HEAD_DIM, 0, kk * 16));                              \
+      FWD_S_ISSUE(s, kc); /* S = Q K^T */                                                          \
       wg_commit();                                                                                 \
     }                                                                                              \
     if (has_pv) {                                                                                  \
@@ -123,6 +127,7 @@
       if (has_pv) wg_wait1(); /* S; P V may go on */                                               \
       else wg_wait0();                                                                             \
       WG_TIE(s, NT_S);                                                                             \
+      FWD_S_DONE();                                                                                \
       float4 unscaled[NT_O]; /* O is rescaled below, once P V is done: a dead copy */              \
       MMA_UNROLL for (int n = 0; n < NT_O; ++n) unscaled[n] = (float4)(0.0f);                      \
       { /* declares al0, al1, mu0, mu1 (attention_common.cl) */                                    \
@@ -144,7 +149,9 @@
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void fcl_attention_fwd_wgmma(ATTN_FWD_PARAMS(ushort), __global int *nf_work) {
+#if !QREG
   __local ushort q_s[BLOCK_M * HEAD_DIM] __attribute__((aligned(1024)));
+#endif
   __local ushort k_s[2 * BLOCK_N * HEAD_DIM] __attribute__((aligned(1024)));   /* two tiles */
   __local ushort v_s[2 * BLOCK_N * HEAD_DIM_V] __attribute__((aligned(1024))); /* two tiles */
   __local uint nf_seen_s;
@@ -153,10 +160,32 @@ void fcl_attention_fwd_wgmma(ATTN_FWD_PARAMS(ushort), __global int *nf_work) {
   MMA_FWD_WORK(nf_work) { /* one query tile (attention_common.cl) */
     MMA_FWD_TILE(nf_work);
 
+#if QREG
+    if (ntiles > 0) wg_tile_load(k_s, BLOCK_N, HEAD_DIM, k, k_base, k_ss, jt0, sk, lid, WG);
+    mma_cp_commit();
+    uint4 qf[KQ]; /* this lane's rows of Q, A fragments */
+    wg_afrags(qf, KQ, q, q_base, q_ss, i0 + warp * 16 + g, sq);
+    /* S of the key tile in kt, issued only; after its wait Q is renewed
+     * and tied (wgmma.cl). */
+#define FWD_S_ISSUE(s_, kt_)                                                                       \
+  MMA_UNROLL for (int kk = 0; kk < KQ; ++kk) /* K: rows n */                                       \
+    WG_RSK(BLOCK_N)(s_, qf[kk], wg_desc_k(kt_, BLOCK_N, HEAD_DIM, 0, kk * 16))
+#define FWD_S_DONE()                                                                               \
+  do {                                                                                             \
+    WG_RENEW_A(qf, KQ);                                                                            \
+    WG_TIE_A(qf, KQ);                                                                              \
+  } while (0)
+#else
     wg_tile_load(q_s, BLOCK_M, HEAD_DIM, q, q_base, q_ss, i0, sq, lid, WG);
     if (ntiles > 0) wg_tile_load(k_s, BLOCK_N, HEAD_DIM, k, k_base, k_ss, jt0, sk, lid, WG);
     mma_cp_commit();
     const int q0 = (warp >> 2) * 64; /* this warpgroup's rows of Q */
+#define FWD_S_ISSUE(s_, kt_)                                                                       \
+  MMA_UNROLL for (int kk = 0; kk < KQ; ++kk) /* Q and K: rows m and n */                           \
+    WG_SS(BLOCK_N)(s_, wg_desc_k(q_s, BLOCK_M, HEAD_DIM, q0, kk * 16),                             \
+                   wg_desc_k(kt_, BLOCK_N, HEAD_DIM, 0, kk * 16))
+#define FWD_S_DONE() (void)0
+#endif
 
     float4 acc[NT_O];
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
@@ -181,6 +210,8 @@ void fcl_attention_fwd_wgmma(ATTN_FWD_PARAMS(ushort), __global int *nf_work) {
       FWD_STEP(0, 1); /* it = ntiles */
     }
 
+#undef FWD_S_ISSUE
+#undef FWD_S_DONE
     mma_cp_wait_all(); /* Q's copy, where no key tile ran */
     bool nf_seen = false; /* a NaN stored (attention_common.cl) */
     MMA_FWD_STORE_OF(acc, m0, m1, l0, l1, r0, r1, nf_seen);

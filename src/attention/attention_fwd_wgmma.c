@@ -8,17 +8,21 @@
 
 #include <stdio.h>
 
-/* Warps (1 to 4 warpgroups), keys per tile (an N of cl/common/wgmma_ops.cl). */
-#define PARAMS(X) X(WARPS) X(BLOCK_N)
+/* Warps (1 to 4 warpgroups), keys per tile (an N of cl/common/wgmma_ops.cl),
+ * and the operands of S in local memory: 2 (Q and K) or 1 (K; Q in
+ * registers). */
+#define PARAMS(X) X(WARPS) X(BLOCK_N) X(LOCAL_OPS)
 FCL_PARAM_STRUCT(wgmma_params, PARAMS);
 
-/* Q's tile, K's and V's two tiles each, of 16-bit elements, unpadded
- * (attention_fwd_wgmma.cl); nothing else, so the whole of the device's
- * local memory is theirs (48 KiB on the H100: D = 64 with 8 warps and 64
- * keys, D = 128 with 4 warps and 32). */
+/* Q's tile (unless in registers), K's and V's two tiles each, of 16-bit
+ * elements, unpadded (attention_fwd_wgmma.cl); nothing else, so the whole
+ * of the device's local memory is theirs (48 KiB on the H100: D = 64 with
+ * 8 warps and 64 keys, D = 128 with 4 warps and 32, or 48 with Q in
+ * registers). */
 static size_t local_bytes(const fcl_tuning_class *cls, const wgmma_params *c) {
   const size_t d = (size_t)cls->head_dim, dv = (size_t)cls->head_dim_v, n = (size_t)c->BLOCK_N;
-  return 2 * (16 * (size_t)c->WARPS * d + 2 * n * d + 2 * n * dv);
+  const size_t q_rows = c->LOCAL_OPS == 2 ? 16 * (size_t)c->WARPS : 0;
+  return 2 * (q_rows * d + 2 * n * d + 2 * n * dv);
 }
 
 static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fcl_config *cfg) {
@@ -29,7 +33,7 @@ static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fc
    * 0.342 / 0.338 -> 0.326 / 0.310 ms (docs/data/h100_attention_wgmma_log.txt,
    * calls 48 and 52). */
   const bool short_causal = cls->causal && cls->bucket <= 1;
-  c->WARPS = cls->head_dim <= 64 && !short_causal ? 8 : 4, c->BLOCK_N = 64;
+  c->WARPS = cls->head_dim <= 64 && !short_causal ? 8 : 4, c->BLOCK_N = 64, c->LOCAL_OPS = 2;
   while (local_bytes(cls, c) > dev->local_mem && c->BLOCK_N > 16)
     c->BLOCK_N = c->BLOCK_N == 48 ? 32 : c->BLOCK_N - 16;
 }
@@ -38,8 +42,9 @@ static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const
                   char *why, size_t why_size) {
   const wgmma_params *c = FCL_CPARAMS(wgmma_params, cfg);
   const char *bad = NULL;
-  if (c->WARPS % 4 || c->WARPS < 4 || c->WARPS > 16 || !fcl_wgmma_n(c->BLOCK_N))
-    bad = "WARPS 4, 8, 12 or 16, BLOCK_N one of 16, 32, 48, 64, 96, 128";
+  if (c->WARPS % 4 || c->WARPS < 4 || c->WARPS > 16 || !fcl_wgmma_n(c->BLOCK_N) ||
+      c->LOCAL_OPS < 1 || c->LOCAL_OPS > 2)
+    bad = "WARPS 4, 8, 12 or 16, BLOCK_N one of 16, 32, 48, 64, 96, 128, LOCAL_OPS 1 or 2";
   else if ((size_t)c->WARPS * 32 > dev->max_wg)
     bad = "work-group larger than the device allows";
   else if (local_bytes(cls, c) > dev->local_mem)
@@ -52,13 +57,14 @@ static int axes(const fcl_tuning_class *cls, fcl_axis *a) {
   (void)cls;
   a[0] = (fcl_axis){"WARPS", 4, {4, 8, 12, 16}};
   a[1] = (fcl_axis){"BLOCK_N", 6, {16, 32, 48, 64, 96, 128}};
-  return 2;
+  a[2] = (fcl_axis){"LOCAL_OPS", 2, {1, 2}};
+  return 3;
 }
 
 static void point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg) {
   (void)cls;
   wgmma_params *c = FCL_PARAMS(wgmma_params, cfg);
-  c->WARPS = v[0], c->BLOCK_N = v[1];
+  c->WARPS = v[0], c->BLOCK_N = v[1], c->LOCAL_OPS = v[2];
 }
 
 static const char *const files[] = {
