@@ -32,8 +32,14 @@ static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fc
    * 1.08x the 8 in fa-tune at N = 1024, B*H = 128; f16 / bf16 at B16 H32
    * 0.342 / 0.338 -> 0.326 / 0.310 ms (docs/data/h100_attention_wgmma_log.txt,
    * calls 48 and 52). */
+  /* Above D = 64, Q in registers leaves the key tiles its 16 KiB: at D =
+   * 128, 48 keys instead of 32, B4 H32 N4096 2.99 -> 2.70 ms f16 (causal
+   * 1.75 -> 1.51), bf16 2.79 -> 2.67 (1.66 -> 1.64), on the H200 (call 84);
+   * at B16 N1024 within 2% either way. At D = 64 (8 warps, 64 keys) it was
+   * 4-13% slower. */
   const bool short_causal = cls->causal && cls->bucket <= 1;
-  c->WARPS = cls->head_dim <= 64 && !short_causal ? 8 : 4, c->BLOCK_N = 64, c->LOCAL_OPS = 2;
+  c->WARPS = cls->head_dim <= 64 && !short_causal ? 8 : 4, c->BLOCK_N = 64;
+  c->LOCAL_OPS = cls->head_dim > 64 ? 1 : 2;
   while (local_bytes(cls, c) > dev->local_mem && c->BLOCK_N > 16)
     c->BLOCK_N = c->BLOCK_N == 48 ? 32 : c->BLOCK_N - 16;
 }
