@@ -357,9 +357,9 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
     WG_TIE(gv, HEAD_DIM_V / 8);                                                               \
     WG_TIE(gk, HEAD_DIM / 8);                                                                 \
     if (HAS_S) {                                                                              \
-      /* K's fragments (WK_KREG) are renewed after the last wait: written                 \
-       * while dV and dK run, inputs of the stage's S^T, they made the                    \
-       * driver's ptxas serialize the stage (C7513, call 76) */                           \
+      /* K's fragments (WK_KREG) renewed after the last wait, as measured in             \
+       * calls 80-84; between the two waits ptxas 13.0 serializes nothing                 \
+       * either (the C7513 of calls 76-77 came from the branch at the end) */              \
       WK_KV_SCORES_DONE();                                                                    \
       MMA_UNROLL for (int n_ = 0; n_ < NT / 2; ++n_) pf[n_] = pn[n_], dsf[n_] = dsn[n_];     \
     }                                                                                         \
