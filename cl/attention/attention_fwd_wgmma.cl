@@ -212,7 +212,7 @@ void fcl_attention_fwd_wgmma(ATTN_FWD_PARAMS(ushort), __global int *nf_work) {
 
 #undef FWD_S_ISSUE
 #undef FWD_S_DONE
-    mma_cp_wait_all(); /* the first copies (Q and K, or K), where no key tile ran */
+    mma_cp_wait_all(); /* Q's copy (Q in local memory), where no key tile ran */
     bool nf_seen = false; /* a NaN stored (attention_common.cl) */
     MMA_FWD_STORE_OF(acc, m0, m1, l0, l1, r0, r1, nf_seen);
     MMA_FWD_REPORT(nf_work, nf_seen, &nf_seen_s);
