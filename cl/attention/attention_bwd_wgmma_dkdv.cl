@@ -38,10 +38,6 @@
 #define WARPS WK_WARPS
 #define BLOCK_N WK_BLOCK_N
 #define STAGES WK_STAGES
-#define WK_CAT(a, b) a##b
-#define WK_SS(n) WK_CAT(wg_ss_n, n)
-#define WK_RS(n) WK_CAT(wg_rs_n, n)
-#define WK_RSK(n) WK_CAT(wg_rsk_n, n)
 #ifndef WK_LOCAL_OPS
 #define WK_LOCAL_OPS 2
 #endif
@@ -72,23 +68,11 @@
   MMA_UNROLL for (int n_ = 0; n_ < NT; ++n_) sc[n_] = dp[n_] = (float4)(0.0f);               \
   WG_TIE(sc, NT);                                                                             \
   WG_TIE(dp, NT)
-/* One score product acc = A B^T over dim_, issued only (after wg_fence;
- * no commit): B the BLOCK_N rows of b, K-major in local memory; A the
- * warpgroup's 64 rows from row0 of a (a tile of BLOCK_M rows, K-major in
- * local memory: WK_SS_ISSUE) or dim_ / 16 A fragments af in registers
- * (WK_RSK_ISSUE). */
-#define WK_SS_ISSUE(acc, a, row0, b, dim_)                                                    \
-  MMA_UNROLL for (int kk_ = 0; kk_ < dim_ / 16; ++kk_)                                        \
-    WK_SS(BLOCK_N)(acc, wg_desc_k(a, BLOCK_M, dim_, row0, kk_ * 16),                          \
-                   wg_desc_k(b, BLOCK_N, dim_, 0, kk_ * 16))
-#define WK_RSK_ISSUE(acc, af, b, dim_)                                                        \
-  MMA_UNROLL for (int kk_ = 0; kk_ < dim_ / 16; ++kk_)                                        \
-    WK_RSK(BLOCK_N)(acc, af[kk_], wg_desc_k(b, BLOCK_N, dim_, 0, kk_ * 16))
 /* Both score products with A from local memory: sc over HEAD_DIM (a1, b1),
  * dp over HEAD_DIM_V (a2, b2). */
 #define WK_SCORES_ISSUE(sc, dp, a1, a2, row0, b1, b2)                                         \
-  WK_SS_ISSUE(sc, a1, row0, b1, HEAD_DIM);                                                    \
-  WK_SS_ISSUE(dp, a2, row0, b2, HEAD_DIM_V)
+  WG_SS_ISSUE(sc, a1, row0, b1, HEAD_DIM);                                                    \
+  WG_SS_ISSUE(dp, a2, row0, b2, HEAD_DIM_V)
 
 /* bm_ds of a plain score (no MMA_GENERAL) with the mask as selects on vis:
  * P and dS exactly 0 where !vis, whatever the score, dP or delta. */
@@ -152,8 +136,8 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
   /* S^T = K Q^T, dP^T = V dO^T of the tiles qt, ot, issued only; after
    * their wait, K is renewed (WG_RENEW_A) and tied. */
 #define WK_KV_SCORES_ISSUE(sc, dp, qt, ot)                                                    \
-  WK_RSK_ISSUE(sc, kf, qt, HEAD_DIM);                                                         \
-  WK_SS_ISSUE(dp, v_s, kr0, ot, HEAD_DIM_V)
+  WG_RSK_ISSUE(sc, kf, qt, HEAD_DIM);                                                         \
+  WG_SS_ISSUE(dp, v_s, kr0, ot, HEAD_DIM_V)
 #define WK_KV_SCORES_DONE()                                                                   \
   do {                                                                                        \
     WG_RENEW_A(kf, HEAD_DIM / 16);                                                            \
@@ -232,9 +216,9 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
    * (after wg_fence; no commit). */
 #define WK_GRAD_PRODUCTS(pf_, dsf_, qt_, ot_)                                                 \
   MMA_UNROLL for (int kk = 0; kk < BLOCK_N / 16; ++kk) /* dO: rows k */                      \
-    WK_RS(HEAD_DIM_V)(gv, pf_[kk], wg_desc_n(ot_, BLOCK_N, HEAD_DIM_V, kk * 16));             \
+    WG_RS(HEAD_DIM_V)(gv, pf_[kk], wg_desc_n(ot_, BLOCK_N, HEAD_DIM_V, kk * 16));             \
   MMA_UNROLL for (int kk = 0; kk < BLOCK_N / 16; ++kk) /* Q: rows k */                       \
-    WK_RS(HEAD_DIM)(gk, dsf_[kk], wg_desc_n(qt_, BLOCK_N, HEAD_DIM, kk * 16))
+    WG_RS(HEAD_DIM)(gk, dsf_[kk], wg_desc_n(qt_, BLOCK_N, HEAD_DIM, kk * 16))
 
   /* General scores branch (softcap's tanh), and ptxas would serialize the
    * overlapped step around the branch (C7513): their builds run each

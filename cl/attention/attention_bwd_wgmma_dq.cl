@@ -89,8 +89,8 @@ void fcl_attention_bwd_wgmma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR
   /* S = Q K^T, dP = dO V^T of the tiles kt, vt, issued only; after their
    * wait, Q and dO are renewed (WG_RENEW_A) and tied. */
 #define WQ_SCORES_ISSUE(sc, dp, kt, vt)                                                       \
-  WK_RSK_ISSUE(sc, qf, kt, HEAD_DIM);                                                         \
-  WK_RSK_ISSUE(dp, of, vt, HEAD_DIM_V)
+  WG_RSK_ISSUE(sc, qf, kt, HEAD_DIM);                                                         \
+  WG_RSK_ISSUE(dp, of, vt, HEAD_DIM_V)
 #define WQ_SCORES_DONE()                                                                      \
   do {                                                                                        \
     WG_RENEW_A(qf, HEAD_DIM / 16);                                                            \
@@ -150,7 +150,7 @@ void fcl_attention_bwd_wgmma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR
     WG_TIE(acc, HEAD_DIM / 8);
     wg_fence();
     MMA_UNROLL for (int kk = 0; kk < BLOCK_N / 16; ++kk) /* K: rows k */
-      WK_RS(HEAD_DIM)(acc, dsf[kk], wg_desc_n(kt, BLOCK_N, HEAD_DIM, kk * 16));
+      WG_RS(HEAD_DIM)(acc, dsf[kk], wg_desc_n(kt, BLOCK_N, HEAD_DIM, kk * 16));
     wg_commit();
     wg_wait0();
     WG_TIE_A(dsf, NT / 2); /* dS stays until here (wgmma.cl) */
@@ -207,7 +207,7 @@ void fcl_attention_bwd_wgmma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR
     }                                                                                         \
     if (HAS_G) {                                                                              \
       MMA_UNROLL for (int kk = 0; kk < BLOCK_N / 16; ++kk) /* K of tile it - 1: rows k */    \
-        WK_RS(HEAD_DIM)(acc, dsf[kk], wg_desc_n(kp, BLOCK_N, HEAD_DIM, kk * 16));            \
+        WG_RS(HEAD_DIM)(acc, dsf[kk], wg_desc_n(kp, BLOCK_N, HEAD_DIM, kk * 16));            \
       wg_commit();                                                                            \
     }                                                                                         \
     uint4 dsn[NT / 2]; /* tile it's */                                                        \

@@ -49,10 +49,6 @@
 #define NT_O (HEAD_DIM_V / 8)
 #define KQ (HEAD_DIM / 16)
 #define NFW FCL_MMA_NFW(BLOCK_N)
-#define WG_CAT(a, b) a##b
-#define WG_SS(n) WG_CAT(wg_ss_n, n)
-#define WG_RS(n) WG_CAT(wg_rs_n, n)
-#define WG_RSK(n) WG_CAT(wg_rsk_n, n)
 #ifndef LOCAL_OPS
 #define LOCAL_OPS 2
 #endif
@@ -160,30 +156,25 @@ void fcl_attention_fwd_wgmma(ATTN_FWD_PARAMS(ushort), __global int *nf_work) {
   MMA_FWD_WORK(nf_work) { /* one query tile (attention_common.cl) */
     MMA_FWD_TILE(nf_work);
 
-#if QREG
+#if !QREG
+    wg_tile_load(q_s, BLOCK_M, HEAD_DIM, q, q_base, q_ss, i0, sq, lid, WG);
+#endif
     if (ntiles > 0) wg_tile_load(k_s, BLOCK_N, HEAD_DIM, k, k_base, k_ss, jt0, sk, lid, WG);
     mma_cp_commit();
+    /* S of the key tile in kt, issued only (wgmma.cl's issue loops); with
+     * Q in registers, Q is renewed and tied after its wait. */
+#if QREG
     uint4 qf[KQ]; /* this lane's rows of Q, A fragments */
     wg_afrags(qf, KQ, q, q_base, q_ss, i0 + warp * 16 + g, sq);
-    /* S of the key tile in kt, issued only; after its wait Q is renewed
-     * and tied (wgmma.cl). */
-#define FWD_S_ISSUE(s_, kt_)                                                                       \
-  MMA_UNROLL for (int kk = 0; kk < KQ; ++kk) /* K: rows n */                                       \
-    WG_RSK(BLOCK_N)(s_, qf[kk], wg_desc_k(kt_, BLOCK_N, HEAD_DIM, 0, kk * 16))
+#define FWD_S_ISSUE(s_, kt_) WG_RSK_ISSUE(s_, qf, kt_, HEAD_DIM)
 #define FWD_S_DONE()                                                                               \
   do {                                                                                             \
     WG_RENEW_A(qf, KQ);                                                                            \
     WG_TIE_A(qf, KQ);                                                                              \
   } while (0)
 #else
-    wg_tile_load(q_s, BLOCK_M, HEAD_DIM, q, q_base, q_ss, i0, sq, lid, WG);
-    if (ntiles > 0) wg_tile_load(k_s, BLOCK_N, HEAD_DIM, k, k_base, k_ss, jt0, sk, lid, WG);
-    mma_cp_commit();
     const int q0 = (warp >> 2) * 64; /* this warpgroup's rows of Q */
-#define FWD_S_ISSUE(s_, kt_)                                                                       \
-  MMA_UNROLL for (int kk = 0; kk < KQ; ++kk) /* Q and K: rows m and n */                           \
-    WG_SS(BLOCK_N)(s_, wg_desc_k(q_s, BLOCK_M, HEAD_DIM, q0, kk * 16),                             \
-                   wg_desc_k(kt_, BLOCK_N, HEAD_DIM, 0, kk * 16))
+#define FWD_S_ISSUE(s_, kt_) WG_SS_ISSUE(s_, q_s, q0, kt_, HEAD_DIM)
 #define FWD_S_DONE() (void)0
 #endif
 

@@ -165,6 +165,25 @@ inline wg_desc_t wg_desc_n(__local const ushort *t, int rows, int w, int k0) {
                    : wg_make(t, 2 * WG_CORE(k0, 0, w), 16 * w, 128, 0);
 }
 
+/* wgmma_ops.cl's product of N = n: A and B in local memory (WG_SS), A in
+ * registers and B N-major (WG_RS) or K-major (WG_RSK). */
+#define WG_CAT(a, b) a##b
+#define WG_SS(n) WG_CAT(wg_ss_n, n)
+#define WG_RS(n) WG_CAT(wg_rs_n, n)
+#define WG_RSK(n) WG_CAT(wg_rsk_n, n)
+/* One score product acc = A B^T over dim_, issued only (after wg_fence;
+ * no commit), with the kernel's BLOCK_M and BLOCK_N: B the BLOCK_N rows of
+ * b, K-major in local memory; A the warpgroup's 64 rows from row0 of a (a
+ * tile of BLOCK_M rows, K-major in local memory: WG_SS_ISSUE) or dim_ / 16
+ * A fragments af in registers (WG_RSK_ISSUE). */
+#define WG_SS_ISSUE(acc, a, row0, b, dim_)                                                    \
+  MMA_UNROLL for (int kk_ = 0; kk_ < dim_ / 16; ++kk_)                                        \
+    WG_SS(BLOCK_N)(acc, wg_desc_k(a, BLOCK_M, dim_, row0, kk_ * 16),                          \
+                   wg_desc_k(b, BLOCK_N, dim_, 0, kk_ * 16))
+#define WG_RSK_ISSUE(acc, af, b, dim_)                                                        \
+  MMA_UNROLL for (int kk_ = 0; kk_ < dim_ / 16; ++kk_)                                        \
+    WG_RSK(BLOCK_N)(acc, af[kk_], wg_desc_k(b, BLOCK_N, dim_, 0, kk_ * 16))
+
 /* Rows r and r + 8 of x (row stride ss from base) as n A fragments of 16
  * columns each (m16n8k16's layout, this lane's columns); rows at or past
  * lim are 0. Offsets and strides are multiples of 8 elements: A operands
