@@ -14,13 +14,14 @@
 #define FCL_COUNT(a) (sizeof(a) / sizeof((a)[0]))
 /* The most source files one program is built from. */
 #define FCL_MAX_PROGRAM_FILES 12
+#define FCL_TRACE_MAX 32 /* kernels of one operation that FCL_TRACE shows */
 
 /* The environment, read once when a context is created (options.c); no
  * other file reads it. */
 typedef struct {
   char device[256];          /* FCL_DEVICE: the selector when none is given  */
   bool log;                  /* FCL_LOG set and not "0"                      */
-  bool trace;                /* FCL_TRACE: each kernel's device time logged  */
+  bool trace;                /* FCL_TRACE: each operation's kernels logged   */
   char kernel_dir[4096];     /* FCL_KERNEL_DIR: "" reads the embedded copies */
   char build_options[1024];  /* FCL_BUILD_OPTIONS, appended to every build   */
   char cache_dir[4096];      /* program cache; "" when FCL_CACHE=0 or no home */
@@ -94,6 +95,14 @@ struct fcl_context {
   fcl_options      opt; /* the environment when the context was created */
   bool             profiling; /* the queue has CL_QUEUE_PROFILING_ENABLE */
   cl_event         op_first, op_last; /* kernels of the last operation */
+  /* FCL_TRACE: the last operation's kernels (up to FCL_TRACE_MAX), printed
+   * as a timeline when the next begins or the context goes (timing.c). */
+  struct fcl_trace_entry {
+    cl_event ev;
+    char     name[48];
+    size_t   global[3], local[3];
+  } trace[FCL_TRACE_MAX];
+  int              trace_n, trace_dropped;
   /* While set, fcl_launch and the other enqueues of an operation return
    * without enqueueing: the operation plans, builds its kernels and takes
    * its scratch only, so that a caller with work to enqueue before it
@@ -195,6 +204,9 @@ fcl_status fcl_launch(fcl_context *ctx, cl_kernel k, const fcl_args *a,
  * queue profiles, for fcl_context_last_op_time(). */
 void fcl_op_begin(fcl_context *ctx);
 void fcl_op_record(fcl_context *ctx, cl_event ev); /* takes ev */
+/* FCL_TRACE: keeps kernel k's launch (retains ev) for the timeline. */
+void fcl_op_trace(fcl_context *ctx, cl_kernel k, cl_event ev, const size_t global[3],
+                  const size_t local[3]);
 void fcl_op_release(fcl_context *ctx);
 
 /* tensor.c: validation of strided views. */

@@ -2,7 +2,6 @@
 #include "core/core.h"
 
 #include <stdint.h>
-#include <stdio.h>
 
 size_t fcl_bytes(int64_t a, int64_t b, int64_t c, int64_t d, int64_t e) {
   const int64_t f[5] = {a, b, c, d, e};
@@ -59,22 +58,6 @@ void fcl_arg(fcl_args *a, size_t size, const void *value) {
   a->i++;
 }
 
-/* FCL_TRACE: waits for the kernel and prints its device time, so that an
- * operation's kernels can be timed one by one (it serialises the queue
- * with the host: for finding where time goes, not for timing a whole). */
-static void trace(cl_kernel k, cl_event ev, const size_t global[3], const size_t local[3]) {
-  char name[128] = "?";
-  cl_ulong t0 = 0, t1 = 0;
-  clGetKernelInfo(k, CL_KERNEL_FUNCTION_NAME, sizeof name, name, NULL);
-  if (clWaitForEvents(1, &ev) != CL_SUCCESS ||
-      clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) ||
-      clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL))
-    return;
-  fprintf(stderr, "[flashcl trace] %-32s %9.3f ms  global %zu,%zu,%zu local %zu,%zu,%zu\n", name,
-          (double)(t1 - t0) * 1e-6, global[0], global[1], global[2], local ? local[0] : 0,
-          local ? local[1] : 0, local ? local[2] : 0);
-}
-
 fcl_status fcl_launch(fcl_context *ctx, cl_kernel k, const fcl_args *a,
                       const size_t global[3], const size_t local[3],
                       const char *what) {
@@ -86,7 +69,7 @@ fcl_status fcl_launch(fcl_context *ctx, cl_kernel k, const fcl_args *a,
   cl_int err = clEnqueueNDRangeKernel(ctx->queue, k, 3, NULL, global, local, 0, NULL,
                                       ctx->profiling ? &ev : NULL);
   if (err != CL_SUCCESS) return fcl_fail_cl(ctx, err, what);
-  if (ev && ctx->opt.trace) trace(k, ev, global, local);
+  if (ev && ctx->opt.trace) fcl_op_trace(ctx, k, ev, global, local);
   if (ev) fcl_op_record(ctx, ev);
   return FCL_OK;
 }
