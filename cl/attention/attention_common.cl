@@ -205,16 +205,11 @@ inline void attn_nf_list(__global int *list, int qblk, int bh) {
     FCL_STORE(o, at, x);                                                              \
     if (two) FCL_STORE(o, (at) + 1, y);                                               \
   } while (0)
-#else
-#if FCL_MMA_EMULATE
-#define MMA_PACK_PAIR(x, y) ((uint)mma_round(x) | (uint)mma_round(y) << 16)
-#else
-#define MMA_PACK_PAIR(x, y) mma_pack(x, y)
-#endif
+#else /* mma_pack: mma_common.cl's, emulated too */
 #define MMA_STORE_PAIR(o, at, x, y, two)                                              \
   do {                                                                                \
     if ((two) && ((at) & 1) == 0) {                                                   \
-      *(__global uint *)((__global ushort *)(o) + (at)) = MMA_PACK_PAIR(x, y);        \
+      *(__global uint *)((__global ushort *)(o) + (at)) = mma_pack(x, y);             \
     } else {                                                                          \
       FCL_STORE(o, at, x);                                                            \
       if (two) FCL_STORE(o, (at) + 1, y);                                             \
