@@ -218,19 +218,18 @@ inline float bm_ds(float s, float dp, int i, int j, bool full, int diag, int sq,
 #define MT_ROW(mt) ((warp * MT + (mt)) * 16)
 
 /* Rows r0, r1 (this lane's of one m16 tile, those below lim) of the C
- * fragments acc[0 .. nt) to dst: columns d < width. */
+ * fragments acc[0 .. nt) to dst: columns d < width, in pairs as the
+ * forward's output (MMA_STORE_PAIR, attention_common.cl). */
 #define BM_STORE_ROWS(dst, base, stride, width, nt, acc, r0, r1, lim)               \
   MMA_UNROLL for (int n_ = 0; n_ < (nt); ++n_) {                                    \
     const int d_ = n_ * 8 + 2 * t4;                                                 \
-    if ((r0) < (lim)) {                                                             \
+    if ((r0) < (lim) && d_ < (width)) {                                             \
       const long at_ = (base) + (long)(r0) * (stride) + d_;                         \
-      if (d_ < (width)) FCL_STORE(dst, at_, acc[n_].x);                             \
-      if (d_ + 1 < (width)) FCL_STORE(dst, at_ + 1, acc[n_].y);                     \
+      MMA_STORE_PAIR(dst, at_, acc[n_].x, acc[n_].y, d_ + 1 < (width));             \
     }                                                                               \
-    if ((r1) < (lim)) {                                                             \
+    if ((r1) < (lim) && d_ < (width)) {                                             \
       const long at_ = (base) + (long)(r1) * (stride) + d_;                         \
-      if (d_ < (width)) FCL_STORE(dst, at_, acc[n_].z);                             \
-      if (d_ + 1 < (width)) FCL_STORE(dst, at_ + 1, acc[n_].w);                     \
+      MMA_STORE_PAIR(dst, at_, acc[n_].z, acc[n_].w, d_ + 1 < (width));             \
     }                                                                               \
   }
 
