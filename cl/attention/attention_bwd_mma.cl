@@ -205,14 +205,16 @@ inline float bm_ds(float s, float dp, int i, int j, bool full, int diag, int sq,
 
 /* dK/dV's walk over query tiles of bn queries, for a key block that
  * queries i_lo .. i_hi of each head see: per_head tiles from tile it0 for
- * each query head of the group, ntiles in all; tile t's query head and
- * first query. */
+ * each query head of the group, ntiles in all. A tile is named by (th,
+ * tr): query head hk * group + th, first query (it0 + tr) * bn;
+ * BM_TILE_NEXT names the one after it (a step's walk without a division). */
 #define BM_KV_WALK(bn)                                                                      \
   const int it0 = i_lo / (bn);                                                              \
   const int per_head = i_hi >= it0 * (bn) ? (i_hi - it0 * (bn)) / (bn) + 1 : 0;             \
   const int ntiles = per_head * group
-#define BM_TILE_HEAD(t_) (hk * group + (t_) / per_head)
-#define BM_TILE_ROW0(t_, bn) ((it0 + (t_) % per_head) * (bn))
+#define BM_TILE_NEXT(th_, tr_, nh_, nr_)                                                    \
+  const int nr_ = (tr_) + 1 == per_head ? 0 : (tr_) + 1;                                    \
+  const int nh_ = (th_) + ((tr_) + 1 == per_head)
 
 /* The m16 tile mt of this warp: its first row within the block. */
 #define MT_ROW(mt) ((warp * MT + (mt)) * 16)

@@ -51,12 +51,12 @@ void fcl_attention_bwd_mma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR
   /* The walk: tiles t = 0 .. ntiles of BLOCK_N queries, per_head of them
    * for each query head of the group. */
   BM_KV_WALK(BLOCK_N);
-#define TILE_HEAD(t_) BM_TILE_HEAD(t_)
-#define TILE_ROW0(t_) BM_TILE_ROW0(t_, BLOCK_N)
-  /* Tile t's Q and dO into stage stg. */
-#define DKDV_LOAD(t_, stg_)                                                                   \
+#define TILE_HEAD(th_) (hk * group + (th_))
+#define TILE_ROW0(tr_) ((it0 + (tr_)) * BLOCK_N)
+  /* Tile (th, tr)'s Q and dO into stage stg. */
+#define DKDV_LOAD(th_, tr_, stg_)                                                             \
   do {                                                                                        \
-    const int h_ = TILE_HEAD(t_), i_ = TILE_ROW0(t_);                                         \
+    const int h_ = TILE_HEAD(th_), i_ = TILE_ROW0(tr_);                                       \
     __local ushort *q_ = qd_s + (stg_) * BM_TILE;                                             \
     mma_tile_load(q_, LDK, BLOCK_N, DP, q, bm_base(q_off, q_sb, q_ss, q_sh, b, s.q_tok, h_),  \
                   q_ss, i_, s.sq, HEAD_DIM, lid, WG);                                         \
@@ -65,12 +65,12 @@ void fcl_attention_bwd_mma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR
                   HEAD_DIM_V, lid, WG);                                                       \
     mma_cp_commit();                                                                          \
   } while (0)
-  /* Tile t's lse (log2; +inf: no P) and delta, this work-item's share, into
+  /* Tile (th, tr)'s lse (log2; +inf: no P) and delta, this work-item's share, into
    * registers (STATS) and then stage stg (STATS_STORE). */
-#define DKDV_STATS(t_, x_)                                                                    \
+#define DKDV_STATS(th_, tr_, x_)                                                              \
   do {                                                                                        \
-    const int i_ = TILE_ROW0(t_);                                                             \
-    const long st_ = s.stat_row0 + (long)TILE_HEAD(t_) * stat_sh;                             \
+    const int i_ = TILE_ROW0(tr_);                                                            \
+    const long st_ = s.stat_row0 + (long)TILE_HEAD(th_) * stat_sh;                            \
     MMA_UNROLL for (int e_ = 0; e_ < ST_PER; ++e_) {                                          \
       const int c_ = lid + e_ * WG;                                                           \
       const bool in_ = c_ < BLOCK_N && i_ + c_ < s.sq;                                        \
@@ -89,12 +89,14 @@ void fcl_attention_bwd_mma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR
   barrier(CLK_LOCAL_MEM_FENCE); /* V is in registers: its space takes the tiles */
   if (lid < STAGES * 2 * NFW) nf_s[lid / (2 * NFW)][lid % (2 * NFW)] = 0u;
   if (STAGES == 2 && ntiles > 0) {
-    DKDV_LOAD(0, 0);
-    DKDV_STATS(0, stx);
+    DKDV_LOAD(0, 0, 0);
+    DKDV_STATS(0, 0, stx);
     DKDV_STATS_STORE(0, stx);
   }
+  int th = 0, tr = 0; /* tile t */
   for (int t = 0; t < ntiles; ++t) {
-    const int h = TILE_HEAD(t), i0 = TILE_ROW0(t), cur = STAGES == 2 ? (t & 1) : 0;
+    const int h = TILE_HEAD(th), i0 = TILE_ROW0(tr), cur = STAGES == 2 ? (t & 1) : 0;
+    BM_TILE_NEXT(th, tr, nh, nr);
     const long qb = bm_base(q_off, q_sb, q_ss, q_sh, b, s.q_tok, h);
     const long dob = bm_base(do_off, do_sb, do_ss, do_sh, b, s.q_tok, h);
     const float slope_l2 = (flags & 2) ? alibi[h] * FCL_LOG2E : 0.0f;
@@ -107,8 +109,8 @@ void fcl_attention_bwd_mma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR
         FCL_NONFINITE && !(j0 >= i_end + diag - wl && j_last <= i0 + diag + wr);
     if (STAGES == 1) {
       if (t > 0) barrier(CLK_LOCAL_MEM_FENCE); /* everyone is done with the last tiles */
-      DKDV_LOAD(t, 0);
-      DKDV_STATS(t, stx);
+      DKDV_LOAD(th, tr, 0);
+      DKDV_STATS(th, tr, stx);
       DKDV_STATS_STORE(0, stx);
       if (some_masked && lid < 2 * NFW) nfc[lid] = 0u;
     }
@@ -118,8 +120,8 @@ void fcl_attention_bwd_mma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR
     if (next) {
       /* The other stage's last readers (tile t - 1) are past the barrier;
        * lse and delta go to it after this tile's products. */
-      DKDV_LOAD(t + 1, cur ^ 1);
-      DKDV_STATS(t + 1, stx);
+      DKDV_LOAD(nh, nr, cur ^ 1);
+      DKDV_STATS(nh, nr, stx);
       if (lid < 2 * NFW) nf_s[cur ^ 1][lid] = 0u;
     }
     uint nfq[NFW] = {0u}, nfo[NFW] = {0u};
@@ -187,6 +189,7 @@ void fcl_attention_bwd_mma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR
         MMA_FIX_NONFINITE(gk[mt], DP / 8, dsf[mt], nfq, q, qb, q_ss, i0, HEAD_DIM, rk[mt][0],
                           rk[mt][1], KV_VISIBLE);
     if (next) DKDV_STATS_STORE(cur ^ 1, stx);
+    th = nh, tr = nr;
   }
 
   const long dkb = bm_base(dk_off, dk_sb, dk_ss, dk_sh, b, s.k_tok, hk);

@@ -103,13 +103,8 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
   const int ra = j0 + warp * 16 + g, rb = ra + 8;   /* this lane's keys */
 
   /* Tiles t = 0 .. ntiles of BLOCK_N queries, per_head of them for each
-   * query head of the group (attention_bwd_mma_dkdv.cl's walk). A tile is
-   * named by (th, tr): query head hk * group + th, rows from (it0 + tr) *
-   * BLOCK_N; WK_NEXT names the one after it. */
+   * query head of the group, named (th, tr) (BM_KV_WALK, BM_TILE_NEXT). */
   BM_KV_WALK(BLOCK_N);
-#define WK_NEXT(th_, tr_, nh_, nr_)                                                           \
-  const int nr_ = (tr_) + 1 == per_head ? 0 : (tr_) + 1;                                      \
-  const int nh_ = (th_) + ((tr_) + 1 == per_head)
   /* Tile (th, tr)'s Q and dO into stage stg (committed as one group).
    * WK_LOAD_IF copies it where on_, else fills the stage with zeros (no
    * byte read; the head clamped to the group), without a branch: one
@@ -229,7 +224,7 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
   for (int t = 0; t < ntiles; ++t) {
     const int cur = STAGES >= 2 ? (t & 1) : 0;
     WK_STATS(th, tr);
-    WK_NEXT(th, tr, nh, nr);
+    BM_TILE_NEXT(th, tr, nh, nr);
     mma_cp_wait_all(); /* tile t (and, the first time, K and V) */
     wg_fence_proxy();
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -303,7 +298,7 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
 #define WK_STEP(HAS_S, HAS_G)                                                                 \
   do {                                                                                        \
     WK_STATS(HAS_S ? th : 0, HAS_S ? tr : 0); /* the last step (no S) uses none of it */     \
-    WK_NEXT(th, tr, nh, nr);                                                                  \
+    BM_TILE_NEXT(th, tr, nh, nr);                                                                  \
     mma_cp_wait_all(); /* tile t (and, the first time, K and V) */                            \
     wg_fence_proxy();                                                                         \
     barrier(CLK_LOCAL_MEM_FENCE);                                                             \
@@ -372,7 +367,6 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
 #undef WK_GRAD_PRODUCTS
 #undef WK_LOAD
 #undef WK_LOAD_IF
-#undef WK_NEXT
 #undef WK_KV_SCORES_ISSUE
 #undef WK_KV_SCORES_DONE
 
