@@ -212,6 +212,8 @@ inline float bm_ds(float s, float dp, int i, int j, bool full, int diag, int sq,
   const int it0 = i_lo / (bn);                                                              \
   const int per_head = i_hi >= it0 * (bn) ? (i_hi - it0 * (bn)) / (bn) + 1 : 0;             \
   const int ntiles = per_head * group
+#define BM_TILE_HEAD(th_) (hk * group + (th_))
+#define BM_TILE_ROW0(tr_, bn) ((it0 + (tr_)) * (bn))
 #define BM_TILE_NEXT(th_, tr_, nh_, nr_)                                                    \
   const int nr_ = (tr_) + 1 == per_head ? 0 : (tr_) + 1;                                    \
   const int nh_ = (th_) + ((tr_) + 1 == per_head)

@@ -51,12 +51,10 @@ void fcl_attention_bwd_mma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR
   /* The walk: tiles t = 0 .. ntiles of BLOCK_N queries, per_head of them
    * for each query head of the group. */
   BM_KV_WALK(BLOCK_N);
-#define TILE_HEAD(th_) (hk * group + (th_))
-#define TILE_ROW0(tr_) ((it0 + (tr_)) * BLOCK_N)
   /* Tile (th, tr)'s Q and dO into stage stg. */
 #define DKDV_LOAD(th_, tr_, stg_)                                                             \
   do {                                                                                        \
-    const int h_ = TILE_HEAD(th_), i_ = TILE_ROW0(tr_);                                       \
+    const int h_ = BM_TILE_HEAD(th_), i_ = BM_TILE_ROW0(tr_, BLOCK_N);                        \
     __local ushort *q_ = qd_s + (stg_) * BM_TILE;                                             \
     mma_tile_load(q_, LDK, BLOCK_N, DP, q, bm_base(q_off, q_sb, q_ss, q_sh, b, s.q_tok, h_),  \
                   q_ss, i_, s.sq, HEAD_DIM, lid, WG);                                         \
@@ -69,8 +67,8 @@ void fcl_attention_bwd_mma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR
    * registers (STATS) and then stage stg (STATS_STORE). */
 #define DKDV_STATS(th_, tr_, x_)                                                              \
   do {                                                                                        \
-    const int i_ = TILE_ROW0(tr_);                                                            \
-    const long st_ = s.stat_row0 + (long)TILE_HEAD(th_) * stat_sh;                            \
+    const int i_ = BM_TILE_ROW0(tr_, BLOCK_N);                                                \
+    const long st_ = s.stat_row0 + (long)BM_TILE_HEAD(th_) * stat_sh;                         \
     MMA_UNROLL for (int e_ = 0; e_ < ST_PER; ++e_) {                                          \
       const int c_ = lid + e_ * WG;                                                           \
       const bool in_ = c_ < BLOCK_N && i_ + c_ < s.sq;                                        \
@@ -95,7 +93,7 @@ void fcl_attention_bwd_mma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR
   }
   int th = 0, tr = 0; /* tile t */
   for (int t = 0; t < ntiles; ++t) {
-    const int h = TILE_HEAD(th), i0 = TILE_ROW0(tr), cur = STAGES == 2 ? (t & 1) : 0;
+    const int h = BM_TILE_HEAD(th), i0 = BM_TILE_ROW0(tr, BLOCK_N), cur = STAGES == 2 ? (t & 1) : 0;
     BM_TILE_NEXT(th, tr, nh, nr);
     const long qb = bm_base(q_off, q_sb, q_ss, q_sh, b, s.q_tok, h);
     const long dob = bm_base(do_off, do_sb, do_ss, do_sh, b, s.q_tok, h);

@@ -112,7 +112,7 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
 #define WK_LOAD(th_, tr_, stg_) WK_LOAD_IF(th_, tr_, stg_, true)
 #define WK_LOAD_IF(th_, tr_, stg_, on_)                                                       \
   do {                                                                                        \
-    const int h_ = hk * group + min(th_, group - 1), i_ = (it0 + (tr_)) * BLOCK_N;            \
+    const int h_ = BM_TILE_HEAD(min(th_, group - 1)), i_ = BM_TILE_ROW0(tr_, BLOCK_N);        \
     const int nv_ = (on_) ? s.sq : 0;                                                         \
     wg_tile_load(q_s + (stg_) * BLOCK_N * HEAD_DIM, BLOCK_N, HEAD_DIM, q,                     \
                  bm_base(q_off, q_sb, q_ss, q_sh, b, s.q_tok, h_), q_ss, i_, nv_, lid, WG);   \
@@ -159,7 +159,7 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
    * under a condition may become a branch, one per load). No product is
    * in flight here, so the branch between the two costs no serialization. */
 #define WK_STATS(th_, tr_)                                                                    \
-  const int h = hk * group + (th_), i0 = (it0 + (tr_)) * BLOCK_N;                            \
+  const int h = BM_TILE_HEAD(th_), i0 = BM_TILE_ROW0(tr_, BLOCK_N);                          \
   float2 l2[NT], dl[NT];                                                                      \
   {                                                                                           \
     const long st_ = s.stat_row0 + (long)h * stat_sh;                                         \
@@ -298,7 +298,7 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
 #define WK_STEP(HAS_S, HAS_G)                                                                 \
   do {                                                                                        \
     WK_STATS(HAS_S ? th : 0, HAS_S ? tr : 0); /* the last step (no S) uses none of it */     \
-    BM_TILE_NEXT(th, tr, nh, nr);                                                                  \
+    BM_TILE_NEXT(th, tr, nh, nr);                                                             \
     mma_cp_wait_all(); /* tile t (and, the first time, K and V) */                            \
     wg_fence_proxy();                                                                         \
     barrier(CLK_LOCAL_MEM_FENCE);                                                             \

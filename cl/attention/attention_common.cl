@@ -192,7 +192,8 @@ inline void attn_nf_list(__global int *list, int qblk, int bh) {
     bool unused_ = false;                                                             \
     MMA_FWD_STORE_OF(acc, m0, m1, l0, l1, r0, r1, unused_);                           \
   } while (0)
-/* Two adjacent elements of o (its columns d, d + 1 of one row): in 16-bit
+/* Two adjacent elements of an output (columns d, d + 1 of one row of the
+ * forward's o, or of the backward's dq, dk, dv: BM_STORE_ROWS): in 16-bit
  * dtypes one 32-bit store of the pair, rounded to nearest even as
  * FCL_STORE rounds, where the pair is 4-byte aligned; else, and in f32,
  * one store each. Half the store instructions, and no vstore_half: the
