@@ -103,11 +103,30 @@ typedef struct {
 FCL_API fcl_status fcl_context_get_stats(const fcl_context *ctx,
                                          fcl_context_stats *out);
 
+/* Settings of a context that hold for every later call on it. The numbers
+ * have gaps and are never reused; an option this library does not know,
+ * or a value out of its range, is FCL_ERROR_INVALID_ARGUMENT. */
+typedef enum {
+  /* 0 (default) or 1: keep the profiling events of each operation's
+   * kernels for fcl_context_last_op_time(). An event costs host time at
+   * every launch (about 8 us on NVIDIA's driver), so it is off unless
+   * asked for. Needs a profiling queue (fcl_context_create makes one). */
+  FCL_OPTION_TIMING = 100,
+  /* Plans the calls keep (see Plans below): 0 to 1024, default 64; 0 runs
+   * every call from scratch (validation, choice, arguments). */
+  FCL_OPTION_PLAN_CACHE = 110
+} fcl_option;
+#define FCL_HAS_OPTION_TIMING 1
+FCL_API fcl_status fcl_context_set_option(fcl_context *ctx, fcl_option option, int64_t value);
+FCL_API fcl_status fcl_context_get_option(const fcl_context *ctx, fcl_option option,
+                                          int64_t *value);
+
 /* Device time of the last successful operation on ctx, in milliseconds:
  * from the start of its first kernel to the end of its last, read from
- * OpenCL profiling events (waits for them). FCL_ERROR_UNSUPPORTED when the
- * queue does not profile (an application queue created without
- * CL_QUEUE_PROFILING_ENABLE); 0 for an operation with nothing to do. */
+ * OpenCL profiling events (waits for them). FCL_ERROR_UNSUPPORTED unless
+ * FCL_OPTION_TIMING is on (or FCL_TRACE is set) and the queue profiles (an
+ * application queue created without CL_QUEUE_PROFILING_ENABLE does not);
+ * 0 for an operation with nothing to do. */
 FCL_API fcl_status fcl_context_last_op_time(fcl_context *ctx, double *ms);
 
 /* ------------------------------------------------------------------ */
@@ -282,6 +301,64 @@ FCL_API fcl_status fcl_rwkv6_backward(
     cl_mem h0, const fcl_tensor *dout, cl_mem dht, const fcl_tensor *dr,
     const fcl_tensor *dk, const fcl_tensor *dv, const fcl_tensor *dw, cl_mem du,
     cl_mem dh0);
+
+/* ------------------------------------------------------------------ */
+/* Plans                                                               */
+
+/* A plan is one call made ready to run again: validated, its kernels and
+ * their configuration chosen and built, their arguments set, its scratch
+ * memory taken. fcl_plan_run() then only enqueues (one OpenCL launch a
+ * kernel, nothing else), which is what an engine wants when it calls the
+ * same attention once per layer and token: plan once per step (or once per
+ * model) for each layer, run per token. Data that change between runs live
+ * in device buffers the plan reads when it runs: cache_seqlens,
+ * block_table, the caches, q, o. A plan holds the buffers it was given
+ * (retained until fcl_plan_destroy) and reads them as they are at each run;
+ * a varlen plan (cu_seqlens set) keeps the lengths it read when it was
+ * made: make a new one when they change.
+ *
+ * The calls above use plans too: each context keeps the plans of the last
+ * FCL_OPTION_PLAN_CACHE distinct calls, keyed by every descriptor field,
+ * dtype, view (buffer, offset, strides), buffer handle and buffer size, so
+ * a call like one before it costs a lookup and its launches. (Varlen calls
+ * of fcl_attention_forward, _backward and the RWKV6 calls read cu_seqlens
+ * back and are not kept.)
+ *
+ * Each *_plan function takes the arguments of its call and validates them
+ * as the call does; nothing is enqueued. Destroy plans before their
+ * context. */
+typedef struct fcl_plan fcl_plan;
+FCL_API fcl_status fcl_attention_forward_plan(fcl_context *ctx, const fcl_attention_desc *d,
+                                              const fcl_tensor *q, const fcl_tensor *k,
+                                              const fcl_tensor *v, const fcl_tensor *o,
+                                              cl_mem lse, fcl_plan **out);
+FCL_API fcl_status fcl_attention_backward_plan(
+    fcl_context *ctx, const fcl_attention_desc *d, const fcl_tensor *q, const fcl_tensor *k,
+    const fcl_tensor *v, const fcl_tensor *o, cl_mem lse, const fcl_tensor *dout,
+    const fcl_tensor *dq, const fcl_tensor *dk, const fcl_tensor *dv, fcl_plan **out);
+FCL_API fcl_status fcl_attention_kvcache_plan(fcl_context *ctx, const fcl_kvcache_desc *d,
+                                              const fcl_tensor *q, const fcl_tensor *k_cache,
+                                              const fcl_tensor *v_cache,
+                                              const fcl_tensor *k_new, const fcl_tensor *v_new,
+                                              const fcl_tensor *o, cl_mem lse, fcl_plan **out);
+FCL_API fcl_status fcl_attention_merge_plan(fcl_context *ctx, const fcl_attention_desc *d,
+                                            int64_t n, const fcl_tensor *o_parts,
+                                            const cl_mem *lse_parts, const fcl_tensor *o,
+                                            cl_mem lse, fcl_plan **out);
+FCL_API fcl_status fcl_rwkv6_forward_plan(fcl_context *ctx, const fcl_rwkv6_desc *d,
+                                          const fcl_tensor *r, const fcl_tensor *k,
+                                          const fcl_tensor *v, const fcl_tensor *w, cl_mem u,
+                                          cl_mem h0, const fcl_tensor *o, cl_mem ht,
+                                          fcl_plan **out);
+FCL_API fcl_status fcl_rwkv6_backward_plan(
+    fcl_context *ctx, const fcl_rwkv6_desc *d, const fcl_tensor *r, const fcl_tensor *k,
+    const fcl_tensor *v, const fcl_tensor *w, cl_mem u, cl_mem h0, const fcl_tensor *dout,
+    cl_mem dht, const fcl_tensor *dr, const fcl_tensor *dk, const fcl_tensor *dv,
+    const fcl_tensor *dw, cl_mem du, cl_mem dh0, fcl_plan **out);
+/* Enqueues the plan's work on its context's queue, in order; returns once
+ * it is enqueued. fcl_context_last_op_time() then times it. */
+FCL_API fcl_status fcl_plan_run(fcl_plan *plan);
+FCL_API void       fcl_plan_destroy(fcl_plan *plan); /* NULL: no-op */
 
 /* ------------------------------------------------------------------ */
 /* Tuning                                                              */

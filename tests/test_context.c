@@ -535,7 +535,32 @@ static void test_timing_and_config(void) {
     return;
   }
   double ms = -1;
+  /* Timing is off until asked for: launches then take no events. */
   fcl_status st = fcl_context_last_op_time(ctx, &ms);
+  CHECK(st == FCL_ERROR_UNSUPPORTED && strstr(fcl_context_last_error(ctx), "FCL_OPTION_TIMING"),
+        "last_op_time with timing off: %s \"%s\"", fcl_status_string(st),
+        fcl_context_last_error(ctx));
+  int64_t v = -1;
+  CHECK(fcl_context_get_option(ctx, FCL_OPTION_TIMING, &v) == FCL_OK && v == 0,
+        "FCL_OPTION_TIMING's default: %lld", (long long)v);
+  CHECK(fcl_context_get_option(ctx, FCL_OPTION_PLAN_CACHE, &v) == FCL_OK && v == 64,
+        "FCL_OPTION_PLAN_CACHE's default: %lld", (long long)v);
+  st = fcl_context_set_option(ctx, FCL_OPTION_TIMING, 2);
+  CHECK(st == FCL_ERROR_INVALID_ARGUMENT && strstr(fcl_context_last_error(ctx), "value: is 2"),
+        "set_option(TIMING, 2): %s \"%s\"", fcl_status_string(st), fcl_context_last_error(ctx));
+  st = fcl_context_set_option(ctx, FCL_OPTION_PLAN_CACHE, 1025);
+  CHECK(st == FCL_ERROR_INVALID_ARGUMENT && strstr(fcl_context_last_error(ctx), "1025"),
+        "set_option(PLAN_CACHE, 1025): %s \"%s\"", fcl_status_string(st),
+        fcl_context_last_error(ctx));
+  st = fcl_context_set_option(ctx, (fcl_option)7, 1);
+  CHECK(st == FCL_ERROR_INVALID_ARGUMENT && strstr(fcl_context_last_error(ctx), "option: is 7"),
+        "set_option(7): %s \"%s\"", fcl_status_string(st), fcl_context_last_error(ctx));
+  CHECK(fcl_context_set_option(NULL, FCL_OPTION_TIMING, 1) == FCL_ERROR_INVALID_ARGUMENT,
+        "set_option(NULL ctx) is not INVALID_ARGUMENT");
+  st = fcl_context_set_option(ctx, FCL_OPTION_TIMING, 1);
+  CHECK(st == FCL_OK, "set_option(TIMING, 1): %s \"%s\"", fcl_status_string(st),
+        fcl_context_last_error(ctx));
+  st = fcl_context_last_op_time(ctx, &ms);
   CHECK(st == FCL_OK && ms == 0.0, "last_op_time before any operation: %s, %g ms",
         fcl_status_string(st), ms);
   st = fcl_context_last_op_time(ctx, NULL);

@@ -404,6 +404,13 @@ static int tune_device(const options *o, const char *sel, const char *path) {
             fcl_context_last_error(NULL));
     return EXIT_FAILED;
   }
+  /* Candidates are timed from the kernels' profiling events. */
+  if (fcl_context_set_option(ctx, FCL_OPTION_TIMING, 1) != FCL_OK) {
+    fprintf(stderr, "fa-tune: device '%s': %s\n", sel ? sel : "(default)",
+            fcl_context_last_error(ctx));
+    fcl_context_destroy(ctx);
+    return EXIT_FAILED;
+  }
   int status = EXIT_DONE;
   if (o->show || o->export_file) {
     char why[1024];

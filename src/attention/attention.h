@@ -33,6 +33,8 @@ typedef struct {
   cl_mem                    seqused_k;
 } fcl_attention_problem;
 
+/* attention_entry.c: the descriptor's part of a call's key (every field). */
+void fcl_key_attention_desc(fcl_key *key, const fcl_attention_desc *d);
 /* attention_entry.c: runs the plan of a validated problem (the next row
  * where a kernel does not build). */
 fcl_status fcl_attention_run(fcl_context *ctx, const fcl_attention_problem *p, bool backward);

@@ -178,7 +178,7 @@ fcl_status fcl_attention_bwd_launch(fcl_context *ctx, const fcl_attention_plan *
   const size_t bhk = (size_t)(d->batch * d->heads_kv);
 
   /* 1. delta = rowsum(dO * O) */
-  fcl_args a = {k_delta, 0, CL_SUCCESS};
+  fcl_args a = FCL_ARGS(k_delta);
   FCL_ARG(&a, p->o->buffer); FCL_ARG(&a, p->dout->buffer); FCL_ARG(&a, delta);
   FCL_ARG(&a, cuq_b); FCL_ARG(&a, cuk_b);
   fcl_arg_tensor(&a, p->o); fcl_arg_tensor(&a, p->dout);
@@ -196,25 +196,24 @@ fcl_status fcl_attention_bwd_launch(fcl_context *ctx, const fcl_attention_plan *
   cl_int per[2] = {per_dq_i, per_dkv_i}, nsl[2] = {nslice_dq, nslice_dkv};
   cl_mem parts[2][2] = {{dq_part, dq_part}, {dk_part, dv_part}};
   cl_long nrows[2] = {nrows_q, nrows_k};
-  cl_uint   ncommon = 0; /* where the kernel-specific arguments start */
+  fcl_args ac[2];
   for (int i = 0; i < 2; ++i) {
-    fcl_args ac = {kernels[i], 0, CL_SUCCESS};
-    fcl_attention_bwd_args(&ac, p, delta, flags | (nsplit[i] > 1 ? FCL_ATTN_SPLIT : 0));
-    FCL_ARG(&ac, per[i]); FCL_ARG(&ac, nsl[i]); FCL_ARG(&ac, parts[i][0]);
-    FCL_ARG(&ac, parts[i][1]); FCL_ARG(&ac, nrows[i]);
-    ncommon = ac.i;
-    if (ac.err != CL_SUCCESS) return fcl_fail_cl(ctx, ac.err, "clSetKernelArg");
+    ac[i] = (fcl_args)FCL_ARGS(kernels[i]);
+    fcl_attention_bwd_args(&ac[i], p, delta, flags | (nsplit[i] > 1 ? FCL_ATTN_SPLIT : 0));
+    FCL_ARG(&ac[i], per[i]); FCL_ARG(&ac[i], nsl[i]); FCL_ARG(&ac[i], parts[i][0]);
+    FCL_ARG(&ac[i], parts[i][1]); FCL_ARG(&ac[i], nrows[i]);
+    if (ac[i].err != CL_SUCCESS) return fcl_fail_cl(ctx, ac[i].err, "clSetKernelArg");
   }
   size_t lw[3] = {wg, 1, 1};
 
-  fcl_args adq = {k_dq, ncommon, CL_SUCCESS};
-  FCL_ARG(&adq, p->dq->buffer); fcl_arg_tensor(&adq, p->dq);
-  fcl_args adkv = {k_dkdv, ncommon, CL_SUCCESS};
-  FCL_ARG(&adkv, p->dk->buffer); fcl_arg_tensor(&adkv, p->dk);
-  FCL_ARG(&adkv, p->dv->buffer); fcl_arg_tensor(&adkv, p->dv);
+  /* The kernel-specific arguments follow the common ones. */
+  fcl_args *adq = &ac[0], *adkv = &ac[1];
+  FCL_ARG(adq, p->dq->buffer); fcl_arg_tensor(adq, p->dq);
+  FCL_ARG(adkv, p->dk->buffer); fcl_arg_tensor(adkv, p->dk);
+  FCL_ARG(adkv, p->dv->buffer); fcl_arg_tensor(adkv, p->dv);
   cl_long kstat_sb = p->varlen ? 0 : d->heads_kv * d->seqlen_k;
   cl_long kstat_sh = p->varlen ? p->total_k : d->seqlen_k;
-  FCL_ARG(&adkv, kstat_sb); FCL_ARG(&adkv, kstat_sh);
+  FCL_ARG(adkv, kstat_sb); FCL_ARG(adkv, kstat_sh);
 
   /* The partial sums' final pass, one per split gradient. */
   struct { cl_mem part; const fcl_tensor *t; cl_long row_sh, nrows; cl_int heads, dim, n; }
@@ -230,14 +229,14 @@ fcl_status fcl_attention_bwd_launch(fcl_context *ctx, const fcl_attention_plan *
   size_t gk[3] = {(size_t)((d->seqlen_k + c->BLOCK_R - 1) / c->BLOCK_R) * wg,
                   (size_t)(nslice_dkv * split_dkv), bhk};
   if ((s = fcl_launch(ctx, k_delta, &a, g0, l0, "enqueueing backward delta")) ||
-      (s = fcl_launch(ctx, k_dq, &adq, gq, lw, "enqueueing backward dq")) ||
-      (s = fcl_launch(ctx, k_dkdv, &adkv, gk, lw, "enqueueing backward dk/dv")))
+      (s = fcl_launch(ctx, k_dq, adq, gq, lw, "enqueueing backward dq")) ||
+      (s = fcl_launch(ctx, k_dkdv, adkv, gk, lw, "enqueueing backward dk/dv")))
     return s;
   /* One kernel object serves the three sums: arguments are captured at
    * enqueue, so each sum sets them just before its enqueue. */
   for (int i = 0; i < 3; ++i) {
     if (sums[i].n <= 1) continue;
-    fcl_args as = {k_sum, 0, CL_SUCCESS};
+    fcl_args as = FCL_ARGS(k_sum);
     cl_long off = (cl_long)(sums[i].t->offset / fcl_dtype_size(p->dtype));
     FCL_ARG(&as, sums[i].part); FCL_ARG(&as, sums[i].t->buffer); FCL_ARG(&as, off);
     FCL_ARG(&as, sums[i].t->strides[0]); FCL_ARG(&as, sums[i].t->strides[1]);

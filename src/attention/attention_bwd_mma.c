@@ -188,7 +188,7 @@ fcl_status fcl_attention_bwd_mma_run(fcl_context *ctx, const fcl_attention_plan 
   cl_mem cuq_b = p->varlen ? d->cu_seqlens_q : p->q->buffer;
   cl_mem cuk_b = p->varlen ? d->cu_seqlens_k : p->q->buffer;
 
-  fcl_args a = {k_delta, 0, CL_SUCCESS};
+  fcl_args a = FCL_ARGS(k_delta);
   FCL_ARG(&a, p->o->buffer); FCL_ARG(&a, p->dout->buffer); FCL_ARG(&a, delta);
   FCL_ARG(&a, cuq_b); FCL_ARG(&a, cuk_b);
   fcl_arg_tensor(&a, p->o); fcl_arg_tensor(&a, p->dout);
@@ -225,7 +225,7 @@ fcl_status fcl_attention_bwd_mma_run(fcl_context *ctx, const fcl_attention_plan 
     size_t gk[3] = {((size_t)d->seqlen_k + bk - 1) / bk * wk, 1,
                     (size_t)(d->batch * d->heads_kv)};
     size_t lk[3] = {wk, 1, 1};
-    fcl_args ag[2] = {{k_dq[i], 0, CL_SUCCESS}, {k_dkdv[i], 0, CL_SUCCESS}};
+    fcl_args ag[2] = {FCL_ARGS(k_dq[i]), FCL_ARGS(k_dkdv[i])};
     for (int j = 0; j < 2; ++j) {
       fcl_attention_bwd_args(&ag[j], p, delta, flags);
       FCL_ARG(&ag[j], nf_flags);

@@ -1,5 +1,6 @@
-/* fcl_attention_forward and fcl_attention_backward: validation, the plan,
- * and its launch (the next row of the table where a kernel does not build). */
+/* fcl_attention_forward and fcl_attention_backward (and their *_plan
+ * forms): validation, the plan, and its launch (the next row of the table
+ * where a kernel does not build), through the context's plans. */
 #include "attention/attention.h"
 
 fcl_status fcl_attention_run(fcl_context *ctx, const fcl_attention_problem *p, bool backward) {
@@ -15,21 +16,71 @@ fcl_status fcl_attention_run(fcl_context *ctx, const fcl_attention_problem *p, b
   }
 }
 
+_Static_assert(sizeof(void *) != 8 || sizeof(fcl_attention_desc) == 120,
+               "a new field of fcl_attention_desc: key it");
+void fcl_key_attention_desc(fcl_key *key, const fcl_attention_desc *d) {
+  if (!d) {
+    key->ok = false;
+    return;
+  }
+  const int64_t f[] = {d->batch,       d->seqlen_q,    d->seqlen_k,     d->heads_q,
+                       d->heads_kv,    d->head_dim,    d->head_dim_v,   d->causal,
+                       d->window_left, d->window_right, d->diag_shift};
+  fcl_key_bytes(key, f, sizeof f);
+  fcl_key_f32(key, d->softmax_scale);
+  fcl_key_f32(key, d->softcap);
+  fcl_key_mem(key, d->alibi_slopes);
+  fcl_key_mem(key, d->cu_seqlens_q);
+  fcl_key_mem(key, d->cu_seqlens_k);
+}
+
+/* One call's arguments (the backward's four NULL in a forward). */
+typedef struct {
+  const fcl_attention_desc *d;
+  const fcl_tensor         *q, *k, *v, *o;
+  cl_mem                    lse;
+  const fcl_tensor         *dout, *dq, *dk, *dv;
+} attention_call;
+
+static void key(fcl_key *key, const attention_call *c, bool backward) {
+  fcl_key_init(key, backward ? 0x61627764 : 0x61667764); /* "abwd", "afwd" */
+  fcl_key_attention_desc(key, c->d);
+  fcl_key_mem(key, c->lse);
+  const fcl_tensor *t[] = {c->q, c->k, c->v, c->o, c->dout, c->dq, c->dk, c->dv};
+  for (size_t i = 0; i < FCL_COUNT(t); ++i) fcl_key_tensor(key, t[i]);
+}
+
+static fcl_status forward(fcl_context *ctx, const void *args) {
+  const attention_call *c = args;
+  fcl_attention_problem p;
+  fcl_status s = fcl_check_attention(ctx, c->d, c->q, c->k, c->v, c->o, &p);
+  if (s != FCL_OK) return s;
+  if (c->lse && (s = fcl_check_buffer(ctx, c->lse, "lse",
+                                      (size_t)(c->d->heads_q * p.total_q) * sizeof(float))))
+    return s;
+  p.lse = c->lse;
+  return fcl_attention_run(ctx, &p, false);
+}
+
+static fcl_status backward(fcl_context *ctx, const void *args) {
+  const attention_call *c = args;
+  fcl_attention_problem p;
+  fcl_status s = fcl_check_attention(ctx, c->d, c->q, c->k, c->v, c->o, &p);
+  if (s != FCL_OK) return s;
+  p.lse = c->lse, p.dout = c->dout, p.dq = c->dq, p.dk = c->dk, p.dv = c->dv;
+  if ((s = fcl_check_attention_grads(ctx, &p))) return s;
+  return fcl_attention_run(ctx, &p, true);
+}
+
 fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *d,
                                  const fcl_tensor *q, const fcl_tensor *k,
                                  const fcl_tensor *v, const fcl_tensor *o,
                                  cl_mem lse) {
   if (!ctx) return fcl_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "ctx: is NULL");
-  fcl_clear_error(ctx);
-  fcl_op_begin(ctx);
-  fcl_attention_problem p;
-  fcl_status s = fcl_check_attention(ctx, d, q, k, v, o, &p);
-  if (s != FCL_OK) return s;
-  if (lse && (s = fcl_check_buffer(ctx, lse, "lse",
-                                   (size_t)(d->heads_q * p.total_q) * sizeof(float))))
-    return s;
-  p.lse = lse;
-  return fcl_attention_run(ctx, &p, false);
+  const attention_call c = {d, q, k, v, o, lse, NULL, NULL, NULL, NULL};
+  fcl_key kc;
+  key(&kc, &c, false);
+  return fcl_plan_call(ctx, &kc, forward, &c);
 }
 
 fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *d,
@@ -39,12 +90,28 @@ fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *d,
                                   const fcl_tensor *dq, const fcl_tensor *dk,
                                   const fcl_tensor *dv) {
   if (!ctx) return fcl_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "ctx: is NULL");
-  fcl_clear_error(ctx);
-  fcl_op_begin(ctx);
-  fcl_attention_problem p;
-  fcl_status s = fcl_check_attention(ctx, d, q, k, v, o, &p);
-  if (s != FCL_OK) return s;
-  p.lse = lse, p.dout = dout, p.dq = dq, p.dk = dk, p.dv = dv;
-  if ((s = fcl_check_attention_grads(ctx, &p))) return s;
-  return fcl_attention_run(ctx, &p, true);
+  const attention_call c = {d, q, k, v, o, lse, dout, dq, dk, dv};
+  fcl_key kc;
+  key(&kc, &c, true);
+  return fcl_plan_call(ctx, &kc, backward, &c);
+}
+
+fcl_status fcl_attention_forward_plan(fcl_context *ctx, const fcl_attention_desc *d,
+                                      const fcl_tensor *q, const fcl_tensor *k,
+                                      const fcl_tensor *v, const fcl_tensor *o, cl_mem lse,
+                                      fcl_plan **out) {
+  if (!ctx) return fcl_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "ctx: is NULL");
+  const attention_call c = {d, q, k, v, o, lse, NULL, NULL, NULL, NULL};
+  return fcl_plan_make(ctx, forward, &c, out);
+}
+
+fcl_status fcl_attention_backward_plan(fcl_context *ctx, const fcl_attention_desc *d,
+                                       const fcl_tensor *q, const fcl_tensor *k,
+                                       const fcl_tensor *v, const fcl_tensor *o, cl_mem lse,
+                                       const fcl_tensor *dout, const fcl_tensor *dq,
+                                       const fcl_tensor *dk, const fcl_tensor *dv,
+                                       fcl_plan **out) {
+  if (!ctx) return fcl_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "ctx: is NULL");
+  const attention_call c = {d, q, k, v, o, lse, dout, dq, dk, dv};
+  return fcl_plan_make(ctx, backward, &c, out);
 }

@@ -181,11 +181,11 @@ fcl_status fcl_attention_fwd_launch(fcl_context *ctx, const fcl_attention_plan *
       return s;
   }
 
-  fcl_args a = {kern, 0, CL_SUCCESS};
+  fcl_args a = FCL_ARGS(kern);
   fcl_attention_fwd_args(&a, p, flags);
   FCL_ARG(&a, keys_per_split); FCL_ARG(&a, nslice); FCL_ARG(&a, o_part);
   FCL_ARG(&a, lse_part); FCL_ARG(&a, nrows);
-  fcl_args ac = {comb, 0, CL_SUCCESS};
+  fcl_args ac = FCL_ARGS(comb);
   if (comb) {
     FCL_ARG(&ac, o_part); FCL_ARG(&ac, lse_part); FCL_ARG(&ac, p->o->buffer);
     FCL_ARG(&ac, lse_b); fcl_arg_tensor(&ac, p->o); FCL_ARG(&ac, p->sc.stat_sh);

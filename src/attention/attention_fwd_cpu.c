@@ -122,7 +122,7 @@ fcl_status fcl_attention_fwd_cpu_launch(fcl_context *ctx, const fcl_attention_pl
     qbs /= 2;
   const cl_int nitems = (cl_int)((blocks + qbs - 1) / qbs);
 
-  fcl_args a = {kern, 0, CL_SUCCESS};
+  fcl_args a = FCL_ARGS(kern);
   fcl_attention_fwd_args(&a, p, fcl_attention_flags(p));
   FCL_ARG(&a, qbs);
   FCL_ARG(&a, nitems);

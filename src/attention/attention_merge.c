@@ -9,12 +9,22 @@
 static const char *const files[] = {"attention/attention_abi.h", "common/dtype.cl",
                                     "attention/attention_merge.cl"};
 
-fcl_status fcl_attention_merge(fcl_context *ctx, const fcl_attention_desc *d, int64_t n,
-                               const fcl_tensor *o_parts, const cl_mem *lse_parts,
-                               const fcl_tensor *o, cl_mem lse) {
-  if (!ctx) return fcl_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "ctx: is NULL");
-  fcl_clear_error(ctx);
-  fcl_op_begin(ctx);
+typedef struct {
+  const fcl_attention_desc *d;
+  int64_t                   n;
+  const fcl_tensor         *o_parts;
+  const cl_mem             *lse_parts;
+  const fcl_tensor         *o;
+  cl_mem                    lse;
+} merge_call;
+
+static fcl_status run(fcl_context *ctx, const void *args) {
+  const merge_call *c = args;
+  const fcl_attention_desc *d = c->d;
+  const int64_t n = c->n;
+  const fcl_tensor *o_parts = c->o_parts, *o = c->o;
+  const cl_mem *lse_parts = c->lse_parts;
+  const cl_mem lse = c->lse;
   fcl_status s;
   if (!d) return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT, "d: is NULL");
   if (d->batch < 1 || d->seqlen_q < 1 || d->heads_q < 1 || d->head_dim_v < 1 ||
@@ -79,7 +89,7 @@ fcl_status fcl_attention_merge(fcl_context *ctx, const fcl_attention_desc *d, in
   for (int64_t i = 0; i < n; ++i) {
     const cl_int step = (i == 0 ? FCL_MERGE_FIRST : 0) | (i == n - 1 ? FCL_MERGE_LAST : 0);
     const cl_int p_dtype = (cl_int)o_parts[i].dtype;
-    fcl_args a = {k, 0, CL_SUCCESS};
+    fcl_args a = FCL_ARGS(k);
     FCL_ARG(&a, o_parts[i].buffer);
     FCL_ARG(&a, lse_parts[i]);
     FCL_ARG(&a, acc_o);
@@ -102,4 +112,39 @@ fcl_status fcl_attention_merge(fcl_context *ctx, const fcl_attention_desc *d, in
     if ((s = fcl_launch(ctx, k, &a, global, NULL, "enqueueing attention merge"))) return s;
   }
   return FCL_OK;
+}
+
+/* Every argument; a key too long for many parts is not kept. */
+static void key(fcl_key *key, const merge_call *c) {
+  fcl_key_init(key, 0x616d7267); /* "amrg" */
+  fcl_key_attention_desc(key, c->d);
+  fcl_key_i64(key, c->n);
+  fcl_key_tensor(key, c->o);
+  fcl_key_mem(key, c->lse);
+  if (!c->o_parts || !c->lse_parts || c->n < 1 || c->n > 64) {
+    key->ok = false;
+    return;
+  }
+  for (int64_t i = 0; i < c->n; ++i) {
+    fcl_key_tensor(key, &c->o_parts[i]);
+    fcl_key_mem(key, c->lse_parts[i]);
+  }
+}
+
+fcl_status fcl_attention_merge(fcl_context *ctx, const fcl_attention_desc *d, int64_t n,
+                               const fcl_tensor *o_parts, const cl_mem *lse_parts,
+                               const fcl_tensor *o, cl_mem lse) {
+  if (!ctx) return fcl_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "ctx: is NULL");
+  const merge_call c = {d, n, o_parts, lse_parts, o, lse};
+  fcl_key k;
+  key(&k, &c);
+  return fcl_plan_call(ctx, &k, run, &c);
+}
+
+fcl_status fcl_attention_merge_plan(fcl_context *ctx, const fcl_attention_desc *d, int64_t n,
+                                    const fcl_tensor *o_parts, const cl_mem *lse_parts,
+                                    const fcl_tensor *o, cl_mem lse, fcl_plan **out) {
+  if (!ctx) return fcl_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "ctx: is NULL");
+  const merge_call c = {d, n, o_parts, lse_parts, o, lse};
+  return fcl_plan_make(ctx, run, &c, out);
 }

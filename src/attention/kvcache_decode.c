@@ -204,7 +204,7 @@ static void append_args(fcl_args *a, const fcl_kvcache_problem *p, cl_int kv_fla
 fcl_status fcl_kvcache_append(fcl_context *ctx, cl_kernel k, const fcl_kvcache_problem *p,
                               cl_int kv_flags, cl_int flags) {
   const fcl_kvcache_desc *d = p->d;
-  fcl_args a = {k, 0, CL_SUCCESS};
+  fcl_args a = FCL_ARGS(k);
   append_args(&a, p, kv_flags, flags);
   const int64_t width = d->head_dim > d->head_dim_v ? d->head_dim : d->head_dim_v;
   const size_t g[3] = {(size_t)(width + 63) / 64 * 64, (size_t)d->seqlen_q,
@@ -314,7 +314,7 @@ fcl_status fcl_kvcache_run(fcl_context *ctx, const fcl_variant *v, const char *o
   }
   fcl_log(ctx, "kvcache: %s %s rows %d, %d split(s)%s", sh->kernel, options, sh->rows, ns,
           min_split_keys ? " (automatic)" : "");
-  fcl_args ad = {kd, 0, CL_SUCCESS}, am = {km, 0, CL_SUCCESS};
+  fcl_args ad = FCL_ARGS(kd), am = FCL_ARGS(km);
   decode_args(&ad, p, part_o, part_lse, ns, min_split_keys, kv_flags, flags);
   if (km) decode_args(&am, p, part_o, part_lse, ns, min_split_keys, kv_flags, flags);
   if (ad.err || am.err) return fcl_fail_cl(ctx, ad.err ? ad.err : am.err, "clSetKernelArg");

@@ -60,7 +60,7 @@ fcl_status fcl_kvcache_prefill_launch(fcl_context *ctx, const fcl_tuning_class *
   const cl_mem any = p->q->buffer;
   const cl_mem bidx = d->cache_batch_idx ? d->cache_batch_idx : any;
   const cl_int cache_batch = (cl_int)(d->cache_batch ? d->cache_batch : d->batch);
-  fcl_args ap = {kp, 0, CL_SUCCESS}, ag = {kg, 0, CL_SUCCESS};
+  fcl_args ap = FCL_ARGS(kp), ag = FCL_ARGS(kg);
   const cl_mem bufs[] = {p->q->buffer, q_rot ? q_rot : any, seqused, d->cache_seqlens, bidx,
                          d->rotary_cos ? d->rotary_cos : any,
                          d->rotary_sin ? d->rotary_sin : any};

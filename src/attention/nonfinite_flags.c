@@ -33,7 +33,7 @@ static fcl_status scan_one(fcl_context *ctx, const cl_kernel kern[2], const fcl_
   const cl_int seqlen = (cl_int)(in->varlen ? in->rows : in->seqlen);
   const cl_int rows = (cl_int)in->rows, heads = (cl_int)in->heads, dim = (cl_int)in->dim;
   const cl_int group = (cl_int)in->group;
-  fcl_args a = {k, 0, CL_SUCCESS};
+  fcl_args a = FCL_ARGS(k);
   FCL_ARG(&a, in->t->buffer);
   fcl_arg_tensor(&a, in->t);
   FCL_ARG(&a, seqlen); FCL_ARG(&a, rows); FCL_ARG(&a, heads); FCL_ARG(&a, dim);
@@ -57,13 +57,9 @@ fcl_status fcl_nonfinite_flags(fcl_context *ctx, const cl_kernel k[2], const fcl
   /* flags, then (forwards) the count of listed tiles and their pairs */
   const size_t zeroed = (size_t)nflags + (list ? 1 : 0);
   fcl_status s = fcl_scratch(ctx, 5, (zeroed + 2 * list) * sizeof(cl_int), flags);
-  if (s || ctx->dry_run) return s;
-  const cl_int zero = 0;
-  cl_event ev = NULL;
-  cl_int err = clEnqueueFillBuffer(ctx->queue, *flags, &zero, sizeof zero, 0,
-                                   zeroed * sizeof zero, 0, NULL, ctx->profiling ? &ev : NULL);
-  if (err != CL_SUCCESS) return fcl_fail_cl(ctx, err, "clearing the non-finite flags");
-  if (ev) fcl_op_record(ctx, ev);
+  if (s || (s = fcl_enqueue_zero(ctx, *flags, zeroed * sizeof(cl_int),
+                                 "clearing the non-finite flags")))
+    return s;
   for (int i = 0; i < nin && s == FCL_OK; ++i) s = scan_one(ctx, k, &in[i], *flags);
   return s;
 }
@@ -82,7 +78,7 @@ fcl_status fcl_attention_fwd_nf_run(fcl_context *ctx, const fcl_attention_proble
   cl_mem work;
   fcl_status s = fcl_nonfinite_flags(ctx, scan, in, nin, (int)p->d->heads_kv, tiles, &work);
   for (int nf = 0; nf < 2 && s == FCL_OK; ++nf) {
-    fcl_args a = {kern[nf], 0, CL_SUCCESS};
+    fcl_args a = FCL_ARGS(kern[nf]);
     fcl_attention_fwd_args(&a, p, fcl_attention_flags(p));
     FCL_ARG(&a, work);
     s = fcl_launch(ctx, kern[nf], &a, nf ? global1 : global, local, what);

@@ -13,6 +13,7 @@ static fcl_status new_context(const fcl_options *opt, cl_platform_id p, cl_devic
   ctx->platform = p;
   ctx->device = d;
   ctx->opt = *opt;
+  ctx->plan_cache = 64;
   fcl_read_device_info(p, d, opt, &ctx->info);
   *out = ctx;
   return FCL_OK;
@@ -103,10 +104,12 @@ void fcl_context_destroy(fcl_context *ctx) {
   if (!ctx) return;
   if (ctx->queue) clFinish(ctx->queue);
   fcl_op_release(ctx);
+  fcl_plan_cache_clear(ctx);
   if (ctx->tuning && ctx->tuning_free) ctx->tuning_free(ctx->tuning);
   fcl_release_programs(ctx);
   for (int i = 0; i < (int)FCL_COUNT(ctx->scratch); ++i)
     if (ctx->scratch[i]) clReleaseMemObject(ctx->scratch[i]);
+  if (ctx->counters) clReleaseMemObject(ctx->counters);
   if (ctx->queue) clReleaseCommandQueue(ctx->queue);
   if (ctx->cl_ctx) clReleaseContext(ctx->cl_ctx);
   free(ctx);

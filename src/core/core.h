@@ -9,6 +9,7 @@
 
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #define FCL_MSG_MAX 8192
 #define FCL_COUNT(a) (sizeof(a) / sizeof((a)[0]))
@@ -92,6 +93,8 @@ struct fcl_context {
   fcl_context_stats stats;
   cl_mem           scratch[6];      /* grown on demand, see fcl_scratch() */
   size_t           scratch_size[6];
+  cl_mem           counters;        /* fcl_counters(): zero between launches */
+  size_t           counters_size;
   fcl_options      opt; /* the environment when the context was created */
   bool             profiling; /* the queue has CL_QUEUE_PROFILING_ENABLE */
   cl_event         op_first, op_last; /* kernels of the last operation */
@@ -108,6 +111,17 @@ struct fcl_context {
    * its scratch only, so that a caller with work to enqueue before it
    * learns first that it can run (nothing enqueued on error). */
   bool             dry_run;
+  /* The plan being recorded (plan.c), and whether its call enqueues now
+   * (a public call) or only records (fcl_*_plan). */
+  struct fcl_plan *rec;
+  bool             rec_enqueue;
+  /* The cache of plans of the public calls, most recently used first. */
+  struct fcl_plan *plans;
+  int              plans_n;
+  long             plans_made, plans_reused; /* for tests */
+  /* Context options (fcl_context_set_option). */
+  bool             timing;     /* FCL_OPTION_TIMING */
+  int              plan_cache; /* FCL_OPTION_PLAN_CACHE: plans kept */
   /* The tuning layer's rows and overrides (tuning_choose.c), made on first
    * use and freed by the function it leaves here. */
   struct fcl_tuning_state *tuning;
@@ -183,22 +197,84 @@ fcl_status fcl_scratch(fcl_context *ctx, int slot, size_t bytes, cl_mem *out);
  * fit: scratch sizes of huge problems then fail as out of memory instead of
  * wrapping around to a small buffer. */
 size_t     fcl_bytes(int64_t a, int64_t b, int64_t c, int64_t d, int64_t e);
+/* An int32 buffer of at least n counters, all zero when first handed out,
+ * kept by the context (grown on demand, a new buffer zeroed again). A
+ * kernel that counts in it (atomic_inc) must leave every counter it used
+ * at zero when it ends, so that the next launch finds them zero: the last
+ * work-group of a group resets the group's counter. */
+fcl_status fcl_counters(fcl_context *ctx, size_t n, cl_mem *out);
 
-/* Kernel arguments set in order, stopping at the first failure. */
+/* Kernel arguments set in order, stopping at the first failure. Their
+ * values are kept too, for a plan being recorded (plan.c): arguments of up
+ * to 8 bytes, and which of them are memory objects. */
+#define FCL_MAX_ARGS 128
 typedef struct {
-  cl_kernel k;
-  cl_uint   i;
-  cl_int    err;
+  cl_kernel     k;
+  cl_uint       i;
+  cl_int        err;
+  bool          unrecordable; /* an argument too large, or too many */
+  unsigned char size[FCL_MAX_ARGS];
+  bool          mem[FCL_MAX_ARGS];
+  uint64_t      value[FCL_MAX_ARGS];
 } fcl_args;
-void fcl_arg(fcl_args *a, size_t size, const void *value);
-#define FCL_ARG(a, x) fcl_arg((a), sizeof(x), &(x))
+#define FCL_ARGS(kernel) {.k = (kernel), .i = 0, .err = CL_SUCCESS}
+void fcl_arg_kind(fcl_args *a, size_t size, const void *value, bool mem);
+#define fcl_arg(a, size, value) fcl_arg_kind((a), (size), (value), false)
+#define FCL_ARG(a, x) \
+  fcl_arg_kind((a), sizeof(x), &(x), _Generic(&(x), cl_mem *: true, const cl_mem *: true, default: false))
 /* Appends a tensor view: (offset in elements, strides[0..2]). */
 void fcl_arg_tensor(fcl_args *a, const fcl_tensor *t);
 /* Enqueues k over a 3-D range (skipping an empty one) after checking that
- * its arguments (a, may be NULL) were all set; what names it in errors. */
+ * its arguments (a, may be NULL) were all set; what names it in errors.
+ * While a plan records (ctx->rec), the launch is kept in the plan, on the
+ * plan's own copy of k, and enqueued only when the plan's call runs now. */
 fcl_status fcl_launch(fcl_context *ctx, cl_kernel k, const fcl_args *a,
                       const size_t global[3], const size_t local[3],
                       const char *what);
+/* Enqueues the zeroing of the first bytes of buf (a multiple of 4), as
+ * fcl_launch enqueues a kernel (dry runs, plans, events). */
+fcl_status fcl_enqueue_zero(fcl_context *ctx, cl_mem buf, size_t bytes, const char *what);
+/* Whether launches return profiling events: timing or tracing is on. */
+bool       fcl_events_wanted(const fcl_context *ctx);
+
+/* plan.c: plans. A plan is an operation's enqueues recorded once: its
+ * kernels (each the plan's own cl_kernel with its arguments set), their
+ * ranges, the zeroing of buffers, and the scratch buffers it uses
+ * (retained). Running it enqueues the same work again with no validation,
+ * no choice and no build: the plan/run split of FlashInfer, on which the
+ * public calls stand through a small cache of plans per context. */
+typedef fcl_status (*fcl_op_fn)(fcl_context *ctx, const void *args);
+/* What a call's plan depends on, as bytes: every descriptor field, every
+ * view (buffer, its size, offset, dtype, strides) and every buffer. */
+#define FCL_KEY_MAX 4096
+typedef struct {
+  size_t        n;
+  bool          ok; /* false: too long, or a NULL where a struct was due */
+  unsigned char b[FCL_KEY_MAX];
+} fcl_key;
+void fcl_key_init(fcl_key *key, int op);
+void fcl_key_bytes(fcl_key *key, const void *p, size_t n);
+void fcl_key_i64(fcl_key *key, int64_t v);
+void fcl_key_f32(fcl_key *key, float v);
+void fcl_key_mem(fcl_key *key, cl_mem m);          /* the handle and its size */
+void fcl_key_tensor(fcl_key *key, const fcl_tensor *t); /* NULL allowed */
+/* A public call: its plan from the context's cache when the key was seen,
+ * else run (validation, choice, launches) while recording a plan that the
+ * cache keeps. */
+fcl_status fcl_plan_call(fcl_context *ctx, const fcl_key *key, fcl_op_fn run, const void *args);
+/* A public *_plan call: run records without enqueueing. */
+fcl_status fcl_plan_make(fcl_context *ctx, fcl_op_fn run, const void *args, fcl_plan **out);
+/* Hooks of the recording: the launch of kernel k; a zeroing; a buffer
+ * the plan must keep alive; a shape that came from a device buffer read on
+ * the host (the plan is then not cached: its key does not hold it). */
+fcl_status fcl_plan_record_kernel(fcl_context *ctx, cl_kernel k, const fcl_args *a,
+                                  const size_t global[3], const size_t local[3],
+                                  cl_kernel *copy);
+fcl_status fcl_plan_record_zero(fcl_context *ctx, cl_mem buf, size_t bytes);
+fcl_status fcl_plan_hold(fcl_context *ctx, cl_mem m);
+void       fcl_plan_depends_on_device_data(fcl_context *ctx);
+/* Drops every cached plan (a tuning override changed what calls choose). */
+void       fcl_plan_cache_clear(fcl_context *ctx);
 
 /* timing.c: an operation's first and last kernel events, kept when the
  * queue profiles, for fcl_context_last_op_time(). */

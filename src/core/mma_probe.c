@@ -79,7 +79,7 @@ static fcl_status launch_probe(fcl_context *ctx, cl_kernel k, int nin, void *con
     if (err != CL_SUCCESS) s = fcl_fail_cl(ctx, err, "mma probe buffers");
   }
   if (s == FCL_OK) {
-    fcl_args args = {k, 0, CL_SUCCESS};
+    fcl_args args = FCL_ARGS(k);
     for (int i = 0; i <= nin; ++i) FCL_ARG(&args, bufs[i]);
     size_t g[3] = {32, 1, 1}, l[3] = {32, 1, 1};
     s = fcl_launch(ctx, k, &args, g, l, "enqueueing the mma probe");
@@ -211,8 +211,11 @@ fcl_status fcl_mma_ready(fcl_context *ctx, fcl_dtype t, bool *ready) {
        * runs even within a dry run (its answer is kept). */
       const bool dry = ctx->dry_run;
       ctx->dry_run = false;
+      struct fcl_plan *rec = ctx->rec; /* nor is it part of a plan */
+      ctx->rec = NULL;
       const fcl_status ps = run_probe(ctx, t, &ok, &variant);
       ctx->dry_run = dry;
+      ctx->rec = rec;
       if (ps != FCL_OK) {
         fcl_log(ctx, "fast path: the mma probe did not run: %s", ctx->message);
         fcl_clear_error(ctx);

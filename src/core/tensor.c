@@ -113,6 +113,9 @@ fcl_status fcl_check_tensor(fcl_context *ctx, const fcl_tensor *t,
  * no sequence longer than max_len); *total = its last entry. */
 fcl_status fcl_check_cu_seqlens(fcl_context *ctx, cl_mem buf, const char *name,
                                    int64_t batch, int64_t max_len, int64_t *total) {
+  /* What the call does now depends on the buffer's contents: a cached
+   * plan would not see them change. */
+  fcl_plan_depends_on_device_data(ctx);
   fcl_status s = fcl_check_buffer(ctx, buf, name, (size_t)(batch + 1) * 4);
   if (s != FCL_OK) return s;
   int32_t *cu = malloc((size_t)(batch + 1) * sizeof *cu);

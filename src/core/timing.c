@@ -76,6 +76,10 @@ fcl_status fcl_context_last_op_time(fcl_context *ctx, double *ms) {
   if (!ctx->profiling)
     return fcl_fail(ctx, FCL_ERROR_UNSUPPORTED,
                     "queue: created without CL_QUEUE_PROFILING_ENABLE");
+  if (!fcl_events_wanted(ctx))
+    return fcl_fail(ctx, FCL_ERROR_UNSUPPORTED,
+                    "ctx: timing is off; fcl_context_set_option(ctx, FCL_OPTION_TIMING, 1) "
+                    "keeps the operations' events");
   *ms = 0;
   if (!ctx->op_first) return FCL_OK;
   cl_event last = ctx->op_last ? ctx->op_last : ctx->op_first;

@@ -51,7 +51,7 @@ static fcl_status run_probe(fcl_context *ctx, fcl_dtype t, bool *ok) {
     if (err != CL_SUCCESS) s = fcl_fail_cl(ctx, err, "wgmma probe buffers");
   }
   if (s == FCL_OK) {
-    fcl_args args = {k, 0, CL_SUCCESS};
+    fcl_args args = FCL_ARGS(k);
     for (int i = 0; i < 4; ++i) FCL_ARG(&args, bufs[i]);
     const size_t g[3] = {128, 1, 1}, l[3] = {128, 1, 1};
     s = fcl_launch(ctx, k, &args, g, l, "enqueueing the wgmma probe");
@@ -109,8 +109,11 @@ fcl_status fcl_wgmma_ready(fcl_context *ctx, fcl_dtype t, bool *ready) {
     else {
       const bool dry = ctx->dry_run; /* the probe runs even in a dry run */
       ctx->dry_run = false;
+      struct fcl_plan *rec = ctx->rec; /* nor is it part of a plan */
+      ctx->rec = NULL;
       s = run_probe(ctx, t, &ok);
       ctx->dry_run = dry;
+      ctx->rec = rec;
       if (s) {
         fcl_log(ctx, "fast path: the wgmma probe did not run: %s", ctx->message);
         fcl_clear_error(ctx);

@@ -14,6 +14,19 @@ typedef struct {
 } fcl_rwkv6_problem;
 
 /* rwkv6_check.c: the descriptor and r, k, v, w, u, h0. */
+/* rwkv6_forward.c, rwkv6_backward.c: the calls, once validated by their
+ * entry (rwkv6_entry.c: the public calls through the context's plans). */
+fcl_status fcl_rwkv6_forward_run(fcl_context *ctx, const fcl_rwkv6_desc *d,
+                                 const fcl_tensor *r, const fcl_tensor *k,
+                                 const fcl_tensor *v, const fcl_tensor *w, cl_mem u,
+                                 cl_mem h0, const fcl_tensor *o, cl_mem ht);
+fcl_status fcl_rwkv6_backward_run(fcl_context *ctx, const fcl_rwkv6_desc *d,
+                                  const fcl_tensor *r, const fcl_tensor *k,
+                                  const fcl_tensor *v, const fcl_tensor *w, cl_mem u,
+                                  cl_mem h0, const fcl_tensor *dout, cl_mem dht,
+                                  const fcl_tensor *dr, const fcl_tensor *dk,
+                                  const fcl_tensor *dv, const fcl_tensor *dw, cl_mem du,
+                                  cl_mem dh0);
 fcl_status fcl_check_rwkv6(fcl_context *ctx, const fcl_rwkv6_desc *d,
                            const fcl_tensor *r, const fcl_tensor *k,
                            const fcl_tensor *v, const fcl_tensor *w, cl_mem u,

@@ -7,16 +7,13 @@
 #include <stdio.h>
 
 
-fcl_status fcl_rwkv6_backward(fcl_context *ctx, const fcl_rwkv6_desc *d,
+fcl_status fcl_rwkv6_backward_run(fcl_context *ctx, const fcl_rwkv6_desc *d,
                               const fcl_tensor *r, const fcl_tensor *k,
                               const fcl_tensor *v, const fcl_tensor *w, cl_mem u,
                               cl_mem h0, const fcl_tensor *dout, cl_mem dht,
                               const fcl_tensor *dr, const fcl_tensor *dk,
                               const fcl_tensor *dv, const fcl_tensor *dw,
                               cl_mem du, cl_mem dh0) {
-  if (!ctx) return fcl_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "ctx: is NULL");
-  fcl_clear_error(ctx);
-  fcl_op_begin(ctx);
   fcl_rwkv6_problem p;
   fcl_status s = fcl_check_rwkv6(ctx, d, r, k, v, w, u, h0, &p);
   if (s != FCL_OK) return s;
@@ -95,7 +92,7 @@ fcl_status fcl_rwkv6_backward(fcl_context *ctx, const fcl_rwkv6_desc *d,
       else flags |= (in ? RW_DHT : 0) | (out ? RW_DH0 : 0);
       if (!in) in = r->buffer;
       if (!out) out = r->buffer;
-      fcl_args a = {pass == 0 ? kf : kr, 0, CL_SUCCESS};
+      fcl_args a = FCL_ARGS(pass == 0 ? kf : kr);
       FCL_ARG(&a, r->buffer); FCL_ARG(&a, k->buffer); FCL_ARG(&a, v->buffer);
       FCL_ARG(&a, w->buffer); FCL_ARG(&a, u); FCL_ARG(&a, dout->buffer); FCL_ARG(&a, cu_b);
       fcl_arg_tensor(&a, r); fcl_arg_tensor(&a, k); fcl_arg_tensor(&a, v);
@@ -111,14 +108,14 @@ fcl_status fcl_rwkv6_backward(fcl_context *ctx, const fcl_rwkv6_desc *d,
       if ((s = fcl_launch(ctx, a.k, &a, gp, lp, "enqueueing rwkv6 backward"))) return s;
     }
 
-  fcl_args af = {kfin, 0, CL_SUCCESS};
+  fcl_args af = FCL_ARGS(kfin);
   FCL_ARG(&af, drp); FCL_ARG(&af, dkp); FCL_ARG(&af, dwp);
   FCL_ARG(&af, dr->buffer); FCL_ARG(&af, dk->buffer); FCL_ARG(&af, dw->buffer);
   fcl_arg_tensor(&af, dr); fcl_arg_tensor(&af, dk); fcl_arg_tensor(&af, dw);
   FCL_ARG(&af, seqlen); FCL_ARG(&af, heads); FCL_ARG(&af, nvb); FCL_ARG(&af, ntok);
   FCL_ARG(&af, base_flags);
   cl_int nseq = (cl_int)d->batch;
-  fcl_args ad = {kdu, 0, CL_SUCCESS};
+  fcl_args ad = FCL_ARGS(kdu);
   FCL_ARG(&ad, dup); FCL_ARG(&ad, du); FCL_ARG(&ad, heads); FCL_ARG(&ad, nvb);
   FCL_ARG(&ad, nseq);
   const size_t kr16 = (size_t)(K + 15) / 16 * 16;

@@ -281,7 +281,7 @@ fcl_status fcl_rwkv6_chunk_mma_forward(fcl_context *ctx, const fcl_rwkv6_desc *d
   s = fcl_rwkv6_chunk_begin(ctx, d, p, &lc, t, ks, &ck);
   if (s != FCL_OK) return s;
   const fcl_rwkv6_chunk_common m = fcl_rwkv6_chunk_common_of(d, p, c->TC, t);
-  fcl_args a = {ko, 0, CL_SUCCESS};
+  fcl_args a = FCL_ARGS(ko);
   FCL_ARG(&a, t->r->buffer); FCL_ARG(&a, t->k->buffer); FCL_ARG(&a, t->w->buffer);
   FCL_ARG(&a, t->u); FCL_ARG(&a, t->v->buffer); FCL_ARG(&a, ck); FCL_ARG(&a, t->o->buffer);
   FCL_ARG(&a, m.cu);

@@ -68,7 +68,7 @@ static fcl_status state_pass(fcl_context *ctx, const fcl_rwkv6_desc *d,
            ce = (cl_int)(si == nlaunch - 1 ? m->nchunk : (si + 1) * seg);
     if (!from) from = ta->buffer;
     if (!to) to = ta->buffer;
-    fcl_args a = {ks, 0, CL_SUCCESS};
+    fcl_args a = FCL_ARGS(ks);
     FCL_ARG(&a, ta->buffer); FCL_ARG(&a, tw->buffer); FCL_ARG(&a, tb->buffer);
     FCL_ARG(&a, from); FCL_ARG(&a, to); FCL_ARG(&a, ck); FCL_ARG(&a, segs);
     FCL_ARG(&a, m->cu);
@@ -102,7 +102,7 @@ static fcl_status chunk_out(fcl_context *ctx, const fcl_rwkv6_desc *d, size_t wg
                             const common *m, cl_kernel ko, bool grad, const fcl_rwkv6_args *t,
                             const fcl_tensor *x, cl_mem ck, const fcl_tensor *y) {
   cl_int flags = m->flags | (grad ? RW_STATE_GRAD : 0);
-  fcl_args a = {ko, 0, CL_SUCCESS};
+  fcl_args a = FCL_ARGS(ko);
   FCL_ARG(&a, t->r->buffer); FCL_ARG(&a, t->k->buffer); FCL_ARG(&a, t->w->buffer);
   FCL_ARG(&a, t->u); FCL_ARG(&a, x->buffer); FCL_ARG(&a, ck); FCL_ARG(&a, y->buffer);
   FCL_ARG(&a, m->cu);
@@ -192,7 +192,7 @@ fcl_status fcl_rwkv6_chunk_backward_run(fcl_context *ctx, const fcl_rwkv6_desc *
     return s;
 
   cl_kernel kk = lb->kdk, kdu = lb->kdu;
-  fcl_args a = {kk, 0, CL_SUCCESS};
+  fcl_args a = FCL_ARGS(kk);
   FCL_ARG(&a, t->r->buffer); FCL_ARG(&a, t->k->buffer); FCL_ARG(&a, t->v->buffer);
   FCL_ARG(&a, t->w->buffer); FCL_ARG(&a, t->u); FCL_ARG(&a, t->dout->buffer);
   FCL_ARG(&a, cks); FCL_ARG(&a, ckd); FCL_ARG(&a, t->dr->buffer); FCL_ARG(&a, t->dk->buffer);
@@ -207,7 +207,7 @@ fcl_status fcl_rwkv6_chunk_backward_run(fcl_context *ctx, const fcl_rwkv6_desc *
   if ((s = fcl_launch(ctx, kk, &a, g, l, "enqueueing rwkv6 chunk dr dk dw"))) return s;
 
   cl_int nseq = (cl_int)d->batch;
-  fcl_args b = {kdu, 0, CL_SUCCESS};
+  fcl_args b = FCL_ARGS(kdu);
   FCL_ARG(&b, dup); FCL_ARG(&b, t->du); FCL_ARG(&b, m.heads); FCL_ARG(&b, m.nchunk);
   FCL_ARG(&b, nseq);
   /* RW_DU_KEYS keys a work-group, in up to RW_DU_PARTS parts (rwkv6_abi.h) */

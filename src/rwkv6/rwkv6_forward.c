@@ -6,13 +6,10 @@
 #include <stdio.h>
 
 
-fcl_status fcl_rwkv6_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
+fcl_status fcl_rwkv6_forward_run(fcl_context *ctx, const fcl_rwkv6_desc *d,
                              const fcl_tensor *r, const fcl_tensor *k,
                              const fcl_tensor *v, const fcl_tensor *w, cl_mem u,
                              cl_mem h0, const fcl_tensor *o, cl_mem ht) {
-  if (!ctx) return fcl_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "ctx: is NULL");
-  fcl_clear_error(ctx);
-  fcl_op_begin(ctx);
   fcl_rwkv6_problem p;
   fcl_status s = fcl_check_rwkv6(ctx, d, r, k, v, w, u, h0, &p);
   if (s != FCL_OK) return s;
@@ -66,7 +63,7 @@ fcl_status fcl_rwkv6_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
     cl_int p_begin = (cl_int)(si * seg), p_end = (cl_int)(last ? d->seqlen : (si + 1) * seg);
     if (!in) in = r->buffer;
     if (!out) out = r->buffer;
-    fcl_args a = {krec, 0, CL_SUCCESS};
+    fcl_args a = FCL_ARGS(krec);
     FCL_ARG(&a, r->buffer); FCL_ARG(&a, k->buffer); FCL_ARG(&a, v->buffer);
     FCL_ARG(&a, w->buffer); FCL_ARG(&a, u); FCL_ARG(&a, in); FCL_ARG(&a, o->buffer);
     FCL_ARG(&a, out); FCL_ARG(&a, cu_b);

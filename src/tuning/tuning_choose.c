@@ -48,6 +48,7 @@ fcl_status fcl_tuning_override(fcl_context *ctx, const fcl_variant *v, const cha
   struct fcl_tuning_state *t = state(ctx);
   const int i = t ? slot(t, v) : -1;
   if (i < 0) return fcl_fail(ctx, FCL_ERROR_OUT_OF_MEMORY, "tuning state");
+  fcl_plan_cache_clear(ctx); /* the calls' plans chose under the old overrides */
   free(t->override[i]);
   t->override[i] = NULL;
   if (params) {

@@ -1,0 +1,197 @@
+/* Plans: an operation's enqueues recorded once and replayed (core.h), the
+ * public fcl_plan_run and fcl_plan_destroy, and the running of a public
+ * call through them. The cache of plans is plan_cache.c. */
+#include "core/plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+fcl_plan *fcl_plan_new(fcl_context *ctx, bool hold_args) {
+  fcl_plan *pl = calloc(1, sizeof *pl);
+  if (pl) pl->ctx = ctx, pl->hold_args = hold_args;
+  return pl;
+}
+
+void fcl_plan_free(fcl_plan *pl) {
+  if (!pl) return;
+  for (int i = 0; i < pl->ncmd; ++i)
+    if (pl->cmd[i].k) clReleaseKernel(pl->cmd[i].k);
+  for (int i = 0; i < pl->nheld; ++i) clReleaseMemObject(pl->held[i]);
+  free(pl->cmd);
+  free(pl->held);
+  free(pl->key);
+  free(pl);
+}
+
+static fcl_plan_cmd *new_cmd(fcl_plan *pl) {
+  if (pl->ncmd == pl->cap) {
+    const int cap = pl->cap ? 2 * pl->cap : 4;
+    fcl_plan_cmd *c = realloc(pl->cmd, (size_t)cap * sizeof *c);
+    if (!c) return NULL;
+    pl->cmd = c, pl->cap = cap;
+  }
+  fcl_plan_cmd *c = &pl->cmd[pl->ncmd];
+  memset(c, 0, sizeof *c);
+  return c;
+}
+
+fcl_status fcl_plan_hold(fcl_context *ctx, cl_mem m) {
+  fcl_plan *pl = ctx->rec;
+  if (!pl || !m) return FCL_OK;
+  for (int i = 0; i < pl->nheld; ++i)
+    if (pl->held[i] == m) return FCL_OK;
+  if (pl->nheld == pl->held_cap) {
+    const int cap = pl->held_cap ? 2 * pl->held_cap : 8;
+    cl_mem *h = realloc(pl->held, (size_t)cap * sizeof *h);
+    if (!h) return fcl_fail(ctx, FCL_ERROR_OUT_OF_MEMORY, "recording a plan");
+    pl->held = h, pl->held_cap = cap;
+  }
+  cl_int err = clRetainMemObject(m);
+  if (err != CL_SUCCESS) return fcl_fail_cl(ctx, err, "clRetainMemObject (a plan's buffer)");
+  pl->held[pl->nheld++] = m;
+  return FCL_OK;
+}
+
+void fcl_plan_depends_on_device_data(fcl_context *ctx) {
+  if (ctx->rec) ctx->rec->device_data = true;
+}
+
+/* The plan's own kernel: a second cl_kernel of k's program and name, whose
+ * arguments no other call changes (OpenCL 1.2 has no clCloneKernel). */
+static cl_kernel copy_kernel(cl_kernel k, cl_int *err) {
+  char      name[128];
+  cl_program prog;
+  *err = clGetKernelInfo(k, CL_KERNEL_FUNCTION_NAME, sizeof name, name, NULL);
+  if (*err == CL_SUCCESS)
+    *err = clGetKernelInfo(k, CL_KERNEL_PROGRAM, sizeof prog, &prog, NULL);
+  return *err == CL_SUCCESS ? clCreateKernel(prog, name, err) : NULL;
+}
+
+fcl_status fcl_plan_record_kernel(fcl_context *ctx, cl_kernel k, const fcl_args *a,
+                                  const size_t global[3], const size_t local[3],
+                                  cl_kernel *copy) {
+  fcl_plan *pl = ctx->rec;
+  bool whole = a && !a->unrecordable && a->i <= FCL_MAX_ARGS;
+  for (cl_uint i = 0; whole && i < a->i; ++i) whole = a->size[i] != 0;
+  if (!whole) {
+    pl->broken = true; /* the call still runs, on k; the plan is not kept */
+    *copy = k;
+    return FCL_OK;
+  }
+  fcl_plan_cmd *c = new_cmd(pl);
+  if (!c) return fcl_fail(ctx, FCL_ERROR_OUT_OF_MEMORY, "recording a plan");
+  cl_int err;
+  c->k = copy_kernel(k, &err);
+  if (err != CL_SUCCESS) return fcl_fail_cl(ctx, err, "clCreateKernel (a plan's kernel)");
+  pl->ncmd++; /* owned from here: fcl_plan_free releases it */
+  for (cl_uint i = 0; i < a->i && err == CL_SUCCESS; ++i) {
+    err = clSetKernelArg(c->k, i, a->size[i], &a->value[i]);
+    if (!a->mem[i]) continue;
+    cl_mem m;
+    memcpy(&m, &a->value[i], sizeof m);
+    if (c->nmem < FCL_PLAN_MAX_MEM) c->mem_index[c->nmem] = i, c->mem[c->nmem++] = m;
+    else pl->broken = true;
+    fcl_status hs;
+    if (pl->hold_args && err == CL_SUCCESS && (hs = fcl_plan_hold(ctx, m))) return hs;
+  }
+  if (err != CL_SUCCESS) return fcl_fail_cl(ctx, err, "clSetKernelArg (a plan's kernel)");
+  for (int d = 0; d < 3; ++d) c->global[d] = global[d], c->local[d] = local ? local[d] : 0;
+  c->has_local = local != NULL;
+  *copy = c->k;
+  return FCL_OK;
+}
+
+fcl_status fcl_plan_record_zero(fcl_context *ctx, cl_mem buf, size_t bytes) {
+  fcl_plan_cmd *c = new_cmd(ctx->rec);
+  if (!c) return fcl_fail(ctx, FCL_ERROR_OUT_OF_MEMORY, "recording a plan");
+  c->zero = buf, c->zero_bytes = bytes;
+  ctx->rec->ncmd++;
+  return fcl_plan_hold(ctx, buf);
+}
+
+/* Enqueues the plan's commands; reset_mem sets its kernels' buffer
+ * arguments again first (a cached plan's buffers are the caller's: a
+ * handle seen before may name a buffer made since at the same address). */
+fcl_status fcl_plan_replay(fcl_context *ctx, const fcl_plan *pl, bool reset_mem) {
+  const bool events = fcl_events_wanted(ctx);
+  for (int i = 0; i < pl->ncmd; ++i) {
+    const fcl_plan_cmd *c = &pl->cmd[i];
+    cl_event ev = NULL;
+    cl_int   err;
+    if (c->k) {
+      for (int j = 0; reset_mem && j < c->nmem; ++j)
+        if ((err = clSetKernelArg(c->k, c->mem_index[j], sizeof(cl_mem), &c->mem[j])))
+          return fcl_fail_cl(ctx, err, "clSetKernelArg (a plan's kernel)");
+      err = clEnqueueNDRangeKernel(ctx->queue, c->k, 3, NULL, c->global,
+                                   c->has_local ? c->local : NULL, 0, NULL,
+                                   events ? &ev : NULL);
+      if (err != CL_SUCCESS) return fcl_fail_cl(ctx, err, "enqueueing a plan's kernel");
+      if (ev && ctx->opt.trace) fcl_op_trace(ctx, c->k, ev, c->global, c->local);
+    } else {
+      const cl_int zero = 0;
+      err = clEnqueueFillBuffer(ctx->queue, c->zero, &zero, sizeof zero, 0, c->zero_bytes, 0,
+                                NULL, events ? &ev : NULL);
+      if (err != CL_SUCCESS) return fcl_fail_cl(ctx, err, "enqueueing a plan's zeroing");
+    }
+    if (ev) fcl_op_record(ctx, ev);
+  }
+  return FCL_OK;
+}
+
+/* Runs op while recording into pl (enqueueing as it goes or not). */
+static fcl_status record(fcl_context *ctx, fcl_plan *pl, bool enqueue, fcl_op_fn run,
+                         const void *args) {
+  ctx->rec = pl;
+  ctx->rec_enqueue = enqueue;
+  fcl_status s = run(ctx, args);
+  ctx->rec = NULL;
+  ctx->rec_enqueue = false;
+  return s;
+}
+
+fcl_status fcl_plan_call(fcl_context *ctx, const fcl_key *key, fcl_op_fn run,
+                         const void *args) {
+  fcl_clear_error(ctx);
+  fcl_op_begin(ctx);
+  const bool cache = key->ok && ctx->plan_cache > 0;
+  if (cache) {
+    const fcl_plan *pl = fcl_plan_cache_find(ctx, key);
+    if (pl) return ctx->plans_reused++, fcl_plan_replay(ctx, pl, true);
+  }
+  fcl_plan *pl = cache ? fcl_plan_new(ctx, false) : NULL;
+  if (!pl) return run(ctx, args);
+  const fcl_status s = record(ctx, pl, true, run, args);
+  ctx->plans_made++;
+  if (s == FCL_OK && !pl->broken && !pl->device_data && fcl_plan_cache_put(ctx, key, pl))
+    return FCL_OK;
+  fcl_plan_free(pl);
+  return s;
+}
+
+fcl_status fcl_plan_make(fcl_context *ctx, fcl_op_fn run, const void *args, fcl_plan **out) {
+  fcl_clear_error(ctx);
+  if (!out) return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT, "out: is NULL");
+  *out = NULL;
+  fcl_plan *pl = fcl_plan_new(ctx, true);
+  if (!pl) return fcl_fail(ctx, FCL_ERROR_OUT_OF_MEMORY, "out: cannot allocate a plan");
+  fcl_status s = record(ctx, pl, false, run, args);
+  if (s == FCL_OK && pl->broken)
+    s = fcl_fail(ctx, FCL_ERROR_INTERNAL, "a launch of this call could not be recorded");
+  if (s != FCL_OK) {
+    fcl_plan_free(pl);
+    return s;
+  }
+  ctx->plans_made++;
+  *out = pl;
+  return FCL_OK;
+}
+
+fcl_status fcl_plan_run(fcl_plan *plan) {
+  if (!plan) return fcl_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "plan: is NULL");
+  fcl_context *ctx = plan->ctx;
+  fcl_clear_error(ctx);
+  fcl_op_begin(ctx);
+  return fcl_plan_replay(ctx, plan, false);
+}
+
+void fcl_plan_destroy(fcl_plan *plan) { fcl_plan_free(plan); }

@@ -1,0 +1,45 @@
+/* The inside of a plan (plan.c) and its cache (plan_cache.c); core.h
+ * declares what the rest of the library uses. */
+#ifndef FCL_PLAN_H
+#define FCL_PLAN_H
+#include "core/core.h"
+
+/* Buffer arguments of one kernel that a cached plan sets again each run. */
+#define FCL_PLAN_MAX_MEM 24
+
+/* One enqueue: a kernel (k set) or the zeroing of a buffer. */
+typedef struct {
+  cl_kernel k; /* the plan's own, arguments set */
+  size_t    global[3], local[3];
+  bool      has_local;
+  int       nmem;
+  cl_uint   mem_index[FCL_PLAN_MAX_MEM];
+  cl_mem    mem[FCL_PLAN_MAX_MEM];
+  cl_mem    zero;
+  size_t    zero_bytes;
+} fcl_plan_cmd;
+
+struct fcl_plan {
+  fcl_context  *ctx;
+  fcl_plan_cmd *cmd;
+  int           ncmd, cap;
+  cl_mem       *held; /* retained: scratch, and every buffer when hold_args */
+  int           nheld, held_cap;
+  bool          hold_args;   /* a public plan keeps the caller's buffers alive */
+  bool          device_data; /* shaped by device data read on the host */
+  bool          broken;      /* a launch could not be recorded */
+  /* In the cache: the key, its hash, the next plan (less recently used). */
+  unsigned char *key;
+  size_t         key_n;
+  uint64_t       hash;
+  struct fcl_plan *next;
+};
+
+fcl_plan  *fcl_plan_new(fcl_context *ctx, bool hold_args);
+void       fcl_plan_free(fcl_plan *pl);
+fcl_status fcl_plan_replay(fcl_context *ctx, const fcl_plan *pl, bool reset_mem);
+/* plan_cache.c: the plan of a key seen before (moved to the front), or
+ * NULL; put takes pl (false: not kept, the caller frees it). */
+const fcl_plan *fcl_plan_cache_find(fcl_context *ctx, const fcl_key *key);
+bool            fcl_plan_cache_put(fcl_context *ctx, const fcl_key *key, fcl_plan *pl);
+#endif

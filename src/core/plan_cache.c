@@ -1,0 +1,98 @@
+/* The cache of plans of the public calls: keys (every argument a plan
+ * depends on, as bytes), and the most recently used plans of a context,
+ * up to FCL_OPTION_PLAN_CACHE of them. */
+#include "core/plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void fcl_key_init(fcl_key *key, int op) {
+  key->n = 0;
+  key->ok = true;
+  fcl_key_i64(key, op);
+}
+
+void fcl_key_bytes(fcl_key *key, const void *p, size_t n) {
+  if (!key->ok || n > FCL_KEY_MAX - key->n) {
+    key->ok = false;
+    return;
+  }
+  memcpy(key->b + key->n, p, n);
+  key->n += n;
+}
+
+void fcl_key_i64(fcl_key *key, int64_t v) { fcl_key_bytes(key, &v, sizeof v); }
+
+void fcl_key_f32(fcl_key *key, float v) { fcl_key_bytes(key, &v, sizeof v); }
+
+/* The size as well as the handle: a buffer released and another made at
+ * the same address is a new key unless it has the same size, and then
+ * every check the call made of it holds again. */
+void fcl_key_mem(fcl_key *key, cl_mem m) {
+  const struct { cl_mem m; uint64_t size; } e = {m, m ? (uint64_t)fcl_buffer_size(m) : 0};
+  fcl_key_bytes(key, &e, sizeof e);
+}
+
+void fcl_key_tensor(fcl_key *key, const fcl_tensor *t) {
+  if (!t) {
+    fcl_key_i64(key, -1);
+    return;
+  }
+  fcl_key_mem(key, t->buffer);
+  const int64_t f[6] = {(int64_t)t->offset, (int64_t)t->dtype, t->strides[0], t->strides[1],
+                        t->strides[2], t->strides[3]};
+  fcl_key_bytes(key, f, sizeof f);
+}
+
+static uint64_t key_hash(const fcl_key *key) {
+  uint64_t h = 0x9e3779b97f4a7c15ULL ^ key->n;
+  size_t i = 0;
+  for (; i + 8 <= key->n; i += 8) {
+    uint64_t w;
+    memcpy(&w, key->b + i, 8);
+    h = (h ^ w) * 0xff51afd7ed558ccdULL;
+    h ^= h >> 32;
+  }
+  for (; i < key->n; ++i) h = (h ^ key->b[i]) * 0x100000001b3ULL;
+  return h;
+}
+
+const fcl_plan *fcl_plan_cache_find(fcl_context *ctx, const fcl_key *key) {
+  const uint64_t h = key_hash(key);
+  for (fcl_plan **at = &ctx->plans; *at; at = &(*at)->next) {
+    fcl_plan *pl = *at;
+    if (pl->hash != h || pl->key_n != key->n || memcmp(pl->key, key->b, key->n)) continue;
+    *at = pl->next; /* to the front */
+    pl->next = ctx->plans;
+    ctx->plans = pl;
+    return pl;
+  }
+  return NULL;
+}
+
+bool fcl_plan_cache_put(fcl_context *ctx, const fcl_key *key, fcl_plan *pl) {
+  pl->key = malloc(key->n);
+  if (!pl->key) return false;
+  memcpy(pl->key, key->b, key->n);
+  pl->key_n = key->n;
+  pl->hash = key_hash(key);
+  pl->next = ctx->plans;
+  ctx->plans = pl;
+  if (++ctx->plans_n > ctx->plan_cache) { /* the least recently used goes */
+    fcl_plan **at = &ctx->plans;
+    while ((*at)->next) at = &(*at)->next;
+    fcl_plan_free(*at);
+    *at = NULL;
+    ctx->plans_n--;
+  }
+  return true;
+}
+
+void fcl_plan_cache_clear(fcl_context *ctx) {
+  while (ctx->plans) {
+    fcl_plan *next = ctx->plans->next;
+    fcl_plan_free(ctx->plans);
+    ctx->plans = next;
+  }
+  ctx->plans_n = 0;
+}
