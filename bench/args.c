@@ -50,6 +50,13 @@ static const char usage[] =
     "  --params V:P      run kernel variant V (fa-tune --ops names them) with the\n"
     "                    parameters P (NAME=v,... as fa-tune --show prints them)\n"
     "                    wherever it applies: one configuration timed (tuning override)\n"
+    "  --layers L        loop mode: decode and rwkv6-fwd (T = 1 unless --seqlen, the\n"
+    "                    state carried from step to step) run as a model's decode step:\n"
+    "                    L calls back to back, each on its own cache or state, one\n"
+    "                    clFinish a step; per-call times in place of the usual rows\n"
+    "  --steps N         loop mode: timed steps, after one warm-up step (10)\n"
+    "  --kernels-per-call K  loop mode: kernels one call launches, for the library's\n"
+    "                    host time beyond its launches (1)\n"
     "  --csv, --json     machine-readable output instead of the table (bench/plot.py\n"
     "                    draws the JSON)\n"
     "LIST is comma-separated; every combination of the lists is run.\n"
@@ -83,7 +90,19 @@ static const char usage[] =
     "|got - ref| / max|ref| over the gradient tensors. decode compares 64 sampled\n"
     "rows of o and lse (every head of the first and last sequence's last query\n"
     "among them), and with --append the cache entries written for the first and\n"
-    "last sequence, exactly.\n";
+    "last sequence, exactly.\n"
+    "\n"
+    "Loop mode (--layers) reports per call: wall_us, the step's wall time / L\n"
+    "(median over the steps); host_us, the time spent inside the L fcl_* calls\n"
+    "(clock_gettime around each) / L; dev_us, the mean device time of the calls\n"
+    "in one more, untimed step with the library's timing on\n"
+    "(fcl_context_last_op_time after each call); launch_us and launch+ev_us, the\n"
+    "host time of one clEnqueueNDRangeKernel of an empty 24-argument kernel, 2000\n"
+    "back to back, without and with an event (measured beside each case); lib_us,\n"
+    "host_us - K * the bare launch (the event-less one when the library's timing\n"
+    "events were off in the timed steps, column ev). The check compares the last\n"
+    "layer's output of that last step (rwkv6-fwd: o and ht, from the h0 read back\n"
+    "before it).\n";
 
 static int parse_int(const char *opt, const char *s, int64_t min, int64_t max,
                      int64_t *out) {
@@ -196,8 +215,9 @@ static int one_count(const char *opt, const char *s, int i, void *dst) { /* 0 al
 int bench_parse_args(int argc, char **argv, bench_args *a) {
   bench_args d = {NULL, 1, 8, 0, 64, 0, {1024}, {1024}, 1, {FCL_F32, FCL_F16}, 2,
                   {0, 1}, 2, {OP_FWD, OP_RWKV6_FWD}, 2, {FCL_RWKV6_AUTO}, 1, 0, 0, 0,
-                  OUT_TABLE, 0, 1, 0.0, 0, 0, {0}, 0, {0}, 0, {0}, 0, 0, {0}, 0, NULL};
+                  OUT_TABLE, 0, 1, 0.0, 0, 0, {0}, 0, {0}, 0, {0}, 0, 0, {0}, 0, NULL, 0, 0, 0};
   int64_t sq = 0, sk = 0, iters = 10, warmup = 2, check = 1, peak = 1;
+  int64_t layers = 0, steps = 0, kpc = 0;
   const struct { const char *name; int64_t *dst, min, max; } ints[] = {
       {"--batch", &a->batch, 1, INT_MAX},       {"--heads", &a->heads, 1, INT_MAX},
       {"--heads-kv", &a->heads_kv, 1, INT_MAX}, {"--kv-heads", &a->heads_kv, 1, INT_MAX},
@@ -205,7 +225,8 @@ int bench_parse_args(int argc, char **argv, bench_args *a) {
       {"--head-dim-v", &a->head_dim_v, 1, INT_MAX}, {"--seqlen-q", &sq, 1, INT_MAX},
       {"--seqlen-k", &sk, 1, INT_MAX},          {"--iters", &iters, 1, INT_MAX},
       {"--warmup", &warmup, 0, INT_MAX},        {"--check", &check, 0, 1},
-      {"--peak", &peak, 0, 1}};
+      {"--peak", &peak, 0, 1},                  {"--layers", &layers, 1, 100000},
+      {"--steps", &steps, 1, INT_MAX},          {"--kernels-per-call", &kpc, 1, 1000}};
   const char *const others[] = {"--device", "--seqlen", "--dtype", "--causal", "--op",
                                 "--algorithm", "--context", "--page-size", "--num-splits",
                                 "--peak-gbps", "--varlen", "--params"};
@@ -288,6 +309,20 @@ int bench_parse_args(int argc, char **argv, bench_args *a) {
   if (!a->n_page_size) a->page_size[0] = 0, a->n_page_size = 1;
   if (!a->n_num_splits) a->num_splits[0] = 0, a->n_num_splits = 1;
   a->iters = (int)iters, a->warmup = (int)warmup, a->check = (int)check, a->peak = (int)peak;
+  if (!layers && (steps || kpc)) {
+    fprintf(stderr, "fa-bench: --steps and --kernels-per-call need --layers\n");
+    return -1;
+  }
+  for (int i = 0; layers && i < a->n_ops; i++)
+    if (a->ops[i] != OP_DECODE && a->ops[i] != OP_RWKV6_FWD) {
+      fprintf(stderr, "fa-bench: --layers: for --op decode and rwkv6-fwd, not %s\n",
+              bench_op_name(a->ops[i]));
+      return -1;
+    }
+  a->layers = (int)layers, a->steps = steps ? (int)steps : 10;
+  a->kernels_per_call = kpc ? (int)kpc : 1;
+  if (layers && !a->seqlen_set) /* rwkv6-fwd: the recurrent step, T = 1 */
+    a->seqlen_q[0] = a->seqlen_k[0] = 1, a->n_seqlen = 1;
   if (!a->heads_kv) a->heads_kv = a->heads;
   if (!a->head_dim_v) a->head_dim_v = a->head_dim;
   if (a->heads % a->heads_kv) {

@@ -49,6 +49,11 @@ typedef struct {
   /* --params VARIANT:NAME=v,...: that variant with these parameters in every
    * call where it applies (the tuning override), to time one configuration */
   const char *params;
+  /* loop mode (--layers L): a model's decode step, L calls back to back (one
+   * a layer, each on its own cache or state) and one clFinish, --steps
+   * times; decode and rwkv6-fwd (T = 1 unless --seqlen). 0: off. */
+  int         layers, steps;
+  int         kernels_per_call; /* --kernels-per-call: kernels one call launches (1) */
 } bench_args;
 
 /* Fills *a from argv. Returns 0 to go on, 1 when --help was printed (exit 0),

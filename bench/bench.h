@@ -34,6 +34,13 @@ typedef struct {
   int64_t     page_size;      /* 0: contiguous */
   int64_t     num_splits;     /* 0: the library's choice */
   int         append;         /* 1: k_new, v_new appended in the call */
+  /* loop mode only (layers 0 otherwise; see loop.h): ms is then the mean
+   * device time of a call and wall_ms the step's wall time / layers */
+  int         layers, steps, kernels_per_call;
+  int         events_off;     /* timed steps ran with the library's timing events off */
+  double      host_ms;        /* time inside the fcl_* calls of a step / layers */
+  double      launch_ms;      /* one bare clEnqueueNDRangeKernel, no event */
+  double      launch_event_ms;/* the same with an event requested (and released) */
 } bench_row;
 
 /* A row with every result field "not measured", impl flashcl, check SKIP. */
@@ -51,6 +58,13 @@ void  *bench_uniform(fcl_dtype t, size_t n, uint64_t seed, double lo, double hi)
 double bench_elem(const void *p, fcl_dtype t, size_t i);
 /* Decodes n elements of dtype t into doubles. */
 void   bench_decode(const void *p, fcl_dtype t, size_t n, double *dst);
+/* CLOCK_MONOTONIC in ms. */
+double bench_now_ms(void);
+/* The median of t[0..n-1] (sorts t). */
+double bench_median(double *t, int n);
+/* Turns the library's per-kernel timing events on or off where it has the
+ * option (FCL_OPTION_TIMING); returns 1 if it has, else 0 (events always on). */
+int    bench_set_timing(fcl_context *ctx, int on);
 /* A read-write buffer of `bytes`, filled from host when it is not NULL. */
 cl_mem bench_upload(fcl_context *ctx, const void *host, size_t bytes, cl_int *err);
 /* Blocking read of the first `bytes` of buf; 0 on success. */
@@ -78,5 +92,7 @@ typedef void (*bench_emit)(const bench_row *row);
 int bench_attention(fcl_context *ctx, const bench_args *a, bench_op op, bench_emit emit);
 int bench_rwkv6(fcl_context *ctx, const bench_args *a, bench_op op, bench_emit emit);
 int bench_kvcache(fcl_context *ctx, const bench_args *a, bench_emit emit); /* decode.c */
+/* With a->layers, decode and rwkv6-fwd run in loop mode (decode_loop.c,
+ * rwkv6_loop.c) instead, one row a case. */
 
 #endif

@@ -20,6 +20,7 @@ bench_row bench_row_init(bench_op op) {
   r.err_o = r.err_lse = r.err_grad = -1;
   r.check = "SKIP";
   r.context = r.page_size = r.num_splits = -1, r.append = -1;
+  r.host_ms = r.launch_ms = r.launch_event_ms = NAN;
   return r;
 }
 
@@ -64,10 +65,14 @@ size_t bench_count_nonfinite(const void *p, fcl_dtype t, size_t n) {
   return bad;
 }
 
-static double now_ms(void) {
+double bench_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+int bench_set_timing(fcl_context *ctx, int on) {
+  return fcl_context_set_option(ctx, FCL_OPTION_TIMING, on) == FCL_OK;
 }
 
 static int cmp_double(const void *x, const void *y) {
@@ -75,7 +80,7 @@ static int cmp_double(const void *x, const void *y) {
   return (a > b) - (a < b);
 }
 
-static double median(double *t, int n) {
+double bench_median(double *t, int n) {
   qsort(t, (size_t)n, sizeof *t, cmp_double);
   return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
@@ -98,13 +103,13 @@ double bench_time(fcl_context *ctx, bench_call call, bench_device_ms device_ms, 
   for (int i = 0; i < warmup; i++)
     if (call(ctx, arg) != FCL_OK || clFinish(queue)) goto done;
   for (int i = 0; i < iters; i++) {
-    double t0 = now_ms();
+    double t0 = bench_now_ms();
     if (call(ctx, arg) != FCL_OK || clFinish(queue)) goto done;
-    w[i] = now_ms() - t0;
+    w[i] = bench_now_ms() - t0;
     if (device_ms(ctx, arg, &t[i])) goto done;
   }
-  med = median(t, iters);
-  *wall_ms = median(w, iters);
+  med = bench_median(t, iters);
+  *wall_ms = bench_median(w, iters);
 done:
   free(t);
   return med;

@@ -23,13 +23,16 @@
  * and lse (f32) written, and with --append k_new, v_new read and written to
  * the cache: es * (B*Hkv*(C + 2n*append)*(D+Dv) + B*n*H*(D+Dv)) + 4*B*H*n
  * bytes. TFLOP/s counts 2*(D+Dv) FLOPs per visible (query, key) pair and
- * query head. */
+ * query head.
+ *
+ * Loop mode (--layers) runs each case as decode_loop.c describes. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
+#include "decode.h"
 #include "model.h"
 #include "ref_attention.h"
 #include "test_util.h"
@@ -37,32 +40,15 @@
 #define CHECK_ROWS 64
 #define CHECK_HEADS 32 /* heads of sequence 0's last query among the rows */
 
-typedef struct {
-  int64_t   b, h, hkv, n, c, d, dv; /* n new tokens, c cached tokens per sequence */
-  fcl_dtype t;
-  int       causal, append;
-  int64_t   ps, splits;             /* page size (0: contiguous), num_splits */
-  int64_t   keys;                   /* c, or c + n with append */
-  int64_t   cap;                    /* cache_capacity: tokens a sequence's cache holds */
-  int64_t   pps;                    /* paged: pages per sequence (block table width) */
-  int64_t   slots, slot_len;        /* pages and page_size, or rows and cap */
-} dshape;
-
-typedef struct {
-  void    *q, *kc, *vc, *kn, *vn;   /* host copies in the dtype; kc, vc as laid out */
-  int32_t *bt;                      /* block table [b][pps] (paged) */
-  cl_mem   bq, bkc, bvc, bkn, bvn, bo, blse, bseq, bbt;
-} dinputs;
-
 static size_t n_q(const dshape *s) { return (size_t)(s->b * s->n * s->h * s->d); }
 static size_t n_o(const dshape *s) { return (size_t)(s->b * s->n * s->h * s->dv); }
 static size_t n_new(const dshape *s, int64_t dim) { return (size_t)(s->b * s->n * s->hkv * dim); }
-static size_t n_cache(const dshape *s, int64_t dim) {
+size_t decode_cache_elems(const dshape *s, int64_t dim) {
   return (size_t)(s->slots * s->slot_len * s->hkv * dim);
 }
 static size_t n_lse(const dshape *s) { return (size_t)(s->b * s->h * s->n); }
 
-static dshape make_shape(const bench_args *a, int64_t c, int64_t n, fcl_dtype t, int64_t ps) {
+dshape decode_shape(const bench_args *a, int64_t c, int64_t n, fcl_dtype t, int64_t ps) {
   dshape s = {a->batch, a->heads, a->heads_kv, n, c, a->head_dim, a->head_dim_v, t, 1,
               a->append, ps, 0, 0, 0, 0, 0, 0};
   s.keys = c + (s.append ? n : 0);
@@ -86,7 +72,7 @@ static size_t cache_at(const dshape *s, const int32_t *bt, int64_t b, int64_t po
   return (size_t)(((slot * s->slot_len + tok) * s->hkv + kh) * dim);
 }
 
-static void inputs_free(dinputs *in) {
+void decode_inputs_free(dinputs *in) {
   free(in->q), free(in->kc), free(in->vc), free(in->kn), free(in->vn), free(in->bt);
   cl_mem m[] = {in->bq, in->bkc, in->bvc, in->bkn, in->bvn, in->bo, in->blse, in->bseq, in->bbt};
   for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
@@ -94,13 +80,13 @@ static void inputs_free(dinputs *in) {
   memset(in, 0, sizeof *in);
 }
 
-static int inputs_make(fcl_context *ctx, const dshape *s, dinputs *in) {
+int decode_inputs_make(fcl_context *ctx, const dshape *s, dinputs *in) {
   const size_t es = tu_dtype_size(s->t);
   const double a = sqrt(3.0); /* uniform on [-a, a): variance 1 */
   memset(in, 0, sizeof *in);
   in->q = bench_uniform(s->t, n_q(s), 1, -a, a);
-  in->kc = bench_uniform(s->t, n_cache(s, s->d), 2, -a, a);
-  in->vc = bench_uniform(s->t, n_cache(s, s->dv), 3, -a, a);
+  in->kc = bench_uniform(s->t, decode_cache_elems(s, s->d), 2, -a, a);
+  in->vc = bench_uniform(s->t, decode_cache_elems(s, s->dv), 3, -a, a);
   in->kn = bench_uniform(s->t, n_new(s, s->d), 6, -a, a);
   in->vn = bench_uniform(s->t, n_new(s, s->dv), 7, -a, a);
   int32_t *seqlens = malloc((size_t)s->b * sizeof *seqlens);
@@ -122,20 +108,44 @@ static int inputs_make(fcl_context *ctx, const dshape *s, dinputs *in) {
   const void *host[9] = {in->q, in->kc, in->vc, in->kn, in->vn, NULL, NULL, seqlens, in->bt};
   cl_mem *dev[9] = {&in->bq, &in->bkc, &in->bvc, &in->bkn, &in->bvn, &in->bo, &in->blse,
                     &in->bseq, &in->bbt};
-  const size_t bytes[9] = {n_q(s) * es, n_cache(s, s->d) * es, n_cache(s, s->dv) * es,
-                           n_new(s, s->d) * es, n_new(s, s->dv) * es, n_o(s) * es,
-                           n_lse(s) * sizeof(float), (size_t)s->b * sizeof(int32_t),
-                           (size_t)s->slots * sizeof(int32_t)};
+  const size_t bytes[9] = {n_q(s) * es, decode_cache_elems(s, s->d) * es,
+                           decode_cache_elems(s, s->dv) * es, n_new(s, s->d) * es,
+                           n_new(s, s->dv) * es, n_o(s) * es, n_lse(s) * sizeof(float),
+                           (size_t)s->b * sizeof(int32_t), (size_t)s->slots * sizeof(int32_t)};
   for (int i = 0; i < (s->ps ? 9 : 8) && err == CL_SUCCESS; i++)
     *dev[i] = bench_upload(ctx, host[i], bytes[i], &err);
   free(seqlens);
   if (err != CL_SUCCESS) {
     fprintf(stderr, "fa-bench: decode: could not allocate or upload the inputs (%.3g GB of "
             "cache; OpenCL error %d)\n", (double)(bytes[1] + bytes[2]) * 1e-9, err);
-    inputs_free(in);
+    decode_inputs_free(in);
     return -1;
   }
   return 0;
+}
+
+void decode_call_make(const dshape *s, const dinputs *in, decode_call *c) {
+  fcl_kvcache_desc d = FCL_KVCACHE_DESC_INIT;
+  d.batch = s->b, d.seqlen_q = s->n, d.heads_q = s->h, d.heads_kv = s->hkv;
+  d.head_dim = s->d, d.head_dim_v = s->dv, d.cache_capacity = s->cap, d.page_size = s->ps;
+  d.num_pages = s->ps ? s->slots : 0, d.causal = s->causal, d.num_splits = (int)s->splits;
+  d.cache_seqlens = in->bseq, d.block_table = s->ps ? in->bbt : NULL;
+  /* [batch, token, head, dim]; the cache's slots are rows or pages. */
+  const int64_t kvd = s->hkv * s->d, kvdv = s->hkv * s->dv;
+  c->d = d;
+  c->q = (fcl_tensor){in->bq, 0, s->t, {s->n * s->h * s->d, s->h * s->d, s->d, 1}};
+  c->o = (fcl_tensor){in->bo, 0, s->t, {s->n * s->h * s->dv, s->h * s->dv, s->dv, 1}};
+  c->kc = (fcl_tensor){in->bkc, 0, s->t, {s->slot_len * kvd, kvd, s->d, 1}};
+  c->vc = (fcl_tensor){in->bvc, 0, s->t, {s->slot_len * kvdv, kvdv, s->dv, 1}};
+  c->kn = (fcl_tensor){in->bkn, 0, s->t, {s->n * kvd, kvd, s->d, 1}};
+  c->vn = (fcl_tensor){in->bvn, 0, s->t, {s->n * kvdv, kvdv, s->dv, 1}};
+  c->lse = in->blse;
+  c->append = s->append;
+}
+
+fcl_status decode_call_run(fcl_context *ctx, const decode_call *c) {
+  return fcl_attention_kvcache(ctx, &c->d, &c->q, &c->kc, &c->vc, c->append ? &c->kn : NULL,
+                               c->append ? &c->vn : NULL, &c->o, c->lse);
 }
 
 typedef struct {
@@ -145,23 +155,9 @@ typedef struct {
 
 static fcl_status kvcache_call(fcl_context *ctx, const void *arg) {
   const call_args *ca = arg;
-  const dshape *s = ca->s;
-  const dinputs *in = ca->in;
-  fcl_kvcache_desc d = FCL_KVCACHE_DESC_INIT;
-  d.batch = s->b, d.seqlen_q = s->n, d.heads_q = s->h, d.heads_kv = s->hkv;
-  d.head_dim = s->d, d.head_dim_v = s->dv, d.cache_capacity = s->cap, d.page_size = s->ps;
-  d.num_pages = s->ps ? s->slots : 0, d.causal = s->causal, d.num_splits = (int)s->splits;
-  d.cache_seqlens = in->bseq, d.block_table = s->ps ? in->bbt : NULL;
-  /* [batch, token, head, dim]; the cache's slots are rows or pages. */
-  const int64_t kvd = s->hkv * s->d, kvdv = s->hkv * s->dv;
-  fcl_tensor q = {in->bq, 0, s->t, {s->n * s->h * s->d, s->h * s->d, s->d, 1}};
-  fcl_tensor o = {in->bo, 0, s->t, {s->n * s->h * s->dv, s->h * s->dv, s->dv, 1}};
-  fcl_tensor kc = {in->bkc, 0, s->t, {s->slot_len * kvd, kvd, s->d, 1}};
-  fcl_tensor vc = {in->bvc, 0, s->t, {s->slot_len * kvdv, kvdv, s->dv, 1}};
-  fcl_tensor kn = {in->bkn, 0, s->t, {s->n * kvd, kvd, s->d, 1}};
-  fcl_tensor vn = {in->bvn, 0, s->t, {s->n * kvdv, kvdv, s->dv, 1}};
-  fcl_status st = fcl_attention_kvcache(ctx, &d, &q, &kc, &vc, s->append ? &kn : NULL,
-                                        s->append ? &vn : NULL, &o, in->blse);
+  decode_call c;
+  decode_call_make(ca->s, ca->in, &c);
+  fcl_status st = decode_call_run(ctx, &c);
   if (st != FCL_OK)
     fprintf(stderr, "fa-bench: fcl_attention_kvcache: %s\n", fcl_context_last_error(ctx));
   return st;
@@ -227,21 +223,29 @@ static long check_append(fcl_context *ctx, const dshape *s, const dinputs *in, i
   return bad;
 }
 
-/* Runs the call once on outputs set to NaN and compares sampled rows (see
- * the file comment). */
+int decode_poison_outputs(fcl_context *ctx, const dshape *s, const dinputs *in) {
+  cl_command_queue queue = fcl_context_queue(ctx);
+  return tu_buffer_repoison(queue, in->bo, n_o(s) * tu_dtype_size(s->t)) ||
+         tu_buffer_repoison(queue, in->blse, n_lse(s) * sizeof(float));
+}
+
+/* Runs the call once on outputs set to NaN and compares sampled rows. */
 static const char *check(fcl_context *ctx, const dshape *s, const dinputs *in,
                          bench_row *res) {
+  call_args ca = {s, in};
+  if (decode_poison_outputs(ctx, s, in) || kvcache_call(ctx, &ca) != FCL_OK ||
+      clFinish(fcl_context_queue(ctx)))
+    return "ERROR";
+  return decode_check_outputs(ctx, s, in, res);
+}
+
+const char *decode_check_outputs(fcl_context *ctx, const dshape *s, const dinputs *in,
+                                 bench_row *res) {
   const size_t es = tu_dtype_size(s->t), dv = (size_t)s->dv, d = (size_t)s->d;
   cl_command_queue queue = fcl_context_queue(ctx);
-  call_args ca = {s, in};
   bench_qrow rows[CHECK_ROWS];
   int n = pick_rows(s, rows);
   const char *verdict = "ERROR";
-
-  if (tu_buffer_repoison(queue, in->bo, n_o(s) * es) ||
-      tu_buffer_repoison(queue, in->blse, n_lse(s) * sizeof(float)) ||
-      kvcache_call(ctx, &ca) != FCL_OK || clFinish(queue))
-    return verdict;
 
   const ref_attention_problem p = {1, s->n, s->keys, 1, 1, s->d, s->dv, 0.0, s->causal,
                                    -1, -1, 0.0, NULL, NULL, NULL, 0};
@@ -320,7 +324,7 @@ done:
 
 /* ---- driver ------------------------------------------------------------- */
 
-static bench_row row_of(const dshape *s) {
+bench_row decode_row(const dshape *s) {
   bench_row r = bench_row_init(OP_DECODE);
   const double es = (double)tu_dtype_size(s->t);
   const attn_shape as = {s->b, s->h, s->hkv, s->n, s->keys, s->d, s->dv, s->t, s->causal, NULL};
@@ -347,9 +351,9 @@ int bench_kvcache(fcl_context *ctx, const bench_args *a, bench_emit emit) {
     for (int ni = 0; ni < n_news; ni++)
       for (int ti = 0; ti < a->n_dtypes; ti++)
         for (int pi = 0; pi < a->n_page_size; pi++) {
-          dshape s = make_shape(a, a->context[ci], news[ni], a->dtypes[ti], a->page_size[pi]);
+          dshape s = decode_shape(a, a->context[ci], news[ni], a->dtypes[ti], a->page_size[pi]);
           dinputs in;
-          if (inputs_make(ctx, &s, &in)) {
+          if (decode_inputs_make(ctx, &s, &in)) {
             setup_failed = 1;
             continue;
           }
@@ -357,16 +361,20 @@ int bench_kvcache(fcl_context *ctx, const bench_args *a, bench_emit emit) {
           for (int k = 0; k < n_causal; k++)
             for (int si = 0; si < a->n_num_splits; si++) {
               s.causal = causal[k], s.splits = a->num_splits[si];
-              bench_row r = row_of(&s);
-              if (a->check) r.check = check(ctx, &s, &in, &r);
-              if (strcmp(r.check, "ERROR")) {
+              bench_row r = decode_row(&s);
+              if (a->layers) {
+                if (decode_loop_case(ctx, a, &s, &in, &r)) setup_failed = 1;
+              } else if (a->check) {
+                r.check = check(ctx, &s, &in, &r);
+              }
+              if (!a->layers && strcmp(r.check, "ERROR")) {
                 r.ms = bench_time(ctx, kvcache_call, NULL, &ca, a->warmup, a->iters,
                                   &r.wall_ms);
                 if (r.ms < 0) r.ms = r.wall_ms = NAN, r.check = "ERROR";
               }
               emit(&r);
             }
-          inputs_free(&in);
+          decode_inputs_free(&in);
         }
   return setup_failed;
 }

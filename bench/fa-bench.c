@@ -3,9 +3,12 @@
  * events). Ops: attention forward (fwd) and backward (bwd), in attention.c,
  * with the unfused baseline of baseline.c beside fwd (--baseline); RWKV6
  * forward and backward (rwkv6-fwd, rwkv6-bwd), in rwkv6_bench.c; attention
- * against a KV cache (decode: fcl_attention_kvcache), in decode.c. The
- * device's peaks (peak.c) are measured first; output.c prints the rows (a
- * table, CSV or JSON; bench/plot.py draws the JSON). args.c parses. */
+ * against a KV cache (decode: fcl_attention_kvcache), in decode.c. Loop
+ * mode (--layers: decode and rwkv6-fwd called as a model's decode step
+ * calls them, loop.c) times them per call, host and device, beside the
+ * driver's bare launch (launch_cost.c). The device's peaks (peak.c) are
+ * measured first; output.c prints the rows (a table, CSV or JSON;
+ * bench/plot.py draws the JSON). args.c parses. */
 #define FCL_STATIC_LINKING_ONLY /* fcl_tuning_override, for --params */
 #include <math.h>
 #include <stdio.h>
@@ -58,6 +61,9 @@ int main(int argc, char **argv) {
             fcl_context_last_error(NULL));
     return 1;
   }
+  /* Device times come from the library's profiling events: on, where they
+   * are an option (loop mode turns them off for its timed steps). */
+  bench_set_timing(ctx, 1);
   if (a.params && set_params(ctx, a.params)) {
     fcl_context_destroy(ctx);
     return 2;
@@ -68,7 +74,7 @@ int main(int argc, char **argv) {
   if (a.peak_gbps > 0) peak.gbps = a.peak_gbps, peak.gbps_given = 1;
   int decode = 0;
   for (int i = 0; i < a.n_ops; i++) decode |= a.ops[i] == OP_DECODE;
-  out_begin(a.output, device, &peak, decode);
+  out_begin(a.output, device, &peak, decode, a.layers > 0);
   for (int i = 0; i < a.n_ops; i++) {
     const bench_op op = a.ops[i];
     g_failed |= op == OP_FWD || op == OP_BWD ? bench_attention(ctx, &a, op, emit)

@@ -11,8 +11,10 @@ static bench_output g_format;
 static const char  *g_device;
 static bench_peak   g_peak;
 static int          g_first = 1;
-static int          g_decode_cols;
-static int          g_table_kind = -1; /* the last table header: 0 attention/RWKV6, 1 decode */
+static int          g_decode_cols, g_loop_cols;
+/* The last table header: TABLE_OPS attention/RWKV6, TABLE_DECODE, TABLE_LOOP. */
+enum { TABLE_NONE = -1, TABLE_OPS, TABLE_DECODE, TABLE_LOOP };
+static int          g_table_kind = TABLE_NONE;
 
 bench_rates bench_rates_of(const bench_row *r, const bench_peak *peak) {
   bench_rates x = {NAN, NAN, NAN, NAN};
@@ -47,8 +49,15 @@ static void cell(const char *fmt, double x, int width) {
   else printf(fmt, width, x);
 }
 
-void out_begin(bench_output format, const char *device, const bench_peak *peak, int decode) {
-  g_format = format, g_device = device, g_peak = *peak, g_decode_cols = decode;
+double bench_lib_host_ms(const bench_row *r) {
+  if (r->layers <= 0) return NAN;
+  return r->host_ms - r->kernels_per_call * (r->events_off ? r->launch_ms : r->launch_event_ms);
+}
+
+void out_begin(bench_output format, const char *device, const bench_peak *peak, int decode,
+               int loop) {
+  g_format = format, g_device = device, g_peak = *peak, g_decode_cols = decode || loop;
+  g_loop_cols = loop;
   if (format == OUT_TABLE) {
     printf("device: %s\n", device);
     if (peak->gbps_given && isnan(peak->gflops))
@@ -65,8 +74,11 @@ void out_begin(bench_output format, const char *device, const bench_peak *peak, 
   } else if (format == OUT_CSV) {
     printf("op,impl,device,batch,heads,heads_kv,seqlen_q,seqlen_k,head_dim,head_dim_v,dtype,"
            "causal,algorithm,ms,tflops,gbps,err_o,err_lse,err_grad,check,wall_ms,alu_pct,"
-           "bw_pct,gain,peak_gflops,peak_gbps%s\n",
-           decode ? ",page_size,num_splits,append,context,us" : "");
+           "bw_pct,gain,peak_gflops,peak_gbps%s%s\n",
+           g_decode_cols ? ",page_size,num_splits,append,context,us" : "",
+           loop ? ",layers,steps,kernels_per_call,timing_events,wall_us,device_us,host_us,"
+                  "launch_us,launch_event_us,lib_host_us"
+                : "");
   } else {
     printf("[");
   }
@@ -74,11 +86,17 @@ void out_begin(bench_output format, const char *device, const bench_peak *peak, 
 
 /* The table's header for rows of one kind, printed before the first row of
  * that kind (again after rows of the other kind). */
-static void table_header(int decode) {
-  if (g_table_kind == decode) return;
-  if (g_table_kind >= 0) printf("\n");
-  g_table_kind = decode;
-  if (decode)
+static void table_header(int kind) {
+  if (g_table_kind == kind) return;
+  if (g_table_kind != TABLE_NONE) printf("\n");
+  g_table_kind = kind;
+  if (kind == TABLE_LOOP)
+    printf("%-9s %4s %4s %4s %5s %6s %4s %4s %-5s %6s %-18s %4s %5s %9s %9s %9s %9s %9s %3s "
+           "%3s %9s %9s %9s  %s\n",
+           "op", "B", "H", "Hkv", "new", "keys", "D", "Dv", "dtype", "causal", "kind", "L",
+           "steps", "wall_us", "dev_us", "host_us", "launch_us", "launch+ev", "ev", "K",
+           "lib_us", "GB/s", "err(o)", "check");
+  else if (kind == TABLE_DECODE)
     printf("%-9s %-14s %4s %4s %4s %6s %7s %4s %4s %-5s %6s %-14s %6s %10s %9s %6s %9s %9s "
            "%9s  %s\n",
            "op", "impl", "B", "H", "Hkv", "new", "keys", "D", "Dv", "dtype", "causal", "cache",
@@ -91,13 +109,18 @@ static void table_header(int decode) {
            "check");
 }
 
+/* A decode cache's layout: contig or pageN, +append. */
+static void cache_layout(const bench_row *r, char *buf, size_t size) {
+  if (r->page_size > 0) snprintf(buf, size, "page%lld", (long long)r->page_size);
+  else snprintf(buf, size, "contig");
+  if (r->append > 0) strncat(buf, "+append", size - strlen(buf) - 1);
+}
+
 /* A decode row of the table: the time in us, the cache's layout. */
 static void table_decode_row(const bench_row *r, const bench_rates *x, double err_o,
                              double err_lse) {
   char cache[32], splits[24];
-  if (r->page_size > 0) snprintf(cache, sizeof cache, "page%lld", (long long)r->page_size);
-  else snprintf(cache, sizeof cache, "contig");
-  if (r->append > 0) strncat(cache, "+append", sizeof cache - strlen(cache) - 1);
+  cache_layout(r, cache, sizeof cache);
   if (r->num_splits > 0) snprintf(splits, sizeof splits, "%lld", (long long)r->num_splits);
   else snprintf(splits, sizeof splits, "auto");
   printf("%-9s %-14s %4lld %4lld %4lld %6lld %7lld %4lld %4lld %-5s %6d %-14s %6s",
@@ -113,15 +136,51 @@ static void table_decode_row(const bench_row *r, const bench_rates *x, double er
   printf("  %s\n", r->check);
 }
 
+/* A loop-mode row of the table: per-call times in us. */
+static void table_loop_row(const bench_row *r, const bench_rates *x, double err_o) {
+  char kind[40];
+  const int decode = r->op == OP_DECODE;
+  if (decode) {
+    cache_layout(r, kind, sizeof kind);
+    if (r->num_splits > 0)
+      snprintf(kind + strlen(kind), sizeof kind - strlen(kind), "/s%lld",
+               (long long)r->num_splits);
+  } else {
+    snprintf(kind, sizeof kind, "%s",
+             r->algorithm < 0 ? "-" : bench_algorithm_name((fcl_rwkv6_algorithm)r->algorithm));
+  }
+  printf("%-9s %4lld %4lld %4lld %5lld", bench_op_name(r->op), (long long)r->b,
+         (long long)r->h, (long long)r->hkv, (long long)r->sq);
+  if (decode) printf(" %6lld", (long long)r->sk);
+  else printf(" %6s", "-");
+  printf(" %4lld %4lld %-5s", (long long)r->d, (long long)r->dv, tu_dtype_name(r->t));
+  if (r->causal < 0) printf(" %6s", "-");
+  else printf(" %6d", r->causal);
+  printf(" %-18s %4d %5d", kind, r->layers, r->steps);
+  cell(" %*.2f", r->wall_ms * 1e3, 9);
+  cell(" %*.2f", r->ms * 1e3, 9);
+  cell(" %*.2f", r->host_ms * 1e3, 9);
+  cell(" %*.2f", r->launch_ms * 1e3, 9);
+  cell(" %*.2f", r->launch_event_ms * 1e3, 9);
+  printf(" %3s %3d", r->events_off ? "off" : "on", r->kernels_per_call);
+  cell(" %*.2f", bench_lib_host_ms(r) * 1e3, 9);
+  cell(" %*.2f", x->gbps, 9);
+  cell(" %*.2e", err_o, 9);
+  printf("  %s\n", r->check);
+}
+
 void out_row(const bench_row *r) {
   const char *dt = tu_dtype_name(r->t), *op = bench_op_name(r->op);
   const char *algo = r->algorithm < 0 ? NULL : bench_algorithm_name((fcl_rwkv6_algorithm)r->algorithm);
   const double err_o = r->err_o >= 0 ? r->err_o : NAN, err_lse = r->err_lse >= 0 ? r->err_lse : NAN,
                err_grad = r->err_grad >= 0 ? r->err_grad : NAN;
   const bench_rates x = bench_rates_of(r, &g_peak);
-  const int decode = r->op == OP_DECODE;
-  if (g_format == OUT_TABLE) table_header(decode);
-  if (g_format == OUT_TABLE && decode) {
+  const int decode = r->op == OP_DECODE, loop = r->layers > 0;
+  if (g_format == OUT_TABLE)
+    table_header(loop ? TABLE_LOOP : decode ? TABLE_DECODE : TABLE_OPS);
+  if (g_format == OUT_TABLE && loop) {
+    table_loop_row(r, &x, err_o);
+  } else if (g_format == OUT_TABLE && decode) {
     table_decode_row(r, &x, err_o, err_lse);
   } else if (g_format == OUT_TABLE) {
     printf("%-9s %-14s %4lld %4lld %4lld %6lld %6lld %4lld %4lld %-5s ", op, r->impl,
@@ -168,6 +227,18 @@ void out_row(const bench_row *r) {
       if (!isnan(r->ms)) printf("%.6g", r->ms * 1e3);
     } else if (g_decode_cols)
       printf(",,,,,");
+    if (g_loop_cols && loop) {
+      printf(",%d,%d,%d,%s", r->layers, r->steps, r->kernels_per_call,
+             r->events_off ? "off" : "on");
+      const double v3[6] = {r->wall_ms, r->ms, r->host_ms, r->launch_ms, r->launch_event_ms,
+                            bench_lib_host_ms(r)};
+      for (int i = 0; i < 6; i++) {
+        if (isnan(v3[i])) printf(",");
+        else printf(",%.6g", v3[i] * 1e3);
+      }
+    } else if (g_loop_cols) {
+      printf(",,,,,,,,,,");
+    }
     printf("\n");
   } else {
     printf("%s\n  {\"op\": \"%s\", \"impl\": \"%s\", \"device\": ", g_first ? "" : ",", op,
@@ -193,15 +264,26 @@ void out_row(const bench_row *r) {
     json_number("bw_pct", x.bw_pct, ", ");
     json_number("gain", r->gain, ", ");
     json_number("peak_gflops", g_peak.gflops, ", ");
+    json_number("peak_gbps", g_peak.gbps, "");
     if (decode) { /* extra members of decode rows */
-      json_number("peak_gbps", g_peak.gbps, ", ");
-      json_number("us", r->ms * 1e3, ", ");
-      printf("\"page_size\": %lld, \"num_splits\": %lld, \"append\": %d, \"context\": %lld}",
+      printf(", ");
+      json_number("us", r->ms * 1e3, "");
+      printf(", \"page_size\": %lld, \"num_splits\": %lld, \"append\": %d, \"context\": %lld",
              (long long)r->page_size, (long long)r->num_splits, r->append,
              (long long)r->context);
-    } else {
-      json_number("peak_gbps", g_peak.gbps, "}");
     }
+    if (loop) { /* extra members of loop-mode rows, per call, in us */
+      printf(", \"layers\": %d, \"steps\": %d, \"kernels_per_call\": %d, "
+             "\"timing_events\": \"%s\", ",
+             r->layers, r->steps, r->kernels_per_call, r->events_off ? "off" : "on");
+      json_number("wall_us", r->wall_ms * 1e3, ", ");
+      json_number("device_us", r->ms * 1e3, ", ");
+      json_number("host_us", r->host_ms * 1e3, ", ");
+      json_number("launch_us", r->launch_ms * 1e3, ", ");
+      json_number("launch_event_us", r->launch_event_ms * 1e3, ", ");
+      json_number("lib_host_us", bench_lib_host_ms(r) * 1e3, "");
+    }
+    printf("}");
   }
   g_first = 0;
   fflush(stdout);

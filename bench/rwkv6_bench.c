@@ -18,7 +18,10 @@
  *     compared from a separate fcl_rwkv6_backward call with batch = 1 on the
  *     same buffers (batch 0 comes first in them) (PASS-b0).
  * The reference is computed once per (shape, dtype) and reused for every
- * algorithm. */
+ * algorithm.
+ *
+ * Loop mode (--layers, rwkv6-fwd): rwkv6_loop.c, with an initial and a final
+ * state. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,35 +29,19 @@
 
 #include "bench.h"
 #include "ref_rwkv6.h"
+#include "rwkv6_bench.h"
 #include "test_util.h"
 
 #ifndef FULL_CHECK_MAX
 #define FULL_CHECK_MAX 5e7 /* B*T*H*K*V */
 #endif
 
-typedef struct {
-  int64_t   b, t, h, k, v;
-  fcl_dtype dt;
-  fcl_rwkv6_algorithm alg;
-} rshape;
-
-enum { R, K, V, W, DO, N_IN };      /* host inputs (u apart) */
-enum { O, DR, DK, DV, DW, N_OUT };  /* device outputs */
-
-typedef struct {
-  void  *x[N_IN], *u;               /* host copies in the dtype */
-  cl_mem bx[N_IN], bu;              /* device inputs */
-  cl_mem by[N_OUT], bdu;            /* device outputs */
-  int    ref_batch;                 /* 0: no reference yet; else B or 1 */
-  double *ref[N_OUT], *ref_du;      /* reference outputs over ref_batch */
-} rinputs;
-
-static size_t n_tok(const rshape *s) { return (size_t)(s->b * s->t * s->h); }
+size_t rwkv6_tokens(const rshape *s) { return (size_t)(s->b * s->t * s->h); }
 /* Feature count of input or output i (K or V). */
 static int64_t in_dim(const rshape *s, int i) { return i == V || i == DO ? s->v : s->k; }
 static int64_t out_dim(const rshape *s, int i) { return i == O || i == DV ? s->v : s->k; }
 
-static void rinputs_free(rinputs *in) {
+void rwkv6_inputs_free(rinputs *in) {
   for (int i = 0; i < N_IN; i++) {
     free(in->x[i]);
     if (in->bx[i]) clReleaseMemObject(in->bx[i]);
@@ -79,28 +66,28 @@ static void *decay_data(fcl_dtype t, size_t n, uint64_t seed) {
   return p;
 }
 
-static int rinputs_make(fcl_context *ctx, const rshape *s, int bwd, rinputs *in) {
+int rwkv6_inputs_make(fcl_context *ctx, const rshape *s, int bwd, rinputs *in) {
   const size_t es = tu_dtype_size(s->dt), nu = (size_t)(s->h * s->k);
   memset(in, 0, sizeof *in);
   int ok = 1;
   for (int i = 0; i < N_IN; i++) {
     if (i == DO && !bwd) continue;
-    const size_t n = n_tok(s) * (size_t)in_dim(s, i);
+    const size_t n = rwkv6_tokens(s) * (size_t)in_dim(s, i);
     in->x[i] = i == W ? decay_data(s->dt, n, 14) : bench_uniform(s->dt, n, 11 + (uint64_t)i, -1, 1);
     ok &= in->x[i] != NULL;
   }
   in->u = bench_uniform(s->dt, nu, 16, -1, 1);
   cl_int err = ok && in->u ? CL_SUCCESS : CL_OUT_OF_HOST_MEMORY;
   for (int i = 0; i < N_IN && err == CL_SUCCESS; i++)
-    if (in->x[i]) in->bx[i] = bench_upload(ctx, in->x[i], n_tok(s) * (size_t)in_dim(s, i) * es, &err);
+    if (in->x[i]) in->bx[i] = bench_upload(ctx, in->x[i], rwkv6_tokens(s) * (size_t)in_dim(s, i) * es, &err);
   if (err == CL_SUCCESS) in->bu = bench_upload(ctx, in->u, nu * es, &err);
   for (int i = bwd ? DR : O; i <= (bwd ? DW : O) && err == CL_SUCCESS; i++)
-    in->by[i] = bench_upload(ctx, NULL, n_tok(s) * (size_t)out_dim(s, i) * es, &err);
+    in->by[i] = bench_upload(ctx, NULL, rwkv6_tokens(s) * (size_t)out_dim(s, i) * es, &err);
   if (bwd && err == CL_SUCCESS) in->bdu = bench_upload(ctx, NULL, nu * es, &err);
   if (err != CL_SUCCESS) {
     fprintf(stderr, "fa-bench: could not allocate or upload the RWKV6 inputs (OpenCL error %d)\n",
             err);
-    rinputs_free(in);
+    rwkv6_inputs_free(in);
     return -1;
   }
   return 0;
@@ -112,15 +99,15 @@ typedef struct {
   int64_t        batch; /* the desc's batch: s->b, or 1 for the batch-0 check */
 } rcall;
 
-static fcl_tensor rview(cl_mem m, const rshape *s, int64_t dim) {
+fcl_tensor rwkv6_view(cl_mem m, const rshape *s, int64_t dim) {
   fcl_tensor x = {m, 0, s->dt, {s->t * s->h * dim, s->h * dim, dim, 1}};
   return x;
 }
 
-static fcl_rwkv6_desc rdesc(const rcall *c) {
+fcl_rwkv6_desc rwkv6_desc(const rshape *s, int64_t batch) {
   fcl_rwkv6_desc d = FCL_RWKV6_DESC_INIT;
-  d.batch = c->batch, d.seqlen = c->s->t, d.heads = c->s->h;
-  d.head_dim_k = c->s->k, d.head_dim_v = c->s->v, d.algorithm = c->s->alg;
+  d.batch = batch, d.seqlen = s->t, d.heads = s->h;
+  d.head_dim_k = s->k, d.head_dim_v = s->v, d.algorithm = s->alg;
   return d;
 }
 
@@ -128,10 +115,10 @@ static fcl_status rwkv_forward(fcl_context *ctx, const void *arg) {
   const rcall *c = arg;
   const rshape *s = c->s;
   const rinputs *in = c->in;
-  fcl_rwkv6_desc d = rdesc(c);
-  fcl_tensor r = rview(in->bx[R], s, s->k), k = rview(in->bx[K], s, s->k),
-             v = rview(in->bx[V], s, s->v), w = rview(in->bx[W], s, s->k),
-             o = rview(in->by[O], s, s->v);
+  fcl_rwkv6_desc d = rwkv6_desc(c->s, c->batch);
+  fcl_tensor r = rwkv6_view(in->bx[R], s, s->k), k = rwkv6_view(in->bx[K], s, s->k),
+             v = rwkv6_view(in->bx[V], s, s->v), w = rwkv6_view(in->bx[W], s, s->k),
+             o = rwkv6_view(in->by[O], s, s->v);
   fcl_status st = fcl_rwkv6_forward(ctx, &d, &r, &k, &v, &w, in->bu, NULL, &o, NULL);
   if (st != FCL_OK)
     fprintf(stderr, "fa-bench: fcl_rwkv6_forward: %s\n", fcl_context_last_error(ctx));
@@ -142,12 +129,12 @@ static fcl_status rwkv_backward(fcl_context *ctx, const void *arg) {
   const rcall *c = arg;
   const rshape *s = c->s;
   const rinputs *in = c->in;
-  fcl_rwkv6_desc d = rdesc(c);
-  fcl_tensor r = rview(in->bx[R], s, s->k), k = rview(in->bx[K], s, s->k),
-             v = rview(in->bx[V], s, s->v), w = rview(in->bx[W], s, s->k),
-             dout = rview(in->bx[DO], s, s->v), dr = rview(in->by[DR], s, s->k),
-             dk = rview(in->by[DK], s, s->k), dv = rview(in->by[DV], s, s->v),
-             dw = rview(in->by[DW], s, s->k);
+  fcl_rwkv6_desc d = rwkv6_desc(c->s, c->batch);
+  fcl_tensor r = rwkv6_view(in->bx[R], s, s->k), k = rwkv6_view(in->bx[K], s, s->k),
+             v = rwkv6_view(in->bx[V], s, s->v), w = rwkv6_view(in->bx[W], s, s->k),
+             dout = rwkv6_view(in->bx[DO], s, s->v), dr = rwkv6_view(in->by[DR], s, s->k),
+             dk = rwkv6_view(in->by[DK], s, s->k), dv = rwkv6_view(in->by[DV], s, s->v),
+             dw = rwkv6_view(in->by[DW], s, s->k);
   fcl_status st = fcl_rwkv6_backward(ctx, &d, &r, &k, &v, &w, in->bu, NULL, &dout, NULL, &dr,
                                      &dk, &dv, &dw, in->bdu, NULL);
   if (st != FCL_OK)
@@ -200,16 +187,15 @@ static tu_tol tol_rwkv(fcl_dtype t) {
 
 static const char *const out_names[N_OUT] = {"o", "dr", "dk", "dv", "dw"};
 
-/* Compares n values of raw (dtype) with ref; updates *err (absolute for o,
- * relative to max|ref| for gradients) and reports the worst on stderr. */
-static int compare(const rshape *s, const char *op, const char *name, const void *raw,
-                   const double *ref, size_t n, int64_t dim, int relative, double *err) {
+int rwkv6_compare(const rshape *s, const char *op, const char *name, const void *raw,
+                  fcl_dtype raw_t, const double *ref, size_t n, int64_t dim, int relative,
+                  double *err) {
   double *got = malloc(n * sizeof *got + 1);
   if (!got) {
     fprintf(stderr, "fa-bench: out of host memory for the %s check\n", op);
     return 0;
   }
-  bench_decode(raw, s->dt, n, got);
+  bench_decode(raw, raw_t, n, got);
   tu_cmp c = tu_compare(got, ref, n, tol_rwkv(s->dt), 0);
   free(got);
   double e = c.n_bad && !isfinite(c.worst_err) ? INFINITY : c.max_err;
@@ -250,19 +236,19 @@ static const char *check_rwkv(fcl_context *ctx, const rshape *s, int bwd, rinput
   int ok = 1;
 
   for (int i = first; i <= last; i++)
-    if (tu_buffer_repoison(queue, in->by[i], n_tok(s) * (size_t)out_dim(s, i) * es)) return verdict;
+    if (tu_buffer_repoison(queue, in->by[i], rwkv6_tokens(s) * (size_t)out_dim(s, i) * es)) return verdict;
   if (bwd && tu_buffer_repoison(queue, in->bdu, nu * es)) return verdict;
   if ((bwd ? rwkv_backward : rwkv_forward)(ctx, &c) != FCL_OK || clFinish(queue)) return verdict;
   if (in->ref_batch != nb && make_reference(s, bwd, nb, in)) {
     fprintf(stderr, "fa-bench: out of host memory for the %s reference\n", op);
     return verdict;
   }
-  if (!(raw = malloc(n_tok(s) * (size_t)(s->k > s->v ? s->k : s->v) * es + nu * es + 1)))
+  if (!(raw = malloc(rwkv6_tokens(s) * (size_t)(s->k > s->v ? s->k : s->v) * es + nu * es + 1)))
     goto done;
   if (bwd) res->err_grad = 0;
   else res->err_o = 0;
   for (int i = first; i <= last; i++) {
-    const size_t n = n_tok(s) * (size_t)out_dim(s, i);
+    const size_t n = rwkv6_tokens(s) * (size_t)out_dim(s, i);
     if (bench_read(ctx, in->by[i], n * es, raw)) goto done;
     size_t bad = full ? 0 : bench_count_nonfinite(raw, s->dt, n);
     if (bad) {
@@ -272,8 +258,9 @@ static const char *check_rwkv(fcl_context *ctx, const rshape *s, int bwd, rinput
       ok = 0;
     }
     /* Batch 0 comes first: its slice is the first nb*T*H*dim values. */
-    ok &= compare(s, op, out_names[i], raw, in->ref[i], (size_t)(nb * s->t * s->h * out_dim(s, i)),
-                  out_dim(s, i), bwd, bwd ? &res->err_grad : &res->err_o);
+    ok &= rwkv6_compare(s, op, out_names[i], raw, s->dt, in->ref[i],
+                        (size_t)(nb * s->t * s->h * out_dim(s, i)), out_dim(s, i), bwd,
+                        bwd ? &res->err_grad : &res->err_o);
   }
   if (bwd) {
     if (!full) { /* du of batch 0 alone: a separate call on the same buffers */
@@ -283,8 +270,8 @@ static const char *check_rwkv(fcl_context *ctx, const rshape *s, int bwd, rinput
         goto done;
     }
     if (bench_read(ctx, in->bdu, nu * es, raw)) goto done;
-    ok &= compare(s, op, full ? "du" : "du (batch-1 call)", raw, in->ref_du, nu, s->k, 1,
-                  &res->err_grad);
+    ok &= rwkv6_compare(s, op, full ? "du" : "du (batch-1 call)", raw, s->dt, in->ref_du, nu,
+                        s->k, 1, &res->err_grad);
   }
   verdict = !ok ? "FAIL" : full ? "PASS" : "PASS-b0";
 done:
@@ -300,11 +287,11 @@ int bench_rwkv6(fcl_context *ctx, const bench_args *a, bench_op op, bench_emit e
       rshape s = {a->batch, a->seqlen_q[si], a->heads, a->head_dim, a->head_dim_v,
                   a->dtypes[ti], FCL_RWKV6_AUTO};
       rinputs in;
-      if (rinputs_make(ctx, &s, bwd, &in)) {
+      if (rwkv6_inputs_make(ctx, &s, bwd, &in)) {
         setup_failed = 1;
         continue;
       }
-      const double es = (double)tu_dtype_size(s.dt), tok = (double)n_tok(&s);
+      const double es = (double)tu_dtype_size(s.dt), tok = (double)rwkv6_tokens(&s);
       const double u_bytes = (double)(s.h * s.k) * es;
       /* fwd: r, k, w, v in, o out; bwd: r, k, w, v, dout in, dr, dk, dw, dv out. */
       const double bytes = bwd ? tok * (double)(6 * s.k + 3 * s.v) * es + 2 * u_bytes
@@ -314,6 +301,11 @@ int bench_rwkv6(fcl_context *ctx, const bench_args *a, bench_op op, bench_emit e
         bench_row r = bench_row_init(op);
         r.b = s.b, r.h = s.h, r.hkv = s.h, r.sq = r.sk = s.t, r.d = s.k, r.dv = s.v;
         r.t = s.dt, r.algorithm = (int)s.alg, r.bytes = bytes;
+        if (a->layers && !bwd) {
+          if (rwkv6_loop_case(ctx, a, &s, &in, &r)) setup_failed = 1;
+          emit(&r);
+          continue;
+        }
         if (a->check) r.check = check_rwkv(ctx, &s, bwd, &in, &r);
         if (strcmp(r.check, "ERROR")) {
           rcall c = {&s, &in, s.b};
@@ -323,7 +315,7 @@ int bench_rwkv6(fcl_context *ctx, const bench_args *a, bench_op op, bench_emit e
         }
         emit(&r);
       }
-      rinputs_free(&in);
+      rwkv6_inputs_free(&in);
     }
   }
   return setup_failed;

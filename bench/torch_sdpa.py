@@ -61,10 +61,37 @@ read and written), so a ratio of GB/s is a ratio of times; --compare (the
 JSON of fa-bench --op decode) prints PyTorch's time over flashcl's, case by
 case, for each of flashcl's cache layouts.
 
+--decode times each call two ways in the same run, as a model's decode step
+makes them (fa-bench --layers is the counterpart):
+  us (ms, GB/s, TFLOP/s; also device_us): the GPU's time per call, without
+    PyTorch's launch cost: GRAPH_CALLS (20) calls on one layer's cache
+    captured in a torch.cuda.CUDAGraph, the median over --iters replays
+    (after --warmup) of a replay's CUDA-event time, / 20. The output of the
+    last captured call is checked too. Where capture fails, us is empty (the
+    reason on stderr).
+  wall_us: --layers L (32) layers, each with its own cache of the case's
+    shape (random values; the same q), called eagerly back to back with one
+    torch.cuda.synchronize a step; the median over --steps N (10) steps
+    (after one warm-up step) of the step's wall time / L, host and launch
+    costs included. --device cpu has no graph: us is this time.
+  --event-timing adds event_us, each call alone between two CUDA events
+    (the median of --iters after --warmup): PyTorch's launch gaps between
+    the events count as GPU time, so it is like neither figure above (nor
+    fa-bench's) and is left out unless asked for.
+A layer's cache (cloned and paged for flash-attn, repeated to H heads for
+repeat-kv) is made before any timing; L caches must fit in the GPU's memory.
+The rows carry layers, steps, wall_us and device_us, fa-bench --layers's
+names (CSV: its columns, in its order, then event_us with --event-timing).
+
   fa-bench --op decode --batch 1 --heads 32 --heads-kv 8 --context 32768 --head-dim 128 \\
       --dtype f16 --page-size 0,16 --json > decode.json
   python3 bench/torch_sdpa.py --decode --batch 1 --heads 32 --heads-kv 8 \\
       --context 32768 --head-dim 128 --dtype f16 --page-size 16,256 --compare decode.json
+  fa-bench --op decode --layers 32 --steps 20 --batch 1 --heads 32 --heads-kv 8 \\
+      --context 4096 --head-dim 128 --dtype f16 --json > loop.json
+  python3 bench/torch_sdpa.py --decode --layers 32 --steps 20 --batch 1 --heads 32 \\
+      --heads-kv 8 --context 4096 --head-dim 128 --dtype f16 --backend cudnn,flash \\
+      --compare loop.json
 """
 import argparse
 import json
@@ -81,6 +108,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from cuda_timing import graph_per_call_us, loop_per_call_us
+
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 BACKENDS = {
     "flash": SDPBackend.FLASH_ATTENTION,
@@ -95,6 +124,11 @@ FIELDS = ["op", "impl", "device", "batch", "heads", "heads_kv", "seqlen_q", "seq
           "peak_gflops", "peak_gbps"]
 # fa-bench --op decode's extra members (CSV: extra columns when it runs decode).
 DECODE_FIELDS = ["page_size", "num_splits", "append", "context", "us"]
+# fa-bench --layers's extra members (CSV: after the decode columns); --decode fills
+# layers, steps, wall_us (the eager loop) and device_us (the CUDA graph).
+LOOP_FIELDS = ["layers", "steps", "kernels_per_call", "timing_events", "wall_us", "device_us",
+               "host_us", "launch_us", "launch_event_us", "lib_host_us"]
+GRAPH_CALLS = 20  # --decode: calls captured in one CUDA graph
 CHECK_ROWS = 64
 _FLASH_ATTN = []
 
@@ -136,6 +170,13 @@ def parse_args():
     p.add_argument("--num-splits", type=int, default=0, help="--decode: flash-attn's num_splits")
     p.add_argument("--append", action="store_true",
                    help="--decode: flash-attn appends the new tokens' k, v to the cache")
+    p.add_argument("--layers", type=int, default=32,
+                   help="--decode: layers of the eager loop, each with its own cache (32)")
+    p.add_argument("--steps", type=int, default=10,
+                   help="--decode: timed steps of the eager loop (10)")
+    p.add_argument("--event-timing", action="store_true",
+                   help="--decode: also each call timed alone with CUDA events (event_us), "
+                   "PyTorch's launch cost included")
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--heads", type=int, default=32)
     p.add_argument("--heads-kv", "--kv-heads", type=int, default=None,
@@ -184,6 +225,8 @@ def parse_args():
         p.error("--heads must be a multiple of --heads-kv")
     if a.iters < 1 or a.warmup < 0 or any(c not in (0, 1) for c in a.causal):
         p.error("--iters >= 1, --warmup >= 0, --causal 0 or 1")
+    if a.layers < 1 or a.steps < 1:
+        p.error("--layers and --steps take values >= 1")
     return a
 
 
@@ -341,6 +384,58 @@ def decode_error(q, k, v, o, causal, gen):
     return err
 
 
+def flash_attn_maker(a, fa, q, context, new, causal, page):
+    """make(k, v) -> a call of flash_attn_with_kvcache on that layer's cache ((B, keys,
+    Hkv, D) tensors: copied, and packed into shuffled pages with --page-size, here,
+    outside any timing); the same q, cache_seqlens and block table for every layer."""
+    b_, keys, dev = q.shape[0], context + new if a.append else context, q.device
+    extra = {"cache_seqlens": torch.full((b_,), context, dtype=torch.int32, device=dev),
+             "causal": bool(causal), "num_splits": a.num_splits, "return_softmax_lse": True}
+    pps = max(1, -(-keys // page)) if page else 0
+    if page:  # pages in shuffled order: sequence b's page p is block_table[b, p]
+        perm = torch.randperm(b_ * pps, generator=torch.Generator().manual_seed(8))
+        extra["block_table"] = perm.view(b_, pps).to(device=dev, dtype=torch.int32)
+        perm = perm.to(dev)
+
+    def make(k, v):
+        kc, vc = k.clone(), v.clone()
+        if a.append:  # the call writes them: what is there before must not count
+            kc[:, context:] = 0
+            vc[:, context:] = 0
+        if page:
+            pad = lambda x: F.pad(x, (0, 0, 0, 0, 0, pps * page - keys))
+            kp = torch.empty(b_ * pps, page, *k.shape[2:], device=dev, dtype=k.dtype)
+            vp = torch.empty(b_ * pps, page, *v.shape[2:], device=dev, dtype=v.dtype)
+            kp[perm] = pad(kc).reshape(kp.shape)
+            vp[perm] = pad(vc).reshape(vp.shape)
+            kc, vc = kp, vp
+        kn = k[:, context:].contiguous() if a.append else None
+        vn = v[:, context:].contiguous() if a.append else None
+
+        def call():
+            out = fa(q, kc, vc, k=kn, v=vn, **extra)
+            return out[0] if isinstance(out, tuple) else out
+        return call
+    return make
+
+
+def sdpa_maker(q, mask, kv_heads):
+    """make(k, v) -> a call of SDPA (under the caller's sdpa_kernel) on that layer's
+    cache ((B, keys, Hkv, D)); its output is (B, H, new, D). kv_heads "gqa":
+    enable_gqa=True; "repeat-kv": K/V repeated to every query head here, outside any
+    timing; "mha"."""
+    qs = q.transpose(1, 2)
+    gqa = {"enable_gqa": True} if kv_heads == "gqa" else {}
+
+    def make(k, v):
+        if kv_heads == "repeat-kv":
+            group = q.shape[2] // k.shape[2]
+            k, v = k.repeat_interleave(group, 2), v.repeat_interleave(group, 2)
+        kt, vt = k.transpose(1, 2), v.transpose(1, 2)
+        return lambda: F.scaled_dot_product_attention(qs, kt, vt, attn_mask=mask, **gqa)
+    return make
+
+
 def decode_case(a, impl, device, context, new, dtype, causal, page):
     """One row of --decode: impl sdpa-BACKEND (page 0) or flash-attn (page >= 0)."""
     keys = context + new if a.append else context
@@ -351,7 +446,10 @@ def decode_case(a, impl, device, context, new, dtype, causal, page):
              err_lse=None, err_grad=None, check="-", wall_ms=None, alu_pct=None, bw_pct=None,
              gain=None, peak_gflops=None, peak_gbps=None, page_size=page,
              num_splits=a.num_splits if impl == "flash-attn" else None,
-             append=int(a.append), context=context, us=None)
+             append=int(a.append), context=context, us=None, layers=a.layers,
+             steps=a.steps, wall_us=None, device_us=None)
+    if a.event_timing:
+        r["event_us"] = None
     dev, t = a.device, DTYPES[dtype]
     es = torch.empty((), dtype=t).element_size()
     nbytes = es * (b_ * hkv * (context + 2 * new * a.append) * (d + dv) + b_ * new * h_ * (d + dv)) \
@@ -362,6 +460,7 @@ def decode_case(a, impl, device, context, new, dtype, causal, page):
     q = torch.randn(b_, new, h_, d, device=dev, dtype=t, generator=gen)
     k = torch.randn(b_, keys, hkv, d, device=dev, dtype=t, generator=gen)
     v = torch.randn(b_, keys, hkv, dv, device=dev, dtype=t, generator=gen)
+    calls = []
 
     def unsupported(why):
         print(f"torch_sdpa: decode {impl} {dtype} new={new} context={context} page={page} "
@@ -369,44 +468,42 @@ def decode_case(a, impl, device, context, new, dtype, causal, page):
         r["check"] = "unsupported"
         return r
 
-    def measure(call, to_bshd):
-        o = to_bshd(call())
+    def measure(make, to_bshd):
+        """Checks layer 0's call (k, v), then times it: CUDA graph replay, the eager loop
+        over --layers layers (layer 0 and others of fresh random values), and with
+        --event-timing the per-call CUDA events. to_bshd: the output as (B, new, H, D)."""
+        def error_of(o):
+            return decode_error(q, k, v, to_bshd(o), causal, torch.Generator().manual_seed(4))
+        call = make(k, v)
+        o = call()
         sync(dev)
-        r["err_o"] = decode_error(q, k, v, o, causal, torch.Generator().manual_seed(4))
-        for _ in range(a.warmup):
-            call()
-        return [time_ms(call, dev) for _ in range(a.iters)]
+        r["err_o"] = error_of(o)
+        del o
+        if dev == "cuda":
+            try:
+                r["device_us"], err = graph_per_call_us(call, GRAPH_CALLS, a.iters, a.warmup,
+                                                        error_of)
+                r["err_o"] = max(r["err_o"], err)
+            except RuntimeError as e:  # the call cannot be captured: the loop's time stays
+                print(f"torch_sdpa: decode {impl} {dtype} context={context} page={page}: "
+                      f"no CUDA graph: {str(e).splitlines()[0]}", file=sys.stderr)
+        if a.event_timing:
+            for _ in range(a.warmup):
+                call()
+            r["event_us"] = statistics.median(time_ms(call, dev) for _ in range(a.iters)) * 1e3
+        layer_gen = torch.Generator(device=dev).manual_seed(2)
+        calls.append(call)
+        for _ in range(a.layers - 1):  # each layer's own cache, made outside the timing
+            calls.append(make(torch.randn(k.shape, device=dev, dtype=t, generator=layer_gen),
+                              torch.randn(v.shape, device=dev, dtype=t, generator=layer_gen)))
+        r["wall_us"] = loop_per_call_us(calls, a.steps, lambda: sync(dev))
 
     try:
         if impl == "flash-attn":
             fa = flash_attn_with_kvcache()
             if fa is None:
                 return unsupported("import flash_attn failed")
-            seqlens = torch.full((b_,), context, dtype=torch.int32, device=dev)
-            kc, vc = k.clone(), v.clone()
-            if a.append:  # the call writes them: what is there before must not count
-                kc[:, context:] = 0
-                vc[:, context:] = 0
-            extra = {"cache_seqlens": seqlens, "causal": bool(causal),
-                     "num_splits": a.num_splits, "return_softmax_lse": True}
-            if page:  # pages in shuffled order: sequence b's page p is block_table[b, p]
-                pps = max(1, -(-keys // page))
-                perm = torch.randperm(b_ * pps, generator=torch.Generator().manual_seed(8))
-                pad = lambda x: F.pad(x, (0, 0, 0, 0, 0, pps * page - keys))
-                kp = torch.empty(b_ * pps, page, hkv, d, device=dev, dtype=t)
-                vp = torch.empty(b_ * pps, page, hkv, dv, device=dev, dtype=t)
-                kp[perm.to(dev)] = pad(kc).reshape(b_ * pps, page, hkv, d)
-                vp[perm.to(dev)] = pad(vc).reshape(b_ * pps, page, hkv, dv)
-                kc, vc = kp, vp
-                extra["block_table"] = perm.view(b_, pps).to(device=dev, dtype=torch.int32)
-            kn = k[:, context:].contiguous() if a.append else None
-            vn = v[:, context:].contiguous() if a.append else None
-
-            def call():
-                out = fa(q, kc, vc, k=kn, v=vn, **extra)
-                return out[0] if isinstance(out, tuple) else out
-
-            times = measure(call, lambda o: o)
+            measure(flash_attn_maker(a, fa, q, context, new, causal, page), lambda o: o)
         else:
             if causal and new > 1 and impl != "sdpa-efficient":
                 return unsupported("SDPA's is_causal aligns top-left; bottom-right needs "
@@ -417,26 +514,18 @@ def decode_case(a, impl, device, context, new, dtype, causal, page):
                 mask = torch.zeros(new, keys, dtype=t, device=dev).masked_fill(~seen,
                                                                              float("-inf"))
             backend = BACKENDS[impl[len("sdpa-"):]]
-            qs = q.transpose(1, 2)
-
-            def sdpa(kk, vv, **gqa):
-                return lambda: F.scaled_dot_product_attention(
-                    qs, kk.transpose(1, 2), vv.transpose(1, 2), attn_mask=mask, **gqa)
-
             with sdpa_kernel([backend]), warnings.catch_warnings(record=True) as why:
                 warnings.simplefilter("always")
+                kv_heads = "gqa" if hkv != h_ else "mha"
                 try:
-                    times = measure(sdpa(k, v, **({"enable_gqa": True} if hkv != h_ else {})),
-                                    lambda o: o.transpose(1, 2))
+                    sdpa_maker(q, mask, kv_heads)(k, v)()
+                    sync(dev)
                 except RuntimeError:
                     if hkv == h_:
                         raise
                     # The backend refused GQA: K/V repeated to every query head.
-                    group = h_ // hkv
-                    kr, vr = k.repeat_interleave(group, 2), v.repeat_interleave(group, 2)
-                    times = measure(sdpa(kr, vr), lambda o: o.transpose(1, 2))
-                    r["algorithm"] = "repeat-kv"
-                    del kr, vr
+                    kv_heads = r["algorithm"] = "repeat-kv"
+                measure(sdpa_maker(q, mask, kv_heads), lambda o: o.transpose(1, 2))
     except (RuntimeError, TypeError, ValueError) as e:
         reasons = []
         if impl != "flash-attn" and "why" in locals():
@@ -444,13 +533,15 @@ def decode_case(a, impl, device, context, new, dtype, causal, page):
             reasons = [x for x in reasons if "not used because" not in x and "disabled" not in x]
         return unsupported("; ".join(dict.fromkeys(reasons)) or str(e).splitlines()[0])
     finally:
-        del q, k, v
+        del q, k, v, calls
         if dev == "cuda":
             torch.cuda.empty_cache()
-    ms = statistics.median(times)
-    r.update(ms=ms, us=ms * 1e3, gbps=nbytes / (ms * 1e6), tflops=flop / (ms * 1e9))
-    for f in ("ms", "us", "gbps", "tflops", "err_o"):  # six significant digits, as fa-bench
-        if r[f] is not None:
+    # us (and the rates): the GPU's time per call from the graph; on the CPU, the loop's.
+    us = r["device_us"] if dev == "cuda" else r["wall_us"]
+    if us is not None:
+        r.update(ms=us * 1e-3, us=us, gbps=nbytes / (us * 1e3), tflops=flop / (us * 1e6))
+    for f in ("ms", "us", "gbps", "tflops", "err_o", "wall_us", "device_us", "event_us"):
+        if r.get(f) is not None:  # six significant digits, as fa-bench
             r[f] = float(f"{r[f]:.6g}")
     return r
 
@@ -479,15 +570,29 @@ HEADER = (f"{'op':<9} {'impl':<14} {'B':>4} {'H':>4} {'Hkv':>4} {'Nq':>6} {'Nk':
           f"{'D':>4} {'Dv':>4} {'dtype':<5} {'causal':>6} {'algo':<9} {'ms':>10} "
           f"{'TFLOP/s':>9} {'GB/s':>9} {'%alu':>6} {'%bw':>6} {'gain':>7} "
           f"{'err(o)':>9} {'err(lse)':>9} {'err(grad)':>9}  check")
-DECODE_HEADER = (f"{'op':<9} {'impl':<14} {'B':>4} {'H':>4} {'Hkv':>4} {'new':>6} {'keys':>7} "
-                 f"{'D':>4} {'Dv':>4} {'dtype':<5} {'causal':>6} {'cache':<14} {'splits':>6} "
-                 f"{'us':>10} {'GB/s':>9} {'%bw':>6} {'TFLOP/s':>9} {'err(o)':>9} "
-                 f"{'err(lse)':>9}  check")
+
+
+def decode_header(a):
+    return (f"{'op':<9} {'impl':<14} {'B':>4} {'H':>4} {'Hkv':>4} {'new':>6} {'keys':>7} "
+            f"{'D':>4} {'Dv':>4} {'dtype':<5} {'causal':>6} {'cache':<14} {'splits':>6} "
+            f"{'us':>10} {'wall_us':>10} " + (f"{'event_us':>10} " if a.event_timing else "") +
+            f"{'GB/s':>9} {'%bw':>6} {'TFLOP/s':>9} {'err(o)':>9} {'err(lse)':>9}  check")
+
+
+def decode_fields(a, r=None):
+    """The members of a decode row: every column for CSV (r None), else those r has."""
+    extra = LOOP_FIELDS + ["event_us"]
+    if r is None:
+        return DECODE_FIELDS + LOOP_FIELDS + (["event_us"] if a.event_timing else [])
+    return DECODE_FIELDS + [f for f in extra if f in r]
 
 
 def print_row(a, r, first):
     decode = r.get("op") == "decode"
-    fields = FIELDS + DECODE_FIELDS if (a.decode if a.csv else decode) else FIELDS
+    if a.csv:
+        fields = FIELDS + decode_fields(a) if a.decode else FIELDS
+    else:
+        fields = FIELDS + decode_fields(a, r) if decode else FIELDS
     r = {f: r.get(f) for f in fields}
     if a.csv:
         vals = ["" if r[f] is None else f'"{r[f]}"' if f == "device" else r[f] for f in fields]
@@ -502,7 +607,9 @@ def print_row(a, r, first):
         print(f"{r['op']:<9} {r['impl']:<14} {r['batch']:4d} {r['heads']:4d} "
               f"{r['heads_kv']:4d} {r['seqlen_q']:6d} {r['seqlen_k']:7d} {r['head_dim']:4d} "
               f"{r['head_dim_v']:4d} {r['dtype']:<5} {r['causal']:6d} {cache:<14} {splits:>6} "
-              f"{fmt(r['us'], '.2f', 10)} {fmt(r['gbps'], '.2f', 9)} "
+              f"{fmt(r['us'], '.2f', 10)} {fmt(r.get('wall_us'), '.2f', 10)} " +
+              (f"{fmt(r.get('event_us'), '.2f', 10)} " if a.event_timing else "") +
+              f"{fmt(r['gbps'], '.2f', 9)} "
               f"{fmt(r['bw_pct'], '.1f', 6)} {fmt(r['tflops'], '.4f', 9)} "
               f"{fmt(r['err_o'], '.2e', 9)} {fmt(r['err_lse'], '.2e', 9)}  {r['check']}")
     else:
@@ -532,16 +639,22 @@ def print_decode_ratios(a, fab_rows, torch_rows, out):
             flashcl.setdefault(tuple(r.get(f) for f in key), []).append(r)
     lines = []
     layout = lambda r: (f"page {r['page_size']}" if r.get("page_size") else "contiguous") + (
-        f", splits {r['num_splits']}" if r.get("num_splits") else "")
+        f", splits {r['num_splits']}" if r.get("num_splits") else "") + (
+        f", {r['layers']} layers" if r.get("layers") else "")
     for r in torch_rows:
         for f in flashcl.get(tuple(r.get(x) for x in key), []) if r["us"] else []:
-            lines.append(f"decode {r['dtype']} B={r['batch']} H={r['heads']} Hkv={r['heads_kv']} "
-                         f"new={r['seqlen_q']} keys={r['seqlen_k']} D={r['head_dim']}: flashcl "
-                         f"({layout(f)}) {f['us']:.4g} us, {r['impl']} ({layout(r)}) "
-                         f"{r['us']:.4g} us -> {r['us'] / f['us']:.3f}x")
+            line = (f"decode {r['dtype']} B={r['batch']} H={r['heads']} Hkv={r['heads_kv']} "
+                    f"new={r['seqlen_q']} keys={r['seqlen_k']} D={r['head_dim']}: flashcl "
+                    f"({layout(f)}) {f['us']:.4g} us, {r['impl']} ({layout(r)}) "
+                    f"{r['us']:.4g} us -> {r['us'] / f['us']:.3f}x")
+            if f.get("wall_us") and r.get("wall_us"):  # both looped over layers
+                line += (f"; wall per call {f['wall_us']:.4g} / {r['wall_us']:.4g} us -> "
+                         f"{r['wall_us'] / f['wall_us']:.3f}x")
+            lines.append(line)
     if lines:
-        print("\nratios (PyTorch us / flashcl us = flashcl GB/s / PyTorch GB/s; above 1: "
-              "flashcl is faster)", file=out)
+        print("\nratios (PyTorch us / flashcl us = flashcl GB/s / PyTorch GB/s, device "
+              "time per call; with fa-bench --layers also the wall time per call of the "
+              "loops; above 1: flashcl is faster)", file=out)
         print("\n".join(lines), file=out)
     elif a.compare:
         print("torch_sdpa: no decode case of --compare matches PyTorch's rows", file=sys.stderr)
@@ -597,9 +710,9 @@ def main():
         with open(path) as f:
             fab_rows += json.load(f)
     device = device_name(a)
-    header = DECODE_HEADER if a.decode else HEADER
+    header = decode_header(a) if a.decode else HEADER
     if a.csv:
-        print(",".join(FIELDS + DECODE_FIELDS if a.decode else FIELDS))
+        print(",".join(FIELDS + decode_fields(a) if a.decode else FIELDS))
     elif a.json:
         print("[")
     first = True

@@ -543,14 +543,14 @@ static void test_timing_and_config(void) {
   int64_t v = -1;
   CHECK(fcl_context_get_option(ctx, FCL_OPTION_TIMING, &v) == FCL_OK && v == 0,
         "FCL_OPTION_TIMING's default: %lld", (long long)v);
-  CHECK(fcl_context_get_option(ctx, FCL_OPTION_PLAN_CACHE, &v) == FCL_OK && v == 64,
+  CHECK(fcl_context_get_option(ctx, FCL_OPTION_PLAN_CACHE, &v) == FCL_OK && v == 256,
         "FCL_OPTION_PLAN_CACHE's default: %lld", (long long)v);
   st = fcl_context_set_option(ctx, FCL_OPTION_TIMING, 2);
   CHECK(st == FCL_ERROR_INVALID_ARGUMENT && strstr(fcl_context_last_error(ctx), "value: is 2"),
         "set_option(TIMING, 2): %s \"%s\"", fcl_status_string(st), fcl_context_last_error(ctx));
-  st = fcl_context_set_option(ctx, FCL_OPTION_PLAN_CACHE, 1025);
-  CHECK(st == FCL_ERROR_INVALID_ARGUMENT && strstr(fcl_context_last_error(ctx), "1025"),
-        "set_option(PLAN_CACHE, 1025): %s \"%s\"", fcl_status_string(st),
+  st = fcl_context_set_option(ctx, FCL_OPTION_PLAN_CACHE, 4097);
+  CHECK(st == FCL_ERROR_INVALID_ARGUMENT && strstr(fcl_context_last_error(ctx), "4097"),
+        "set_option(PLAN_CACHE, 4097): %s \"%s\"", fcl_status_string(st),
         fcl_context_last_error(ctx));
   st = fcl_context_set_option(ctx, (fcl_option)7, 1);
   CHECK(st == FCL_ERROR_INVALID_ARGUMENT && strstr(fcl_context_last_error(ctx), "option: is 7"),

@@ -13,7 +13,7 @@ static fcl_status new_context(const fcl_options *opt, cl_platform_id p, cl_devic
   ctx->platform = p;
   ctx->device = d;
   ctx->opt = *opt;
-  ctx->plan_cache = 64;
+  ctx->plan_cache = 256;
   fcl_read_device_info(p, d, opt, &ctx->info);
   *out = ctx;
   return FCL_OK;

@@ -19,9 +19,9 @@ fcl_status fcl_context_set_option(fcl_context *ctx, fcl_option option, int64_t v
     ctx->timing = value != 0;
     return FCL_OK;
   case FCL_OPTION_PLAN_CACHE:
-    if (value < 0 || value > 1024)
+    if (value < 0 || value > 4096)
       return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
-                      "value: is %" PRId64 ", FCL_OPTION_PLAN_CACHE takes 0..1024", value);
+                      "value: is %" PRId64 ", FCL_OPTION_PLAN_CACHE takes 0..4096", value);
     ctx->plan_cache = (int)value;
     fcl_plan_cache_clear(ctx);
     return FCL_OK;

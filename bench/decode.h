@@ -1,0 +1,56 @@
+/* fa-bench, decode: the case's shape, its inputs and the call, shared by
+ * decode.c (one call timed) and decode_loop.c (loop mode). */
+#ifndef FCL_BENCH_DECODE_H
+#define FCL_BENCH_DECODE_H
+
+#include "bench.h"
+
+typedef struct {
+  int64_t   b, h, hkv, n, c, d, dv; /* n new tokens, c cached tokens per sequence */
+  fcl_dtype t;
+  int       causal, append;
+  int64_t   ps, splits;             /* page size (0: contiguous), num_splits */
+  int64_t   keys;                   /* c, or c + n with append */
+  int64_t   cap;                    /* cache_capacity: tokens a sequence's cache holds */
+  int64_t   pps;                    /* paged: pages per sequence (block table width) */
+  int64_t   slots, slot_len;        /* pages and page_size, or rows and cap */
+} dshape;
+
+typedef struct {
+  void    *q, *kc, *vc, *kn, *vn;   /* host copies in the dtype; kc, vc as laid out */
+  int32_t *bt;                      /* block table [b][pps] (paged) */
+  cl_mem   bq, bkc, bvc, bkn, bvn, bo, blse, bseq, bbt;
+} dinputs;
+
+/* The arguments of one fcl_attention_kvcache call. */
+typedef struct {
+  fcl_kvcache_desc d;
+  fcl_tensor       q, kc, vc, kn, vn, o;
+  cl_mem           lse;
+  int              append;
+} decode_call;
+
+dshape decode_shape(const bench_args *a, int64_t c, int64_t n, fcl_dtype t, int64_t ps);
+/* Elements of the k (dim D) or v (dim Dv) cache, every slot. */
+size_t decode_cache_elems(const dshape *s, int64_t dim);
+/* Random inputs (fixed seeds) on host and device; 0, or -1 with a message. */
+int    decode_inputs_make(fcl_context *ctx, const dshape *s, dinputs *in);
+void   decode_inputs_free(dinputs *in);
+void       decode_call_make(const dshape *s, const dinputs *in, decode_call *c);
+fcl_status decode_call_run(fcl_context *ctx, const decode_call *c);
+/* Sets o and lse to NaN; 0 on success. */
+int         decode_poison_outputs(fcl_context *ctx, const dshape *s, const dinputs *in);
+/* Compares sampled rows of the o and lse now in in's buffers (and with
+ * append the entries written to in's cache) with the reference: the verdict,
+ * the errors in *res. */
+const char *decode_check_outputs(fcl_context *ctx, const dshape *s, const dinputs *in,
+                                 bench_row *res);
+/* A row with the case's shape and counts, nothing measured. */
+bench_row   decode_row(const dshape *s);
+
+/* Loop mode on this case (decode_loop.c): times it into *r, checks the
+ * last layer (r->check). 1 if a setup step failed, else 0. */
+int decode_loop_case(fcl_context *ctx, const bench_args *a, const dshape *s,
+                     const dinputs *in, bench_row *r);
+
+#endif

@@ -1,0 +1,80 @@
+/* fa-bench loop mode: the timed steps and the device-time step (see loop.h). */
+#include "loop.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "launch_cost.h"
+
+#define BARE_LAUNCHES 2000
+
+/* One step: the L calls and a clFinish. *host_ms (if not NULL) gets the
+ * time spent inside the calls. 0 or -1. */
+static int run_step(bench_loop *lp, double *host_ms) {
+  double inside = 0;
+  const int step = lp->step++;
+  for (int l = 0; l < lp->layers; l++) {
+    const double t0 = bench_now_ms();
+    const fcl_status st = lp->call(lp->ctx, lp->arg, l, step);
+    inside += bench_now_ms() - t0;
+    if (st != FCL_OK) {
+      fprintf(stderr, "fa-bench: loop: layer %d of step %d: %s\n", l, step,
+              fcl_context_last_error(lp->ctx));
+      return -1;
+    }
+  }
+  if (clFinish(fcl_context_queue(lp->ctx))) {
+    fprintf(stderr, "fa-bench: loop: clFinish failed\n");
+    return -1;
+  }
+  if (host_ms) *host_ms = inside;
+  return 0;
+}
+
+int bench_loop_time(bench_loop *lp, int steps, int kernels_per_call, bench_row *r) {
+  double *wall = malloc(2 * (size_t)steps * sizeof *wall), *host = wall + steps;
+  int rc = -1;
+  r->layers = lp->layers, r->steps = steps, r->kernels_per_call = kernels_per_call;
+  /* The timed steps run as an application would: without per-kernel
+   * profiling events (FCL_OPTION_TIMING off). */
+  r->events_off = bench_set_timing(lp->ctx, 0);
+  if (!wall || clFinish(fcl_context_queue(lp->ctx)) || run_step(lp, NULL)) goto done;
+  for (int i = 0; i < steps; i++) {
+    const double t0 = bench_now_ms();
+    if (run_step(lp, &host[i])) goto done;
+    wall[i] = (bench_now_ms() - t0) / lp->layers;
+    host[i] /= lp->layers;
+  }
+  r->wall_ms = bench_median(wall, steps);
+  r->host_ms = bench_median(host, steps);
+  if (bench_launch_cost(lp->ctx, BARE_LAUNCHES, &r->launch_ms, &r->launch_event_ms))
+    r->launch_ms = r->launch_event_ms = NAN; /* the row keeps its other figures */
+  rc = 0;
+done:
+  bench_set_timing(lp->ctx, 1);
+  free(wall);
+  return rc;
+}
+
+int bench_loop_device_step(bench_loop *lp, bench_row *r) {
+  double sum = 0;
+  int timed = 1;
+  const int step = lp->step++;
+  bench_set_timing(lp->ctx, 1);
+  for (int l = 0; l < lp->layers; l++) {
+    double ms = 0;
+    if (lp->call(lp->ctx, lp->arg, l, step) != FCL_OK) {
+      fprintf(stderr, "fa-bench: loop: layer %d of the device-time step: %s\n", l,
+              fcl_context_last_error(lp->ctx));
+      return -1;
+    }
+    if (timed && fcl_context_last_op_time(lp->ctx, &ms) != FCL_OK) {
+      fprintf(stderr, "fa-bench: loop: no device time: %s\n", fcl_context_last_error(lp->ctx));
+      timed = 0;
+    }
+    sum += ms;
+  }
+  r->ms = timed ? sum / lp->layers : NAN;
+  return clFinish(fcl_context_queue(lp->ctx)) ? -1 : 0;
+}

@@ -1,0 +1,42 @@
+/* fa-bench loop mode (--layers L --steps N): calls made the way a model's
+ * decode step makes them. A step enqueues L calls of one operation back to
+ * back, one a layer (each on its own KV cache or recurrent state, the same
+ * q and o buffers), and ends with one clFinish. The per-call figures, each
+ * a bench_row field:
+ *   wall_ms   the step's wall time / L (median over the timed steps)
+ *   host_ms   the time spent inside the L calls (CLOCK_MONOTONIC around
+ *             each) / L (median over the timed steps)
+ *   ms        the mean device time of the L calls of one more step, run
+ *             untimed with the library's timing on (fcl_context_last_op_time
+ *             after each call, which waits)
+ *   launch_ms, launch_event_ms  the driver's host time for one bare launch
+ *             (launch_cost.h), measured after the timed steps.
+ * The ops' files (decode_loop.c, rwkv6_loop.c) set up the layers and check
+ * the last layer's output of the device-time step. */
+#ifndef FCL_BENCH_LOOP_H
+#define FCL_BENCH_LOOP_H
+
+#include "bench.h"
+
+/* One layer's call in step `step`; nothing but the fcl_* call, its
+ * arguments prepared beforehand, so that its time is the library's. */
+typedef fcl_status (*bench_layer_call)(fcl_context *ctx, const void *arg, int layer, int step);
+
+typedef struct {
+  fcl_context     *ctx;
+  bench_layer_call call;
+  const void      *arg;
+  int              layers;
+  int              step; /* steps run so far (warm-up included): the next step's index */
+} bench_loop;
+
+/* One warm-up step, then `steps` timed steps, then the bare launches. Fills
+ * r->wall_ms, host_ms, launch_ms, launch_event_ms, events_off, layers,
+ * steps and kernels_per_call. 0, or -1 with the reason on stderr. */
+int bench_loop_time(bench_loop *lp, int steps, int kernels_per_call, bench_row *r);
+/* One more step with the library's timing on, reading each call's device
+ * time: r->ms is their mean (NAN where the queue does not profile). The
+ * timing stays on afterwards (the other ops' rows need it). 0 or -1. */
+int bench_loop_device_step(bench_loop *lp, bench_row *r);
+
+#endif
