@@ -9,12 +9,12 @@
 /* Tuning order: what the library runs most first, so that a budget spent
  * early (builds cost seconds a candidate on some drivers) leaves the less
  * used classes untuned, not the forward: the forwards, the attention
- * backward, the RWKV6 recurrent forward and backward, the chunked RWKV6
- * backward and forward. */
+ * backward, the RWKV6 step (decoding), recurrent forward and backward, the
+ * chunked RWKV6 backward and forward. */
 static const fcl_variant *const registry[] = {
     &fcl_variant_attention_fwd_mma, &fcl_variant_attention_fwd_wgmma,
     &fcl_variant_attention_fwd_cpu, &fcl_variant_attention_fwd,     &fcl_variant_attention_bwd_wgmma, &fcl_variant_attention_bwd_mma,
-    &fcl_variant_attention_bwd,     &fcl_variant_rwkv6_recurrent,
+    &fcl_variant_attention_bwd,     &fcl_variant_rwkv6_step, &fcl_variant_rwkv6_recurrent,
     &fcl_variant_rwkv6_bwd,         &fcl_variant_rwkv6_bwd_chunked_mma,
     &fcl_variant_rwkv6_bwd_chunked, &fcl_variant_rwkv6_chunked_mma,
     &fcl_variant_rwkv6_chunked,
@@ -90,11 +90,16 @@ static fcl_status plans(fcl_context *ctx, const fcl_tuning_class *c, bool *runs)
     d.head_dim_k = c->head_dim, d.head_dim_v = c->head_dim_v;
     const bool chunked = v->op == FCL_TUNING_RWKV6_CHUNKED || v->op == FCL_TUNING_RWKV6_BWD_CHUNKED;
     d.algorithm = chunked ? FCL_RWKV6_CHUNKED : FCL_RWKV6_RECURRENT;
+    /* The step kernel runs on the shortest sequences (bucket 0) under AUTO;
+     * fa-tune times it at the bucket's length, which its override lets it
+     * run (launches of a few positions each). */
+    if (v == &fcl_variant_rwkv6_step) d.seqlen = 1, d.algorithm = FCL_RWKV6_AUTO;
     fcl_rwkv6_plan pl;
     s = fcl_rwkv6_plan_make(ctx, &d, c->dtype,
                             v->op == FCL_TUNING_RWKV6_BWD || v->op == FCL_TUNING_RWKV6_BWD_CHUNKED,
                             NULL, &pl);
-    *runs = s == FCL_OK && pl.cls.variant == v;
+    *runs = s == FCL_OK && pl.cls.variant == v &&
+            (v != &fcl_variant_rwkv6_step || c->bucket == 0);
   }
   return s;
 }

@@ -23,7 +23,7 @@ void kv_result_free(kv_result *r) {
 }
 
 kv_opts kv_default_opts(void) {
-  kv_opts o = {1, 2, 0};
+  kv_opts o = {1, 2, 0, 1};
   return o;
 }
 
@@ -323,6 +323,7 @@ int kv_case_run(fcl_context *ctx, const kv_case *c, fcl_dtype dt, uint64_t seed,
   const size_t off = c->off;
   const size_t in_tail = opts.guard && (off || (c->lq != TU_BSHD && c->lq != TU_BHSD)) ? 7 : 0;
   tu_tensor tq, tkn, tvn, to;
+  cl_mem extra_ob[KV_MAX_CALLS] = {NULL}, extra_lb[KV_MAX_CALLS] = {NULL};
   memset(&tkn, 0, sizeof tkn);
   memset(&tvn, 0, sizeof tvn);
   fail_setup |= tu_tensor_create(clc, queue, q, tb, ts, HQ, D, dt, c->lq, off, in_tail, &tq);
@@ -412,14 +413,37 @@ int kv_case_run(fcl_context *ctx, const kv_case *c, fcl_dtype dt, uint64_t seed,
   unsigned char *o_first = NULL, *l_first = NULL, *k_first = NULL, *v_first = NULL;
   double *o = xcalloc(no + 1, 8), *l = xcalloc(nl + 1, 8);
   const int runs = bad_run ? 1 : (opts.runs > 1 ? opts.runs : 1);
+  /* With calls > 1, the extra calls' o and lse: buffers like to's and
+   * lse's, poison outside the views too. */
+  const int n_extra = bad_run || opts.calls <= 1          ? 0
+                      : opts.calls > KV_MAX_CALLS ? KV_MAX_CALLS - 1
+                                                  : opts.calls - 1;
+  fcl_tensor extra_o[KV_MAX_CALLS];
+  for (int i = 0; i < n_extra && ok; ++i) {
+    extra_ob[i] = tu_buffer_poison(clc, queue, to.bytes);
+    extra_lb[i] = lse ? tu_buffer_poison(clc, queue, lse_bytes) : NULL;
+    extra_o[i] = to.t;
+    extra_o[i].buffer = extra_ob[i];
+    if (!extra_ob[i] || (lse && !extra_lb[i])) {
+      oh_append(why, sizeof why, " could not create buffers;");
+      ok = 0;
+    }
+  }
   for (int run = 0; run < runs && ok; ++run) {
     if (run) {
       tu_buffer_repoison(queue, to.buffer, to.bytes);
       if (lse) tu_buffer_repoison(queue, lse, lse_bytes);
+      for (int i = 0; i < n_extra; ++i) {
+        tu_buffer_repoison(queue, extra_ob[i], to.bytes);
+        if (lse) tu_buffer_repoison(queue, extra_lb[i], lse_bytes);
+      }
     }
-    const fcl_status stt = fcl_attention_kvcache(ctx, &kd, &tq.t, &tkc, &tvc,
-                                                 s.append ? &tkn.t : NULL,
-                                                 s.append ? &tvn.t : NULL, &to.t, lse);
+    /* The extra calls first, the checked one last: no wait between them. */
+    fcl_status stt = FCL_OK;
+    for (int i = 0; i <= n_extra && stt == FCL_OK; ++i)
+      stt = fcl_attention_kvcache(ctx, &kd, &tq.t, &tkc, &tvc, s.append ? &tkn.t : NULL,
+                                  s.append ? &tvn.t : NULL, i < n_extra ? &extra_o[i] : &to.t,
+                                  i < n_extra ? extra_lb[i] : lse);
     if (stt != FCL_OK) {
       oh_append(why, sizeof why, " run %d: %s: %s;", run + 1, fcl_status_string(stt),
                 fcl_context_last_error(ctx));
@@ -439,6 +463,16 @@ int kv_case_run(fcl_context *ctx, const kv_case *c, fcl_dtype dt, uint64_t seed,
       ok = 0;
       free(ob); free(lb); free(kb); free(vb);
       break;
+    }
+    for (int i = 0; i < n_extra && ok; ++i) {
+      unsigned char *eo = oh_read_all(ctx, extra_ob[i], to.bytes);
+      unsigned char *el = lse ? oh_read_all(ctx, extra_lb[i], lse_bytes) : NULL;
+      if (!eo || (lse && !el) || memcmp(eo, ob, to.bytes) || (lse && memcmp(el, lb, lse_bytes))) {
+        oh_append(why, sizeof why, " run %d: back-to-back call %d of %d differs from the last;",
+                  run + 1, i + 1, n_extra + 1);
+        ok = 0;
+      }
+      free(eo); free(el);
     }
     if (run == 0) {
       o_first = ob; l_first = lb; k_first = kb; v_first = vb;
@@ -479,6 +513,7 @@ int kv_case_run(fcl_context *ctx, const kv_case *c, fcl_dtype dt, uint64_t seed,
     }
   }
   free(o_first); free(l_first); free(k_first); free(v_first);
+  if (n_extra) oh_append(notes, sizeof notes, " %d calls back to back,", n_extra + 1);
   ok &= !oh_watch_changed(ctx, w, nw, why, sizeof why);
 
   if (ok && bad_run) {
@@ -659,6 +694,10 @@ done:
   cache_free(&kc); cache_free(&vc);
   tu_tensor_release(&tq); tu_tensor_release(&tkn); tu_tensor_release(&tvn);
   tu_tensor_release(&to);
+  for (int i = 0; i < KV_MAX_CALLS; ++i) {
+    if (extra_ob[i]) clReleaseMemObject(extra_ob[i]);
+    if (extra_lb[i]) clReleaseMemObject(extra_lb[i]);
+  }
   cl_mem bufs[] = {lse, bseq, bbt, bcbi, bcuq, bcos, bsin, balibi};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; ++i)
     if (bufs[i]) clReleaseMemObject(bufs[i]);

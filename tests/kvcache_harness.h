@@ -17,6 +17,10 @@
  *    regions before and after the views);
  *  - o, lse: nothing written outside their views (poison), and the second
  *    run bit-identical to the first (o, lse and both caches);
+ *  - with kv_opts.calls > 1, each run enqueues the call that many times
+ *    back to back, without waiting between them, the others into their
+ *    own o and lse: all must give the same bytes (the split merge's
+ *    counters are back at zero after every launch);
  *  - every input buffer unchanged.
  * The reference's keys are the cache after the call (the contract: new
  * tokens are written to the cache, then the keys are its positions 0 ..
@@ -37,6 +41,7 @@
 #include "ref_kvcache.h"
 
 #define KV_MAX_SEQS 8
+#define KV_MAX_CALLS 8 /* kv_opts.calls */
 
 typedef enum { KV_ROT_NONE = 0, KV_ROT_NEOX, KV_ROT_INTERLEAVED } kv_rot;
 
@@ -91,6 +96,7 @@ typedef struct {
                  (0: every buffer fits its view exactly, for Oclgrind) */
   int runs;   /* runs of the call (1 or 2: the second must be bit-identical) */
   int quiet;  /* print only failures */
+  int calls;  /* calls a run, back to back (0, 1: one; at most KV_MAX_CALLS) */
 } kv_opts;
 
 /* What a run gave, for comparisons between runs (may be NULL). o and lse

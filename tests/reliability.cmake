@@ -58,12 +58,13 @@ if(FCL_OCLGRIND)
   #              21.10) crashes with a segmentation fault in them before it
   #              reports anything;
   #   _kvcache_mma FCL_MMA_EMULATE=1: the decode kernel on tensor cores,
-  #              emulated, on the f16 GQA case in pages of 16 (also with bad
+  #              emulated, on the f16 GQA cases in pages of 16, one with
+  #              its splits merged in the kernel (also with bad
   #              block_table and cache_seqlens entries), with 48 KiB of
   #              local memory;
-  #   _kvcache   fcl_attention_kvcache on five small shapes (contiguous,
+  #   _kvcache   fcl_attention_kvcache on seven small shapes (contiguous,
   #              paged, more than 64 rows a kv head, no append, f16 GQA in
-  #              pages of 16), each also
+  #              pages of 16, splits merged in the decode kernel), each also
   #              with out-of-range cache_seqlens, block_table,
   #              cache_batch_idx and cu_seqlens_q entries: every buffer fits
   #              its view, so an index that escapes its checks is reported.
@@ -83,8 +84,8 @@ if(FCL_OCLGRIND)
   set(_ocl_kernels__mma_rwkv6 fcl_mma_probe fcl_rwkv6_chunk_state_mma fcl_rwkv6_chunk_out_mma
       fcl_rwkv6_chunk_dk fcl_rwkv6_chunk_du)
   set(_ocl_kernels__kvcache_mma fcl_mma_probe fcl_kv_append fcl_kv_decode_mma)
-  set(_ocl_kernels__kvcache fcl_kv_append fcl_kv_decode fcl_kv_merge_splits
-      fcl_kv_prefill_prep fcl_attention_fwd_cpu)
+  set(_ocl_kernels__kvcache fcl_kv_append fcl_kv_decode fcl_kv_prefill_prep
+      fcl_attention_fwd_cpu)
   set(_ocl_env_ "")
   set(_ocl_env__split "FCL_LOOP_BUDGET=1")
   set(_ocl_env__portable "FCL_CPU_KERNEL=0" "FCL_OCLGRIND_OPS=attention-fwd")

@@ -12,8 +12,13 @@
  *    and interleaved (rotary_dim < head_dim too), causal, windows, softcap,
  *    ALiBi, GQA/MQA, head dims 1 to 512 with head_dim_v != head_dim, lse,
  *    empty caches. Every case runs twice and must be bit-identical;
- *  - num_splits 1, 0, 3 and 7 on a few shapes: each against the reference,
- *    and 0, 3, 7 against 1 within the same tolerance;
+ *  - num_splits 1, 0, 2, 3, 7 and 16 on a few shapes, the splits merged by
+ *    the decode kernel itself: each against the reference (twice,
+ *    bit-identical), and the others against 1 within the same tolerance;
+ *    short sequences and one without keys in a large cache_capacity, so
+ *    that many splits are empty; and calls back to back (no wait between
+ *    them) on one context, each with its own o and lse, all bit-identical:
+ *    the split merge's counters are back at zero after every launch;
  *  - device-side indices out of range (cache_seqlens beyond the capacity or
  *    negative, block_table and cache_batch_idx entries out of range,
  *    cu_seqlens_q past the tokens or decreasing) on the decode, paged,
@@ -127,12 +132,25 @@ static const kv_case kv_cases[] = {
   K(.name = "empty paged caches no append, every row empty", .dtypes = F32, .b = 2, .sq = 1, .cached = {0, 0}, .page = 16, .spare_pages = 2, .no_append = 1),
 };
 
-/* Each runs with num_splits 1, 0, 3 and 7. */
+/* Each runs with num_splits 1, 0, 2, 3, 7 and 16. A split has at least
+ * one block of keys (16 a block on CPUs; 64 on tensor cores, f16 and bf16
+ * with more than one row a kv head): the tiles of fewer blocks than
+ * num_splits take fewer splits, and the others leave at once. */
 static const kv_case kv_split_cases[] = {
   K(.name = "splits decode paged", .dtypes = F32 | F16, .b = 2, .sq = 1, .cached = {700, 50}, .hq = 4, .hkv = 1, .page = 16, .spare_pages = 1),
   K(.name = "splits chunk causal window", .dtypes = BF16, .b = 1, .sq = 4, .cached = {300}, .causal = 1, .win = 1, .wl = 200, .wr = 0),
   K(.name = "splits more than keys", .dtypes = F32, .b = 2, .sq = 1, .cached = {2, 0}),
   K(.name = "splits ragged rotary", .dtypes = F16, .b = 3, .ragged = 1, .lens = {3, 1, 0}, .cached = {200, 90, 5}, .page = 16, .rot = NEOX, .causal = 1),
+  K(.name = "splits short sequences in a large cache, one without keys", .dtypes = ALL, .b = 5, .sq = 1, .cached = {0, 5, 40, 300, 1100}, .hq = 4, .hkv = 1, .capacity = 4096, .no_append = 1),
+  K(.name = "splits short sequences in a large paged cache, lse", .dtypes = F32 | BF16, .b = 4, .sq = 2, .cached = {0, 17, 130, 650}, .hq = 8, .hkv = 2, .page = 16, .capacity = 2048, .spare_pages = 2, .causal = 1),
+  K(.name = "splits 16 rows a kv head, head dims 64/128", .dtypes = ALL, .b = 2, .sq = 2, .cached = {900, 70}, .hq = 8, .hkv = 1, .dv = 128, .causal = 1),
+};
+
+/* Calls back to back, each with its own o and lse (kv_opts.calls), at
+ * num_splits 7 and 16. */
+static const kv_case kv_back_to_back_cases[] = {
+  K(.name = "back to back decode paged GQA", .dtypes = F32 | F16, .b = 3, .sq = 1, .cached = {500, 0, 90}, .hq = 4, .hkv = 1, .page = 16, .spare_pages = 1),
+  K(.name = "back to back chunk contiguous", .dtypes = BF16, .b = 2, .sq = 3, .cached = {400, 33}, .hq = 4, .hkv = 2, .capacity = 1024, .causal = 1),
 };
 
 /* Out-of-range device indices, on four shapes. Contiguous: cap 17, cache
@@ -189,10 +207,11 @@ static void run_table(fcl_context *ctx, const kv_case *cases, size_t n, kv_stats
                     NULL, NULL, NULL, st);
 }
 
-/* Runs with num_splits 1 first, then 0, 3, 7: each against the reference
- * (in kv_case_run), and against the first run within the same tolerance. */
+/* Runs with num_splits 1 first, then the others: each against the
+ * reference (in kv_case_run), and against the first run within the same
+ * tolerance. */
 static void run_splits(fcl_context *ctx, kv_stats *st) {
-  static const int splits[4] = {1, 0, 3, 7};
+  static const int splits[] = {1, 0, 2, 3, 7, 16};
   for (size_t i = 0; i < COUNT(kv_split_cases); ++i)
     for (int t = FCL_F32; t <= FCL_BF16; ++t) {
       if (!(kv_split_cases[i].dtypes & OH_DT(t)) || !oh_selected(kv_split_cases[i].name)) continue;
@@ -200,7 +219,7 @@ static void run_splits(fcl_context *ctx, kv_stats *st) {
       const uint64_t seed = oh_case_seed(kv_split_cases[i].name, dt);
       kv_result one;
       memset(&one, 0, sizeof one);
-      for (int k = 0; k < 4; ++k) {
+      for (int k = 0; k < (int)COUNT(splits); ++k) {
         kv_case c = kv_split_cases[i];
         c.splits = splits[k];
         kv_result r;
@@ -223,6 +242,24 @@ static void run_splits(fcl_context *ctx, kv_stats *st) {
         kv_result_free(&r);
       }
       kv_result_free(&one);
+    }
+}
+
+static void run_back_to_back(fcl_context *ctx, kv_stats *st) {
+  static const int splits[] = {7, 16};
+  kv_opts opts = kv_default_opts();
+  opts.calls = 5;
+  for (size_t i = 0; i < COUNT(kv_back_to_back_cases); ++i)
+    for (int t = FCL_F32; t <= FCL_BF16; ++t) {
+      if (!(kv_back_to_back_cases[i].dtypes & OH_DT(t)) ||
+          !oh_selected(kv_back_to_back_cases[i].name))
+        continue;
+      for (size_t k = 0; k < COUNT(splits); ++k) {
+        kv_case c = kv_back_to_back_cases[i];
+        c.splits = splits[k];
+        kv_case_run(ctx, &c, (fcl_dtype)t, oh_case_seed(c.name, (fcl_dtype)t), &opts, NULL,
+                    NULL, st);
+      }
     }
 }
 
@@ -314,6 +351,7 @@ int main(void) {
   printf("device: %s\n", fcl_context_device_name(ctx));
   run_table(ctx, kv_cases, COUNT(kv_cases), &st);
   run_splits(ctx, &st);
+  run_back_to_back(ctx, &st);
   run_out_of_range(ctx, &st);
   int merge_run = 0, merge_failed = 0, bad_run = 0, bad_failed = 0;
   kv_merge_tests(ctx, &merge_run, &merge_failed);

@@ -5,8 +5,9 @@
  * windows, softcap, ALiBi, GQA/MQA, varlen, empty rows, lse or not, head
  * dims not powers of two, a contraction in chunks, several key tiles, a NaN
  * in v of a key that causal masking hides), RWKV6 forward and backward with
- * the fused-recurrent and the chunked algorithm (h0/ht, dht/dh0, reverse,
- * varlen with an empty sequence), in f32, f16 and bf16. Run with
+ * the fused-recurrent and the chunked algorithm and the forward's step
+ * kernel (h0/ht, dht/dh0, reverse, varlen with an empty sequence), in f32,
+ * f16 and bf16. Run with
  * FCL_LOOP_BUDGET=1 it takes the split paths instead (split keys with the
  * combine kernel, split gradient sums, RWKV6 launches carrying the state);
  * with FCL_CPU_KERNEL=0 the portable forward; with FCL_MMA_EMULATE=1 the
@@ -94,6 +95,10 @@ static const rcase rwkv_cases[] = {
   R("chunked varlen h0", FCL_F32, FCL_RWKV6_CHUNKED, 0, 0, 1, 9, 3, .nseq = 2,
     .lens = {17, 2}, .h0 = 1, .dht = 1),
   R("recurrent K 33 V 20", FCL_BF16, FCL_RWKV6_RECURRENT, 1, 3, 1, 33, 20, .reverse = 1),
+  /* AUTO at T <= 4: the step kernel's forward. */
+  R("step T=1 K 33 V 20", FCL_BF16, FCL_RWKV6_AUTO, 2, 1, 2, 33, 20, .h0 = 1, .dht = 1),
+  R("step varlen reverse", FCL_F16, FCL_RWKV6_AUTO, 0, 0, 1, 9, 12, .nseq = 3,
+    .lens = {3, 0, 4}, .reverse = 1),
   /* K and V multiples of 16: with FCL_MMA_EMULATE=1 the chunked kernels on
    * tensor cores (state pass, output and dv, dr dk dw), emulated. */
   R("chunked K 16 V 32 varlen reverse", FCL_BF16, FCL_RWKV6_CHUNKED, 0, 0, 1, 16, 32,
@@ -240,17 +245,19 @@ static void run_rwkv6(fcl_context *ctx, const rcase *c, uint64_t seed) {
   free(r); free(k); free(v); free(w); free(u); free(dout); free(h0); free(dht);
 }
 
-/* fcl_attention_kvcache (only with "kvcache" in FCL_OCLGRIND_OPS): five
+/* fcl_attention_kvcache (only with "kvcache" in FCL_OCLGRIND_OPS): seven
  * small shapes (contiguous with cache_batch_idx, rotary and 3 splits;
  * paged head-major, ragged, rotary interleaved; more than 64 rows a kv head,
  * which runs the forward's kernels; no append; f16 GQA in pages of 16 with
  * head dims 32 and 64, which FCL_MMA_EMULATE=1 gives the decode kernel on
- * tensor cores), each valid and checked
+ * tensor cores; and the splits merged by the decode kernel, portable and
+ * on tensor cores: sequences of 3 and 2 splits with keys, one without
+ * keys), each valid and checked
  * against the reference, then with out-of-range device indices (FCL_OK,
  * results unspecified). Every buffer fits its view exactly, so an index
  * that escapes reads or writes outside a buffer, which Oclgrind reports. */
 #define KV(...) {__VA_ARGS__}
-static const kv_case kv_cases[5] = {
+static const kv_case kv_cases[7] = {
   KV(.name = "kvcache contiguous idx rotary splits", .dtypes = OH_DT(FCL_F32), .b = 2, .sq = 3,
      .cached = {5, 2}, .hq = 2, .hkv = 1, .d = 16, .dv = 8, .cache_batch = 3, .cbi = 1,
      .rot = KV_ROT_NEOX, .rot_dim = 8, .causal = 1, .splits = 3),
@@ -263,10 +270,18 @@ static const kv_case kv_cases[5] = {
      .hq = 2, .hkv = 2, .d = 8, .dv = 8, .cache_batch = 2, .cbi = 1, .no_append = 1),
   KV(.name = "kvcache paged 16 GQA d32/64", .dtypes = OH_DT(FCL_F16), .b = 2, .sq = 1,
      .cached = {20, 5}, .hq = 4, .hkv = 2, .d = 32, .dv = 64, .page = 16, .spare_pages = 1),
+  /* Blocks of 32 keys (portable kernel, d 8), 16 (d 32) and 64 (tensor
+   * cores): 40 keys make 2 splits and 20 one; 140 keys 3. */
+  KV(.name = "kvcache splits merged, a sequence without keys", .dtypes = OH_DT(FCL_F32),
+     .b = 3, .sq = 1, .cached = {40, 0, 20}, .hq = 2, .hkv = 1, .d = 8, .dv = 8, .capacity = 64,
+     .no_append = 1, .splits = 4),
+  KV(.name = "kvcache paged 16 GQA splits merged", .dtypes = OH_DT(FCL_F16), .b = 2, .sq = 1,
+     .cached = {140, 0}, .hq = 4, .hkv = 2, .d = 32, .dv = 64, .page = 16, .no_append = 1,
+     .splits = 3),
 };
-/* Capacities 11, 12 (3 pages a sequence, 4 pages), 16, 10 and 32 (2 pages
- * a sequence, 5 pages). */
-static const kv_corrupt kv_bad[5][6] = {
+/* Capacities 11, 12 (3 pages a sequence, 4 pages), 16, 10, 32 (2 pages a
+ * sequence, 5 pages), 64 and 144 (9 pages a sequence, 9 pages). */
+static const kv_corrupt kv_bad[7][6] = {
   {{KV_BAD_SEQLEN, 0, 50}, {KV_BAD_SEQLEN, 1, 9}, {KV_BAD_SEQLEN, 0, -2},
    {KV_BAD_CBI, 1, 3}, {KV_BAD_CBI, 0, -1}},
   {{KV_BAD_BLOCK, 0, 4}, {KV_BAD_BLOCK, 3, -1}, {KV_BAD_SEQLEN, 1, 40},
@@ -274,12 +289,14 @@ static const kv_corrupt kv_bad[5][6] = {
   {{KV_BAD_SEQLEN, 0, 30}, {KV_BAD_SEQLEN, 0, -9}},
   {{KV_BAD_SEQLEN, 0, 100}, {KV_BAD_SEQLEN, 1, -4}, {KV_BAD_CBI, 1, 5}},
   {{KV_BAD_BLOCK, 1, 5}, {KV_BAD_BLOCK, 2, -1}, {KV_BAD_SEQLEN, 0, 90}},
+  {{KV_BAD_SEQLEN, 1, 70}, {KV_BAD_SEQLEN, 2, -5}},
+  {{KV_BAD_BLOCK, 4, 9}, {KV_BAD_SEQLEN, 1, 200}},
 };
 
 static void run_kvcache(fcl_context *ctx, uint64_t seed) {
-  const kv_opts opts = {0, 1, 0}; /* views fill their buffers; one run */
+  const kv_opts opts = {0, 1, 0, 1}; /* views fill their buffers; one run, one call */
   kv_stats st = {0, 0, 0, 0};
-  for (int i = 0; i < 5; ++i, ++seed) {
+  for (int i = 0; i < 7; ++i, ++seed) {
     if (!selected(kv_cases[i].name)) continue;
     const fcl_dtype dt = kv_cases[i].dtypes == OH_DT(FCL_F16)    ? FCL_F16
                          : kv_cases[i].dtypes == OH_DT(FCL_BF16) ? FCL_BF16

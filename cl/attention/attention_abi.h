@@ -44,9 +44,7 @@
 #define FCL_KV_INTERLEAVED 8  /* rotary pairs (2i, 2i+1), else (i, i + rd/2)  */
 #define FCL_KV_APPEND 16      /* k_new, v_new were appended: keys c + n       */
 #define FCL_KV_FIXED_LEN 32   /* every sequence caches fixed_len tokens (no cache_seqlens) */
-#define FCL_KV_SPLIT 64       /* partial results to the split scratch         */
-/* The most splits of the keys (the split merge keeps a weight for each in
- * local memory). */
+/* The most splits of the keys (num_splits). */
 #define FCL_KV_MAX_SPLITS 1024
 
 /* Bits of the merge kernel's `step` argument (attention_merge.cl). */

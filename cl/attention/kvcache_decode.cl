@@ -1,6 +1,7 @@
 /* Attention of a few new query rows against a KV cache, one pass over the
- * keys, on any device (prepend kvcache_tile.cl): a work-group takes a
- * tile of ROWS query rows of one kv head and one split of its keys.
+ * keys, on any device (prepend kvcache_tile.cl and kvcache_split_merge.cl):
+ * a work-group takes a tile of ROWS query rows of one kv head and one split
+ * of its keys; the last of a tile's splits to finish merges them.
  *
  * Per block of BN = WG / TPK * KPW keys: TPK work-items a key, each with a
  * slice of its vectors for KPW keys (the slice of q, in registers, serves
@@ -37,13 +38,15 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
   __local float alpha_s[ROWS], m_s[ROWS], l_s[ROWS];
   __local int pg_s[3 * BN];
   __local float out_s[ROWS * HEAD_DIM_V];
+  __local float lse_s[KV_MERGE_LOCAL];
+  __local int last_s;
 
   const int lid = get_local_id(0);
   KV_TILE_IDS;
   const kv_seq s = KV_SEQ(b);
-
-  KV_TILE_Q(q_s);
   KV_TILE_KEYS(BN);
+  if (split >= splits) return; /* no keys: the tile's merge does not wait for it */
+  KV_TILE_Q(q_s);
 
   const int key = lid / TPK, chunk = lid % TPK; /* K: keys key + i KW, a slice */
   const int vcol = lid % DVT, kgrp = lid / DVT; /* V: a vector column, a key group */
@@ -202,4 +205,5 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
     barrier(CLK_LOCAL_MEM_FENCE);
   }
   KV_TILE_STORE(out_s, m_s, l_s);
+  KV_SPLIT_MERGE(&last_s, lse_s);
 }

@@ -1,8 +1,9 @@
 /* Attention of a few new query rows against a KV cache on NVIDIA's tensor
- * cores (prepend mma_warp.cl, mma_common.cl and kvcache_tile.cl): the
- * decode kernel's work (a tile of ROWS <= 16 query rows of one kv head, one
- * split of its keys) with every warp walking its own keys, its own online
- * softmax in registers and no barrier until the end.
+ * cores (prepend mma_warp.cl, mma_common.cl, kvcache_tile.cl and
+ * kvcache_split_merge.cl): the decode kernel's work (a tile of ROWS <= 16
+ * query rows of one kv head, one split of its keys, the last of a tile's
+ * splits merging them) with every warp walking its own keys, its own
+ * online softmax in registers and no barrier until the end.
  *
  * Each warp takes KB = 16 KSUB keys of every block of BN = WG / 32 * KB:
  *   S   = Q K^T    A = Q (16 rows x 16 dims), B = K^T, two n8 tiles of keys;
@@ -61,13 +62,16 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
   __local float out_s[ROWS * HEAD_DIM_V];
   __local uint4 qa_s[NKS * 32];
   __local float mw_s[NW * 16], lw_s[NW * 16], m_s[ROWS], l_s[ROWS];
+  __local float lse_s[KV_MERGE_LOCAL];
+  __local int last_s;
   MMA_EMU_DECL(NW)
   const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
   const int g = lane >> 2, t = lane & 3;
   KV_TILE_IDS;
   const kv_seq s = KV_SEQ(b);
-  KV_TILE_Q(q_s);
   KV_TILE_KEYS_FROM(BN, 16);
+  if (split >= splits) return; /* no keys: the tile's merge does not wait for it */
+  KV_TILE_Q(q_s);
   barrier(CLK_LOCAL_MEM_FENCE);
 
   /* Q as A fragments (rows g and g + 8, zeros past ROWS, permuted dims),
@@ -259,4 +263,5 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
     barrier(CLK_LOCAL_MEM_FENCE);
   }
   KV_TILE_STORE(out_s, m_s, l_s);
+  KV_SPLIT_MERGE(&last_s, lse_s);
 }

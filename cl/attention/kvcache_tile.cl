@@ -1,27 +1,32 @@
-/* What the decode kernel (kvcache_decode.cl) and its split merge share
- * (prepend kvcache_common.cl): the arguments, a tile's query rows, the
- * keys a split of a tile reads, and the store of a tile's rows (to the
- * output, or to the splits' f32 scratch).
+/* What the decode kernels (kvcache_decode.cl, kvcache_decode_mma.cl)
+ * share (prepend kvcache_common.cl): the arguments, a tile's query rows,
+ * the keys a split of a tile reads, and the store of a tile's rows (to the
+ * output, or to the splits' partial results that kvcache_split_merge.cl
+ * merges).
  *
  * A work-group takes ROWS query rows of one kv head (GQA packing: row g is
  * token g / group of query head hk * group + g % group, so the heads of a
  * group share every K/V load) and one of num_splits ranges of the keys
  * (flash-decoding). The macros below expect the kernel's arguments and
- * lid, b, hk, s, row0 and split in scope (KV_TILE_IDS, KV_SEQ). */
+ * lid, b, hk, s, row0 and split in scope (KV_TILE_IDS, KV_SEQ).
+ * counters: a buffer that is zero between launches (fcl_counters); split,
+ * the kernel keeps there the tiles' counts and the splits' partial rows
+ * (KV_PART_LSE, KV_PART_O) and leaves it at zero again. */
 #define KV_DECODE_PARAMS                                                           \
   const __global fcl_elem *q, const __global fcl_elem *k_cache,                     \
       const __global fcl_elem *v_cache, __global fcl_elem *o, __global float *lse,  \
-      __global float *part_o, __global float *part_lse, const __global float *alibi, \
-      const __global int *cache_seqlens, const __global int *batch_idx,             \
-      const __global int *block_table, const __global int *cu_q,                    \
-      const __global float *rcos, const __global float *rsin, long q_off, long q_sb, \
-      long q_ss, long q_sh, long k_off, long k_sb, long k_ss, long k_sh, long v_off, \
-      long v_sb, long v_ss, long v_sh, long o_off, long o_sb, long o_ss, long o_sh,  \
-      int batch, int seqlen_q, int heads_q, int group, int heads_kv, int capacity,   \
-      int cache_batch, int page_size, int num_pages, int pages_per_seq,              \
-      long q_tokens, long lse_len, int rotary_dim, int rotary_positions,             \
-      int window_left, int window_right, float qk_scale, float softcap_l2,           \
-      int num_splits, int min_split_keys, int fixed_len, int kv_flags, int flags
+      __global int *counters, const __global float *alibi,                          \
+      const __global int *cache_seqlens,                                            \
+      const __global int *batch_idx, const __global int *block_table,               \
+      const __global int *cu_q, const __global float *rcos, const __global float *rsin, \
+      long q_off, long q_sb, long q_ss, long q_sh, long k_off, long k_sb, long k_ss, \
+      long k_sh, long v_off, long v_sb, long v_ss, long v_sh, long o_off, long o_sb, \
+      long o_ss, long o_sh, int batch, int seqlen_q, int heads_q, int group,        \
+      int heads_kv, int capacity, int cache_batch, int page_size, int num_pages,    \
+      int pages_per_seq, long q_tokens, long lse_len, int rotary_dim,               \
+      int rotary_positions, int window_left, int window_right, float qk_scale,      \
+      float softcap_l2, int num_splits, int min_split_keys, int fixed_len,          \
+      int kv_flags, int flags
 
 /* The work-group's split, first row, sequence and kv head. The kv heads
  * vary fastest: work-groups launched together read the heads of the same
@@ -61,9 +66,12 @@ inline long kv_lse_index(const kv_seq *s, int b, int t, int h, int heads_q, int 
     (q_s)[i_] = x_;                                                                \
   }
 
-/* The keys [lo, hi) the tile's rows see, and this split's blocks of bn of
- * them, [blk0, blk1): declares the four. KV_TILE_KEYS_FROM starts lo at a
- * multiple of al (the keys before the window are masked). */
+/* The keys [lo, hi) the tile's rows see, this split's blocks of bn of
+ * them, [blk0, blk1), and the tile's splits that have blocks, splits (at
+ * least 1; those past it have none): declares the five. Short sequences
+ * take fewer splits than num_splits: min_split_keys (> 0) keys or more a
+ * split. KV_TILE_KEYS_FROM starts lo at a multiple of al (the keys before
+ * the window are masked). */
 #define KV_TILE_KEYS(bn) KV_TILE_KEYS_FROM(bn, 1)
 #define KV_TILE_KEYS_FROM(bn, al)                                                  \
   const int t_lo_ = row0 / group, t_hi_ = min(s.n - 1, (row0 + ROWS - 1) / group);  \
@@ -78,11 +86,37 @@ inline long kv_lse_index(const kv_seq *s, int b, int t, int h, int heads_q, int 
     ns_ = clamp((hi - lo + min_split_keys - 1) / min_split_keys, 1, ns_);          \
   const int per_split_ = (nblk_ + ns_ - 1) / ns_;                                  \
   const int blk0 = split < ns_ ? split * per_split_ : nblk_;                       \
-  const int blk1 = min(nblk_, blk0 + per_split_)
+  const int blk1 = min(nblk_, blk0 + per_split_);                                  \
+  const int splits = nblk_ > 0 ? (nblk_ + per_split_ - 1) / per_split_ : 1
+
+/* The splits' partial results in counters, after the tiles' counts (one
+ * int a kv head, query tile and sequence): the lse of split sp's row of
+ * token t, head h at KV_PART_LSE[KV_PART_INDEX], its HEAD_DIM_V values
+ * from KV_PART_O[KV_PART_INDEX * HEAD_DIM_V]; f32 bits. Another
+ * work-group reads them (the tile's merge, kvcache_split_merge.cl), so
+ * they are written and read only through integer atomics: in OpenCL 1.2
+ * atomics are what work-groups see of each other's writes (their caches
+ * need not be coherent), and all that Oclgrind's race check accepts
+ * between work-groups. Atomics on memory no one wrote would be reads of
+ * uninitialised memory: the buffer starts at zero and the merge takes each
+ * value back to zero. */
+#define KV_PART_LSE ((__global float *)counters + (long)batch * get_num_groups(1) * heads_kv)
+#define KV_PART_O (KV_PART_LSE + (long)num_splits * batch * seqlen_q * heads_q)
+#define KV_PART_INDEX(sp, t, h) ((((long)(sp) * batch + b) * seqlen_q + (t)) * heads_q + (h))
+inline void kv_part_put(__global float *p, float x) {
+  atomic_xchg((volatile __global int *)p, as_int(x));
+}
+inline float kv_part_get(__global float *p) {
+  return as_float(atomic_or((volatile __global int *)p, 0));
+}
+inline float kv_part_take(__global float *p) { /* and leaves 0 */
+  return as_float(atomic_xchg((volatile __global int *)p, 0));
+}
 
 /* The tile's rows out: out_s[ROWS * HEAD_DIM_V] holds each row's sum of
  * p V, m_of[r] its running maximum (log2 domain) and l_of[r] its sum of p:
- * the normalised rows and lse to o and lse, or, split, to the scratch. */
+ * the normalised rows and lse to o and lse, or, when the tile has more
+ * than one split, to the partial results. */
 #define KV_TILE_STORE(out_s, m_of, l_of)                                           \
   for (int i_ = lid; i_ < ROWS * HEAD_DIM_V; i_ += WG) {                           \
     const int r_ = i_ / HEAD_DIM_V, d_ = i_ % HEAD_DIM_V, g_ = row0 + r_;           \
@@ -91,10 +125,10 @@ inline long kv_lse_index(const kv_seq *s, int b, int t, int h, int heads_q, int 
     const float l_ = (l_of)[r_];                                                   \
     const float val_ = l_ > 0.0f ? (out_s)[i_] / l_ : 0.0f;                        \
     const float lse_ = l_ > 0.0f ? ((m_of)[r_] + log2(l_)) * FCL_LN2 : -INFINITY;  \
-    if (kv_flags & FCL_KV_SPLIT) {                                                 \
-      const long pi_ = (((long)split * batch + b) * seqlen_q + t_) * heads_q + h_;  \
-      part_o[pi_ * HEAD_DIM_V + d_] = val_;                                        \
-      if (d_ == 0) part_lse[pi_] = lse_;                                           \
+    if (splits > 1) {                                                              \
+      const long pi_ = KV_PART_INDEX(split, t_, h_);                               \
+      kv_part_put(KV_PART_O + pi_ * HEAD_DIM_V + d_, val_);                        \
+      if (d_ == 0) kv_part_put(KV_PART_LSE + pi_, lse_);                           \
     } else {                                                                       \
       FCL_STORE(o, kv_token_index(&s, b, t_, h_, o_off, o_sb, o_ss, o_sh) + d_, val_); \
       if (d_ == 0 && (flags & FCL_ATTN_LSE)) {                                     \

@@ -20,6 +20,10 @@
                              each segment's own update and total decay, no
                              checkpoints (the launch after folds them in) */
 
+/* Positions one launch of the step kernel (rwkv6_step.cl) takes at most:
+ * it keeps an output row per position in registers. */
+#define RW_STEP_MAX_T 4
+
 /* The chunked backward's du kernel (fcl_rwkv6_chunk_du): keys a work-group,
  * and at most this many parts of RW_DU_KEYS work-items each. */
 #define RW_DU_KEYS 16

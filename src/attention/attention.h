@@ -207,12 +207,13 @@ fcl_status fcl_check_kvcache(fcl_context *ctx, const fcl_kvcache_desc *d, const 
 int64_t fcl_view_tokens(const fcl_tensor *t, int64_t heads, int64_t dim);
 
 /* kvcache_decode.c: the decode variant; its class for a problem, and the
- * launch (append, attention, merge of the splits). The build options of a
- * problem's decode program (which holds the append and prefill kernels). */
+ * launch (append, attention with the merge of the splits). The build
+ * options of a problem's decode program (which holds the append and
+ * prefill kernels). */
 fcl_status fcl_kvcache_options(fcl_context *ctx, const fcl_tuning_class *cls,
                                const fcl_config *cfg, const fcl_kvcache_problem *p, char *out,
                                size_t size);
-/* The FCL_KV_* flags of a problem (the decode kernel adds FCL_KV_SPLIT). */
+/* The FCL_KV_* flags of a problem. */
 cl_int fcl_kvcache_flags(const fcl_kvcache_problem *p);
 /* Enqueues the append of k_new, v_new (kernel k of the decode program). */
 fcl_status fcl_kvcache_append(fcl_context *ctx, cl_kernel k, const fcl_kvcache_problem *p,
@@ -233,8 +234,8 @@ typedef struct {
   const char *kernel;
   int         wg, bn, rows, max_rows, waves, split_keys;
 } fcl_kv_shape;
-/* Splits the keys, then enqueues the append, the kernel and the merge of
- * the splits, all from the variant's program built with options. */
+/* Splits the keys, then enqueues the append and the kernel (which merges
+ * the splits), both from the variant's program built with options. */
 fcl_status fcl_kvcache_run(fcl_context *ctx, const fcl_variant *v, const char *options,
                            const fcl_kv_shape *sh, const fcl_kvcache_problem *p);
 /* Query rows a tile: a kv head's rows (its query heads times the new

@@ -1,11 +1,13 @@
 /* The decode variant (cl/attention/kvcache_decode.cl): its descriptor
  * (parameters, defaults fitted to the device, checks, search space) and
- * its launch: the append of the new tokens, the attention over split key
- * ranges, and the merge of the splits. Also the forward row that runs few
- * query rows against many keys on the same kernels. */
+ * its launch: the append of the new tokens, then the attention over split
+ * key ranges with the merge of the splits in the same kernel. Also the
+ * forward row that runs few query rows against many keys on the same
+ * kernels. */
 #include "attention/attention.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 
 /* Work-group size, work-items a key, keys a work-item, the most query rows
@@ -17,9 +19,12 @@ FCL_PARAM_STRUCT(decode_params, PARAMS);
 
 static bool pow2(int x) { return x > 0 && (x & (x - 1)) == 0; }
 
+/* The kernel's local memory, with the split merge's stage of lse (at most
+ * WG + 4 rows floats: kvcache_split_merge.cl's KV_MERGE_LOCAL). */
 static size_t local_bytes(const decode_params *c, int rows, int d, int dv) {
   const int bn = c->WG / c->TPK * c->KPW;
-  return 4 * ((size_t)rows * (d + (size_t)bn * (c->TPK + 1) + bn + 3 + dv) + 3 * (size_t)bn);
+  return 4 * ((size_t)rows * (d + (size_t)bn * (c->TPK + 1) + bn + 3 + dv + 4) +
+              3 * (size_t)bn + (size_t)c->WG);
 }
 
 static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fcl_config *cfg) {
@@ -86,8 +91,8 @@ static bool worth_trying(const fcl_device_info *dev, const fcl_tuning_class *cls
   return fcl_whole_warps(dev, (size_t)FCL_CPARAMS(decode_params, cfg)->WG);
 }
 
-/* The program holds the append, the prefill's kernels and the split merge
- * beside the decode kernel. */
+/* The program holds the append and the prefill's kernels beside the
+ * decode kernel. */
 static const char *const files[] = {
     "attention/attention_abi.h",       "common/dtype.cl",
     "attention/attention_common.cl",   "attention/kvcache_common.cl",
@@ -148,14 +153,13 @@ void fcl_kvcache_layout_args(fcl_args *a, const fcl_kvcache_desc *d) {
   for (size_t i = 0; i < FCL_COUNT(ints); ++i) FCL_ARG(a, ints[i]);
 }
 
-/* The decode and split-merge kernels' arguments (KV_DECODE_PARAMS). */
-static void decode_args(fcl_args *a, const fcl_kvcache_problem *p, cl_mem part_o,
-                        cl_mem part_lse, cl_int ns, cl_int min_split_keys, cl_int kv_flags,
-                        cl_int flags) {
+/* The decode kernels' arguments (KV_DECODE_PARAMS). */
+static void decode_args(fcl_args *a, const fcl_kvcache_problem *p, cl_mem counters, cl_int ns,
+                        cl_int min_split_keys, cl_int kv_flags, cl_int flags) {
   const fcl_kvcache_desc *d = p->d;
   const cl_mem any = p->q->buffer;
   const cl_mem bufs[] = {p->q->buffer, p->k_cache->buffer, p->v_cache->buffer, p->o->buffer,
-                         p->lse ? p->lse : any, part_o, part_lse,
+                         p->lse ? p->lse : any, counters,
                          d->alibi_slopes ? d->alibi_slopes : any};
   for (size_t i = 0; i < FCL_COUNT(bufs); ++i) FCL_ARG(a, bufs[i]);
   arg_index_buffers(a, p);
@@ -294,37 +298,37 @@ fcl_status fcl_kvcache_run(fcl_context *ctx, const fcl_variant *v, const char *o
                                 &min_split_keys);
   const cl_int flags = (p->lse ? FCL_ATTN_LSE : 0) | (d->alibi_slopes ? FCL_ATTN_ALIBI : 0) |
                        (p->varlen ? FCL_ATTN_VARLEN : 0);
-  cl_int kv_flags = fcl_kvcache_flags(p);
+  const cl_int kv_flags = fcl_kvcache_flags(p);
   fcl_status s;
 
-  /* Every kernel and buffer first: on error nothing is enqueued. */
-  cl_kernel kd, km = NULL, ka = NULL;
-  cl_mem part_o = p->q->buffer, part_lse = p->q->buffer;
+  /* Every kernel and buffer first: on error nothing is enqueued. Split,
+   * the kernel merges the splits itself: the zeroed buffer of
+   * fcl_counters holds a count of finished splits a tile (kv head, query
+   * tile, sequence), then the splits' partial lse and rows, all left at
+   * zero again. */
+  cl_kernel kd, ka = NULL;
+  cl_mem counters = p->q->buffer;
   if ((s = fcl_get_kernel(ctx, v->files, v->nfiles, options, sh->kernel, &kd)) ||
       (p->append &&
        (s = fcl_get_kernel(ctx, v->files, v->nfiles, options, "fcl_kv_append", &ka))))
     return s;
   if (ns > 1) {
-    kv_flags |= FCL_KV_SPLIT;
-    const int64_t nrows = d->batch * d->seqlen_q * d->heads_q;
-    if ((s = fcl_get_kernel(ctx, v->files, v->nfiles, options, "fcl_kv_merge_splits", &km)) ||
-        (s = fcl_scratch(ctx, 0, fcl_bytes(ns, nrows, d->head_dim_v, 4, 1), &part_o)) ||
-        (s = fcl_scratch(ctx, 1, fcl_bytes(ns, nrows, 4, 1, 1), &part_lse)))
+    const size_t counts = fcl_bytes(d->batch, d->heads_kv, tiles, 1, 1);
+    const size_t parts = fcl_bytes(ns, d->batch, d->seqlen_q, d->heads_q, d->head_dim_v + 1);
+    if ((s = fcl_counters(ctx, counts > SIZE_MAX - parts ? SIZE_MAX : counts + parts,
+                          &counters)))
       return s;
   }
   fcl_log(ctx, "kvcache: %s %s rows %d, %d split(s)%s", sh->kernel, options, sh->rows, ns,
           min_split_keys ? " (automatic)" : "");
-  fcl_args ad = FCL_ARGS(kd), am = FCL_ARGS(km);
-  decode_args(&ad, p, part_o, part_lse, ns, min_split_keys, kv_flags, flags);
-  if (km) decode_args(&am, p, part_o, part_lse, ns, min_split_keys, kv_flags, flags);
-  if (ad.err || am.err) return fcl_fail_cl(ctx, ad.err ? ad.err : am.err, "clSetKernelArg");
+  fcl_args ad = FCL_ARGS(kd);
+  decode_args(&ad, p, counters, ns, min_split_keys, kv_flags, flags);
+  if (ad.err) return fcl_fail_cl(ctx, ad.err, "clSetKernelArg");
 
   if (ka && (s = fcl_kvcache_append(ctx, ka, p, kv_flags, flags))) return s;
   const size_t g[3] = {(size_t)(ns * d->heads_kv) * sh->wg, (size_t)tiles, (size_t)d->batch};
   const size_t l[3] = {(size_t)sh->wg, 1, 1};
-  if ((s = fcl_launch(ctx, kd, &ad, g, l, "enqueueing KV-cache attention")) || !km) return s;
-  const size_t gm[3] = {(size_t)(d->seqlen_q * d->heads_q) * sh->wg, (size_t)d->batch, 1};
-  return fcl_launch(ctx, km, &am, gm, l, "enqueueing the KV-cache split merge");
+  return fcl_launch(ctx, kd, &ad, g, l, "enqueueing KV-cache attention");
 }
 
 fcl_status fcl_kvcache_decode_launch(fcl_context *ctx, const fcl_tuning_class *cls,

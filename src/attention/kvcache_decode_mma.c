@@ -2,7 +2,8 @@
  * (cl/attention/kvcache_decode_mma.cl): its descriptor (parameters,
  * defaults, checks, search space), where it applies (f16 and bf16, head
  * dims that its permuted 16-byte loads cover, 16-byte aligned caches) and
- * its launch, through the decode's runner (splits, append, merge). */
+ * its launch, through the decode's runner (splits, append, attention with
+ * the splits' merge). */
 #include "attention/attention.h"
 
 #include <stdio.h>
@@ -25,11 +26,12 @@ static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fc
 
 /* The kernel's local memory: q_s and out_s (f32 rows), qa_s (Q's A
  * fragments, 16 bytes a lane a k-step), the warps' and the rows' m and l,
- * and the emulation's scratch (1 KiB a warp) where the device emulates. */
+ * the split merge's stage of lse (at most WG + 4 rows floats) and the
+ * emulation's scratch (1 KiB a warp) where the device emulates. */
 static size_t local_bytes(const fcl_device_info *dev, const fcl_tuning_class *cls, int wg) {
   const size_t d = (size_t)cls->head_dim, dv = (size_t)cls->head_dim_v, warps = (size_t)wg / 32;
-  return 4 * (MMA_ROWS * (d + dv) + 2 * 16 * warps + 2 * MMA_ROWS) + 16 * 32 * (d / 16) +
-         (dev->mma_emulate ? 1024 * warps : 0);
+  return 4 * (MMA_ROWS * (d + dv + 4) + 2 * 16 * warps + 2 * MMA_ROWS + (size_t)wg) +
+         16 * 32 * (d / 16) + (dev->mma_emulate ? 1024 * warps : 0);
 }
 
 static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const fcl_config *cfg,
@@ -65,7 +67,7 @@ static void point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg) {
   c->WG = v[0], c->KSUB = v[1], c->WAVES = v[2], c->SPLIT_KEYS = v[3];
 }
 
-/* The program holds the append and the split merge beside the kernel. */
+/* The program holds the append beside the kernel. */
 static const char *const files[] = {
     "attention/attention_abi.h",        "common/dtype.cl",
     "common/mma_warp.cl",               "common/mma_common.cl",

@@ -42,6 +42,7 @@ fcl_status fcl_check_rwkv6_desc(fcl_context *ctx, const fcl_rwkv6_desc *d);
 #define FCL_RWKV6_FWD_PARAMS(X) X(TC) X(KS) X(VS) X(VC)
 #define FCL_RWKV6_BWD_PARAMS(X) X(TC) X(BVB)
 #define FCL_RWKV6_CHUNK_PARAMS(X) X(TC) X(BK) X(BV) X(WG) X(HK) X(HV) X(HC)
+#define FCL_RWKV6_STEP_PARAMS(X) X(KS) X(VS) X(VC)
 /* Recurrent forward: steps per chunk of loads, work-items along K and V,
  * value columns per work-item. */
 FCL_PARAM_STRUCT(fcl_rwkv6_fwd_params, FCL_RWKV6_FWD_PARAMS);
@@ -51,12 +52,16 @@ FCL_PARAM_STRUCT(fcl_rwkv6_bwd_params, FCL_RWKV6_BWD_PARAMS);
  * columns per tile and work-items of the chunk kernels; rows, columns
  * and columns per work-item of the state pass. */
 FCL_PARAM_STRUCT(fcl_rwkv6_chunk_params, FCL_RWKV6_CHUNK_PARAMS);
+/* Step (short sequences, rwkv6_step.c): work-items along K and V, value
+ * columns per work-item (1, 2 or 4: the width of its state loads). */
+FCL_PARAM_STRUCT(fcl_rwkv6_step_params, FCL_RWKV6_STEP_PARAMS);
 extern const fcl_variant fcl_variant_rwkv6_recurrent;
 extern const fcl_variant fcl_variant_rwkv6_chunked;
 extern const fcl_variant fcl_variant_rwkv6_bwd;
 extern const fcl_variant fcl_variant_rwkv6_bwd_chunked;
 extern const fcl_variant fcl_variant_rwkv6_chunked_mma;
 extern const fcl_variant fcl_variant_rwkv6_bwd_chunked_mma;
+extern const fcl_variant fcl_variant_rwkv6_step;
 /* Positions one launch may walk within the device's loop budget (a
  * multiple of the chunk), or 0 when unlimited. */
 int64_t fcl_rwkv6_fwd_positions_per_launch(const fcl_device_info *dev, int K,
@@ -142,6 +147,15 @@ fcl_status fcl_rwkv6_chunk_backward_run(fcl_context *ctx, const fcl_rwkv6_desc *
 /* Local memory (bytes) of the dr dk dw kernel (rwkv6_chunk_bwd.cl) whose
  * first phase takes p1 floats of its pool (portable: 2 (tc + bk) bv). */
 size_t fcl_rwkv6_chunk_dk_bytes(int tc, int bk, size_t p1);
+
+/* rwkv6_step.c: the forward of the step kernel, for checked arguments
+ * and a plan of fcl_variant_rwkv6_step: launches of
+ * fcl_rwkv6_step_positions(d) = min(seqlen, RW_STEP_MAX_T) positions (its
+ * build macro RW_STEPS), the state carried between them. */
+int        fcl_rwkv6_step_positions(const fcl_rwkv6_desc *d);
+fcl_status fcl_rwkv6_step_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
+                                  const fcl_rwkv6_problem *p, const fcl_rwkv6_plan *pl,
+                                  const fcl_rwkv6_args *a);
 
 /* rwkv6_chunk_mma.c: the forward with its output on tensor cores. */
 /* The tensor cores' operand dtype for data of dtype (f32: split bf16). */

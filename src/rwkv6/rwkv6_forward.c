@@ -1,5 +1,5 @@
-/* fcl_rwkv6_forward: the fused recurrent kernel here, or the chunked
- * kernels (rwkv6_chunked.c). */
+/* fcl_rwkv6_forward: the fused recurrent kernel here, the chunked
+ * kernels (rwkv6_chunked.c) or the step kernel (rwkv6_step.c). */
 #include "rwkv6/rwkv6.h"
 
 #include <math.h>
@@ -31,6 +31,7 @@ fcl_status fcl_rwkv6_forward_run(fcl_context *ctx, const fcl_rwkv6_desc *d,
     kd = pl.cls.variant;
   }
   if (kd == &fcl_variant_rwkv6_chunked) return fcl_rwkv6_chunked_forward(ctx, d, &p, &pl, &t);
+  if (kd == &fcl_variant_rwkv6_step) return fcl_rwkv6_step_forward(ctx, d, &p, &pl, &t);
   const fcl_rwkv6_fwd_params *c = FCL_CPARAMS(fcl_rwkv6_fwd_params, &pl.cfg);
   const int K = (int)d->head_dim_k;
   cl_kernel krec;

@@ -1,4 +1,4 @@
-/* The RWKV6 plan: recurrent or chunked, the configuration
+/* The RWKV6 plan: step, recurrent or chunked, the configuration
  * of the chosen variant and its build options. fcl_rwkv6_config() reports
  * exactly what the calls run. */
 #include "rwkv6/rwkv6.h"
@@ -59,6 +59,25 @@ static bool use_chunked(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dty
   return mma;
 }
 
+/* The step kernel (rwkv6_step.c) for the forward of sequences of at most
+ * RW_STEP_MAX_T positions (one launch; varlen too, whose seqlen bounds
+ * every sequence) under AUTO, unless $FCL_RWKV6_ALGORITHM or fa-tune's
+ * override of another forward variant decides. RECURRENT keeps the fused
+ * recurrent kernel. Overridden itself (fa-tune), it runs wherever the
+ * forward is not chunked, at any length: launches of up to
+ * RW_STEP_MAX_T positions with the state carried between them. */
+static bool use_step(fcl_context *ctx, const fcl_rwkv6_desc *d, bool backward) {
+  if (backward) return false;
+  if (fcl_tuning_overridden(ctx, &fcl_variant_rwkv6_step))
+    return d->algorithm != FCL_RWKV6_CHUNKED;
+  if (d->algorithm != FCL_RWKV6_AUTO || ctx->opt.rwkv6_algorithm) return false;
+  if (fcl_tuning_overridden(ctx, &fcl_variant_rwkv6_recurrent) ||
+      fcl_tuning_overridden(ctx, &fcl_variant_rwkv6_chunked) ||
+      fcl_tuning_overridden(ctx, &fcl_variant_rwkv6_chunked_mma))
+    return false;
+  return d->seqlen <= RW_STEP_MAX_T;
+}
+
 /* The chunked variant: on tensor cores where they apply (unless fa-tune
  * overrides the portable one), else portable. */
 static fcl_status chunked_variant(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dtype,
@@ -76,6 +95,8 @@ static fcl_status chunked_variant(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl
 
 fcl_status fcl_rwkv6_plan_make(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dtype,
                                bool backward, const fcl_rwkv6_problem *p, fcl_rwkv6_plan *pl) {
+  if (use_step(ctx, d, backward))
+    return fcl_rwkv6_plan_variant(ctx, d, dtype, &fcl_variant_rwkv6_step, p, pl);
   const bool chunked = use_chunked(ctx, d, dtype, backward);
   const fcl_variant *v = backward ? &fcl_variant_rwkv6_bwd : &fcl_variant_rwkv6_recurrent;
   fcl_status s0;
@@ -113,9 +134,10 @@ fcl_status fcl_rwkv6_plan_variant(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl
       }
     }
   }
-  const fcl_define unroll = {"FCL_UNROLL_HINTS", !ctx->info.is_cpu};
-  const bool hints = v != &fcl_variant_rwkv6_bwd;
-  fcl_build_options(&pl->cls, &pl->cfg, &unroll, hints ? 1 : 0,
+  const fcl_define extra[2] = {{"FCL_UNROLL_HINTS", !ctx->info.is_cpu},
+                               {"RW_STEPS", fcl_rwkv6_step_positions(d)}};
+  const int nextra = v == &fcl_variant_rwkv6_bwd ? 0 : v == &fcl_variant_rwkv6_step ? 2 : 1;
+  fcl_build_options(&pl->cls, &pl->cfg, extra, nextra,
                     v == &fcl_variant_rwkv6_chunked_mma || v == &fcl_variant_rwkv6_bwd_chunked_mma
                         ? fcl_mma_build_options(ctx, fcl_rwkv6_mma_operand(dtype))
                         : NULL,
