@@ -57,6 +57,10 @@ static const char usage[] =
     "  --steps N         loop mode: timed steps, after one warm-up step (10)\n"
     "  --kernels-per-call K  loop mode: kernels one call launches, for the library's\n"
     "                    host time beyond its launches (1)\n"
+    "  --plans           loop mode: each case a second time (impl flashcl-plan)\n"
+    "                    through public plans: each layer's call planned once\n"
+    "                    (fcl_attention_kvcache_plan, fcl_rwkv6_forward_plan) and\n"
+    "                    run with fcl_plan_run, as an engine that plans once does\n"
     "  --csv, --json     machine-readable output instead of the table (bench/plot.py\n"
     "                    draws the JSON)\n"
     "LIST is comma-separated; every combination of the lists is run.\n"
@@ -215,7 +219,7 @@ static int one_count(const char *opt, const char *s, int i, void *dst) { /* 0 al
 int bench_parse_args(int argc, char **argv, bench_args *a) {
   bench_args d = {NULL, 1, 8, 0, 64, 0, {1024}, {1024}, 1, {FCL_F32, FCL_F16}, 2,
                   {0, 1}, 2, {OP_FWD, OP_RWKV6_FWD}, 2, {FCL_RWKV6_AUTO}, 1, 0, 0, 0,
-                  OUT_TABLE, 0, 1, 0.0, 0, 0, {0}, 0, {0}, 0, {0}, 0, 0, {0}, 0, NULL, 0, 0, 0};
+                  OUT_TABLE, 0, 1, 0.0, 0, 0, {0}, 0, {0}, 0, {0}, 0, 0, {0}, 0, NULL, 0, 0, 0, 0};
   int64_t sq = 0, sk = 0, iters = 10, warmup = 2, check = 1, peak = 1;
   int64_t layers = 0, steps = 0, kpc = 0;
   const struct { const char *name; int64_t *dst, min, max; } ints[] = {
@@ -243,6 +247,7 @@ int bench_parse_args(int argc, char **argv, bench_args *a) {
     if (!strcmp(arg, "--json")) { a->output = OUT_JSON; continue; }
     if (!strcmp(arg, "--baseline")) { a->baseline = 1; continue; }
     if (!strcmp(arg, "--append")) { a->append = 1; continue; }
+    if (!strcmp(arg, "--plans")) { a->plans = 1; continue; }
     if (eq && (size_t)(eq - arg) < sizeof name) { /* --name=value */
       memcpy(name, arg, (size_t)(eq - arg));
       name[eq - arg] = '\0';
@@ -309,8 +314,8 @@ int bench_parse_args(int argc, char **argv, bench_args *a) {
   if (!a->n_page_size) a->page_size[0] = 0, a->n_page_size = 1;
   if (!a->n_num_splits) a->num_splits[0] = 0, a->n_num_splits = 1;
   a->iters = (int)iters, a->warmup = (int)warmup, a->check = (int)check, a->peak = (int)peak;
-  if (!layers && (steps || kpc)) {
-    fprintf(stderr, "fa-bench: --steps and --kernels-per-call need --layers\n");
+  if (!layers && (steps || kpc || a->plans)) {
+    fprintf(stderr, "fa-bench: --steps, --kernels-per-call and --plans need --layers\n");
     return -1;
   }
   for (int i = 0; layers && i < a->n_ops; i++)

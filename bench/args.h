@@ -54,6 +54,7 @@ typedef struct {
    * times; decode and rwkv6-fwd (T = 1 unless --seqlen). 0: off. */
   int         layers, steps;
   int         kernels_per_call; /* --kernels-per-call: kernels one call launches (1) */
+  int         plans;     /* --plans: each loop case also through public plans */
 } bench_args;
 
 /* Fills *a from argv. Returns 0 to go on, 1 when --help was printed (exit 0),

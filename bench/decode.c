@@ -363,7 +363,10 @@ int bench_kvcache(fcl_context *ctx, const bench_args *a, bench_emit emit) {
               s.causal = causal[k], s.splits = a->num_splits[si];
               bench_row r = decode_row(&s);
               if (a->layers) {
-                if (decode_loop_case(ctx, a, &s, &in, &r)) setup_failed = 1;
+                for (int plans = 0; plans < 1 + a->plans; plans++) {
+                  if (plans) emit(&r), r = decode_row(&s);
+                  if (decode_loop_case(ctx, a, plans, &s, &in, &r)) setup_failed = 1;
+                }
               } else if (a->check) {
                 r.check = check(ctx, &s, &in, &r);
               }

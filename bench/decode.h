@@ -49,8 +49,9 @@ const char *decode_check_outputs(fcl_context *ctx, const dshape *s, const dinput
 bench_row   decode_row(const dshape *s);
 
 /* Loop mode on this case (decode_loop.c): times it into *r, checks the
- * last layer (r->check). 1 if a setup step failed, else 0. */
-int decode_loop_case(fcl_context *ctx, const bench_args *a, const dshape *s,
+ * last layer (r->check); plans: through public plans (impl flashcl-plan).
+ * 1 if a setup step failed, else 0. */
+int decode_loop_case(fcl_context *ctx, const bench_args *a, int plans, const dshape *s,
                      const dinputs *in, bench_row *r);
 
 #endif

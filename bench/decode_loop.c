@@ -18,6 +18,25 @@ static fcl_status layer_call(fcl_context *ctx, const void *arg, int layer, int s
   return decode_call_run(ctx, (const decode_call *)arg + layer);
 }
 
+/* --plans: layer l's call planned once, run by fcl_plan_run. */
+static fcl_status layer_plan_run(fcl_context *ctx, const void *arg, int layer, int step) {
+  (void)ctx, (void)step;
+  return fcl_plan_run(((fcl_plan *const *)arg)[layer]);
+}
+
+static int plans_make(fcl_context *ctx, const decode_call *calls, int layers, fcl_plan **plans) {
+  for (int l = 0; l < layers; l++) {
+    const decode_call *c = &calls[l];
+    if (fcl_attention_kvcache_plan(ctx, &c->d, &c->q, &c->kc, &c->vc, c->append ? &c->kn : NULL,
+                                   c->append ? &c->vn : NULL, &c->o, c->lse, &plans[l])) {
+      fprintf(stderr, "fa-bench: decode --plans: fcl_attention_kvcache_plan: %s\n",
+              fcl_context_last_error(ctx));
+      return -1;
+    }
+  }
+  return 0;
+}
+
 /* Layers 0 .. L-2's caches, two buffers a layer (k, v), from other seeds
  * than the last layer's; 0, or -1 with a message. */
 static int other_layers_make(fcl_context *ctx, const dshape *s, int layers, cl_mem *caches) {
@@ -38,13 +57,15 @@ static int other_layers_make(fcl_context *ctx, const dshape *s, int layers, cl_m
   return err == CL_SUCCESS ? 0 : -1;
 }
 
-int decode_loop_case(fcl_context *ctx, const bench_args *a, const dshape *s,
+int decode_loop_case(fcl_context *ctx, const bench_args *a, int plans, const dshape *s,
                      const dinputs *in, bench_row *r) {
   const int layers = a->layers;
   cl_mem *caches = calloc(2 * (size_t)layers, sizeof *caches);
   decode_call *calls = calloc((size_t)layers, sizeof *calls);
+  fcl_plan **pl = plans ? calloc((size_t)layers, sizeof *pl) : NULL;
   int setup_failed = 1;
-  if (!caches || !calls) {
+  if (plans) r->impl = "flashcl-plan";
+  if (!caches || !calls || (plans && !pl)) {
     fprintf(stderr, "fa-bench: decode --layers: out of host memory\n");
     goto done;
   }
@@ -56,8 +77,9 @@ int decode_loop_case(fcl_context *ctx, const bench_args *a, const dshape *s,
     decode_call_make(s, &layer, &calls[l]);
   }
   bench_loop lp = {ctx, layer_call, calls, layers, 0};
+  if (plans) lp.call = layer_plan_run, lp.arg = pl;
   r->check = "ERROR";
-  if (bench_loop_time(&lp, a->steps, a->kernels_per_call, r) ||
+  if ((plans && plans_make(ctx, calls, layers, pl)) || bench_loop_time(&lp, a->steps, a->kernels_per_call, r) ||
       (a->check && decode_poison_outputs(ctx, s, in)) || bench_loop_device_step(&lp, r)) {
     r->ms = r->wall_ms = r->host_ms = NAN;
     goto done;
@@ -66,6 +88,7 @@ int decode_loop_case(fcl_context *ctx, const bench_args *a, const dshape *s,
 done:
   for (int i = 0; caches && i < 2 * layers; i++)
     if (caches[i]) clReleaseMemObject(caches[i]);
-  free(caches), free(calls);
+  for (int l = 0; pl && l < layers; l++) fcl_plan_destroy(pl[l]);
+  free(caches), free(calls), free(pl);
   return setup_failed;
 }

@@ -91,9 +91,9 @@ static void table_header(int kind) {
   if (g_table_kind != TABLE_NONE) printf("\n");
   g_table_kind = kind;
   if (kind == TABLE_LOOP)
-    printf("%-9s %4s %4s %4s %5s %6s %4s %4s %-5s %6s %-18s %4s %5s %9s %9s %9s %9s %9s %3s "
+    printf("%-9s %-12s %4s %4s %4s %5s %6s %4s %4s %-5s %6s %-18s %4s %5s %9s %9s %9s %9s %9s %3s "
            "%3s %9s %9s %9s  %s\n",
-           "op", "B", "H", "Hkv", "new", "keys", "D", "Dv", "dtype", "causal", "kind", "L",
+           "op", "impl", "B", "H", "Hkv", "new", "keys", "D", "Dv", "dtype", "causal", "kind", "L",
            "steps", "wall_us", "dev_us", "host_us", "launch_us", "launch+ev", "ev", "K",
            "lib_us", "GB/s", "err(o)", "check");
   else if (kind == TABLE_DECODE)
@@ -149,7 +149,7 @@ static void table_loop_row(const bench_row *r, const bench_rates *x, double err_
     snprintf(kind, sizeof kind, "%s",
              r->algorithm < 0 ? "-" : bench_algorithm_name((fcl_rwkv6_algorithm)r->algorithm));
   }
-  printf("%-9s %4lld %4lld %4lld %5lld", bench_op_name(r->op), (long long)r->b,
+  printf("%-9s %-12s %4lld %4lld %4lld %5lld", bench_op_name(r->op), r->impl, (long long)r->b,
          (long long)r->h, (long long)r->hkv, (long long)r->sq);
   if (decode) printf(" %6lld", (long long)r->sk);
   else printf(" %6s", "-");

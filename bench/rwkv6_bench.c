@@ -302,8 +302,12 @@ int bench_rwkv6(fcl_context *ctx, const bench_args *a, bench_op op, bench_emit e
         r.b = s.b, r.h = s.h, r.hkv = s.h, r.sq = r.sk = s.t, r.d = s.k, r.dv = s.v;
         r.t = s.dt, r.algorithm = (int)s.alg, r.bytes = bytes;
         if (a->layers && !bwd) {
-          if (rwkv6_loop_case(ctx, a, &s, &in, &r)) setup_failed = 1;
-          emit(&r);
+          const bench_row fresh = r;
+          for (int plans = 0; plans < 1 + a->plans; plans++) {
+            r = fresh;
+            if (rwkv6_loop_case(ctx, a, plans, &s, &in, &r)) setup_failed = 1;
+            emit(&r);
+          }
           continue;
         }
         if (a->check) r.check = check_rwkv(ctx, &s, bwd, &in, &r);

@@ -39,8 +39,9 @@ int rwkv6_compare(const rshape *s, const char *op, const char *name, const void 
                   double *err);
 
 /* Loop mode on this case (rwkv6_loop.c): times it into *r, checks the last
- * layer (r->check). 1 if a setup step failed, else 0. */
-int rwkv6_loop_case(fcl_context *ctx, const bench_args *a, const rshape *s,
+ * layer (r->check); plans: through public plans (impl flashcl-plan). 1 if a
+ * setup step failed, else 0. */
+int rwkv6_loop_case(fcl_context *ctx, const bench_args *a, int plans, const rshape *s,
                     const rinputs *in, bench_row *r);
 
 #endif

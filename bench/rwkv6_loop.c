@@ -33,6 +33,26 @@ static fcl_status layer_call(fcl_context *ctx, const void *arg, int layer, int s
                            &c->o, c->state[(step + 1) & 1]);
 }
 
+/* --plans: layer l's two calls (h0 from state 0 or 1) planned once, run by
+ * fcl_plan_run in turn. */
+static fcl_status layer_plan_run(fcl_context *ctx, const void *arg, int layer, int step) {
+  (void)ctx;
+  return fcl_plan_run(((fcl_plan *const *)arg)[2 * layer + (step & 1)]);
+}
+
+static int plans_make(fcl_context *ctx, const rlayer *ls, int layers, fcl_plan **plans) {
+  for (int l = 0; l < 2 * layers; l++) {
+    const rlayer *c = &ls[l / 2];
+    if (fcl_rwkv6_forward_plan(ctx, &c->d, &c->r, &c->k, &c->v, &c->w, c->u, c->state[l & 1],
+                               &c->o, c->state[(l + 1) & 1], &plans[l])) {
+      fprintf(stderr, "fa-bench: rwkv6-fwd --plans: fcl_rwkv6_forward_plan: %s\n",
+              fcl_context_last_error(ctx));
+      return -1;
+    }
+  }
+  return 0;
+}
+
 static size_t state_elems(const rshape *s) { return (size_t)(s->b * s->h * s->k * s->v); }
 
 /* Both states of every layer, state[0] filled; 0, or -1 with a message. */
@@ -87,15 +107,17 @@ done:
   return verdict;
 }
 
-int rwkv6_loop_case(fcl_context *ctx, const bench_args *a, const rshape *s,
+int rwkv6_loop_case(fcl_context *ctx, const bench_args *a, int plans, const rshape *s,
                     const rinputs *in, bench_row *r) {
   const int layers = a->layers;
   const size_t ns = state_elems(s);
   rlayer *ls = calloc((size_t)layers, sizeof *ls);
   float *h0 = malloc(ns * sizeof *h0);
+  fcl_plan **pl = plans ? calloc(2 * (size_t)layers, sizeof *pl) : NULL;
   int setup_failed = 1;
   r->bytes += 2.0 * (double)ns * sizeof(float); /* h0 read, ht written */
-  if (!ls || !h0) {
+  if (plans) r->impl = "flashcl-plan";
+  if (!ls || !h0 || (plans && !pl)) {
     fprintf(stderr, "fa-bench: rwkv6-fwd --layers: out of host memory\n");
     goto done;
   }
@@ -109,8 +131,11 @@ int rwkv6_loop_case(fcl_context *ctx, const bench_args *a, const rshape *s,
     c->o = rwkv6_view(in->by[O], s, s->v), c->u = in->bu;
   }
   bench_loop lp = {ctx, layer_call, ls, layers, 0};
+  if (plans) lp.call = layer_plan_run, lp.arg = pl;
   r->check = "ERROR";
-  if (bench_loop_time(&lp, a->steps, a->kernels_per_call, r)) goto failed;
+  if ((plans && plans_make(ctx, ls, layers, pl)) ||
+      bench_loop_time(&lp, a->steps, a->kernels_per_call, r))
+    goto failed;
   /* The device-time step is step lp.step: the last layer reads state[step % 2]. */
   const rlayer *last = &ls[layers - 1];
   cl_mem h0_buf = last->state[lp.step & 1], ht_buf = last->state[(lp.step + 1) & 1];
@@ -130,6 +155,7 @@ done:
   for (int l = 0; ls && l < layers; l++)
     for (int i = 0; i < 2; i++)
       if (ls[l].state[i]) clReleaseMemObject(ls[l].state[i]);
-  free(ls), free(h0);
+  for (int l = 0; pl && l < 2 * layers; l++) fcl_plan_destroy(pl[l]);
+  free(ls), free(h0), free(pl);
   return setup_failed;
 }
