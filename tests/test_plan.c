@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/core.h"
+#include "core/plan.h"
 #include "ref_kvcache.h"
 #include "test_util.h"
 
@@ -358,6 +358,69 @@ static void test_staleness(fcl_context *ctx, fcl_dtype t) {
   problem_free(&p);
 }
 
+/* A buffer a cached plan names is released and another made (at times at
+ * the same address): the call on the new one makes its own plan, which
+ * writes the new buffer (the context watches the buffers of its cached
+ * plans and drops a plan whose buffer went). */
+static void test_released_buffers(fcl_context *ctx, fcl_dtype t) {
+  cl_context cc = fcl_context_cl(ctx);
+  cl_command_queue q = fcl_context_queue(ctx);
+  problem p;
+  problem_make(ctx, t, 9, &p);
+  const int32_t lens[B] = {start_len[0], start_len[1]};
+  clEnqueueWriteBuffer(q, p.blens, CL_TRUE, 0, sizeof lens, lens, 0, NULL, NULL);
+  const size_t bytes = fcl_buffer_size(p.bo);
+  stale_case c = {"o released and made again", desc_of(&p), view(p.bq, t, 1, HQ),
+                  view(p.bkc, t, CAP, HKV), view(p.bvc, t, CAP, HKV), view(p.bo, t, 1, HQ),
+                  p.blse};
+  int same_address = 0;
+  for (int round = 0; round < 3; ++round) {
+    cl_mem old = tu_buffer_poison(cc, q, bytes);
+    c.o = view(old, t, 1, HQ);
+    stale_run(ctx, &p, &c, NULL); /* a plan made for old, then reused */
+    clFinish(q);
+    clReleaseMemObject(old);
+    cl_mem fresh = tu_buffer_poison(cc, q, bytes);
+    same_address += fresh == old;
+    c.o = view(fresh, t, 1, HQ);
+    stale_run(ctx, &p, &c, NULL); /* its own plan, the reference's o in fresh */
+    clReleaseMemObject(fresh);
+  }
+  printf("released buffers %s: 3 rounds (%d at the released buffer's address): %s\n",
+         tu_dtype_name(t), same_address, failures ? "FAIL" : "ok");
+  problem_free(&p);
+}
+
+static void on_gone(void *arg, cl_mem m) {
+  cl_mem *seen = arg;
+  seen[seen[0] ? 1 : 0] = m;
+}
+
+/* The watch itself: a released buffer is reported once, a live one not;
+ * a watch whose context ended before a watched buffer still frees itself
+ * when the buffer goes (valgrind's run of this test sees the leak or the
+ * use after free otherwise). */
+static void test_watch(fcl_context *ctx) {
+  cl_context cc = fcl_context_cl(ctx);
+  cl_command_queue q = fcl_context_queue(ctx);
+  fcl_watch *w = fcl_watch_new();
+  cl_mem a = tu_buffer_poison(cc, q, 256), b = tu_buffer_poison(cc, q, 256);
+  cl_mem seen[2] = {NULL, NULL};
+  CHECK(w && fcl_watch_add(w, a) && fcl_watch_add(w, b) && fcl_watch_add(w, a),
+        "watching two buffers");
+  fcl_watch_drain(w, on_gone, seen);
+  CHECK(!seen[0], "a live buffer reported gone");
+  clReleaseMemObject(a);
+  fcl_watch_drain(w, on_gone, seen);
+  CHECK(seen[0] == a && !seen[1], "the released buffer reported %s",
+        seen[0] == a ? "twice" : "not at all");
+  fcl_watch_drain(w, on_gone, seen);
+  CHECK(!seen[1], "the released buffer reported again");
+  fcl_watch_release(w); /* b is still watched: its callback ends the watch */
+  clReleaseMemObject(b);
+  printf("buffer watch: %s\n", failures ? "FAIL" : "ok");
+}
+
 /* ---- public plans -------------------------------------------------------- */
 
 static void test_public_plans(fcl_context *ctx) {
@@ -496,6 +559,9 @@ int main(void) {
   test_token_loop(ctx);
   test_staleness(ctx, FCL_F16);
   test_staleness(ctx, FCL_F32);
+  test_watch(ctx);
+  test_released_buffers(ctx, FCL_F16);
+  test_released_buffers(ctx, FCL_F32);
   test_public_plans(ctx);
   test_other_plans(ctx);
   fcl_context_destroy(ctx);

@@ -105,6 +105,7 @@ void fcl_context_destroy(fcl_context *ctx) {
   if (ctx->queue) clFinish(ctx->queue);
   fcl_op_release(ctx);
   fcl_plan_cache_clear(ctx);
+  fcl_watch_release(ctx->watch);
   if (ctx->tuning && ctx->tuning_free) ctx->tuning_free(ctx->tuning);
   fcl_release_programs(ctx);
   for (int i = 0; i < (int)FCL_COUNT(ctx->scratch); ++i)

@@ -118,6 +118,7 @@ struct fcl_context {
   /* The cache of plans of the public calls, most recently used first. */
   struct fcl_plan *plans;
   int              plans_n;
+  struct fcl_watch *watch; /* the caller's buffers those plans name */
   long             plans_made, plans_reused; /* for tests */
   /* Context options (fcl_context_set_option). */
   bool             timing;     /* FCL_OPTION_TIMING */
@@ -245,18 +246,23 @@ bool       fcl_events_wanted(const fcl_context *ctx);
  * public calls stand through a small cache of plans per context. */
 typedef fcl_status (*fcl_op_fn)(fcl_context *ctx, const void *args);
 /* What a call's plan depends on, as bytes: every descriptor field, every
- * view (buffer, its size, offset, dtype, strides) and every buffer. */
+ * view (buffer, offset, dtype, strides) and every buffer; and the buffers
+ * named, which the context watches while the plan is cached
+ * (buffer_watch.c). */
 #define FCL_KEY_MAX 4096
+#define FCL_KEY_MEMS 32
 typedef struct {
   size_t        n;
   bool          ok; /* false: too long, or a NULL where a struct was due */
+  int           nmem;
+  cl_mem        mem[FCL_KEY_MEMS];
   unsigned char b[FCL_KEY_MAX];
 } fcl_key;
 void fcl_key_init(fcl_key *key, int op);
 void fcl_key_bytes(fcl_key *key, const void *p, size_t n);
 void fcl_key_i64(fcl_key *key, int64_t v);
 void fcl_key_f32(fcl_key *key, float v);
-void fcl_key_mem(fcl_key *key, cl_mem m);          /* the handle and its size */
+void fcl_key_mem(fcl_key *key, cl_mem m);          /* the handle (NULL allowed) */
 void fcl_key_tensor(fcl_key *key, const fcl_tensor *t); /* NULL allowed */
 /* A public call: its plan from the context's cache when the key was seen,
  * else run (validation, choice, launches) while recording a plan that the
@@ -275,6 +281,16 @@ fcl_status fcl_plan_hold(fcl_context *ctx, cl_mem m);
 void       fcl_plan_depends_on_device_data(fcl_context *ctx);
 /* Drops every cached plan (a tuning override changed what calls choose). */
 void       fcl_plan_cache_clear(fcl_context *ctx);
+
+/* buffer_watch.c: the caller's buffers that cached plans name, each with
+ * a destructor callback that reports its end. add: false where the
+ * callback could not be set (the plan is then not cached); drain hands
+ * each buffer destroyed since the last drain to gone(). */
+typedef struct fcl_watch fcl_watch;
+fcl_watch *fcl_watch_new(void);
+bool       fcl_watch_add(fcl_watch *w, cl_mem m);
+void       fcl_watch_drain(fcl_watch *w, void (*gone)(void *arg, cl_mem m), void *arg);
+void       fcl_watch_release(fcl_watch *w); /* the context's end; NULL: no-op */
 
 /* timing.c: an operation's first and last kernel events, kept when the
  * queue profiles, for fcl_context_last_op_time(). */

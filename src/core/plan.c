@@ -20,6 +20,7 @@ void fcl_plan_free(fcl_plan *pl) {
   free(pl->cmd);
   free(pl->held);
   free(pl->key);
+  free(pl->key_mem);
   free(pl);
 }
 
@@ -86,13 +87,11 @@ fcl_status fcl_plan_record_kernel(fcl_context *ctx, cl_kernel k, const fcl_args 
   pl->ncmd++; /* owned from here: fcl_plan_free releases it */
   for (cl_uint i = 0; i < a->i && err == CL_SUCCESS; ++i) {
     err = clSetKernelArg(c->k, i, a->size[i], &a->value[i]);
-    if (!a->mem[i]) continue;
+    if (!a->mem[i] || !pl->hold_args || err != CL_SUCCESS) continue;
     cl_mem m;
     memcpy(&m, &a->value[i], sizeof m);
-    if (c->nmem < FCL_PLAN_MAX_MEM) c->mem_index[c->nmem] = i, c->mem[c->nmem++] = m;
-    else pl->broken = true;
     fcl_status hs;
-    if (pl->hold_args && err == CL_SUCCESS && (hs = fcl_plan_hold(ctx, m))) return hs;
+    if ((hs = fcl_plan_hold(ctx, m))) return hs;
   }
   if (err != CL_SUCCESS) return fcl_fail_cl(ctx, err, "clSetKernelArg (a plan's kernel)");
   for (int d = 0; d < 3; ++d) c->global[d] = global[d], c->local[d] = local ? local[d] : 0;
@@ -109,19 +108,16 @@ fcl_status fcl_plan_record_zero(fcl_context *ctx, cl_mem buf, size_t bytes) {
   return fcl_plan_hold(ctx, buf);
 }
 
-/* Enqueues the plan's commands; reset_mem sets its kernels' buffer
- * arguments again first (a cached plan's buffers are the caller's: a
- * handle seen before may name a buffer made since at the same address). */
-fcl_status fcl_plan_replay(fcl_context *ctx, const fcl_plan *pl, bool reset_mem) {
+/* Enqueues the plan's commands. Its kernels keep their arguments: a public
+ * plan holds its buffers, a cached one is dropped when one of them goes
+ * (buffer_watch.c). */
+fcl_status fcl_plan_replay(fcl_context *ctx, const fcl_plan *pl) {
   const bool events = fcl_events_wanted(ctx);
   for (int i = 0; i < pl->ncmd; ++i) {
     const fcl_plan_cmd *c = &pl->cmd[i];
     cl_event ev = NULL;
     cl_int   err;
     if (c->k) {
-      for (int j = 0; reset_mem && j < c->nmem; ++j)
-        if ((err = clSetKernelArg(c->k, c->mem_index[j], sizeof(cl_mem), &c->mem[j])))
-          return fcl_fail_cl(ctx, err, "clSetKernelArg (a plan's kernel)");
       err = clEnqueueNDRangeKernel(ctx->queue, c->k, 3, NULL, c->global,
                                    c->has_local ? c->local : NULL, 0, NULL,
                                    events ? &ev : NULL);
@@ -156,7 +152,7 @@ fcl_status fcl_plan_call(fcl_context *ctx, const fcl_key *key, fcl_op_fn run,
   const bool cache = key->ok && ctx->plan_cache > 0;
   if (cache) {
     const fcl_plan *pl = fcl_plan_cache_find(ctx, key);
-    if (pl) return ctx->plans_reused++, fcl_plan_replay(ctx, pl, true);
+    if (pl) return ctx->plans_reused++, fcl_plan_replay(ctx, pl);
   }
   fcl_plan *pl = cache ? fcl_plan_new(ctx, false) : NULL;
   if (!pl) return run(ctx, args);
@@ -191,7 +187,7 @@ fcl_status fcl_plan_run(fcl_plan *plan) {
   fcl_context *ctx = plan->ctx;
   fcl_clear_error(ctx);
   fcl_op_begin(ctx);
-  return fcl_plan_replay(ctx, plan, false);
+  return fcl_plan_replay(ctx, plan);
 }
 
 void fcl_plan_destroy(fcl_plan *plan) { fcl_plan_free(plan); }

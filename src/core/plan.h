@@ -4,17 +4,11 @@
 #define FCL_PLAN_H
 #include "core/core.h"
 
-/* Buffer arguments of one kernel that a cached plan sets again each run. */
-#define FCL_PLAN_MAX_MEM 24
-
 /* One enqueue: a kernel (k set) or the zeroing of a buffer. */
 typedef struct {
   cl_kernel k; /* the plan's own, arguments set */
   size_t    global[3], local[3];
   bool      has_local;
-  int       nmem;
-  cl_uint   mem_index[FCL_PLAN_MAX_MEM];
-  cl_mem    mem[FCL_PLAN_MAX_MEM];
   cl_mem    zero;
   size_t    zero_bytes;
 } fcl_plan_cmd;
@@ -28,18 +22,22 @@ struct fcl_plan {
   bool          hold_args;   /* a public plan keeps the caller's buffers alive */
   bool          device_data; /* shaped by device data read on the host */
   bool          broken;      /* a launch could not be recorded */
-  /* In the cache: the key, its hash, the next plan (less recently used). */
+  /* In the cache: the key, its hash, the buffers it names, the next plan
+   * (less recently used). */
   unsigned char *key;
   size_t         key_n;
+  cl_mem        *key_mem;
+  int            key_nmem;
   uint64_t       hash;
   struct fcl_plan *next;
 };
 
 fcl_plan  *fcl_plan_new(fcl_context *ctx, bool hold_args);
 void       fcl_plan_free(fcl_plan *pl);
-fcl_status fcl_plan_replay(fcl_context *ctx, const fcl_plan *pl, bool reset_mem);
+fcl_status fcl_plan_replay(fcl_context *ctx, const fcl_plan *pl);
 /* plan_cache.c: the plan of a key seen before (moved to the front), or
- * NULL; put takes pl (false: not kept, the caller frees it). */
+ * NULL, after the plans that name a buffer destroyed since are dropped;
+ * put takes pl (false: not kept, the caller frees it). */
 const fcl_plan *fcl_plan_cache_find(fcl_context *ctx, const fcl_key *key);
 bool            fcl_plan_cache_put(fcl_context *ctx, const fcl_key *key, fcl_plan *pl);
 #endif

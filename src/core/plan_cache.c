@@ -8,6 +8,7 @@
 
 void fcl_key_init(fcl_key *key, int op) {
   key->n = 0;
+  key->nmem = 0;
   key->ok = true;
   fcl_key_i64(key, op);
 }
@@ -25,12 +26,16 @@ void fcl_key_i64(fcl_key *key, int64_t v) { fcl_key_bytes(key, &v, sizeof v); }
 
 void fcl_key_f32(fcl_key *key, float v) { fcl_key_bytes(key, &v, sizeof v); }
 
-/* The size as well as the handle: a buffer released and another made at
- * the same address is a new key unless it has the same size, and then
- * every check the call made of it holds again. */
+/* The handle alone: a buffer's plans go when it does (buffer_watch.c), so
+ * a handle in a cached key names the buffer it named when the plan was
+ * made. */
 void fcl_key_mem(fcl_key *key, cl_mem m) {
-  const struct { cl_mem m; uint64_t size; } e = {m, m ? (uint64_t)fcl_buffer_size(m) : 0};
-  fcl_key_bytes(key, &e, sizeof e);
+  fcl_key_bytes(key, &m, sizeof m);
+  if (!m) return;
+  for (int i = 0; i < key->nmem; ++i)
+    if (key->mem[i] == m) return;
+  if (key->nmem == FCL_KEY_MEMS) key->ok = false;
+  else key->mem[key->nmem++] = m;
 }
 
 void fcl_key_tensor(fcl_key *key, const fcl_tensor *t) {
@@ -57,7 +62,25 @@ static uint64_t key_hash(const fcl_key *key) {
   return h;
 }
 
+/* Drops the cached plans that name buffer m (destroyed). */
+static void buffer_gone(void *arg, cl_mem m) {
+  fcl_context *ctx = arg;
+  for (fcl_plan **at = &ctx->plans; *at;) {
+    fcl_plan *pl = *at;
+    bool names = false;
+    for (int i = 0; i < pl->key_nmem && !names; ++i) names = pl->key_mem[i] == m;
+    if (!names) {
+      at = &pl->next;
+      continue;
+    }
+    *at = pl->next;
+    fcl_plan_free(pl);
+    ctx->plans_n--;
+  }
+}
+
 const fcl_plan *fcl_plan_cache_find(fcl_context *ctx, const fcl_key *key) {
+  fcl_watch_drain(ctx->watch, buffer_gone, ctx);
   const uint64_t h = key_hash(key);
   for (fcl_plan **at = &ctx->plans; *at; at = &(*at)->next) {
     fcl_plan *pl = *at;
@@ -71,10 +94,16 @@ const fcl_plan *fcl_plan_cache_find(fcl_context *ctx, const fcl_key *key) {
 }
 
 bool fcl_plan_cache_put(fcl_context *ctx, const fcl_key *key, fcl_plan *pl) {
+  if (!ctx->watch && !(ctx->watch = fcl_watch_new())) return false;
+  for (int i = 0; i < key->nmem; ++i)
+    if (!fcl_watch_add(ctx->watch, key->mem[i])) return false;
   pl->key = malloc(key->n);
-  if (!pl->key) return false;
+  pl->key_mem = malloc((size_t)(key->nmem ? key->nmem : 1) * sizeof *pl->key_mem);
+  if (!pl->key || !pl->key_mem) return false;
   memcpy(pl->key, key->b, key->n);
+  memcpy(pl->key_mem, key->mem, (size_t)key->nmem * sizeof *pl->key_mem);
   pl->key_n = key->n;
+  pl->key_nmem = key->nmem;
   pl->hash = key_hash(key);
   pl->next = ctx->plans;
   ctx->plans = pl;
