@@ -320,8 +320,10 @@ FCL_API fcl_status fcl_rwkv6_backward(
  *
  * The calls above use plans too: each context keeps the plans of the last
  * FCL_OPTION_PLAN_CACHE distinct calls, keyed by every descriptor field,
- * dtype, view (buffer, offset, strides), buffer handle and buffer size, so
- * a call like one before it costs a lookup and its launches. (Varlen calls
+ * dtype, view (buffer, offset, strides) and buffer handle, so a call like
+ * one before it costs a lookup and its launches. These plans do not keep
+ * the caller's buffers alive: a plan is dropped when a buffer it names is
+ * released (a destructor callback on the buffer). (Varlen calls
  * of fcl_attention_forward, _backward and the RWKV6 calls read cu_seqlens
  * back and are not kept.)
  *
