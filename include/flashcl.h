@@ -133,7 +133,19 @@ FCL_API fcl_status fcl_context_last_op_time(fcl_context *ctx, double *ms);
 /* ------------------------------------------------------------------ */
 /* Attention                                                           */
 
+/* Descriptors (fcl_attention_desc, fcl_kvcache_desc, fcl_rwkv6_desc,
+ * fcl_ring_desc) grow across releases without breaking callers built
+ * against an older flashcl.h: each begins with its size, which its *_INIT
+ * macro sets (start every descriptor from its *_INIT); new fields are
+ * only ever appended, and their zero keeps the old behaviour. The library
+ * reads the caller's size: a shorter (older) descriptor gets zero, the
+ * default, in the fields it lacks; a longer (newer) one is
+ * accepted where the fields this library does not know are all zero, and
+ * refused otherwise; a size of 0 (never initialised) is
+ * FCL_ERROR_INVALID_ARGUMENT. */
+
 typedef struct {
+  size_t  size;        /* sizeof(fcl_attention_desc): FCL_ATTENTION_DESC_INIT */
   int64_t batch;       /* varlen: number of sequences                  */
   int64_t seqlen_q;    /* varlen: the longest query sequence           */
   int64_t seqlen_k;    /* varlen: the longest key sequence             */
@@ -158,7 +170,7 @@ typedef struct {
 } fcl_attention_desc;
 
 #define FCL_ATTENTION_DESC_INIT \
-  { 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, -1, -1, 0.0f, NULL, NULL, NULL, 0 }
+  { sizeof(fcl_attention_desc), 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, -1, -1, 0.0f, NULL, NULL, NULL, 0 }
 
 /* o = softmax(scale * q k^T + bias, masked) v. lse: NULL or an f32 buffer
  * [batch, heads_q, seqlen_q] (varlen: [heads_q, total_q]) receiving the
@@ -191,6 +203,7 @@ FCL_API fcl_status fcl_attention_backward(fcl_context *ctx,
 /* Attention against a KV cache (inference: decode, chunked prefill)    */
 
 typedef struct {
+  size_t  size;           /* sizeof(fcl_kvcache_desc): FCL_KVCACHE_DESC_INIT    */
   int64_t batch;          /* sequences                                          */
   int64_t seqlen_q;       /* new tokens per sequence (1: decode); ragged: the most */
   int64_t heads_q, heads_kv, head_dim, head_dim_v; /* as fcl_attention_desc    */
@@ -214,8 +227,8 @@ typedef struct {
 } fcl_kvcache_desc;
 
 #define FCL_KVCACHE_DESC_INIT                                                       \
-  { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, -1, -1, 0.0f, NULL, NULL, NULL, NULL, \
-    NULL, NULL, NULL, 0, 0, 0, 0 }
+  { sizeof(fcl_kvcache_desc), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, -1, -1, 0.0f, \
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0 }
 
 /* Attention of new query tokens against a key/value cache, appending k_new
  * and v_new (both or neither) to the cache first.
@@ -269,6 +282,7 @@ typedef enum {
 } fcl_rwkv6_algorithm;
 
 typedef struct {
+  size_t  size;       /* sizeof(fcl_rwkv6_desc): FCL_RWKV6_DESC_INIT   */
   int64_t batch;      /* varlen: number of sequences                   */
   int64_t seqlen;     /* varlen: the longest sequence                  */
   int64_t heads;
@@ -280,7 +294,7 @@ typedef struct {
   fcl_rwkv6_algorithm algorithm; /* $FCL_RWKV6_ALGORITHM overrides AUTO */
 } fcl_rwkv6_desc;
 
-#define FCL_RWKV6_DESC_INIT { 0, 0, 0, 0, 0, 0.0f, 0, NULL, FCL_RWKV6_AUTO }
+#define FCL_RWKV6_DESC_INIT { sizeof(fcl_rwkv6_desc), 0, 0, 0, 0, 0, 0.0f, 0, NULL, FCL_RWKV6_AUTO }
 
 /* Per (batch, head), from S = h0 (or 0), for each step t:
  *   o_t[j] = sum_i scale * r_t[i] * (S[i][j] + u[i] * k_t[i] * v_t[j])

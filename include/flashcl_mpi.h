@@ -76,11 +76,14 @@ typedef enum {
  *   lse              f32 [batch, heads_q, local_q] contiguous
  * with local_q, local_k from fcl_ring_slice. Any strides, as for flashcl. */
 typedef struct {
-  fcl_attention_desc attn;
+  size_t             size;   /* sizeof(fcl_ring_desc): FCL_RING_DESC_INIT */
   fcl_ring_layout    layout;
+  /* Last, so that it can grow as flashcl.h's rule for descriptors says;
+   * no field of the ring itself is ever appended after it. */
+  fcl_attention_desc attn;
 } fcl_ring_desc;
 
-#define FCL_RING_DESC_INIT { FCL_ATTENTION_DESC_INIT, FCL_RING_ZIGZAG }
+#define FCL_RING_DESC_INIT { sizeof(fcl_ring_desc), FCL_RING_ZIGZAG, FCL_ATTENTION_DESC_INIT }
 
 /* The tokens rank `rank` of `ranks` holds of a sequence of `seqlen`: up to
  * two pieces (start in the whole sequence, length), stored one after the

@@ -175,6 +175,18 @@ void ring_bad_input(fcl_context *ctx, fcl_ring *ring, const char *transport, int
     const char *w[] = {"layout", "7", NULL};
     expect(&b, "layout 7", &e, &b.q.t, b.lse, 0, FCL_ERROR_INVALID_ARGUMENT, w);
   }
+  { /* a descriptor not started from FCL_RING_DESC_INIT (size 0) */
+    fcl_ring_desc e = d;
+    e.size = 0;
+    const char *w[] = {"d->size", "FCL_RING_DESC_INIT", NULL};
+    expect(&b, "size 0", &e, &b.q.t, b.lse, 0, FCL_ERROR_INVALID_ARGUMENT, w);
+  }
+  { /* its attention descriptor's size not the one its own size leaves */
+    fcl_ring_desc e = d;
+    e.attn.size = 8;
+    const char *w[] = {"d->attn.size", "8", NULL};
+    expect(&b, "attn.size 8", &e, &b.q.t, b.lse, 0, FCL_ERROR_INVALID_ARGUMENT, w);
+  }
   { /* head_dim out of range: flashcl's own check of the whole problem */
     fcl_ring_desc e = d;
     e.attn.head_dim = 0;

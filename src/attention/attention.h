@@ -39,6 +39,13 @@ void fcl_key_attention_desc(fcl_key *key, const fcl_attention_desc *d);
  * where a kernel does not build). */
 fcl_status fcl_attention_run(fcl_context *ctx, const fcl_attention_problem *p, bool backward);
 
+/* attention_check.c and kvcache_check.c: the caller's descriptor read by
+ * flashcl.h's rule into *own, *d then pointing at it (NULL stays NULL, for
+ * the checks to report). */
+fcl_status fcl_attention_desc_in(fcl_context *ctx, const fcl_attention_desc **d,
+                                 fcl_attention_desc *own);
+fcl_status fcl_kvcache_desc_in(fcl_context *ctx, const fcl_kvcache_desc **d,
+                               fcl_kvcache_desc *own);
 /* attention_check.c: the descriptor alone (shapes, flags, alibi_slopes'
  * size), then q, k, v, o and lse (forward) into p. */
 fcl_status fcl_check_attention_desc(fcl_context *ctx, const fcl_attention_desc *d);

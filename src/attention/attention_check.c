@@ -4,6 +4,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 
 #define FCL_MAX_SEQLEN (1LL << 30)
 
@@ -13,6 +14,18 @@ static fcl_status check_positive(fcl_context *ctx, const char *name, int64_t v,
     return fcl_fail(ctx, v <= 0 ? FCL_ERROR_INVALID_ARGUMENT : FCL_ERROR_UNSUPPORTED,
                     "%s: is %" PRId64 ", must be in 1..%" PRId64, name, v, max);
   return FCL_OK;
+}
+
+static const fcl_desc_kind attention_desc_kind = {
+    "fcl_attention_desc", "FCL_ATTENTION_DESC_INIT",
+    offsetof(fcl_attention_desc, diag_shift) + sizeof(int64_t), sizeof(fcl_attention_desc)};
+
+fcl_status fcl_attention_desc_in(fcl_context *ctx, const fcl_attention_desc **d,
+                                 fcl_attention_desc *own) {
+  if (!*d) return FCL_OK;
+  const fcl_status s = fcl_desc_read(ctx, *d, &attention_desc_kind, "d", own);
+  if (s == FCL_OK) *d = own;
+  return s;
 }
 
 fcl_status fcl_check_attention_desc(fcl_context *ctx, const fcl_attention_desc *d) {

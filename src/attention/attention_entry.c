@@ -16,7 +16,7 @@ fcl_status fcl_attention_run(fcl_context *ctx, const fcl_attention_problem *p, b
   }
 }
 
-_Static_assert(sizeof(void *) != 8 || sizeof(fcl_attention_desc) == 120,
+_Static_assert(sizeof(void *) != 8 || sizeof(fcl_attention_desc) == 128,
                "a new field of fcl_attention_desc: key it");
 void fcl_key_attention_desc(fcl_key *key, const fcl_attention_desc *d) {
   if (!d) {
@@ -77,6 +77,9 @@ fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *d,
                                  const fcl_tensor *v, const fcl_tensor *o,
                                  cl_mem lse) {
   if (!ctx) return fcl_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "ctx: is NULL");
+  fcl_attention_desc own;
+  fcl_status s;
+  if ((s = fcl_attention_desc_in(ctx, &d, &own))) return s;
   const attention_call c = {d, q, k, v, o, lse, NULL, NULL, NULL, NULL};
   fcl_key kc;
   key(&kc, &c, false);
@@ -90,6 +93,9 @@ fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *d,
                                   const fcl_tensor *dq, const fcl_tensor *dk,
                                   const fcl_tensor *dv) {
   if (!ctx) return fcl_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "ctx: is NULL");
+  fcl_attention_desc own;
+  fcl_status s;
+  if ((s = fcl_attention_desc_in(ctx, &d, &own))) return s;
   const attention_call c = {d, q, k, v, o, lse, dout, dq, dk, dv};
   fcl_key kc;
   key(&kc, &c, true);
@@ -101,6 +107,9 @@ fcl_status fcl_attention_forward_plan(fcl_context *ctx, const fcl_attention_desc
                                       const fcl_tensor *v, const fcl_tensor *o, cl_mem lse,
                                       fcl_plan **out) {
   if (!ctx) return fcl_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "ctx: is NULL");
+  fcl_attention_desc own;
+  fcl_status s;
+  if ((s = fcl_attention_desc_in(ctx, &d, &own))) return s;
   const attention_call c = {d, q, k, v, o, lse, NULL, NULL, NULL, NULL};
   return fcl_plan_make(ctx, forward, &c, out);
 }
@@ -112,6 +121,9 @@ fcl_status fcl_attention_backward_plan(fcl_context *ctx, const fcl_attention_des
                                        const fcl_tensor *dk, const fcl_tensor *dv,
                                        fcl_plan **out) {
   if (!ctx) return fcl_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "ctx: is NULL");
+  fcl_attention_desc own;
+  fcl_status s;
+  if ((s = fcl_attention_desc_in(ctx, &d, &own))) return s;
   const attention_call c = {d, q, k, v, o, lse, dout, dq, dk, dv};
   return fcl_plan_make(ctx, backward, &c, out);
 }

@@ -135,6 +135,9 @@ fcl_status fcl_attention_merge(fcl_context *ctx, const fcl_attention_desc *d, in
                                const fcl_tensor *o_parts, const cl_mem *lse_parts,
                                const fcl_tensor *o, cl_mem lse) {
   if (!ctx) return fcl_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "ctx: is NULL");
+  fcl_attention_desc own;
+  fcl_status s;
+  if ((s = fcl_attention_desc_in(ctx, &d, &own))) return s;
   const merge_call c = {d, n, o_parts, lse_parts, o, lse};
   fcl_key k;
   key(&k, &c);
@@ -145,6 +148,9 @@ fcl_status fcl_attention_merge_plan(fcl_context *ctx, const fcl_attention_desc *
                                     const fcl_tensor *o_parts, const cl_mem *lse_parts,
                                     const fcl_tensor *o, cl_mem lse, fcl_plan **out) {
   if (!ctx) return fcl_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "ctx: is NULL");
+  fcl_attention_desc own;
+  fcl_status s;
+  if ((s = fcl_attention_desc_in(ctx, &d, &own))) return s;
   const merge_call c = {d, n, o_parts, lse_parts, o, lse};
   return fcl_plan_make(ctx, run, &c, out);
 }

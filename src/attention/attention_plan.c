@@ -86,8 +86,10 @@ fcl_status fcl_attention_config(fcl_context *ctx, const fcl_attention_desc *d,
                                 fcl_dtype dtype, int backward, fcl_config_info *out) {
   if (!ctx) return fcl_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "ctx: is NULL");
   fcl_clear_error(ctx);
+  fcl_attention_desc own;
   fcl_status s;
-  if ((s = fcl_check_attention_desc(ctx, d))) return s;
+  if ((s = fcl_attention_desc_in(ctx, &d, &own)) || (s = fcl_check_attention_desc(ctx, d)))
+    return s;
   if (!out) return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT, "out: is NULL");
   if (fcl_dtype_size(dtype) == 0)
     return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT, "dtype: is %d, not a fcl_dtype",

@@ -5,6 +5,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 
 #define BAD(...) fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT, __VA_ARGS__)
 
@@ -111,6 +112,18 @@ static fcl_status check_buffers(fcl_context *ctx, const fcl_kvcache_desc *d) {
   return FCL_OK;
 }
 
+static const fcl_desc_kind kvcache_desc_kind = {
+    "fcl_kvcache_desc", "FCL_KVCACHE_DESC_INIT",
+    offsetof(fcl_kvcache_desc, num_splits) + sizeof(int), sizeof(fcl_kvcache_desc)};
+
+fcl_status fcl_kvcache_desc_in(fcl_context *ctx, const fcl_kvcache_desc **d,
+                               fcl_kvcache_desc *own) {
+  if (!*d) return FCL_OK;
+  const fcl_status s = fcl_desc_read(ctx, *d, &kvcache_desc_kind, "d", own);
+  if (s == FCL_OK) *d = own;
+  return s;
+}
+
 fcl_status fcl_check_kvcache(fcl_context *ctx, const fcl_kvcache_desc *d, const fcl_tensor *q,
                              const fcl_tensor *k_cache, const fcl_tensor *v_cache,
                              const fcl_tensor *k_new, const fcl_tensor *v_new,
@@ -159,7 +172,7 @@ fcl_status fcl_check_kvcache(fcl_context *ctx, const fcl_kvcache_desc *d, const 
                              .q = q, .k_cache = k_cache, .v_cache = v_cache, .k_new = k_new,
                              .v_new = v_new, .o = o, .lse = lse, .tokens = tokens,
                              .lse_len = lse_len, .fixed_len = -1};
-  p->attn = (fcl_attention_desc){
+  p->attn = (fcl_attention_desc){.size = sizeof(fcl_attention_desc),
       .batch = d->batch, .seqlen_q = d->seqlen_q, .seqlen_k = d->cache_capacity,
       .heads_q = d->heads_q, .heads_kv = d->heads_kv, .head_dim = d->head_dim,
       .head_dim_v = d->head_dim_v, .softmax_scale = d->softmax_scale, .causal = d->causal,

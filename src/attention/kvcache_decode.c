@@ -360,7 +360,7 @@ void fcl_kvcache_from_forward(const fcl_attention_problem *p, fcl_kvcache_desc *
                               fcl_kvcache_problem *kp) {
   const fcl_attention_desc *a = p->d;
   *d = (fcl_kvcache_desc){
-      .batch = a->batch, .seqlen_q = a->seqlen_q, .heads_q = a->heads_q,
+      .size = sizeof(fcl_kvcache_desc), .batch = a->batch, .seqlen_q = a->seqlen_q, .heads_q = a->heads_q,
       .heads_kv = a->heads_kv, .head_dim = a->head_dim, .head_dim_v = a->head_dim_v,
       .cache_capacity = a->seqlen_k, .cache_batch = a->batch,
       .softmax_scale = a->softmax_scale, .causal = a->causal, .window_left = a->window_left,

@@ -57,7 +57,7 @@ static fcl_status run(fcl_context *ctx, const void *args) {
 
 /* Every field of the descriptor and every argument: what the plan of a
  * call depends on. */
-_Static_assert(sizeof(void *) != 8 || sizeof(fcl_kvcache_desc) == 192, "a new field of fcl_kvcache_desc: key it");
+_Static_assert(sizeof(void *) != 8 || sizeof(fcl_kvcache_desc) == 200, "a new field of fcl_kvcache_desc: key it");
 static void key(fcl_key *key, const kvcache_call *c) {
   const fcl_kvcache_desc *d = c->d;
   fcl_key_init(key, 0x6b766361); /* "kvca" */
@@ -85,6 +85,9 @@ fcl_status fcl_attention_kvcache(fcl_context *ctx, const fcl_kvcache_desc *d,
                                  const fcl_tensor *v_cache, const fcl_tensor *k_new,
                                  const fcl_tensor *v_new, const fcl_tensor *o, cl_mem lse) {
   if (!ctx) return fcl_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "ctx: is NULL");
+  fcl_kvcache_desc own;
+  fcl_status s;
+  if ((s = fcl_kvcache_desc_in(ctx, &d, &own))) return s;
   const kvcache_call c = {d, q, k_cache, v_cache, k_new, v_new, o, lse};
   fcl_key k;
   key(&k, &c);
@@ -97,6 +100,9 @@ fcl_status fcl_attention_kvcache_plan(fcl_context *ctx, const fcl_kvcache_desc *
                                       const fcl_tensor *v_new, const fcl_tensor *o, cl_mem lse,
                                       fcl_plan **out) {
   if (!ctx) return fcl_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "ctx: is NULL");
+  fcl_kvcache_desc own;
+  fcl_status s;
+  if ((s = fcl_kvcache_desc_in(ctx, &d, &own))) return s;
   const kvcache_call c = {d, q, k_cache, v_cache, k_new, v_new, o, lse};
   return fcl_plan_make(ctx, run, &c, out);
 }

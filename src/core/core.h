@@ -238,6 +238,18 @@ fcl_status fcl_enqueue_zero(fcl_context *ctx, cl_mem buf, size_t bytes, const ch
 /* Whether launches return profiling events: timing or tracing is on. */
 bool       fcl_events_wanted(const fcl_context *ctx);
 
+/* desc.c: a public descriptor read by flashcl.h's rule (size first):
+ * copied into out (kind->known bytes, its size set to that), a shorter
+ * one zero-extended, a longer one only where the unknown bytes are zero.
+ * in is not NULL. oldest: the end of the last field of the first release
+ * whose descriptor had its size (0.2.0). */
+typedef struct {
+  const char *type, *init; /* "fcl_attention_desc", "FCL_ATTENTION_DESC_INIT" */
+  size_t      oldest, known;
+} fcl_desc_kind;
+fcl_status fcl_desc_read(fcl_context *ctx, const void *in, const fcl_desc_kind *kind,
+                         const char *name, void *out);
+
 /* plan.c: plans. A plan is an operation's enqueues recorded once: its
  * kernels (each the plan's own cl_kernel with its arguments set), their
  * ranges, the zeroing of buffers, and the scratch buffers it uses

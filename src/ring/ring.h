@@ -89,14 +89,17 @@ bool ring_pair(const fcl_attention_desc *d, const ring_piece *qp, const ring_pie
 
 /* ring_check.c: the arguments of a call on this rank, then agreed by
  * every rank (an MPI_Allreduce): FCL_OK on every rank or the same failure
- * on every rank. q_slice, k_slice receive this rank's slices. */
+ * on every rank. The caller's descriptor is first read into own by
+ * flashcl.h's rule for descriptors, d then pointing at it. q_slice,
+ * k_slice receive this rank's slices. */
 typedef struct {
   const fcl_ring_desc *d;
   const fcl_tensor    *q, *k, *v, *o, *dout, *dq, *dk, *dv;
   cl_mem               lse;
   bool                 backward;
+  fcl_ring_desc        own;
 } ring_call;
-fcl_status ring_check(fcl_ring *r, const ring_call *c, ring_slice *q_slice, ring_slice *k_slice);
+fcl_status ring_check(fcl_ring *r, ring_call *c, ring_slice *q_slice, ring_slice *k_slice);
 /* Agrees on a status of this rank with every other: the first failing
  * rank's status on all (its message is kept where it failed; the others
  * name it). */

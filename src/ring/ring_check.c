@@ -5,6 +5,7 @@
 #include "ring/ring.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <string.h>
 
 /* A view of dims [b, s, h, d] of dtype `like` (NULL: any) in r's context,
@@ -116,7 +117,7 @@ static fcl_status check_local(fcl_ring *r, const ring_call *c, ring_slice *qs, r
 #define NFP 17
 static void fingerprint(const ring_call *c, int64_t fp[NFP]) {
   memset(fp, 0, NFP * sizeof fp[0]);
-  if (!c->d || !c->q) return;
+  if (!c || !c->d || !c->q) return;
   const fcl_attention_desc *d = &c->d->attn;
   uint32_t scale, cap;
   memcpy(&scale, &d->softmax_scale, 4);
@@ -145,9 +146,40 @@ static fcl_status agree(fcl_ring *r, fcl_status s, const int64_t *fp) {
                    fp_names[differs], lo, hi);
 }
 
-fcl_status ring_check(fcl_ring *r, const ring_call *c, ring_slice *qs, ring_slice *ks) {
+/* The ring's descriptor by flashcl.h's rule (its size first; flashcl's
+ * own reader is internal to it), its attn read by fcl_attention_config. */
+static fcl_status desc_in(fcl_ring *r, ring_call *c) {
+  const size_t known = sizeof(fcl_ring_desc), oldest = sizeof(fcl_ring_desc);
+  size_t size;
+  if (!c->d) return FCL_OK;
+  memcpy(&size, c->d, sizeof size);
+  if (size == 0 || size < oldest)
+    return ring_fail(r, FCL_ERROR_INVALID_ARGUMENT,
+                     "d->size: is %zu, less than any fcl_ring_desc (%zu bytes); start it from "
+                     "FCL_RING_DESC_INIT", size, oldest);
+  const unsigned char *b = (const unsigned char *)c->d;
+  for (size_t i = known; i < size; ++i)
+    if (b[i])
+      return ring_fail(r, FCL_ERROR_INVALID_ARGUMENT,
+                       "d->size: is %zu, and byte %zu, past the %zu bytes of fcl_ring_desc "
+                       "this library knows, is not zero", size, i, known);
+  memset(&c->own, 0, sizeof c->own);
+  memcpy(&c->own, c->d, size < known ? size : known);
+  const size_t attn = size - offsetof(fcl_ring_desc, attn);
+  if (c->own.attn.size != attn)
+    return ring_fail(r, FCL_ERROR_INVALID_ARGUMENT,
+                     "d->attn.size: is %zu, but d->size leaves %zu bytes for it; start d "
+                     "from FCL_RING_DESC_INIT", c->own.attn.size, attn);
+  c->own.size = known; /* now the library's layout, zero past the caller's */
+  c->own.attn.size = sizeof(fcl_attention_desc);
+  c->d = &c->own;
+  return FCL_OK;
+}
+
+fcl_status ring_check(fcl_ring *r, ring_call *c, ring_slice *qs, ring_slice *ks) {
   int64_t fp[NFP];
-  fingerprint(c, fp);
-  return agree(r, check_local(r, c, qs, ks), fp);
+  const fcl_status s = desc_in(r, c);
+  fingerprint(s ? NULL : c, fp);
+  return agree(r, s ? s : check_local(r, c, qs, ks), fp);
 }
 

@@ -37,6 +37,9 @@ fcl_status fcl_check_rwkv6_view(fcl_context *ctx, const fcl_rwkv6_desc *d,
                                 const char *name, bool value_dim,
                                 const fcl_tensor *r);
 fcl_status fcl_check_rwkv6_desc(fcl_context *ctx, const fcl_rwkv6_desc *d);
+/* The caller's descriptor read by flashcl.h's rule into *own, *d then
+ * pointing at it (NULL stays NULL, for the checks to report). */
+fcl_status fcl_rwkv6_desc_in(fcl_context *ctx, const fcl_rwkv6_desc **d, fcl_rwkv6_desc *own);
 
 /* The variants (rwkv6_variants.c) and their parameters. */
 #define FCL_RWKV6_FWD_PARAMS(X) X(TC) X(KS) X(VS) X(VC)

@@ -3,6 +3,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +16,17 @@ fcl_status fcl_check_rwkv6_view(fcl_context *ctx, const fcl_rwkv6_desc *d,
       name, {p->varlen ? 1 : d->batch, p->varlen ? p->ntok : d->seqlen, d->heads,
              value_dim ? d->head_dim_v : d->head_dim_k}};
   return fcl_check_view(ctx, t, &shape, p->varlen, r, "r");
+}
+
+static const fcl_desc_kind rwkv6_desc_kind = {
+    "fcl_rwkv6_desc", "FCL_RWKV6_DESC_INIT",
+    offsetof(fcl_rwkv6_desc, algorithm) + sizeof(fcl_rwkv6_algorithm), sizeof(fcl_rwkv6_desc)};
+
+fcl_status fcl_rwkv6_desc_in(fcl_context *ctx, const fcl_rwkv6_desc **d, fcl_rwkv6_desc *own) {
+  if (!*d) return FCL_OK;
+  const fcl_status s = fcl_desc_read(ctx, *d, &rwkv6_desc_kind, "d", own);
+  if (s == FCL_OK) *d = own;
+  return s;
 }
 
 fcl_status fcl_check_rwkv6_desc(fcl_context *ctx, const fcl_rwkv6_desc *d) {

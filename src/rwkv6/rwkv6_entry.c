@@ -21,7 +21,7 @@ static fcl_status backward(fcl_context *ctx, const void *args) {
                                 c->dht, c->dr, c->dk, c->dv, c->dw, c->du, c->dh0);
 }
 
-_Static_assert(sizeof(void *) != 8 || sizeof(fcl_rwkv6_desc) == 64,
+_Static_assert(sizeof(void *) != 8 || sizeof(fcl_rwkv6_desc) == 72,
                "a new field of fcl_rwkv6_desc: key it");
 static void key(fcl_key *key, const rwkv6_call *c, bool bwd) {
   const fcl_rwkv6_desc *d = c->d;
@@ -44,6 +44,9 @@ fcl_status fcl_rwkv6_forward(fcl_context *ctx, const fcl_rwkv6_desc *d, const fc
                              const fcl_tensor *k, const fcl_tensor *v, const fcl_tensor *w,
                              cl_mem u, cl_mem h0, const fcl_tensor *o, cl_mem ht) {
   if (!ctx) return fcl_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "ctx: is NULL");
+  fcl_rwkv6_desc own;
+  fcl_status s;
+  if ((s = fcl_rwkv6_desc_in(ctx, &d, &own))) return s;
   const rwkv6_call c = {.d = d, .r = r, .k = k, .v = v, .w = w, .o = o, .u = u, .h0 = h0,
                         .ht = ht};
   fcl_key kc;
@@ -57,6 +60,9 @@ fcl_status fcl_rwkv6_backward(fcl_context *ctx, const fcl_rwkv6_desc *d, const f
                               const fcl_tensor *dr, const fcl_tensor *dk, const fcl_tensor *dv,
                               const fcl_tensor *dw, cl_mem du, cl_mem dh0) {
   if (!ctx) return fcl_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "ctx: is NULL");
+  fcl_rwkv6_desc own;
+  fcl_status s;
+  if ((s = fcl_rwkv6_desc_in(ctx, &d, &own))) return s;
   const rwkv6_call c = {.d = d, .r = r, .k = k, .v = v, .w = w, .dout = dout, .dr = dr,
                         .dk = dk, .dv = dv, .dw = dw, .u = u, .h0 = h0, .dht = dht, .du = du,
                         .dh0 = dh0};
@@ -70,6 +76,9 @@ fcl_status fcl_rwkv6_forward_plan(fcl_context *ctx, const fcl_rwkv6_desc *d,
                                   const fcl_tensor *v, const fcl_tensor *w, cl_mem u,
                                   cl_mem h0, const fcl_tensor *o, cl_mem ht, fcl_plan **out) {
   if (!ctx) return fcl_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "ctx: is NULL");
+  fcl_rwkv6_desc own;
+  fcl_status s;
+  if ((s = fcl_rwkv6_desc_in(ctx, &d, &own))) return s;
   const rwkv6_call c = {.d = d, .r = r, .k = k, .v = v, .w = w, .o = o, .u = u, .h0 = h0,
                         .ht = ht};
   return fcl_plan_make(ctx, forward, &c, out);
@@ -83,6 +92,9 @@ fcl_status fcl_rwkv6_backward_plan(fcl_context *ctx, const fcl_rwkv6_desc *d,
                                    const fcl_tensor *dv, const fcl_tensor *dw, cl_mem du,
                                    cl_mem dh0, fcl_plan **out) {
   if (!ctx) return fcl_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "ctx: is NULL");
+  fcl_rwkv6_desc own;
+  fcl_status s;
+  if ((s = fcl_rwkv6_desc_in(ctx, &d, &own))) return s;
   const rwkv6_call c = {.d = d, .r = r, .k = k, .v = v, .w = w, .dout = dout, .dr = dr,
                         .dk = dk, .dv = dv, .dw = dw, .u = u, .h0 = h0, .dht = dht, .du = du,
                         .dh0 = dh0};
