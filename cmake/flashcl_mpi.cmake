@@ -27,7 +27,7 @@ add_library(flashcl_mpi SHARED $<TARGET_OBJECTS:flashcl_mpi_objects>)
 add_library(flashcl_mpi_static STATIC $<TARGET_OBJECTS:flashcl_mpi_objects>)
 set_target_properties(flashcl_mpi_static PROPERTIES OUTPUT_NAME flashcl_mpi)
 set_target_properties(flashcl_mpi PROPERTIES VERSION ${PROJECT_VERSION}
-                      SOVERSION ${PROJECT_VERSION_MAJOR})
+                      SOVERSION ${FCL_SOVERSION})
 target_link_libraries(flashcl_mpi PUBLIC flashcl MPI::MPI_C OpenCL::OpenCL)
 target_link_libraries(flashcl_mpi_static PUBLIC flashcl_static MPI::MPI_C OpenCL::OpenCL)
 foreach(t flashcl_mpi flashcl_mpi_static)

@@ -35,11 +35,11 @@ extern "C" {
 #endif
 
 #define FCL_VERSION_MAJOR 0
-#define FCL_VERSION_MINOR 1
+#define FCL_VERSION_MINOR 2
 #define FCL_VERSION_PATCH 0
 #define FCL_VERSION_NUMBER \
   (FCL_VERSION_MAJOR * 10000 + FCL_VERSION_MINOR * 100 + FCL_VERSION_PATCH)
-#define FCL_VERSION_STRING "0.1.0"
+#define FCL_VERSION_STRING "0.2.0"
 
 /* The library's run-time version, to compare with the header's. */
 FCL_API unsigned    fcl_version_number(void);

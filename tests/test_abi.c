@@ -7,6 +7,7 @@
  * are refused with FCL_ERROR_INVALID_ARGUMENT and a message naming
  * d->size, with nothing written. Built against the shared library and the
  * public header only, as a caller is. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,9 +16,37 @@
 #include "flashcl.h"
 #include "test_util.h"
 
-_Static_assert(sizeof(abi020_attention_desc) <= sizeof(fcl_attention_desc), "frozen layout");
-_Static_assert(sizeof(abi020_kvcache_desc) <= sizeof(fcl_kvcache_desc), "frozen layout");
-_Static_assert(sizeof(abi020_rwkv6_desc) <= sizeof(fcl_rwkv6_desc), "frozen layout");
+/* Every 0.2.0 field where 0.2.0 put it, of the same size: a field moved,
+ * retyped or removed fails the build here (CI's abidiff leaves the
+ * descriptors to this check, since they may grow at the end). */
+#define SAME(T, F, f)                                                              \
+  _Static_assert(offsetof(fcl_##T##_desc, f) == offsetof(abi020_##T##_desc, f) &&   \
+                     sizeof(((fcl_##T##_desc *)0)->f) == sizeof(((abi020_##T##_desc *)0)->f), \
+                 "fcl_" #T "_desc." #f " moved or changed since 0.2.0");
+#define ATTENTION_FIELDS(X)                                                        \
+  X(attention, A, size) X(attention, A, batch) X(attention, A, seqlen_q)            \
+  X(attention, A, seqlen_k) X(attention, A, heads_q) X(attention, A, heads_kv)      \
+  X(attention, A, head_dim) X(attention, A, head_dim_v) X(attention, A, softmax_scale) \
+  X(attention, A, causal) X(attention, A, window_left) X(attention, A, window_right) \
+  X(attention, A, softcap) X(attention, A, alibi_slopes) X(attention, A, cu_seqlens_q) \
+  X(attention, A, cu_seqlens_k) X(attention, A, diag_shift)
+#define KVCACHE_FIELDS(X)                                                          \
+  X(kvcache, K, size) X(kvcache, K, batch) X(kvcache, K, seqlen_q) X(kvcache, K, heads_q) \
+  X(kvcache, K, heads_kv) X(kvcache, K, head_dim) X(kvcache, K, head_dim_v)          \
+  X(kvcache, K, cache_capacity) X(kvcache, K, page_size) X(kvcache, K, num_pages)    \
+  X(kvcache, K, cache_batch) X(kvcache, K, softmax_scale) X(kvcache, K, causal)      \
+  X(kvcache, K, window_left) X(kvcache, K, window_right) X(kvcache, K, softcap)      \
+  X(kvcache, K, alibi_slopes) X(kvcache, K, cache_seqlens) X(kvcache, K, cache_batch_idx) \
+  X(kvcache, K, block_table) X(kvcache, K, cu_seqlens_q) X(kvcache, K, rotary_cos)   \
+  X(kvcache, K, rotary_sin) X(kvcache, K, rotary_dim) X(kvcache, K, rotary_positions) \
+  X(kvcache, K, rotary_interleaved) X(kvcache, K, num_splits)
+#define RWKV6_FIELDS(X)                                                            \
+  X(rwkv6, R, size) X(rwkv6, R, batch) X(rwkv6, R, seqlen) X(rwkv6, R, heads)        \
+  X(rwkv6, R, head_dim_k) X(rwkv6, R, head_dim_v) X(rwkv6, R, scale)                \
+  X(rwkv6, R, reverse) X(rwkv6, R, cu_seqlens) X(rwkv6, R, algorithm)
+ATTENTION_FIELDS(SAME)
+KVCACHE_FIELDS(SAME)
+RWKV6_FIELDS(SAME)
 
 static int failures;
 #define CHECK(cond, ...)                                                           \
