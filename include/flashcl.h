@@ -115,7 +115,15 @@ typedef enum {
   /* Plans the calls keep (see Plans below): 0 to 4096, default 256 (a
    * decode step of up to 256 layers, each its own cache, is all hits); 0
    * runs every call from scratch (validation, choice, arguments). */
-  FCL_OPTION_PLAN_CACHE = 110
+  FCL_OPTION_PLAN_CACHE = 110,
+  /* 0 or 1: the library's log on stderr (kernels chosen, programs built,
+   * splits); default 1 where $FCL_LOG is set and not 0. */
+  FCL_OPTION_LOG = 120,
+  /* An fcl_rwkv6_algorithm: what the RWKV6 calls whose descriptor says
+   * FCL_RWKV6_AUTO run; FCL_RWKV6_AUTO (the default unless
+   * $FCL_RWKV6_ALGORITHM is "recurrent" or "chunked") chooses by shape and
+   * tuning. */
+  FCL_OPTION_RWKV6_ALGORITHM = 130
 } fcl_option;
 #define FCL_HAS_OPTION_TIMING 1
 FCL_API fcl_status fcl_context_set_option(fcl_context *ctx, fcl_option option, int64_t value);

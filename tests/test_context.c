@@ -545,6 +545,37 @@ static void test_timing_and_config(void) {
         "FCL_OPTION_TIMING's default: %lld", (long long)v);
   CHECK(fcl_context_get_option(ctx, FCL_OPTION_PLAN_CACHE, &v) == FCL_OK && v == 256,
         "FCL_OPTION_PLAN_CACHE's default: %lld", (long long)v);
+  CHECK(fcl_context_get_option(ctx, FCL_OPTION_RWKV6_ALGORITHM, &v) == FCL_OK &&
+            v == (getenv("FCL_RWKV6_ALGORITHM") ? v : FCL_RWKV6_AUTO),
+        "FCL_OPTION_RWKV6_ALGORITHM's default: %lld", (long long)v);
+  for (int64_t a = FCL_RWKV6_AUTO; a <= FCL_RWKV6_CHUNKED; ++a)
+    CHECK(fcl_context_set_option(ctx, FCL_OPTION_RWKV6_ALGORITHM, a) == FCL_OK &&
+              fcl_context_get_option(ctx, FCL_OPTION_RWKV6_ALGORITHM, &v) == FCL_OK && v == a,
+          "FCL_OPTION_RWKV6_ALGORITHM %lld: read back %lld", (long long)a, (long long)v);
+  st = fcl_context_set_option(ctx, FCL_OPTION_RWKV6_ALGORITHM, 3);
+  CHECK(st == FCL_ERROR_INVALID_ARGUMENT && strstr(fcl_context_last_error(ctx), "value: is 3"),
+        "set_option(RWKV6_ALGORITHM, 3): %s \"%s\"", fcl_status_string(st),
+        fcl_context_last_error(ctx));
+  { /* the option is what an AUTO descriptor runs */
+    fcl_rwkv6_desc rd = FCL_RWKV6_DESC_INIT;
+    rd.batch = 1, rd.seqlen = 1024, rd.heads = 2, rd.head_dim_k = rd.head_dim_v = 64;
+    const char *want[] = {"rwkv6_recurrent", "rwkv6_chunked"};
+    for (int a = 0; a < 2; ++a) {
+      fcl_config_info ri;
+      fcl_context_set_option(ctx, FCL_OPTION_RWKV6_ALGORITHM, a + 1);
+      st = fcl_rwkv6_config(ctx, &rd, FCL_F32, 0, &ri);
+      CHECK(st == FCL_OK && !strncmp(ri.kernel, want[a], strlen(want[a])),
+            "FCL_OPTION_RWKV6_ALGORITHM %d: the config runs %s (%s)", a + 1,
+            st ? "nothing" : ri.kernel, fcl_context_last_error(ctx));
+    }
+  }
+  fcl_context_set_option(ctx, FCL_OPTION_RWKV6_ALGORITHM, FCL_RWKV6_AUTO);
+  st = fcl_context_set_option(ctx, FCL_OPTION_LOG, -1);
+  CHECK(st == FCL_ERROR_INVALID_ARGUMENT && strstr(fcl_context_last_error(ctx), "value: is -1"),
+        "set_option(LOG, -1): %s \"%s\"", fcl_status_string(st), fcl_context_last_error(ctx));
+  CHECK(fcl_context_set_option(ctx, FCL_OPTION_LOG, 0) == FCL_OK &&
+            fcl_context_get_option(ctx, FCL_OPTION_LOG, &v) == FCL_OK && v == 0,
+        "FCL_OPTION_LOG 0: read back %lld", (long long)v);
   st = fcl_context_set_option(ctx, FCL_OPTION_TIMING, 2);
   CHECK(st == FCL_ERROR_INVALID_ARGUMENT && strstr(fcl_context_last_error(ctx), "value: is 2"),
         "set_option(TIMING, 2): %s \"%s\"", fcl_status_string(st), fcl_context_last_error(ctx));

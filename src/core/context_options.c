@@ -25,6 +25,20 @@ fcl_status fcl_context_set_option(fcl_context *ctx, fcl_option option, int64_t v
     ctx->plan_cache = (int)value;
     fcl_plan_cache_clear(ctx);
     return FCL_OK;
+  case FCL_OPTION_LOG:
+    if (value != 0 && value != 1)
+      return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
+                      "value: is %" PRId64 ", FCL_OPTION_LOG takes 0 or 1", value);
+    ctx->opt.log = value != 0;
+    return FCL_OK;
+  case FCL_OPTION_RWKV6_ALGORITHM:
+    if (value < FCL_RWKV6_AUTO || value > FCL_RWKV6_CHUNKED)
+      return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
+                      "value: is %" PRId64 ", FCL_OPTION_RWKV6_ALGORITHM takes an "
+                      "fcl_rwkv6_algorithm (0 auto, 1 recurrent, 2 chunked)", value);
+    ctx->opt.rwkv6_algorithm = (int)value;
+    fcl_plan_cache_clear(ctx); /* the cached plans chose by the old value */
+    return FCL_OK;
   }
   return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT, "option: is %d, not a fcl_option",
                   (int)option);
@@ -36,6 +50,8 @@ fcl_status fcl_context_get_option(const fcl_context *ctx, fcl_option option, int
   switch (option) {
   case FCL_OPTION_TIMING: *value = ctx->timing; return FCL_OK;
   case FCL_OPTION_PLAN_CACHE: *value = ctx->plan_cache; return FCL_OK;
+  case FCL_OPTION_LOG: *value = ctx->opt.log; return FCL_OK;
+  case FCL_OPTION_RWKV6_ALGORITHM: *value = ctx->opt.rwkv6_algorithm; return FCL_OK;
   }
   return FCL_ERROR_INVALID_ARGUMENT;
 }
