@@ -175,10 +175,20 @@ typedef struct {
    * parallelism (flashcl_mpi.h) sets it to run a slice of the queries
    * against a slice of the keys from elsewhere in the sequence. */
   int64_t diag_shift;
+  /* Varlen: NULL, or host copies of cu_seqlens_q and cu_seqlens_k's
+   * batch + 1 entries (FlashInfer's plan takes its indptr arrays so). With
+   * them the call checks the lengths on the host and never reads the
+   * device buffers back, so it does not wait on the queue and its plan is
+   * kept like any other (keyed by the copies' values); the device buffers
+   * must hold the same values when the work runs. Without them, the call
+   * reads cu_seqlens back with a blocking read. */
+  const int32_t *cu_seqlens_q_host;
+  const int32_t *cu_seqlens_k_host;
 } fcl_attention_desc;
 
 #define FCL_ATTENTION_DESC_INIT \
-  { sizeof(fcl_attention_desc), 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, -1, -1, 0.0f, NULL, NULL, NULL, 0 }
+  { sizeof(fcl_attention_desc), 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, -1, -1, 0.0f, NULL, NULL, NULL, 0, \
+    NULL, NULL }
 
 /* o = softmax(scale * q k^T + bias, masked) v. lse: NULL or an f32 buffer
  * [batch, heads_q, seqlen_q] (varlen: [heads_q, total_q]) receiving the
@@ -300,9 +310,13 @@ typedef struct {
   int     reverse;    /* run from the last step to the first           */
   cl_mem  cu_seqlens; /* NULL or int32 [batch + 1]                     */
   fcl_rwkv6_algorithm algorithm; /* $FCL_RWKV6_ALGORITHM overrides AUTO */
+  /* NULL, or a host copy of cu_seqlens' batch + 1 entries: as
+   * fcl_attention_desc's cu_seqlens_q_host (no read back, plan kept). */
+  const int32_t *cu_seqlens_host;
 } fcl_rwkv6_desc;
 
-#define FCL_RWKV6_DESC_INIT { sizeof(fcl_rwkv6_desc), 0, 0, 0, 0, 0, 0.0f, 0, NULL, FCL_RWKV6_AUTO }
+#define FCL_RWKV6_DESC_INIT \
+  { sizeof(fcl_rwkv6_desc), 0, 0, 0, 0, 0, 0.0f, 0, NULL, FCL_RWKV6_AUTO, NULL }
 
 /* Per (batch, head), from S = h0 (or 0), for each step t:
  *   o_t[j] = sum_i scale * r_t[i] * (S[i][j] + u[i] * k_t[i] * v_t[j])
@@ -337,8 +351,8 @@ FCL_API fcl_status fcl_rwkv6_backward(
  * in device buffers the plan reads when it runs: cache_seqlens,
  * block_table, the caches, q, o. A plan holds the buffers it was given
  * (retained until fcl_plan_destroy) and reads them as they are at each run;
- * a varlen plan (cu_seqlens set) keeps the lengths it read when it was
- * made: make a new one when they change.
+ * a varlen plan (cu_seqlens set) keeps the lengths it read (or was given
+ * in the host copies) when it was made: make a new one when they change.
  *
  * The calls above use plans too: each context keeps the plans of the last
  * FCL_OPTION_PLAN_CACHE distinct calls, keyed by every descriptor field,
@@ -346,8 +360,8 @@ FCL_API fcl_status fcl_rwkv6_backward(
  * one before it costs a lookup and its launches. These plans do not keep
  * the caller's buffers alive: a plan is dropped when a buffer it names is
  * released (a destructor callback on the buffer). (Varlen calls
- * of fcl_attention_forward, _backward and the RWKV6 calls read cu_seqlens
- * back and are not kept.)
+ * of fcl_attention_forward, _backward and the RWKV6 calls without the host
+ * copies of cu_seqlens read them back and are not kept.)
  *
  * Each *_plan function takes the arguments of its call and validates them
  * as the call does; nothing is enqueued. Destroy plans before their

@@ -29,7 +29,8 @@
   X(attention, A, head_dim) X(attention, A, head_dim_v) X(attention, A, softmax_scale) \
   X(attention, A, causal) X(attention, A, window_left) X(attention, A, window_right) \
   X(attention, A, softcap) X(attention, A, alibi_slopes) X(attention, A, cu_seqlens_q) \
-  X(attention, A, cu_seqlens_k) X(attention, A, diag_shift)
+  X(attention, A, cu_seqlens_k) X(attention, A, diag_shift)                         \
+  X(attention, A, cu_seqlens_q_host) X(attention, A, cu_seqlens_k_host)
 #define KVCACHE_FIELDS(X)                                                          \
   X(kvcache, K, size) X(kvcache, K, batch) X(kvcache, K, seqlen_q) X(kvcache, K, heads_q) \
   X(kvcache, K, heads_kv) X(kvcache, K, head_dim) X(kvcache, K, head_dim_v)          \
@@ -43,7 +44,8 @@
 #define RWKV6_FIELDS(X)                                                            \
   X(rwkv6, R, size) X(rwkv6, R, batch) X(rwkv6, R, seqlen) X(rwkv6, R, heads)        \
   X(rwkv6, R, head_dim_k) X(rwkv6, R, head_dim_v) X(rwkv6, R, scale)                \
-  X(rwkv6, R, reverse) X(rwkv6, R, cu_seqlens) X(rwkv6, R, algorithm)
+  X(rwkv6, R, reverse) X(rwkv6, R, cu_seqlens) X(rwkv6, R, algorithm)              \
+  X(rwkv6, R, cu_seqlens_host)
 ATTENTION_FIELDS(SAME)
 KVCACHE_FIELDS(SAME)
 RWKV6_FIELDS(SAME)
@@ -169,7 +171,7 @@ int main(void) {
   a.head_dim = a0.head_dim = a.head_dim_v = a0.head_dim_v = 8;
   a.causal = a0.causal = 1;
   op_cases(ctx, "attention forward", attention_run, &a, sizeof a, &a0,
-           offsetof(fcl_attention_desc, diag_shift) + sizeof(int64_t));
+           offsetof(fcl_attention_desc, cu_seqlens_k_host) + sizeof(void *));
 
   fcl_kvcache_desc c = FCL_KVCACHE_DESC_INIT;
   abi020_kvcache_desc c0 = ABI020_KVCACHE_DESC_INIT;
@@ -185,7 +187,7 @@ int main(void) {
   r.batch = r0.batch = 1, r.seqlen = r0.seqlen = 3, r.heads = r0.heads = 1;
   r.head_dim_k = r0.head_dim_k = r.head_dim_v = r0.head_dim_v = 4;
   op_cases(ctx, "rwkv6 forward", rwkv6_run, &r, sizeof r, &r0,
-           offsetof(fcl_rwkv6_desc, algorithm) + sizeof(int));
+           offsetof(fcl_rwkv6_desc, cu_seqlens_host) + sizeof(void *));
 
   /* The plan and config forms read the descriptor the same way. */
   fcl_attention_desc z = a;

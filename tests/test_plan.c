@@ -480,6 +480,95 @@ static void test_public_plans(fcl_context *ctx) {
   problem_free(&p);
 }
 
+/* Varlen with the host copies of cu_seqlens: the same bits as the call
+ * that reads them back, and its plan is kept (the read-back one's is not);
+ * a copy that breaks the rules, or one without its device buffer, is
+ * refused naming it. Attention forward and RWKV6. */
+static void test_varlen_host(fcl_context *ctx) {
+  cl_context cc = fcl_context_cl(ctx);
+  cl_command_queue q = fcl_context_queue(ctx);
+  tu_rng r;
+  tu_rng_seed(&r, 12);
+  enum { N = 14, H = 2, DA = 16, K = 8 };
+  const int32_t cu[3] = {0, 5, N}, bad[3] = {0, 9, 5};
+  float x[3 * N * H * DA];
+  for (size_t i = 0; i < sizeof x / sizeof x[0]; ++i) x[i] = (float)tu_rng_range(&r, -1, 1);
+  cl_mem bx = tu_buffer_from(cc, q, x, sizeof x), bcu = tu_buffer_from(cc, q, cu, sizeof cu);
+  cl_mem bo = tu_buffer_poison(cc, q, N * H * DA * 4);
+  fcl_attention_desc d = FCL_ATTENTION_DESC_INIT;
+  d.batch = 2, d.seqlen_q = d.seqlen_k = 9, d.heads_q = d.heads_kv = H;
+  d.head_dim = d.head_dim_v = DA, d.causal = 1, d.cu_seqlens_q = d.cu_seqlens_k = bcu;
+  fcl_tensor tv[4];
+  for (int i = 0; i < 4; ++i)
+    tv[i] = (fcl_tensor){i < 3 ? bx : bo, i < 3 ? (size_t)i * N * H * DA * 4 : 0, FCL_F32,
+                         {0, H * DA, DA, 1}};
+  float want[N * H * DA], got[N * H * DA];
+  long made = ctx->plans_made;
+  fcl_status st = fcl_attention_forward(ctx, &d, &tv[0], &tv[1], &tv[2], &tv[3], NULL);
+  st = st ? st : fcl_attention_forward(ctx, &d, &tv[0], &tv[1], &tv[2], &tv[3], NULL);
+  tu_buffer_read(q, bo, want, sizeof want);
+  CHECK(st == FCL_OK && ctx->plans_made == made + 2,
+        "varlen forward read back, twice: %s, %ld plans made (2: not kept)",
+        fcl_context_last_error(ctx), ctx->plans_made - made);
+  d.cu_seqlens_q_host = d.cu_seqlens_k_host = cu;
+  made = ctx->plans_made;
+  const long reused = ctx->plans_reused;
+  for (int run = 0; run < 2; ++run) {
+    tu_buffer_repoison(q, bo, sizeof got);
+    st = fcl_attention_forward(ctx, &d, &tv[0], &tv[1], &tv[2], &tv[3], NULL);
+    tu_buffer_read(q, bo, got, sizeof got);
+    CHECK(st == FCL_OK && !memcmp(got, want, sizeof got),
+          "varlen forward with host copies, run %d: %s, or other bits", run,
+          fcl_context_last_error(ctx));
+  }
+  CHECK(ctx->plans_made == made + 1 && ctx->plans_reused == reused + 1,
+        "varlen forward with host copies: %ld plans made, %ld reused (want 1, 1)",
+        ctx->plans_made - made, ctx->plans_reused - reused);
+  d.cu_seqlens_k_host = bad;
+  st = fcl_attention_forward(ctx, &d, &tv[0], &tv[1], &tv[2], &tv[3], NULL);
+  CHECK(st == FCL_ERROR_INVALID_ARGUMENT &&
+            strstr(fcl_context_last_error(ctx), "cu_seqlens_k_host"),
+        "a decreasing host copy: %s '%s'", fcl_status_string(st), fcl_context_last_error(ctx));
+  d.cu_seqlens_k_host = cu, d.cu_seqlens_q = d.cu_seqlens_k = NULL;
+  st = fcl_attention_forward(ctx, &d, &tv[0], &tv[1], &tv[2], &tv[3], NULL);
+  CHECK(st == FCL_ERROR_INVALID_ARGUMENT &&
+            strstr(fcl_context_last_error(ctx), "cu_seqlens_q_host"),
+        "a host copy without its buffer: %s '%s'", fcl_status_string(st),
+        fcl_context_last_error(ctx));
+
+  /* RWKV6 over the same packed tokens (r, k, w from x; v, o of K). */
+  fcl_rwkv6_desc rd = FCL_RWKV6_DESC_INIT;
+  rd.batch = 2, rd.seqlen = 9, rd.heads = H, rd.head_dim_k = rd.head_dim_v = K;
+  rd.cu_seqlens = bcu;
+  float u[H * K];
+  for (int i = 0; i < H * K; ++i) u[i] = (float)tu_rng_range(&r, -1, 1);
+  cl_mem bu = tu_buffer_from(cc, q, u, sizeof u);
+  fcl_tensor rt[5];
+  for (int i = 0; i < 5; ++i)
+    rt[i] = (fcl_tensor){i < 4 ? bx : bo, i < 4 ? (size_t)i * N * H * K * 4 : 0, FCL_F32,
+                         {0, H * K, K, 1}};
+  /* w must be negative (log decay): the fourth view reads x in [-1, 1) */
+  tu_buffer_repoison(q, bo, sizeof got);
+  st = fcl_rwkv6_forward(ctx, &rd, &rt[0], &rt[1], &rt[2], &rt[3], bu, NULL, &rt[4], NULL);
+  tu_buffer_read(q, bo, want, N * H * K * 4);
+  rd.cu_seqlens_host = cu;
+  made = ctx->plans_made;
+  for (int run = 0; run < 2; ++run) {
+    tu_buffer_repoison(q, bo, sizeof got);
+    const fcl_status s2 =
+        fcl_rwkv6_forward(ctx, &rd, &rt[0], &rt[1], &rt[2], &rt[3], bu, NULL, &rt[4], NULL);
+    tu_buffer_read(q, bo, got, N * H * K * 4);
+    CHECK(st == FCL_OK && s2 == FCL_OK && !memcmp(got, want, N * H * K * 4),
+          "rwkv6 varlen with the host copy, run %d: %s, or other bits", run,
+          fcl_context_last_error(ctx));
+  }
+  CHECK(ctx->plans_made == made + 1, "rwkv6 varlen with the host copy: %ld plans made",
+        ctx->plans_made - made);
+  printf("varlen with host copies of cu_seqlens: %s\n", failures ? "FAIL" : "ok");
+  cl_mem m[] = {bx, bcu, bo, bu};
+  for (size_t i = 0; i < sizeof m / sizeof m[0]; ++i) clReleaseMemObject(m[i]);
+}
+
 /* The other calls' plans: run, they give the call's bits; the call twice
  * reuses its plan. */
 static void test_other_plans(fcl_context *ctx) {
@@ -564,6 +653,7 @@ int main(void) {
   test_released_buffers(ctx, FCL_F32);
   test_public_plans(ctx);
   test_other_plans(ctx);
+  test_varlen_host(ctx);
   fcl_context_destroy(ctx);
   printf("%s\n", failures ? "FAILED" : "PASSED");
   return failures ? 1 : 0;

@@ -18,7 +18,7 @@ static fcl_status check_positive(fcl_context *ctx, const char *name, int64_t v,
 
 static const fcl_desc_kind attention_desc_kind = {
     "fcl_attention_desc", "FCL_ATTENTION_DESC_INIT",
-    offsetof(fcl_attention_desc, diag_shift) + sizeof(int64_t), sizeof(fcl_attention_desc)};
+    offsetof(fcl_attention_desc, cu_seqlens_k_host) + sizeof(void *), sizeof(fcl_attention_desc)};
 
 fcl_status fcl_attention_desc_in(fcl_context *ctx, const fcl_attention_desc **d,
                                  fcl_attention_desc *own) {
@@ -85,6 +85,10 @@ fcl_status fcl_check_attention(fcl_context *ctx, const fcl_attention_desc *d,
   if (s != FCL_OK) return s;
   *p = (fcl_attention_problem){.d = d, .q = q, .k = k, .v = v, .o = o};
   p->varlen = d->cu_seqlens_q || d->cu_seqlens_k;
+  if (!p->varlen && (d->cu_seqlens_q_host || d->cu_seqlens_k_host))
+    return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
+                    "%s: is set while cu_seqlens_q and cu_seqlens_k are NULL (not varlen)",
+                    d->cu_seqlens_q_host ? "cu_seqlens_q_host" : "cu_seqlens_k_host");
   p->total_q = d->batch * d->seqlen_q;
   p->total_k = d->batch * d->seqlen_k;
   if (p->varlen) {
@@ -93,10 +97,12 @@ fcl_status fcl_check_attention(fcl_context *ctx, const fcl_attention_desc *d,
                       "%s: is NULL while %s is set; varlen needs both",
                       d->cu_seqlens_q ? "cu_seqlens_k" : "cu_seqlens_q",
                       d->cu_seqlens_q ? "cu_seqlens_q" : "cu_seqlens_k");
-    if ((s = fcl_check_cu_seqlens(ctx, d->cu_seqlens_q, "cu_seqlens_q", d->batch,
-                              d->seqlen_q, &p->total_q)) ||
-        (s = fcl_check_cu_seqlens(ctx, d->cu_seqlens_k, "cu_seqlens_k", d->batch,
-                              d->seqlen_k, &p->total_k)))
+    if ((s = fcl_check_cu_seqlens(ctx, d->cu_seqlens_q, d->cu_seqlens_q_host,
+                                  d->cu_seqlens_q_host ? "cu_seqlens_q_host" : "cu_seqlens_q",
+                                  d->batch, d->seqlen_q, &p->total_q)) ||
+        (s = fcl_check_cu_seqlens(ctx, d->cu_seqlens_k, d->cu_seqlens_k_host,
+                                  d->cu_seqlens_k_host ? "cu_seqlens_k_host" : "cu_seqlens_k",
+                                  d->batch, d->seqlen_k, &p->total_k)))
       return s;
   }
 

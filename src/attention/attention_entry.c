@@ -16,7 +16,7 @@ fcl_status fcl_attention_run(fcl_context *ctx, const fcl_attention_problem *p, b
   }
 }
 
-_Static_assert(sizeof(void *) != 8 || sizeof(fcl_attention_desc) == 128,
+_Static_assert(sizeof(void *) != 8 || sizeof(fcl_attention_desc) == 144,
                "a new field of fcl_attention_desc: key it");
 void fcl_key_attention_desc(fcl_key *key, const fcl_attention_desc *d) {
   if (!d) {
@@ -32,6 +32,8 @@ void fcl_key_attention_desc(fcl_key *key, const fcl_attention_desc *d) {
   fcl_key_mem(key, d->alibi_slopes);
   fcl_key_mem(key, d->cu_seqlens_q);
   fcl_key_mem(key, d->cu_seqlens_k);
+  fcl_key_host_ints(key, d->cu_seqlens_q_host, d->batch + 1);
+  fcl_key_host_ints(key, d->cu_seqlens_k_host, d->batch + 1);
 }
 
 /* One call's arguments (the backward's four NULL in a forward). */

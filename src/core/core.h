@@ -276,6 +276,8 @@ void fcl_key_i64(fcl_key *key, int64_t v);
 void fcl_key_f32(fcl_key *key, float v);
 void fcl_key_mem(fcl_key *key, cl_mem m);          /* the handle (NULL allowed) */
 void fcl_key_tensor(fcl_key *key, const fcl_tensor *t); /* NULL allowed */
+/* n ints of the caller's host memory (NULL allowed): their values. */
+void fcl_key_host_ints(fcl_key *key, const int32_t *v, int64_t n);
 /* A public call: its plan from the context's cache when the key was seen,
  * else run (validation, choice, launches) while recording a plan that the
  * cache keeps. */
@@ -331,10 +333,13 @@ size_t     fcl_buffer_size(cl_mem buf);
 /* Whether a view's offset and strides (strides[0] unless varlen) are
  * multiples of n elements of esize bytes. */
 bool       fcl_tensor_aligned(const fcl_tensor *t, size_t esize, bool varlen, int64_t n);
-/* Reads and checks cu_seqlens (int32 [batch + 1], non-decreasing from >= 0,
- * no sequence longer than max_len); *total = its last entry. Blocking. */
-fcl_status fcl_check_cu_seqlens(fcl_context *ctx, cl_mem buf, const char *name,
-                                int64_t batch, int64_t max_len, int64_t *total);
+/* Checks cu_seqlens (int32 [batch + 1], non-decreasing from >= 0, no
+ * sequence longer than max_len) from the caller's host copy, or else read
+ * back from buf (blocking; the plan then depends on device data); *total =
+ * its last entry. */
+fcl_status fcl_check_cu_seqlens(fcl_context *ctx, cl_mem buf, const int32_t *host,
+                                const char *name, int64_t batch, int64_t max_len,
+                                int64_t *total);
 /* mma_probe.c: whether the tensor-core helpers work for dtype t on this
  * device (probed once per context and dtype; FCL_DISABLE_FASTPATH turns
  * them off, FCL_MMA_EMULATE on anywhere), and the build options their

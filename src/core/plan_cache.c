@@ -38,6 +38,19 @@ void fcl_key_mem(fcl_key *key, cl_mem m) {
   else key->mem[key->nmem++] = m;
 }
 
+void fcl_key_host_ints(fcl_key *key, const int32_t *v, int64_t n) {
+  if (!v) {
+    fcl_key_i64(key, -1);
+    return;
+  }
+  if (n < 1 || n > (int64_t)(FCL_KEY_MAX / sizeof *v)) { /* invalid, or too long to key */
+    key->ok = false;
+    return;
+  }
+  fcl_key_i64(key, n);
+  fcl_key_bytes(key, v, (size_t)n * sizeof *v);
+}
+
 void fcl_key_tensor(fcl_key *key, const fcl_tensor *t) {
   if (!t) {
     fcl_key_i64(key, -1);

@@ -3,6 +3,7 @@
 
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 
 size_t fcl_buffer_size(cl_mem buf) {
   size_t size = 0;
@@ -109,22 +110,25 @@ fcl_status fcl_check_tensor(fcl_context *ctx, const fcl_tensor *t,
   return FCL_OK;
 }
 
-/* Reads and checks cu_seqlens (int32 [batch + 1]: non-decreasing, from >= 0,
- * no sequence longer than max_len); *total = its last entry. */
-fcl_status fcl_check_cu_seqlens(fcl_context *ctx, cl_mem buf, const char *name,
-                                   int64_t batch, int64_t max_len, int64_t *total) {
-  /* What the call does now depends on the buffer's contents: a cached
-   * plan would not see them change. */
-  fcl_plan_depends_on_device_data(ctx);
+fcl_status fcl_check_cu_seqlens(fcl_context *ctx, cl_mem buf, const int32_t *host,
+                                const char *name, int64_t batch, int64_t max_len,
+                                int64_t *total) {
   fcl_status s = fcl_check_buffer(ctx, buf, name, (size_t)(batch + 1) * 4);
   if (s != FCL_OK) return s;
   int32_t *cu = malloc((size_t)(batch + 1) * sizeof *cu);
   if (!cu) return fcl_fail(ctx, FCL_ERROR_OUT_OF_MEMORY, "%s: host copy", name);
-  cl_int err = clEnqueueReadBuffer(ctx->queue, buf, CL_TRUE, 0,
-                                   (size_t)(batch + 1) * 4, cu, 0, NULL, NULL);
-  if (err != CL_SUCCESS) {
-    free(cu);
-    return fcl_fail_cl(ctx, err, "reading cu_seqlens");
+  if (host) {
+    memcpy(cu, host, (size_t)(batch + 1) * sizeof *cu);
+  } else {
+    /* What the call does now depends on the buffer's contents: a cached
+     * plan would not see them change. */
+    fcl_plan_depends_on_device_data(ctx);
+    cl_int err = clEnqueueReadBuffer(ctx->queue, buf, CL_TRUE, 0,
+                                     (size_t)(batch + 1) * 4, cu, 0, NULL, NULL);
+    if (err != CL_SUCCESS) {
+      free(cu);
+      return fcl_fail_cl(ctx, err, "reading cu_seqlens");
+    }
   }
   s = FCL_OK;
   if (cu[0] < 0)

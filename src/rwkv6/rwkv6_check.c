@@ -20,7 +20,7 @@ fcl_status fcl_check_rwkv6_view(fcl_context *ctx, const fcl_rwkv6_desc *d,
 
 static const fcl_desc_kind rwkv6_desc_kind = {
     "fcl_rwkv6_desc", "FCL_RWKV6_DESC_INIT",
-    offsetof(fcl_rwkv6_desc, algorithm) + sizeof(fcl_rwkv6_algorithm), sizeof(fcl_rwkv6_desc)};
+    offsetof(fcl_rwkv6_desc, cu_seqlens_host) + sizeof(void *), sizeof(fcl_rwkv6_desc)};
 
 fcl_status fcl_rwkv6_desc_in(fcl_context *ctx, const fcl_rwkv6_desc **d, fcl_rwkv6_desc *own) {
   if (!*d) return FCL_OK;
@@ -59,8 +59,13 @@ fcl_status fcl_check_rwkv6(fcl_context *ctx, const fcl_rwkv6_desc *d,
   fcl_status s = fcl_check_rwkv6_desc(ctx, d);
   if (s != FCL_OK) return s;
   p->varlen = d->cu_seqlens != NULL;
+  if (!p->varlen && d->cu_seqlens_host)
+    return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
+                    "cu_seqlens_host: is set while cu_seqlens is NULL (not varlen)");
   p->ntok = d->batch * d->seqlen;
-  if (p->varlen && (s = fcl_check_cu_seqlens(ctx, d->cu_seqlens, "cu_seqlens",
+  if (p->varlen && (s = fcl_check_cu_seqlens(ctx, d->cu_seqlens, d->cu_seqlens_host,
+                                             d->cu_seqlens_host ? "cu_seqlens_host"
+                                                                : "cu_seqlens",
                                              d->batch, d->seqlen, &p->ntok)))
     return s;
   if ((s = fcl_check_rwkv6_view(ctx, d, p, r, "r", false, NULL)) ||

@@ -19,9 +19,11 @@ typedef struct {
   float   softcap;
   cl_mem  alibi_slopes, cu_seqlens_q, cu_seqlens_k;
   int64_t diag_shift;
+  const int32_t *cu_seqlens_q_host, *cu_seqlens_k_host;
 } abi020_attention_desc;
 #define ABI020_ATTENTION_DESC_INIT \
-  { sizeof(abi020_attention_desc), 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, -1, -1, 0.0f, NULL, NULL, NULL, 0 }
+  { sizeof(abi020_attention_desc), 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, -1, -1, 0.0f, NULL, NULL, NULL, 0, \
+    NULL, NULL }
 
 typedef struct {
   size_t  size;
@@ -49,7 +51,8 @@ typedef struct {
   int     reverse;
   cl_mem  cu_seqlens;
   int     algorithm;
+  const int32_t *cu_seqlens_host;
 } abi020_rwkv6_desc;
-#define ABI020_RWKV6_DESC_INIT { sizeof(abi020_rwkv6_desc), 0, 0, 0, 0, 0, 0.0f, 0, NULL, 0 }
+#define ABI020_RWKV6_DESC_INIT { sizeof(abi020_rwkv6_desc), 0, 0, 0, 0, 0, 0.0f, 0, NULL, 0, NULL }
 
 #endif
