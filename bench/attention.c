@@ -115,6 +115,8 @@ static fcl_attention_desc make_desc(const shape *s, const inputs *in) {
   d.batch = s->b, d.seqlen_q = s->sq, d.seqlen_k = s->sk, d.heads_q = s->h;
   d.heads_kv = s->hkv, d.head_dim = s->d, d.head_dim_v = s->dv, d.causal = s->causal;
   d.cu_seqlens_q = d.cu_seqlens_k = in->bcu;
+  /* varlen: the host copy as well, as an engine gives it (no read back) */
+  d.cu_seqlens_q_host = d.cu_seqlens_k_host = in->bcu ? s->cu : NULL;
   return d;
 }
 
