@@ -73,8 +73,9 @@ static fcl_status plans(fcl_context *ctx, const fcl_tuning_class *c, bool *runs)
     fcl_attention_desc d = FCL_ATTENTION_DESC_INIT;
     d.batch = 1, d.seqlen_q = d.seqlen_k = len, d.heads_q = d.heads_kv = 1;
     d.head_dim = c->head_dim, d.head_dim_v = c->head_dim_v, d.causal = c->causal;
-    fcl_attention_plan pl;
-    s = fcl_attention_plan_make(ctx, &d, c->dtype, v->op == FCL_TUNING_ATTENTION_BWD, 0, &pl);
+    const fcl_attention_problem p = {.d = &d, .dtype = c->dtype};
+    fcl_variant_plan pl;
+    s = fcl_attention_plan_make(ctx, &p, v->op == FCL_TUNING_ATTENTION_BWD, &pl);
     *runs = s == FCL_OK && pl.cls.variant == v;
   } else if (v->op == FCL_TUNING_ATTENTION_DECODE) {
     /* The tensor-core kernel where it suits the class, else the portable
@@ -94,10 +95,11 @@ static fcl_status plans(fcl_context *ctx, const fcl_tuning_class *c, bool *runs)
      * fa-tune times it at the bucket's length, which its override lets it
      * run (launches of a few positions each). */
     if (v == &fcl_variant_rwkv6_step) d.seqlen = 1, d.algorithm = FCL_RWKV6_AUTO;
-    fcl_rwkv6_plan pl;
-    s = fcl_rwkv6_plan_make(ctx, &d, c->dtype,
-                            v->op == FCL_TUNING_RWKV6_BWD || v->op == FCL_TUNING_RWKV6_BWD_CHUNKED,
-                            NULL, &pl);
+    fcl_rwkv6_problem p;
+    fcl_variant_plan pl;
+    fcl_rwkv6_problem_of(&d, c->dtype, &p);
+    s = fcl_rwkv6_plan_make(
+        ctx, &p, v->op == FCL_TUNING_RWKV6_BWD || v->op == FCL_TUNING_RWKV6_BWD_CHUNKED, &pl);
     *runs = s == FCL_OK && pl.cls.variant == v &&
             (v != &fcl_variant_rwkv6_step || c->bucket == 0);
   }
