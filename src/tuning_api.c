@@ -1,35 +1,75 @@
-/* flashcl_tuning.h: the variants of every operation in one registry, and
- * what fa-tune and the tests ask of them. This file stands above the
- * operations (src/README.md): it is the only one that knows them all. */
+/* flashcl_tuning.h: the variants of every operation in one registry, made
+ * of the operations' tables, and what fa-tune and the tests ask of them.
+ * This file stands above the operations (src/README.md): it is the only
+ * one that knows them all. */
 #include "attention/attention.h"
 #include "rwkv6/rwkv6.h"
 
 #include <string.h>
 
+/* Every operation's tables: the registry of variants is made of their
+ * rows, so that a new variant is one new row. */
+static const fcl_variant_table *const tables[] = {
+    &fcl_attention_fwd_table, &fcl_attention_bwd_table, &fcl_rwkv6_fwd_table,
+    &fcl_rwkv6_bwd_table,     &fcl_kvcache_table};
+
 /* Tuning order: what the library runs most first, so that a budget spent
  * early (builds cost seconds a candidate on some drivers) leaves the less
- * used classes untuned, not the forward: the forwards, the attention
- * backward, the RWKV6 step (decoding), recurrent forward and backward, the
- * chunked RWKV6 backward and forward. */
-static const fcl_variant *const registry[] = {
-    &fcl_variant_attention_fwd_mma, &fcl_variant_attention_fwd_wgmma,
-    &fcl_variant_attention_fwd_cpu, &fcl_variant_attention_fwd,     &fcl_variant_attention_bwd_wgmma, &fcl_variant_attention_bwd_mma,
-    &fcl_variant_attention_bwd,     &fcl_variant_rwkv6_step, &fcl_variant_rwkv6_recurrent,
-    &fcl_variant_rwkv6_bwd,         &fcl_variant_rwkv6_bwd_chunked_mma,
-    &fcl_variant_rwkv6_bwd_chunked, &fcl_variant_rwkv6_chunked_mma,
-    &fcl_variant_rwkv6_chunked,
-    &fcl_variant_attention_decode_mma, &fcl_variant_attention_decode};
+ * used classes untuned, not the forward: the attention forwards, the
+ * attention backward, the RWKV6 step (decoding) and recurrent forward, the
+ * recurrent backward, the chunked RWKV6 backward and forward, decoding
+ * against a KV cache; within one, the tables' order. What is not named
+ * here comes last. */
+static const fcl_tuning_op order[] = {
+    FCL_TUNING_ATTENTION_FWD, FCL_TUNING_ATTENTION_BWD,    FCL_TUNING_RWKV6_RECURRENT,
+    FCL_TUNING_RWKV6_BWD,     FCL_TUNING_RWKV6_BWD_CHUNKED, FCL_TUNING_RWKV6_CHUNKED,
+    FCL_TUNING_ATTENTION_DECODE};
 
-int fcl_variant_count(void) { return (int)FCL_COUNT(registry); }
+static int rank(fcl_tuning_op op) {
+  int r = 0;
+  while (r < (int)FCL_COUNT(order) && order[r] != op) ++r;
+  return r;
+}
+
+/* Whether the row is its variant's first in the tables (a variant may
+ * have several rows, and serve several tables). */
+static bool first_row(int ti, int ri) {
+  const fcl_variant *v = tables[ti]->rows[ri].variant;
+  for (int t = 0; t <= ti; ++t)
+    for (int r = 0; r < (t == ti ? ri : tables[t]->nrows); ++r)
+      if (tables[t]->rows[r].variant == v) return false;
+  return true;
+}
+
+/* The variant at place i in tuning order (name NULL), or the one named
+ * name; its place in *n. Without either, *n counts them all. */
+static const fcl_variant *walk(int i, const char *name, int *n) {
+  *n = 0;
+  for (int k = 0; k <= (int)FCL_COUNT(order); ++k)
+    for (int ti = 0; ti < (int)FCL_COUNT(tables); ++ti)
+      for (int ri = 0; ri < tables[ti]->nrows; ++ri) {
+        const fcl_variant *v = tables[ti]->rows[ri].variant;
+        if (rank(v->op) != k || !first_row(ti, ri)) continue;
+        if (name ? strcmp(v->name, name) == 0 : *n == i) return v;
+        ++*n;
+      }
+  return NULL;
+}
+
+int fcl_variant_count(void) {
+  int n;
+  walk(-1, NULL, &n);
+  return n;
+}
 
 const fcl_variant *fcl_variant_at(int i) {
-  return i >= 0 && i < fcl_variant_count() ? registry[i] : NULL;
+  int n;
+  return i >= 0 ? walk(i, NULL, &n) : NULL;
 }
 
 const fcl_variant *fcl_variant_find(const char *name) {
-  for (int i = 0; i < fcl_variant_count(); ++i)
-    if (strcmp(registry[i]->name, name) == 0) return registry[i];
-  return NULL;
+  int n;
+  return name ? walk(-1, name, &n) : NULL;
 }
 
 const char   *fcl_variant_name(const fcl_variant *v) { return v->name; }
@@ -73,8 +113,9 @@ static fcl_status plans(fcl_context *ctx, const fcl_tuning_class *c, bool *runs)
     fcl_attention_desc d = FCL_ATTENTION_DESC_INIT;
     d.batch = 1, d.seqlen_q = d.seqlen_k = len, d.heads_q = d.heads_kv = 1;
     d.head_dim = c->head_dim, d.head_dim_v = c->head_dim_v, d.causal = c->causal;
-    fcl_attention_plan pl;
-    s = fcl_attention_plan_make(ctx, &d, c->dtype, v->op == FCL_TUNING_ATTENTION_BWD, 0, &pl);
+    const fcl_attention_problem p = {.d = &d, .dtype = c->dtype};
+    fcl_variant_plan pl;
+    s = fcl_attention_plan_make(ctx, &p, v->op == FCL_TUNING_ATTENTION_BWD, &pl);
     *runs = s == FCL_OK && pl.cls.variant == v;
   } else if (v->op == FCL_TUNING_ATTENTION_DECODE) {
     /* The tensor-core kernel where it suits the class, else the portable
@@ -94,10 +135,11 @@ static fcl_status plans(fcl_context *ctx, const fcl_tuning_class *c, bool *runs)
      * fa-tune times it at the bucket's length, which its override lets it
      * run (launches of a few positions each). */
     if (v == &fcl_variant_rwkv6_step) d.seqlen = 1, d.algorithm = FCL_RWKV6_AUTO;
-    fcl_rwkv6_plan pl;
-    s = fcl_rwkv6_plan_make(ctx, &d, c->dtype,
-                            v->op == FCL_TUNING_RWKV6_BWD || v->op == FCL_TUNING_RWKV6_BWD_CHUNKED,
-                            NULL, &pl);
+    fcl_rwkv6_problem p;
+    fcl_variant_plan pl;
+    fcl_rwkv6_problem_of(&d, c->dtype, &p);
+    s = fcl_rwkv6_plan_make(
+        ctx, &p, v->op == FCL_TUNING_RWKV6_BWD || v->op == FCL_TUNING_RWKV6_BWD_CHUNKED, &pl);
     *runs = s == FCL_OK && pl.cls.variant == v &&
             (v != &fcl_variant_rwkv6_step || c->bucket == 0);
   }

@@ -71,52 +71,18 @@ void fcl_attention_bwd_args(fcl_args *a, const fcl_attention_problem *p, cl_mem 
 /* The FCL_ATTN_* flags of a problem (lse, alibi, varlen). */
 cl_int fcl_attention_flags(const fcl_attention_problem *p);
 
-/* One row of a pass's table of kernel variants. */
-typedef struct fcl_attention_plan fcl_attention_plan;
-typedef struct {
-  const fcl_variant *variant;
-  /* Whether the row takes problems like d in dtype on this device (may
-   * probe the device once); NULL: always. */
-  fcl_status (*applies)(fcl_context *ctx, const fcl_attention_desc *d, fcl_dtype dtype,
-                        bool *yes);
-  /* A configuration that is not valid here moves on to the next row (the
-   * tensor cores' tiles may not fit); otherwise the build says. */
-  bool skip_invalid;
-  /* Build options after the parameters (NULL: none). */
-  const char *(*options_tail)(const fcl_context *ctx, fcl_dtype dtype);
-  /* Enqueues the pass; *fallback when its kernels do not build here and
-   * the next row should run instead (nothing was enqueued). */
-  fcl_status (*launch)(fcl_context *ctx, const fcl_attention_plan *pl,
-                       const fcl_attention_problem *p, bool *fallback);
-} fcl_attention_row;
-
-/* What one call runs: the row, its class, configuration (and where it came
- * from) and build options. */
-struct fcl_attention_plan {
-  const fcl_attention_row *row;
-  int                      index; /* of row in its table */
-  fcl_tuning_class         cls;
-  fcl_config               cfg;
-  char                     from[512];
-  char                     options[512];
-};
-
-/* attention_plan.c: the plan for a problem of d in dtype, from row `first`
- * of the pass's table on. fcl_attention_config() reports it; the entry
- * points run it. */
-fcl_status fcl_attention_plan_make(fcl_context *ctx, const fcl_attention_desc *d,
-                                   fcl_dtype dtype, bool backward, int first,
-                                   fcl_attention_plan *pl);
-/* The class of a problem for one variant. */
+/* attention_plan.c: the tables of the forward and the backward (their
+ * problems: fcl_attention_problem, whose d and dtype alone are set in
+ * config queries), the plan of a pass (what fcl_attention_config()
+ * reports and the entry points run) and the class of a problem. */
+extern const fcl_variant_table fcl_attention_fwd_table;
+extern const fcl_variant_table fcl_attention_bwd_table;
+fcl_status fcl_attention_plan_make(fcl_context *ctx, const fcl_attention_problem *p,
+                                   bool backward, fcl_variant_plan *pl);
 void fcl_attention_class(const fcl_attention_desc *d, fcl_dtype dtype, const fcl_variant *v,
                          fcl_tuning_class *cls);
-/* The tables, for the variant registry (tuning_api.c). */
-extern const fcl_attention_row fcl_attention_fwd_rows[];
-extern const int               fcl_attention_fwd_nrows;
-extern const fcl_attention_row fcl_attention_bwd_rows[];
-extern const int               fcl_attention_bwd_nrows;
 
-/* The variants (one file each). */
+/* The variants (one file each), their rows' predicates and launches. */
 extern const fcl_variant fcl_variant_attention_fwd;     /* attention_fwd.c     */
 extern const fcl_variant fcl_variant_attention_fwd_cpu; /* attention_fwd_cpu.c */
 extern const fcl_variant fcl_variant_attention_fwd_mma; /* attention_fwd_mma.c */
@@ -124,31 +90,27 @@ extern const fcl_variant fcl_variant_attention_fwd_wgmma; /* attention_fwd_wgmma
 extern const fcl_variant fcl_variant_attention_bwd;     /* attention_bwd.c     */
 extern const fcl_variant fcl_variant_attention_bwd_mma; /* attention_bwd_mma.c */
 extern const fcl_variant fcl_variant_attention_bwd_wgmma; /* attention_bwd_wgmma.c */
-fcl_status fcl_attention_fwd_launch(fcl_context *ctx, const fcl_attention_plan *pl,
-                                    const fcl_attention_problem *p, bool *fallback);
-fcl_status fcl_attention_fwd_cpu_applies(fcl_context *ctx, const fcl_attention_desc *d,
-                                         fcl_dtype dtype, bool *yes);
-const char *fcl_attention_fwd_cpu_tail(const fcl_context *ctx, fcl_dtype t); /* "-w" */
-fcl_status fcl_attention_fwd_cpu_launch(fcl_context *ctx, const fcl_attention_plan *pl,
-                                        const fcl_attention_problem *p, bool *fallback);
-fcl_status fcl_attention_fwd_mma_applies(fcl_context *ctx, const fcl_attention_desc *d,
-                                         fcl_dtype dtype, bool *yes);
-fcl_status fcl_attention_fwd_mma_launch(fcl_context *ctx, const fcl_attention_plan *pl,
-                                        const fcl_attention_problem *p, bool *fallback);
-fcl_status fcl_attention_fwd_wgmma_applies(fcl_context *ctx, const fcl_attention_desc *d,
-                                           fcl_dtype dtype, bool *yes);
-fcl_status fcl_attention_fwd_wgmma_launch(fcl_context *ctx, const fcl_attention_plan *pl,
-                                          const fcl_attention_problem *p, bool *fallback);
-fcl_status fcl_attention_bwd_launch(fcl_context *ctx, const fcl_attention_plan *pl,
-                                    const fcl_attention_problem *p, bool *fallback);
-fcl_status fcl_attention_bwd_mma_applies(fcl_context *ctx, const fcl_attention_desc *d,
-                                         fcl_dtype dtype, bool *yes);
-fcl_status fcl_attention_bwd_mma_launch(fcl_context *ctx, const fcl_attention_plan *pl,
-                                        const fcl_attention_problem *p, bool *fallback);
-fcl_status fcl_attention_bwd_wgmma_applies(fcl_context *ctx, const fcl_attention_desc *d,
-                                           fcl_dtype dtype, bool *yes);
-fcl_status fcl_attention_bwd_wgmma_launch(fcl_context *ctx, const fcl_attention_plan *pl,
-                                          const fcl_attention_problem *p, bool *fallback);
+fcl_status fcl_attention_fwd_launch(fcl_context *ctx, const fcl_variant_plan *pl,
+                                    const void *problem, bool *fallback);
+fcl_status fcl_attention_fwd_cpu_applies(fcl_context *ctx, const void *problem, fcl_fit *fit);
+void       fcl_attention_fwd_cpu_options(const fcl_context *ctx, const void *problem,
+                                         fcl_build_extra *x); /* "-w" */
+fcl_status fcl_attention_fwd_cpu_launch(fcl_context *ctx, const fcl_variant_plan *pl,
+                                        const void *problem, bool *fallback);
+fcl_status fcl_attention_fwd_mma_applies(fcl_context *ctx, const void *problem, fcl_fit *fit);
+fcl_status fcl_attention_fwd_mma_launch(fcl_context *ctx, const fcl_variant_plan *pl,
+                                        const void *problem, bool *fallback);
+fcl_status fcl_attention_fwd_wgmma_applies(fcl_context *ctx, const void *problem, fcl_fit *fit);
+fcl_status fcl_attention_fwd_wgmma_launch(fcl_context *ctx, const fcl_variant_plan *pl,
+                                          const void *problem, bool *fallback);
+fcl_status fcl_attention_bwd_launch(fcl_context *ctx, const fcl_variant_plan *pl,
+                                    const void *problem, bool *fallback);
+fcl_status fcl_attention_bwd_mma_applies(fcl_context *ctx, const void *problem, fcl_fit *fit);
+fcl_status fcl_attention_bwd_mma_launch(fcl_context *ctx, const fcl_variant_plan *pl,
+                                        const void *problem, bool *fallback);
+fcl_status fcl_attention_bwd_wgmma_applies(fcl_context *ctx, const void *problem, fcl_fit *fit);
+fcl_status fcl_attention_bwd_wgmma_launch(fcl_context *ctx, const fcl_variant_plan *pl,
+                                          const void *problem, bool *fallback);
 
 /* attention_bwd_mma.c, shared with the wgmma backward, whose kernels for
  * heads with inf or NaN are the mma.sync row's at its defaults: that
@@ -177,7 +139,7 @@ typedef struct {
   bool                     needs_cp_async;
   fcl_attention_bwd_kernel dq[2], dkdv[2];
 } fcl_attention_bwd_kernels;
-fcl_status fcl_attention_bwd_mma_run(fcl_context *ctx, const fcl_attention_plan *pl,
+fcl_status fcl_attention_bwd_mma_run(fcl_context *ctx, const fcl_variant_plan *pl,
                                      const fcl_attention_problem *p,
                                      const fcl_attention_bwd_kernels *kn, bool *fallback);
 
@@ -229,10 +191,9 @@ fcl_status fcl_kvcache_append(fcl_context *ctx, cl_kernel k, const fcl_kvcache_p
  * page size, pages, pages a sequence. */
 void fcl_kvcache_layout_args(fcl_args *a, const fcl_kvcache_desc *d);
 extern const fcl_variant fcl_variant_attention_decode;
-void fcl_kvcache_class(const fcl_kvcache_problem *p, const fcl_variant *v,
-                       fcl_tuning_class *cls);
-fcl_status fcl_kvcache_decode_launch(fcl_context *ctx, const fcl_tuning_class *cls,
-                                     const fcl_config *cfg, const fcl_kvcache_problem *p);
+void fcl_kvcache_class(const void *problem, const fcl_variant *v, fcl_tuning_class *cls);
+fcl_status fcl_kvcache_decode_launch(fcl_context *ctx, const fcl_variant_plan *pl,
+                                     const void *problem, bool *fallback);
 /* What runs a decode kernel (either variant): its name, work-group, keys
  * a block of the work-group, query rows a tile, the most rows its
  * configuration allows, and the splits' choice (work-groups a compute unit
@@ -259,23 +220,26 @@ void fcl_kvcache_from_forward(const fcl_attention_problem *p, fcl_kvcache_desc *
 extern const fcl_variant fcl_variant_attention_decode_mma;
 bool       fcl_kvcache_mma_suits(fcl_context *ctx, fcl_dtype dtype, int64_t head_dim,
                                  int64_t head_dim_v);
-bool       fcl_kvcache_mma_applies(fcl_context *ctx, const fcl_kvcache_problem *p);
-fcl_status fcl_kvcache_mma_launch(fcl_context *ctx, const fcl_tuning_class *cls,
-                                  const fcl_config *cfg, const fcl_kvcache_problem *p);
-fcl_status fcl_attention_fwd_decode_mma_applies(fcl_context *ctx, const fcl_attention_desc *d,
-                                                fcl_dtype dtype, bool *yes);
-fcl_status fcl_attention_fwd_decode_mma_launch(fcl_context *ctx, const fcl_attention_plan *pl,
-                                               const fcl_attention_problem *p, bool *fallback);
+fcl_status fcl_kvcache_mma_applies(fcl_context *ctx, const void *problem, fcl_fit *fit);
+fcl_status fcl_kvcache_mma_launch(fcl_context *ctx, const fcl_variant_plan *pl,
+                                  const void *problem, bool *fallback);
+fcl_status fcl_attention_fwd_decode_mma_applies(fcl_context *ctx, const void *problem,
+                                                fcl_fit *fit);
+fcl_status fcl_attention_fwd_decode_mma_launch(fcl_context *ctx, const fcl_variant_plan *pl,
+                                               const void *problem, bool *fallback);
 /* kvcache_prefill.c: many new rows run on the forward's kernels (the
  * tensor cores where they apply), over the cache or a contiguous copy. */
-bool       fcl_kvcache_prefill_applies(fcl_context *ctx, const fcl_kvcache_problem *p);
-fcl_status fcl_kvcache_prefill_launch(fcl_context *ctx, const fcl_tuning_class *cls,
-                                      const fcl_config *cfg, const fcl_kvcache_problem *p);
+fcl_status fcl_kvcache_prefill_applies(fcl_context *ctx, const void *problem, fcl_fit *fit);
+fcl_status fcl_kvcache_prefill_launch(fcl_context *ctx, const fcl_variant_plan *pl,
+                                      const void *problem, bool *fallback);
 /* The forward row: few query rows a kv head, many keys, no varlen. */
-fcl_status fcl_attention_fwd_decode_applies(fcl_context *ctx, const fcl_attention_desc *d,
-                                            fcl_dtype dtype, bool *yes);
-fcl_status fcl_attention_fwd_decode_launch(fcl_context *ctx, const fcl_attention_plan *pl,
-                                           const fcl_attention_problem *p, bool *fallback);
+fcl_status fcl_attention_fwd_decode_applies(fcl_context *ctx, const void *problem,
+                                            fcl_fit *fit);
+fcl_status fcl_attention_fwd_decode_launch(fcl_context *ctx, const fcl_variant_plan *pl,
+                                           const void *problem, bool *fallback);
+/* kvcache_entry.c: the table of fcl_attention_kvcache (problems:
+ * fcl_kvcache_problem). */
+extern const fcl_variant_table fcl_kvcache_table;
 
 /* nonfinite_flags.c: per-head inf/NaN flags for the tensor-core kernels. */
 typedef struct {

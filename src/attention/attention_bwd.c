@@ -127,8 +127,9 @@ const fcl_variant fcl_variant_attention_bwd = {
     {"HEAD_DIM", "HEAD_DIM_V"}, FCL_MAX_HEAD_DIM, true, FCL_PARAM_COUNT(PARAMS),
     FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, worth_trying, 0};
 
-fcl_status fcl_attention_bwd_launch(fcl_context *ctx, const fcl_attention_plan *pl,
-                                    const fcl_attention_problem *p, bool *fallback) {
+fcl_status fcl_attention_bwd_launch(fcl_context *ctx, const fcl_variant_plan *pl,
+                                    const void *problem, bool *fallback) {
+  const fcl_attention_problem *p = problem;
   const fcl_attention_desc *d = p->d;
   const bwd_params *c = FCL_CPARAMS(bwd_params, &pl->cfg);
   const fcl_variant *v = pl->cls.variant;

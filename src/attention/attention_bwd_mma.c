@@ -130,16 +130,19 @@ const fcl_variant fcl_variant_attention_bwd_mma = {
     {"HEAD_DIM", "HEAD_DIM_V"}, FCL_MAX_HEAD_DIM, true, FCL_PARAM_COUNT(PARAMS),
     FCL_PARAM_NAMES(PARAMS), fcl_attention_bwd_mma_defaults, valid, axes, point, NULL, 0};
 
-fcl_status fcl_attention_bwd_mma_applies(fcl_context *ctx, const fcl_attention_desc *d,
-                                         fcl_dtype dtype, bool *yes) {
-  if (dtype == FCL_F32) return *yes = false, FCL_OK;
-  return fcl_attention_mma_applies(ctx, d, dtype, yes);
+fcl_status fcl_attention_bwd_mma_applies(fcl_context *ctx, const void *problem, fcl_fit *fit) {
+  const fcl_attention_problem *p = problem;
+  bool yes = false;
+  fcl_status s =
+      p->dtype == FCL_F32 ? FCL_OK : fcl_attention_mma_applies(ctx, p->d, p->dtype, &yes);
+  *fit = fcl_fit_if(yes);
+  return s;
 }
 
 /* Enqueues delta, then dQ and dK/dV in both builds (FCL_NONFINITE 0, 1)
  * of the program kn names: the runner of this row and of the wgmma one
  * (attention_bwd_wgmma.c), which differ in their dQ and dK/dV kernels. */
-fcl_status fcl_attention_bwd_mma_run(fcl_context *ctx, const fcl_attention_plan *pl,
+fcl_status fcl_attention_bwd_mma_run(fcl_context *ctx, const fcl_variant_plan *pl,
                                      const fcl_attention_problem *p,
                                      const fcl_attention_bwd_kernels *kn, bool *fallback) {
   const fcl_attention_desc *d = p->d;
@@ -240,8 +243,9 @@ fcl_status fcl_attention_bwd_mma_run(fcl_context *ctx, const fcl_attention_plan 
   return FCL_OK;
 }
 
-fcl_status fcl_attention_bwd_mma_launch(fcl_context *ctx, const fcl_attention_plan *pl,
-                                        const fcl_attention_problem *p, bool *fallback) {
+fcl_status fcl_attention_bwd_mma_launch(fcl_context *ctx, const fcl_variant_plan *pl,
+                                        const void *problem, bool *fallback) {
+  const fcl_attention_problem *p = problem;
   const bmma_params *c = FCL_CPARAMS(bmma_params, &pl->cfg);
   const fcl_attention_bwd_kernel dq = {"fcl_attention_bwd_mma_dq", c->WARPS,
                                        16 * c->WARPS * c->MT, c->BLOCK_N, c->STAGES};

@@ -139,22 +139,26 @@ const fcl_variant fcl_variant_attention_bwd_wgmma = {
     {"HEAD_DIM", "HEAD_DIM_V"}, FCL_MAX_HEAD_DIM, true, FCL_PARAM_COUNT(PARAMS),
     FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, NULL, 0};
 
-fcl_status fcl_attention_bwd_wgmma_applies(fcl_context *ctx, const fcl_attention_desc *d,
-                                           fcl_dtype dtype, bool *yes) {
-  *yes = false;
-  if (dtype == FCL_F32 || !fcl_wgmma_n(d->head_dim) || !fcl_wgmma_n(d->head_dim_v))
+fcl_status fcl_attention_bwd_wgmma_applies(fcl_context *ctx, const void *problem, fcl_fit *fit) {
+  const fcl_attention_problem *p = problem;
+  bool yes = false;
+  fcl_status s = FCL_OK;
+  *fit = FCL_FIT_NO;
+  if (p->dtype == FCL_F32 || !fcl_wgmma_n(p->d->head_dim) || !fcl_wgmma_n(p->d->head_dim_v))
     return FCL_OK;
   /* Emulated, no device is a Hopper: only where an override names it (the
    * forced tests), as the wgmma forward. */
   if (ctx->info.mma_emulate && !fcl_tuning_overridden(ctx, &fcl_variant_attention_bwd_wgmma))
     return FCL_OK;
-  fcl_status s = fcl_attention_bwd_mma_applies(ctx, d, dtype, yes);
-  if (s || !*yes) return s;
-  return fcl_wgmma_ready(ctx, dtype, yes);
+  if (!(s = fcl_attention_mma_applies(ctx, p->d, p->dtype, &yes)) && yes)
+    s = fcl_wgmma_ready(ctx, p->dtype, &yes);
+  *fit = fcl_fit_if(yes);
+  return s;
 }
 
-fcl_status fcl_attention_bwd_wgmma_launch(fcl_context *ctx, const fcl_attention_plan *pl,
-                                          const fcl_attention_problem *p, bool *fallback) {
+fcl_status fcl_attention_bwd_wgmma_launch(fcl_context *ctx, const fcl_variant_plan *pl,
+                                          const void *problem, bool *fallback) {
+  const fcl_attention_problem *p = problem;
   const bwg_params *c = FCL_CPARAMS(bwg_params, &pl->cfg);
   fcl_config mma = {{0}}; /* the kernels of heads with inf or NaN */
   fcl_attention_bwd_mma_defaults(&ctx->info, &pl->cls, &mma);

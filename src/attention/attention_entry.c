@@ -4,16 +4,10 @@
 #include "attention/attention.h"
 
 fcl_status fcl_attention_run(fcl_context *ctx, const fcl_attention_problem *p, bool backward) {
-  fcl_status s;
-  if ((s = fcl_device_probe(ctx))) return s;
-  for (int first = 0;;) {
-    fcl_attention_plan pl;
-    bool fallback = false;
-    if ((s = fcl_attention_plan_make(ctx, p->d, p->dtype, backward, first, &pl)) ||
-        (s = pl.row->launch(ctx, &pl, p, &fallback)) || !fallback)
-      return s;
-    first = pl.index + 1;
-  }
+  fcl_status s = fcl_device_probe(ctx);
+  return s ? s
+           : fcl_variant_run(ctx, backward ? &fcl_attention_bwd_table : &fcl_attention_fwd_table,
+                             p);
 }
 
 _Static_assert(sizeof(void *) != 8 || sizeof(fcl_attention_desc) == 144,

@@ -151,8 +151,9 @@ const fcl_variant fcl_variant_attention_fwd = {
     {"HEAD_DIM", "HEAD_DIM_V"}, FCL_MAX_HEAD_DIM, true, FCL_PARAM_COUNT(PARAMS),
     FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, worth_trying, 0};
 
-fcl_status fcl_attention_fwd_launch(fcl_context *ctx, const fcl_attention_plan *pl,
-                                    const fcl_attention_problem *p, bool *fallback) {
+fcl_status fcl_attention_fwd_launch(fcl_context *ctx, const fcl_variant_plan *pl,
+                                    const void *problem, bool *fallback) {
+  const fcl_attention_problem *p = problem;
   const fcl_attention_desc *d = p->d;
   const fwd_params *c = FCL_CPARAMS(fwd_params, &pl->cfg);
   const fcl_variant *v = pl->cls.variant;

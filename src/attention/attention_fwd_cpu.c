@@ -20,13 +20,12 @@ static long private_floats(const cpu_params *c, int head_dim) {
   return ((long)c->QB * c->ROWS + c->KEY_CHUNK) * (head_dim + c->BLOCK_DV);
 }
 
-fcl_status fcl_attention_fwd_cpu_applies(fcl_context *ctx, const fcl_attention_desc *d,
-                                         fcl_dtype dtype, bool *yes) {
-  (void)d, (void)dtype;
+fcl_status fcl_attention_fwd_cpu_applies(fcl_context *ctx, const void *problem, fcl_fit *fit) {
+  (void)problem;
   /* llvmpipe stops work-items after a loop budget, which the portable
    * kernel's split-keys path respects. */
-  *yes = ctx->opt.cpu_kernel && ctx->info.is_cpu && !ctx->info.is_llvmpipe &&
-         ctx->info.loop_budget <= 0;
+  *fit = fcl_fit_if(ctx->opt.cpu_kernel && ctx->info.is_cpu && !ctx->info.is_llvmpipe &&
+                    ctx->info.loop_budget <= 0);
   return FCL_OK;
 }
 
@@ -95,13 +94,15 @@ const fcl_variant fcl_variant_attention_fwd_cpu = {
     FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, NULL, 0};
 
 /* PoCL warns about the vector code it cannot vectorise further. */
-const char *fcl_attention_fwd_cpu_tail(const fcl_context *ctx, fcl_dtype t) {
-  (void)ctx, (void)t;
-  return "-w";
+void fcl_attention_fwd_cpu_options(const fcl_context *ctx, const void *problem,
+                                   fcl_build_extra *x) {
+  (void)ctx, (void)problem;
+  x->tail = "-w";
 }
 
-fcl_status fcl_attention_fwd_cpu_launch(fcl_context *ctx, const fcl_attention_plan *pl,
-                                        const fcl_attention_problem *p, bool *fallback) {
+fcl_status fcl_attention_fwd_cpu_launch(fcl_context *ctx, const fcl_variant_plan *pl,
+                                        const void *problem, bool *fallback) {
+  const fcl_attention_problem *p = problem;
   const fcl_attention_desc *d = p->d;
   const cpu_params *c = FCL_CPARAMS(cpu_params, &pl->cfg);
   const fcl_variant *v = pl->cls.variant;

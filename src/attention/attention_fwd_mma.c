@@ -100,16 +100,21 @@ fcl_status fcl_attention_mma_applies(fcl_context *ctx, const fcl_attention_desc 
   return fcl_mma_ready(ctx, dtype, yes);
 }
 
-fcl_status fcl_attention_fwd_mma_applies(fcl_context *ctx, const fcl_attention_desc *d,
-                                         fcl_dtype dtype, bool *yes) {
+fcl_status fcl_attention_fwd_mma_applies(fcl_context *ctx, const void *problem, fcl_fit *fit) {
+  const fcl_attention_problem *p = problem;
+  bool yes = false;
   /* f32 in 3xTF32 unless FCL_F32_TENSOR_CORES=0 (on the H100 1.6x to 1.75x
    * the portable kernel, with its accuracy). */
-  if (dtype == FCL_F32 && !ctx->opt.f32_tensor_cores) return *yes = false, FCL_OK;
-  return fcl_attention_mma_applies(ctx, d, dtype, yes);
+  fcl_status s = p->dtype == FCL_F32 && !ctx->opt.f32_tensor_cores
+                     ? FCL_OK
+                     : fcl_attention_mma_applies(ctx, p->d, p->dtype, &yes);
+  *fit = fcl_fit_if(yes);
+  return s;
 }
 
-fcl_status fcl_attention_fwd_mma_launch(fcl_context *ctx, const fcl_attention_plan *pl,
-                                        const fcl_attention_problem *p, bool *fallback) {
+fcl_status fcl_attention_fwd_mma_launch(fcl_context *ctx, const fcl_variant_plan *pl,
+                                        const void *problem, bool *fallback) {
+  const fcl_attention_problem *p = problem;
   const fcl_attention_desc *d = p->d;
   const mma_params *c = FCL_CPARAMS(mma_params, &pl->cfg);
   const bool f32 = p->dtype == FCL_F32;

@@ -82,21 +82,26 @@ const fcl_variant fcl_variant_attention_fwd_wgmma = {
     {"HEAD_DIM", "HEAD_DIM_V"}, FCL_MAX_HEAD_DIM, true, FCL_PARAM_COUNT(PARAMS),
     FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, NULL, 0};
 
-fcl_status fcl_attention_fwd_wgmma_applies(fcl_context *ctx, const fcl_attention_desc *d,
-                                           fcl_dtype dtype, bool *yes) {
-  *yes = false;
-  if (dtype == FCL_F32 || d->head_dim % 16 || !fcl_wgmma_n(d->head_dim_v)) return FCL_OK;
+fcl_status fcl_attention_fwd_wgmma_applies(fcl_context *ctx, const void *problem, fcl_fit *fit) {
+  const fcl_attention_problem *p = problem;
+  const fcl_attention_desc *d = p->d;
+  bool yes = false;
+  fcl_status s = FCL_OK;
+  *fit = FCL_FIT_NO;
+  if (p->dtype == FCL_F32 || d->head_dim % 16 || !fcl_wgmma_n(d->head_dim_v)) return FCL_OK;
   /* Emulated, no device is a Hopper: only where an override names it (the
    * forced tests); the emulated forward stays mma.sync's. */
   if (ctx->info.mma_emulate && !fcl_tuning_overridden(ctx, &fcl_variant_attention_fwd_wgmma))
     return FCL_OK;
-  fcl_status s = fcl_attention_mma_applies(ctx, d, dtype, yes);
-  if (s || !*yes) return s;
-  return fcl_wgmma_ready(ctx, dtype, yes);
+  if (!(s = fcl_attention_mma_applies(ctx, d, p->dtype, &yes)) && yes)
+    s = fcl_wgmma_ready(ctx, p->dtype, &yes);
+  *fit = fcl_fit_if(yes);
+  return s;
 }
 
-fcl_status fcl_attention_fwd_wgmma_launch(fcl_context *ctx, const fcl_attention_plan *pl,
-                                          const fcl_attention_problem *p, bool *fallback) {
+fcl_status fcl_attention_fwd_wgmma_launch(fcl_context *ctx, const fcl_variant_plan *pl,
+                                          const void *problem, bool *fallback) {
+  const fcl_attention_problem *p = problem;
   const fcl_attention_desc *d = p->d;
   const wgmma_params *c = FCL_CPARAMS(wgmma_params, &pl->cfg);
   const size_t es = fcl_dtype_size(p->dtype);

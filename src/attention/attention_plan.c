@@ -1,39 +1,50 @@
 /* The attention plan: the table of kernel variants of each pass, in order
- * of preference, and the choice of a row and its configuration for one
+ * of preference (tuning/variant_table.c walks them), and the class of a
  * problem. fcl_attention_config() reports exactly what the calls run. */
 #include "attention/attention.h"
 
-#include <stdio.h>
+/* Build options of the tensor-core rows. */
+static void mma_options(const fcl_context *ctx, const void *problem, fcl_build_extra *x) {
+  x->tail = fcl_mma_build_options(ctx, ((const fcl_attention_problem *)problem)->dtype);
+}
+
+static void class_of(const void *problem, const fcl_variant *v, fcl_tuning_class *cls) {
+  const fcl_attention_problem *p = problem;
+  fcl_attention_class(p->d, p->dtype, v, cls);
+}
 
 /* Forward: few query rows against many keys (the KV-cache kernels, on
  * tensor cores, then portable), Hopper's wgmma (sm_90, f16 and bf16), the
  * tensor cores' mma.sync (NVIDIA), the CPU kernel (CPUs but llvmpipe), the
  * portable kernel (everywhere). */
-const fcl_attention_row fcl_attention_fwd_rows[] = {
-    {&fcl_variant_attention_decode_mma, fcl_attention_fwd_decode_mma_applies, true, NULL,
-     fcl_attention_fwd_decode_mma_launch},
-    {&fcl_variant_attention_decode, fcl_attention_fwd_decode_applies, true, NULL,
-     fcl_attention_fwd_decode_launch},
-    {&fcl_variant_attention_fwd_wgmma, fcl_attention_fwd_wgmma_applies, true,
-     fcl_mma_build_options, fcl_attention_fwd_wgmma_launch},
-    {&fcl_variant_attention_fwd_mma, fcl_attention_fwd_mma_applies, true,
-     fcl_mma_build_options, fcl_attention_fwd_mma_launch},
-    {&fcl_variant_attention_fwd_cpu, fcl_attention_fwd_cpu_applies, false,
-     fcl_attention_fwd_cpu_tail, fcl_attention_fwd_cpu_launch},
-    {&fcl_variant_attention_fwd, NULL, false, NULL, fcl_attention_fwd_launch},
+static const fcl_variant_row fwd_rows[] = {
+    {.variant = &fcl_variant_attention_decode_mma,
+     .applies = fcl_attention_fwd_decode_mma_applies, .skip_invalid = true,
+     .launch = fcl_attention_fwd_decode_mma_launch},
+    {.variant = &fcl_variant_attention_decode, .applies = fcl_attention_fwd_decode_applies,
+     .skip_invalid = true, .launch = fcl_attention_fwd_decode_launch},
+    {.variant = &fcl_variant_attention_fwd_wgmma, .applies = fcl_attention_fwd_wgmma_applies,
+     .skip_invalid = true, .options = mma_options, .launch = fcl_attention_fwd_wgmma_launch},
+    {.variant = &fcl_variant_attention_fwd_mma, .applies = fcl_attention_fwd_mma_applies,
+     .skip_invalid = true, .options = mma_options, .launch = fcl_attention_fwd_mma_launch},
+    {.variant = &fcl_variant_attention_fwd_cpu, .applies = fcl_attention_fwd_cpu_applies,
+     .options = fcl_attention_fwd_cpu_options, .launch = fcl_attention_fwd_cpu_launch},
+    {.variant = &fcl_variant_attention_fwd, .launch = fcl_attention_fwd_launch},
 };
-const int fcl_attention_fwd_nrows = (int)FCL_COUNT(fcl_attention_fwd_rows);
+const fcl_variant_table fcl_attention_fwd_table = {"attention forward", fwd_rows,
+                                                   (int)FCL_COUNT(fwd_rows), class_of};
 
 /* Backward: Hopper's wgmma for dK/dV (sm_90, f16 and bf16), the tensor
  * cores' mma.sync (f16, bf16), the portable kernels. */
-const fcl_attention_row fcl_attention_bwd_rows[] = {
-    {&fcl_variant_attention_bwd_wgmma, fcl_attention_bwd_wgmma_applies, true,
-     fcl_mma_build_options, fcl_attention_bwd_wgmma_launch},
-    {&fcl_variant_attention_bwd_mma, fcl_attention_bwd_mma_applies, true,
-     fcl_mma_build_options, fcl_attention_bwd_mma_launch},
-    {&fcl_variant_attention_bwd, NULL, false, NULL, fcl_attention_bwd_launch},
+static const fcl_variant_row bwd_rows[] = {
+    {.variant = &fcl_variant_attention_bwd_wgmma, .applies = fcl_attention_bwd_wgmma_applies,
+     .skip_invalid = true, .options = mma_options, .launch = fcl_attention_bwd_wgmma_launch},
+    {.variant = &fcl_variant_attention_bwd_mma, .applies = fcl_attention_bwd_mma_applies,
+     .skip_invalid = true, .options = mma_options, .launch = fcl_attention_bwd_mma_launch},
+    {.variant = &fcl_variant_attention_bwd, .launch = fcl_attention_bwd_launch},
 };
-const int fcl_attention_bwd_nrows = (int)FCL_COUNT(fcl_attention_bwd_rows);
+const fcl_variant_table fcl_attention_bwd_table = {"attention backward", bwd_rows,
+                                                   (int)FCL_COUNT(bwd_rows), class_of};
 
 void fcl_attention_class(const fcl_attention_desc *d, fcl_dtype dtype, const fcl_variant *v,
                          fcl_tuning_class *cls) {
@@ -45,41 +56,11 @@ void fcl_attention_class(const fcl_attention_desc *d, fcl_dtype dtype, const fcl
   cls->bucket = fcl_seqlen_bucket(d->seqlen_q > d->seqlen_k ? d->seqlen_q : d->seqlen_k);
 }
 
-/* The row fa-tune overrides, if any: it runs wherever it applies. */
-static int overridden_row(const fcl_context *ctx, const fcl_attention_row *rows, int n) {
-  for (int i = 0; i < n; ++i)
-    if (fcl_tuning_overridden(ctx, rows[i].variant)) return i;
-  return -1;
-}
-
-fcl_status fcl_attention_plan_make(fcl_context *ctx, const fcl_attention_desc *d,
-                                   fcl_dtype dtype, bool backward, int first,
-                                   fcl_attention_plan *pl) {
-  const fcl_attention_row *rows = backward ? fcl_attention_bwd_rows : fcl_attention_fwd_rows;
-  const int n = backward ? fcl_attention_bwd_nrows : fcl_attention_fwd_nrows;
-  const int forced = overridden_row(ctx, rows, n);
-  fcl_status s;
-  for (int i = first; i < n; ++i) {
-    const fcl_attention_row *r = &rows[i];
-    bool yes = true;
-    if (forced >= 0 && i < forced) continue;
-    if (r->applies && (s = r->applies(ctx, d, dtype, &yes))) return s;
-    if (!yes) continue;
-    pl->row = r;
-    pl->index = i;
-    fcl_attention_class(d, dtype, r->variant, &pl->cls);
-    if ((s = fcl_tuning_choose(ctx, &pl->cls, &pl->cfg, pl->from, sizeof pl->from))) return s;
-    if (r->skip_invalid && i + 1 < n &&
-        !r->variant->valid(&ctx->info, &pl->cls, &pl->cfg, NULL, 0)) {
-      fcl_log(ctx, "%s: no configuration fits this device; the next kernel", r->variant->name);
-      continue;
-    }
-    fcl_build_options(&pl->cls, &pl->cfg, NULL, 0,
-                      r->options_tail ? r->options_tail(ctx, dtype) : NULL, pl->options,
-                      sizeof pl->options);
-    return FCL_OK;
-  }
-  return fcl_fail(ctx, FCL_ERROR_INTERNAL, "no attention kernel takes this problem");
+fcl_status fcl_attention_plan_make(fcl_context *ctx, const fcl_attention_problem *p,
+                                   bool backward, fcl_variant_plan *pl) {
+  return fcl_variant_plan_make(ctx, backward ? &fcl_attention_bwd_table
+                                             : &fcl_attention_fwd_table,
+                               p, 0, pl);
 }
 
 fcl_status fcl_attention_config(fcl_context *ctx, const fcl_attention_desc *d,
@@ -94,9 +75,9 @@ fcl_status fcl_attention_config(fcl_context *ctx, const fcl_attention_desc *d,
   if (fcl_dtype_size(dtype) == 0)
     return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT, "dtype: is %d, not a fcl_dtype",
                     (int)dtype);
-  fcl_attention_plan pl;
-  if ((s = fcl_device_probe(ctx)) ||
-      (s = fcl_attention_plan_make(ctx, d, dtype, backward != 0, 0, &pl)))
+  const fcl_attention_problem p = {.d = d, .dtype = dtype};
+  fcl_variant_plan pl;
+  if ((s = fcl_device_probe(ctx)) || (s = fcl_attention_plan_make(ctx, &p, backward != 0, &pl)))
     return s;
   fcl_config_info_fill(out, &pl.cls, &pl.cfg, pl.from);
   return FCL_OK;

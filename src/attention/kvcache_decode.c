@@ -103,8 +103,8 @@ const fcl_variant fcl_variant_attention_decode = {
     {"HEAD_DIM", "HEAD_DIM_V"}, FCL_MAX_HEAD_DIM, false, FCL_PARAM_COUNT(PARAMS),
     FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, worth_trying, 0};
 
-void fcl_kvcache_class(const fcl_kvcache_problem *p, const fcl_variant *v,
-                       fcl_tuning_class *cls) {
+void fcl_kvcache_class(const void *problem, const fcl_variant *v, fcl_tuning_class *cls) {
+  const fcl_kvcache_problem *p = problem;
   *cls = (fcl_tuning_class){v, p->dtype, (int)p->d->head_dim,
                             (int)p->d->head_dim_v, 0,
                             fcl_seqlen_bucket(p->fixed_len >= 0 ? p->fixed_len
@@ -331,28 +331,30 @@ fcl_status fcl_kvcache_run(fcl_context *ctx, const fcl_variant *v, const char *o
   return fcl_launch(ctx, kd, &ad, g, l, "enqueueing KV-cache attention");
 }
 
-fcl_status fcl_kvcache_decode_launch(fcl_context *ctx, const fcl_tuning_class *cls,
-                                     const fcl_config *cfg, const fcl_kvcache_problem *p) {
-  const decode_params *c = FCL_CPARAMS(decode_params, cfg);
+fcl_status fcl_kvcache_decode_launch(fcl_context *ctx, const fcl_variant_plan *pl,
+                                     const void *problem, bool *fallback) {
+  const fcl_kvcache_problem *p = problem;
+  const decode_params *c = FCL_CPARAMS(decode_params, &pl->cfg);
   char options[512];
   fcl_status s;
-  if ((s = fcl_kvcache_options(ctx, cls, cfg, p, options, sizeof options))) return s;
+  (void)fallback;
+  if ((s = fcl_kvcache_options(ctx, &pl->cls, &pl->cfg, p, options, sizeof options))) return s;
   const fcl_kv_shape sh = {"fcl_kv_decode", c->WG, c->WG / c->TPK * c->KPW,
                            fcl_kvcache_tile_rows(c->MAX_ROWS, p->d), c->MAX_ROWS, c->WAVES,
                            c->SPLIT_KEYS};
-  return fcl_kvcache_run(ctx, cls->variant, options, &sh, p);
+  return fcl_kvcache_run(ctx, pl->cls.variant, options, &sh, p);
 }
 
 /* The forward of few rows against many keys: a KV-cache call on k and v
  * as a full contiguous cache, without cache_seqlens. Its kernel aligns the
  * rows bottom-right: a shifted diagonal runs on the forward's kernels. */
-fcl_status fcl_attention_fwd_decode_applies(fcl_context *ctx, const fcl_attention_desc *d,
-                                            fcl_dtype dtype, bool *yes) {
-  (void)ctx, (void)dtype;
+fcl_status fcl_attention_fwd_decode_applies(fcl_context *ctx, const void *problem,
+                                            fcl_fit *fit) {
+  const fcl_attention_desc *d = ((const fcl_attention_problem *)problem)->d;
   const int64_t rows = d->seqlen_q * (d->heads_q / d->heads_kv);
-  *yes = !d->cu_seqlens_q && !d->cu_seqlens_k && d->diag_shift == 0 && rows <= 16 &&
-         d->seqlen_k >= 256 &&
-         d->seqlen_k >= 16 * d->seqlen_q;
+  (void)ctx;
+  *fit = fcl_fit_if(!d->cu_seqlens_q && !d->cu_seqlens_k && d->diag_shift == 0 && rows <= 16 &&
+                    d->seqlen_k >= 256 && d->seqlen_k >= 16 * d->seqlen_q);
   return FCL_OK;
 }
 
@@ -371,11 +373,10 @@ void fcl_kvcache_from_forward(const fcl_attention_problem *p, fcl_kvcache_desc *
                               .fixed_len = a->seqlen_k, .attn = *a, .sc = p->sc};
 }
 
-fcl_status fcl_attention_fwd_decode_launch(fcl_context *ctx, const fcl_attention_plan *pl,
-                                           const fcl_attention_problem *p, bool *fallback) {
-  (void)fallback;
+fcl_status fcl_attention_fwd_decode_launch(fcl_context *ctx, const fcl_variant_plan *pl,
+                                           const void *problem, bool *fallback) {
   fcl_kvcache_desc d;
   fcl_kvcache_problem kp;
-  fcl_kvcache_from_forward(p, &d, &kp);
-  return fcl_kvcache_decode_launch(ctx, &pl->cls, &pl->cfg, &kp);
+  fcl_kvcache_from_forward(problem, &d, &kp);
+  return fcl_kvcache_decode_launch(ctx, pl, &kp, fallback);
 }

@@ -93,15 +93,22 @@ bool fcl_kvcache_mma_suits(fcl_context *ctx, fcl_dtype dtype, int64_t head_dim,
  * in one page); others (pages of 1, say) run on the portable kernel, and
  * so does one row a kv head (MHA decode: 40 us against 46 at 4096 keys on
  * the H100, where the portable kernel's work-items all read). */
-bool fcl_kvcache_mma_applies(fcl_context *ctx, const fcl_kvcache_problem *p) {
-  return fcl_kvcache_mma_suits(ctx, p->dtype, p->d->head_dim, p->d->head_dim_v) &&
-         fcl_kvcache_vector_width(p) == 8 && (!p->paged || p->d->page_size % 16 == 0) &&
-         p->d->heads_q / p->d->heads_kv * p->d->seqlen_q >= 2;
+fcl_status fcl_kvcache_mma_applies(fcl_context *ctx, const void *problem, fcl_fit *fit) {
+  const fcl_kvcache_problem *p = problem;
+  *fit = fcl_fit_if(fcl_kvcache_mma_suits(ctx, p->dtype, p->d->head_dim, p->d->head_dim_v) &&
+                    fcl_kvcache_vector_width(p) == 8 &&
+                    (!p->paged || p->d->page_size % 16 == 0) &&
+                    p->d->heads_q / p->d->heads_kv * p->d->seqlen_q >= 2);
+  return FCL_OK;
 }
 
-fcl_status fcl_kvcache_mma_launch(fcl_context *ctx, const fcl_tuning_class *cls,
-                                  const fcl_config *cfg, const fcl_kvcache_problem *p) {
+fcl_status fcl_kvcache_mma_launch(fcl_context *ctx, const fcl_variant_plan *pl,
+                                  const void *problem, bool *fallback) {
+  const fcl_kvcache_problem *p = problem;
+  const fcl_tuning_class *cls = &pl->cls;
+  const fcl_config *cfg = &pl->cfg;
   const decode_mma_params *c = FCL_CPARAMS(decode_mma_params, cfg);
+  (void)fallback;
   const int rows = fcl_kvcache_tile_rows(MMA_ROWS, p->d);
   const fcl_define extra[] = {{"ROWS", rows}, {"VEC", 8}, {"FCL_UNROLL_HINTS", 1}};
   char options[512];
@@ -114,20 +121,22 @@ fcl_status fcl_kvcache_mma_launch(fcl_context *ctx, const fcl_tuning_class *cls,
 
 /* The forward row: the portable decode row's problems, where the tensor
  * cores take them; caches whose views are not 16-byte aligned fall back. */
-fcl_status fcl_attention_fwd_decode_mma_applies(fcl_context *ctx, const fcl_attention_desc *d,
-                                                fcl_dtype dtype, bool *yes) {
-  fcl_status s = fcl_attention_fwd_decode_applies(ctx, d, dtype, yes);
-  if (s == FCL_OK && *yes)
-    *yes = d->heads_q / d->heads_kv * d->seqlen_q >= 2 &&
-           fcl_kvcache_mma_suits(ctx, dtype, d->head_dim, d->head_dim_v);
+fcl_status fcl_attention_fwd_decode_mma_applies(fcl_context *ctx, const void *problem,
+                                                fcl_fit *fit) {
+  const fcl_attention_problem *p = problem;
+  const fcl_attention_desc *d = p->d;
+  fcl_status s = fcl_attention_fwd_decode_applies(ctx, problem, fit);
+  if (s == FCL_OK && *fit == FCL_FIT_YES)
+    *fit = fcl_fit_if(d->heads_q / d->heads_kv * d->seqlen_q >= 2 &&
+                      fcl_kvcache_mma_suits(ctx, p->dtype, d->head_dim, d->head_dim_v));
   return s;
 }
 
-fcl_status fcl_attention_fwd_decode_mma_launch(fcl_context *ctx, const fcl_attention_plan *pl,
-                                               const fcl_attention_problem *p, bool *fallback) {
+fcl_status fcl_attention_fwd_decode_mma_launch(fcl_context *ctx, const fcl_variant_plan *pl,
+                                               const void *problem, bool *fallback) {
   fcl_kvcache_desc d;
   fcl_kvcache_problem kp;
-  fcl_kvcache_from_forward(p, &d, &kp);
+  fcl_kvcache_from_forward(problem, &d, &kp);
   if (fcl_kvcache_vector_width(&kp) != 8) return *fallback = true, FCL_OK;
-  return fcl_kvcache_mma_launch(ctx, &pl->cls, &pl->cfg, &kp);
+  return fcl_kvcache_mma_launch(ctx, pl, &kp, fallback);
 }

@@ -1,35 +1,21 @@
 /* fcl_attention_kvcache: validation, the table of KV-cache kernel
- * variants, the plan (row, class, configuration) and its launch. */
+ * variants, and the call through the context's plans. */
 #include "attention/attention.h"
-
-/* One row of the KV-cache table: a variant (whose program holds the
- * append), the problems it takes (NULL: all) and its launch. */
-typedef struct {
-  const fcl_variant *variant;
-  bool (*applies)(fcl_context *ctx, const fcl_kvcache_problem *p);
-  fcl_status (*launch)(fcl_context *ctx, const fcl_tuning_class *cls, const fcl_config *cfg,
-                       const fcl_kvcache_problem *p);
-} kvcache_row;
 
 /* Chunked prefill on the forward's kernels (tensor cores where they
  * apply), the decode kernel on NVIDIA's tensor cores (f16, bf16), then the
- * portable decode kernel, which takes every problem on every device. */
-static const kvcache_row rows[] = {
-    {&fcl_variant_attention_decode, fcl_kvcache_prefill_applies, fcl_kvcache_prefill_launch},
-    {&fcl_variant_attention_decode_mma, fcl_kvcache_mma_applies, fcl_kvcache_mma_launch},
-    {&fcl_variant_attention_decode, NULL, fcl_kvcache_decode_launch},
+ * portable decode kernel, which takes every problem on every device. The
+ * decode variant's program holds the append, so it is the prefill row's
+ * too: while fa-tune overrides it, the tensor-core row stands aside. */
+static const fcl_variant_row rows[] = {
+    {.variant = &fcl_variant_attention_decode, .applies = fcl_kvcache_prefill_applies,
+     .launch = fcl_kvcache_prefill_launch},
+    {.variant = &fcl_variant_attention_decode_mma, .applies = fcl_kvcache_mma_applies,
+     .launch = fcl_kvcache_mma_launch},
+    {.variant = &fcl_variant_attention_decode, .launch = fcl_kvcache_decode_launch},
 };
-
-/* The row for a problem: the first that applies; while fa-tune overrides
- * a variant, only that variant's rows (and the last, which takes all). */
-static const kvcache_row *choose_row(fcl_context *ctx, const fcl_kvcache_problem *p) {
-  const fcl_variant *forced = NULL;
-  for (const kvcache_row *r = rows; !forced && r->applies; ++r)
-    if (fcl_tuning_overridden(ctx, r->variant)) forced = r->variant;
-  const kvcache_row *r = rows;
-  while (r->applies && ((forced && r->variant != forced) || !r->applies(ctx, p))) ++r;
-  return r;
-}
+const fcl_variant_table fcl_kvcache_table = {"KV-cache attention", rows, (int)FCL_COUNT(rows),
+                                             fcl_kvcache_class};
 
 /* One call's arguments, for the plan that runs it. */
 typedef struct {
@@ -46,13 +32,7 @@ static fcl_status run(fcl_context *ctx, const void *args) {
                              c->o, c->lse, &p)) ||
       (s = fcl_device_probe(ctx)))
     return s;
-  const kvcache_row *r = choose_row(ctx, &p);
-  fcl_tuning_class cls;
-  fcl_config cfg;
-  fcl_kvcache_class(&p, r->variant, &cls);
-  /* A database row or override is valid here (fcl_tuning_choose checks). */
-  if ((s = fcl_tuning_choose(ctx, &cls, &cfg, NULL, 0))) return s;
-  return r->launch(ctx, &cls, &cfg, &p);
+  return fcl_variant_run(ctx, &fcl_kvcache_table, &p);
 }
 
 /* Every field of the descriptor and every argument: what the plan of a

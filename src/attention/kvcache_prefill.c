@@ -17,21 +17,25 @@ static size_t gather_bytes(const fcl_kvcache_problem *p) {
 /* More rows a kv head than one decode work-group takes, not ragged, and a
  * gathered copy (where one is needed) within a quarter of the device's
  * largest buffer and 1 GiB; the rest stays with the decode kernels. */
-bool fcl_kvcache_prefill_applies(fcl_context *ctx, const fcl_kvcache_problem *p) {
+fcl_status fcl_kvcache_prefill_applies(fcl_context *ctx, const void *problem, fcl_fit *fit) {
+  const fcl_kvcache_problem *p = problem;
   const fcl_kvcache_desc *d = p->d;
   const size_t g = gather_bytes(p);
   const size_t most = ctx->info.max_alloc ? ctx->info.max_alloc / 4 : ((size_t)1 << 30);
-  return !p->varlen && p->fixed_len < 0 && d->heads_q / d->heads_kv * d->seqlen_q > 64 &&
-         g <= most && g <= ((size_t)1 << 30);
+  *fit = fcl_fit_if(!p->varlen && p->fixed_len < 0 && d->heads_q / d->heads_kv * d->seqlen_q > 64 &&
+                    g <= most && g <= ((size_t)1 << 30));
+  return FCL_OK;
 }
 
-fcl_status fcl_kvcache_prefill_launch(fcl_context *ctx, const fcl_tuning_class *cls,
-                                      const fcl_config *cfg, const fcl_kvcache_problem *p) {
+fcl_status fcl_kvcache_prefill_launch(fcl_context *ctx, const fcl_variant_plan *pl,
+                                      const void *problem, bool *fallback) {
+  const fcl_kvcache_problem *p = problem;
   const fcl_kvcache_desc *d = p->d;
-  const fcl_variant *v = cls->variant;
+  const fcl_variant *v = pl->cls.variant;
   char options[512];
   fcl_status s;
-  if ((s = fcl_kvcache_options(ctx, cls, cfg, p, options, sizeof options))) return s;
+  (void)fallback;
+  if ((s = fcl_kvcache_options(ctx, &pl->cls, &pl->cfg, p, options, sizeof options))) return s;
   const size_t es = fcl_dtype_size(p->dtype), gbytes = gather_bytes(p);
   cl_kernel ka = NULL, kp, kg = NULL;
   cl_mem seqused, q_rot = NULL, gathered = NULL;

@@ -5,17 +5,33 @@
 #include "rwkv6/rwkv6_abi.h" /* flags shared with the kernels */
 #include "tuning/tuning.h"
 
+/* A call's tensors and buffers (the backward's NULL in a forward). */
 typedef struct {
+  const fcl_tensor *r, *k, *v, *w, *dout, *o, *dr, *dk, *dv, *dw;
+  cl_mem u, h0, ht, dht, du, dh0;
+} fcl_rwkv6_args;
+
+/* One call's problem, checked (config queries: d and dtype, ntok =
+ * batch * seqlen, no arguments), as the plan and the launches read it. */
+typedef struct {
+  const fcl_rwkv6_desc *d;
   bool      varlen;
   int64_t   ntok;   /* tokens: total (varlen) or batch * seqlen */
   fcl_dtype dtype;
   size_t    state_bytes; /* f32 [batch, heads, K, V] */
   size_t    u_bytes;     /* [heads, K] in dtype */
+  fcl_rwkv6_args a;
+  /* Set by the plan (rwkv6_plan.c): the algorithm the call asks for (d's,
+   * else the context's option; FCL_RWKV6_AUTO: none) and whether the
+   * chunked kernels run (the one asked for, else AUTO's choice). */
+  fcl_rwkv6_algorithm algorithm;
+  bool      chunked;
 } fcl_rwkv6_problem;
 
-/* rwkv6_check.c: the descriptor and r, k, v, w, u, h0. */
-/* rwkv6_forward.c, rwkv6_backward.c: the calls, once validated by their
- * entry (rwkv6_entry.c: the public calls through the context's plans). */
+/* rwkv6_forward.c, rwkv6_backward.c: the calls, checked and run by their
+ * pass's table, once their entry (rwkv6_entry.c: the public calls through
+ * the context's plans) has read the descriptor; the fused recurrent rows'
+ * launches. */
 fcl_status fcl_rwkv6_forward_run(fcl_context *ctx, const fcl_rwkv6_desc *d,
                                  const fcl_tensor *r, const fcl_tensor *k,
                                  const fcl_tensor *v, const fcl_tensor *w, cl_mem u,
@@ -27,6 +43,11 @@ fcl_status fcl_rwkv6_backward_run(fcl_context *ctx, const fcl_rwkv6_desc *d,
                                   const fcl_tensor *dr, const fcl_tensor *dk,
                                   const fcl_tensor *dv, const fcl_tensor *dw, cl_mem du,
                                   cl_mem dh0);
+fcl_status fcl_rwkv6_recurrent_forward(fcl_context *ctx, const fcl_variant_plan *pl,
+                                       const void *problem, bool *fallback);
+fcl_status fcl_rwkv6_recurrent_backward(fcl_context *ctx, const fcl_variant_plan *pl,
+                                        const void *problem, bool *fallback);
+/* rwkv6_check.c: the descriptor and r, k, v, w, u, h0 (into p, d too). */
 fcl_status fcl_check_rwkv6(fcl_context *ctx, const fcl_rwkv6_desc *d,
                            const fcl_tensor *r, const fcl_tensor *k,
                            const fcl_tensor *v, const fcl_tensor *w, cl_mem u,
@@ -88,36 +109,22 @@ typedef struct {
 fcl_rwkv6_chunk_launch fcl_rwkv6_chunk_state_launch(const fcl_device_info *dev,
                                                     const fcl_rwkv6_chunk_params *c);
 
-/* rwkv6_plan.c: what one call runs: the variant, its class, configuration
- * (and where it came from) and build options. */
-typedef struct {
-  fcl_tuning_class cls;
-  fcl_config       cfg;
-  char             from[512];
-  char             options[512];
-} fcl_rwkv6_plan;
-/* The plan of a forward (recurrent or chunked: the descriptor,
- * $FCL_RWKV6_ALGORITHM, then tuning) or backward problem of d in dtype.
- * p (NULL in config queries) bounds the backward's partial sums. */
-fcl_status fcl_rwkv6_plan_make(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dtype,
-                               bool backward, const fcl_rwkv6_problem *p, fcl_rwkv6_plan *pl);
-/* The plan of variant v (a fallback's). */
-fcl_status fcl_rwkv6_plan_variant(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dtype,
-                                  const fcl_variant *v, const fcl_rwkv6_problem *p,
-                                  fcl_rwkv6_plan *pl);
+/* rwkv6_plan.c: the tables of the forward and the backward, the plan of a
+ * problem (its algorithm and chunked set first: what fcl_rwkv6_config()
+ * reports and the calls run), and the run of a checked call. */
+extern const fcl_variant_table fcl_rwkv6_fwd_table;
+extern const fcl_variant_table fcl_rwkv6_bwd_table;
+fcl_status fcl_rwkv6_plan_make(fcl_context *ctx, fcl_rwkv6_problem *p, bool backward,
+                               fcl_variant_plan *pl);
+fcl_status fcl_rwkv6_run(fcl_context *ctx, fcl_rwkv6_problem *p, bool backward);
+/* The problem of a config query (or of fa-tune's class): d in dtype. */
+void fcl_rwkv6_problem_of(const fcl_rwkv6_desc *d, fcl_dtype dtype, fcl_rwkv6_problem *p);
 
-/* rwkv6_chunked.c: the launches of the chunked forward and backward, for
- * checked arguments and a plan of a chunked variant. */
-typedef struct {
-  const fcl_tensor *r, *k, *v, *w, *dout, *o, *dr, *dk, *dv, *dw;
-  cl_mem u, h0, ht, dht, du, dh0;
-} fcl_rwkv6_args;
-fcl_status fcl_rwkv6_chunked_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
-                                     const fcl_rwkv6_problem *p, const fcl_rwkv6_plan *pl,
-                                     const fcl_rwkv6_args *a);
-fcl_status fcl_rwkv6_chunked_backward(fcl_context *ctx, const fcl_rwkv6_desc *d,
-                                      const fcl_rwkv6_problem *p, const fcl_rwkv6_plan *pl,
-                                      const fcl_rwkv6_args *a);
+/* rwkv6_chunked.c: the chunked forward's and backward's rows' launches. */
+fcl_status fcl_rwkv6_chunked_forward(fcl_context *ctx, const fcl_variant_plan *pl,
+                                     const void *problem, bool *fallback);
+fcl_status fcl_rwkv6_chunked_backward(fcl_context *ctx, const fcl_variant_plan *pl,
+                                      const void *problem, bool *fallback);
 /* What the chunked launches share: the scalar arguments (flags with
  * RW_ALIGNED where every operand's rows start at 16-byte
  * multiples), and the forward state pass (kernel ks) from h0 to ht
@@ -151,14 +158,12 @@ fcl_status fcl_rwkv6_chunk_backward_run(fcl_context *ctx, const fcl_rwkv6_desc *
  * first phase takes p1 floats of its pool (portable: 2 (tc + bk) bv). */
 size_t fcl_rwkv6_chunk_dk_bytes(int tc, int bk, size_t p1);
 
-/* rwkv6_step.c: the forward of the step kernel, for checked arguments
- * and a plan of fcl_variant_rwkv6_step: launches of
- * fcl_rwkv6_step_positions(d) = min(seqlen, RW_STEP_MAX_T) positions (its
- * build macro RW_STEPS), the state carried between them. */
+/* rwkv6_step.c: the forward of the step kernel (its row's launch):
+ * launches of fcl_rwkv6_step_positions(d) = min(seqlen, RW_STEP_MAX_T)
+ * positions (its build macro RW_STEPS), the state carried between them. */
 int        fcl_rwkv6_step_positions(const fcl_rwkv6_desc *d);
-fcl_status fcl_rwkv6_step_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
-                                  const fcl_rwkv6_problem *p, const fcl_rwkv6_plan *pl,
-                                  const fcl_rwkv6_args *a);
+fcl_status fcl_rwkv6_step_forward(fcl_context *ctx, const fcl_variant_plan *pl,
+                                  const void *problem, bool *fallback);
 
 /* rwkv6_chunk_mma.c: the forward with its output on tensor cores. */
 /* The tensor cores' operand dtype for data of dtype (f32: split bf16). */
@@ -166,10 +171,8 @@ fcl_dtype fcl_rwkv6_mma_operand(fcl_dtype dtype);
 fcl_status fcl_rwkv6_chunk_mma_applies(fcl_context *ctx, const fcl_rwkv6_desc *d,
                                        fcl_dtype dtype, bool *yes);
 /* Set *fallback (nothing enqueued) when their kernels do not build. */
-fcl_status fcl_rwkv6_chunk_mma_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
-                                       const fcl_rwkv6_problem *p, const fcl_rwkv6_plan *pl,
-                                       const fcl_rwkv6_args *a, bool *fallback);
-fcl_status fcl_rwkv6_chunk_mma_backward(fcl_context *ctx, const fcl_rwkv6_desc *d,
-                                        const fcl_rwkv6_problem *p, const fcl_rwkv6_plan *pl,
-                                        const fcl_rwkv6_args *a, bool *fallback);
+fcl_status fcl_rwkv6_chunk_mma_forward(fcl_context *ctx, const fcl_variant_plan *pl,
+                                       const void *problem, bool *fallback);
+fcl_status fcl_rwkv6_chunk_mma_backward(fcl_context *ctx, const fcl_variant_plan *pl,
+                                        const void *problem, bool *fallback);
 #endif

@@ -1,6 +1,8 @@
-/* fcl_rwkv6_backward, fused recurrent: forward-time pass (dr, du partials,
- * checkpoints), reverse-time pass (dk, dw partials, dv, dh0), then
- * fixed-order sums. The chunked backward is in rwkv6_chunked.c. */
+/* fcl_rwkv6_backward: the checked call, run by the backward's table
+ * (rwkv6_plan.c); the fused recurrent kernels' launches: forward-time pass
+ * (dr, du partials, checkpoints), reverse-time pass (dk, dw partials, dv,
+ * dh0), then fixed-order sums. The chunked backward is in rwkv6_chunked.c
+ * and rwkv6_chunk_mma.c. */
 #include "rwkv6/rwkv6.h"
 
 #include <math.h>
@@ -27,23 +29,26 @@ fcl_status fcl_rwkv6_backward_run(fcl_context *ctx, const fcl_rwkv6_desc *d,
       (dh0 && (s = fcl_check_buffer(ctx, dh0, "dh0", p.state_bytes))))
     return s;
 
+  p.a = (fcl_rwkv6_args){.r = r, .k = k, .v = v, .w = w, .dout = dout, .dr = dr, .dk = dk,
+                         .dv = dv, .dw = dw, .u = u, .h0 = h0, .dht = dht, .du = du,
+                         .dh0 = dh0};
+  return fcl_rwkv6_run(ctx, &p, true);
+}
+
+fcl_status fcl_rwkv6_recurrent_backward(fcl_context *ctx, const fcl_variant_plan *pl,
+                                        const void *problem, bool *fallback) {
+  const fcl_rwkv6_problem *p = problem;
+  const fcl_rwkv6_desc *d = p->d;
+  const fcl_rwkv6_args *t = &p->a;
+  const fcl_tensor *r = t->r, *k = t->k, *v = t->v, *w = t->w, *dout = t->dout;
+  const fcl_tensor *dr = t->dr, *dk = t->dk, *dv = t->dv, *dw = t->dw;
+  const cl_mem u = t->u, h0 = t->h0, dht = t->dht, du = t->du, dh0 = t->dh0;
   const int K = (int)d->head_dim_k, V = (int)d->head_dim_v;
-  fcl_rwkv6_plan pl;
-  if ((s = fcl_rwkv6_plan_make(ctx, d, p.dtype, true, &p, &pl))) return s;
-  const fcl_variant *kd = pl.cls.variant;
-  const char *opts = pl.options;
-  fcl_log(ctx, "rwkv6 backward: %s, %s", kd->name, opts);
-  const fcl_rwkv6_args t = {r, k, v, w, dout, NULL, dr, dk, dv, dw, u, h0, NULL, dht, du, dh0};
-  if (kd == &fcl_variant_rwkv6_bwd_chunked_mma) {
-    bool fallback = false;
-    if ((s = fcl_rwkv6_chunk_mma_backward(ctx, d, &p, &pl, &t, &fallback)) || !fallback)
-      return s;
-    if ((s = fcl_rwkv6_plan_variant(ctx, d, p.dtype, &fcl_variant_rwkv6_bwd_chunked, &p, &pl)))
-      return s;
-    kd = pl.cls.variant;
-  }
-  if (kd == &fcl_variant_rwkv6_bwd_chunked) return fcl_rwkv6_chunked_backward(ctx, d, &p, &pl, &t);
-  const fcl_rwkv6_bwd_params *c = FCL_CPARAMS(fcl_rwkv6_bwd_params, &pl.cfg);
+  const fcl_variant *kd = pl->cls.variant;
+  const char *opts = pl->options;
+  const fcl_rwkv6_bwd_params *c = FCL_CPARAMS(fcl_rwkv6_bwd_params, &pl->cfg);
+  fcl_status s;
+  (void)fallback;
   cl_kernel kf, kr, kfin, kdu;
   if ((s = fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, "fcl_rwkv6_bwd_forward", &kf)) ||
       (s = fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, "fcl_rwkv6_bwd_reverse", &kr)) ||
@@ -53,7 +58,7 @@ fcl_status fcl_rwkv6_backward_run(fcl_context *ctx, const fcl_rwkv6_desc *d,
 
   const cl_int nchunk = (cl_int)((d->seqlen + c->TC - 1) / c->TC);
   const cl_int nvb = (V + c->BVB - 1) / c->BVB;
-  const size_t part = fcl_bytes(nvb, p.ntok, d->heads, K, sizeof(float));
+  const size_t part = fcl_bytes(nvb, p->ntok, d->heads, K, sizeof(float));
   cl_mem ck, drp, dkp, dwp, dup;
   if ((s = fcl_scratch(ctx, 0, fcl_bytes(d->batch * d->heads, nchunk, K, V, 4), &ck)) ||
       (s = fcl_scratch(ctx, 1, part, &drp)) || (s = fcl_scratch(ctx, 2, part, &dkp)) ||
@@ -68,13 +73,13 @@ fcl_status fcl_rwkv6_backward_run(fcl_context *ctx, const fcl_rwkv6_desc *d,
   const int64_t seg = per_launch > 0 ? per_launch : d->seqlen;
   const int64_t nseg = (d->seqlen + seg - 1) / seg;
   cl_mem carry = r->buffer;
-  if (nseg > 1 && (s = fcl_scratch(ctx, 5, p.state_bytes, &carry))) return s;
+  if (nseg > 1 && (s = fcl_scratch(ctx, 5, p->state_bytes, &carry))) return s;
 
   cl_int seqlen = (cl_int)d->seqlen, heads = (cl_int)d->heads;
-  cl_long ntok = p.ntok;
+  cl_long ntok = p->ntok;
   cl_float scale = d->scale != 0.0f ? d->scale : (cl_float)(1.0 / sqrt((double)K));
-  const cl_int base_flags = (p.varlen ? RW_VARLEN : 0) | (d->reverse ? RW_REVERSE : 0);
-  cl_mem cu_b = p.varlen ? d->cu_seqlens : r->buffer;
+  const cl_int base_flags = (p->varlen ? RW_VARLEN : 0) | (d->reverse ? RW_REVERSE : 0);
+  cl_mem cu_b = p->varlen ? d->cu_seqlens : r->buffer;
   const size_t bh = (size_t)(d->batch * d->heads);
   size_t gp[3] = {(size_t)nvb * K, bh, 1}, lp[3] = {(size_t)K, 1, 1};
 
@@ -119,7 +124,7 @@ fcl_status fcl_rwkv6_backward_run(fcl_context *ctx, const fcl_rwkv6_desc *d,
   FCL_ARG(&ad, dup); FCL_ARG(&ad, du); FCL_ARG(&ad, heads); FCL_ARG(&ad, nvb);
   FCL_ARG(&ad, nseq);
   const size_t kr16 = (size_t)(K + 15) / 16 * 16;
-  size_t gf[3] = {kr16, (size_t)p.ntok, (size_t)d->heads}, lf[3] = {16, 1, 1};
+  size_t gf[3] = {kr16, (size_t)p->ntok, (size_t)d->heads}, lf[3] = {16, 1, 1};
   size_t gd[3] = {kr16, (size_t)d->heads, 1}, ld[3] = {16, 1, 1};
   if ((s = fcl_launch(ctx, kfin, &af, gf, lf, "enqueueing rwkv6 backward sums")))
     return s;

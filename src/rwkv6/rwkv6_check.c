@@ -58,6 +58,7 @@ fcl_status fcl_check_rwkv6(fcl_context *ctx, const fcl_rwkv6_desc *d,
                            cl_mem h0, fcl_rwkv6_problem *p) {
   fcl_status s = fcl_check_rwkv6_desc(ctx, d);
   if (s != FCL_OK) return s;
+  *p = (fcl_rwkv6_problem){.d = d};
   p->varlen = d->cu_seqlens != NULL;
   if (!p->varlen && d->cu_seqlens_host)
     return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,

@@ -237,7 +237,7 @@ static fcl_rwkv6_chunk_launch state_launch(const fcl_context *ctx, const fcl_rwk
  * When they do not build: *fallback (the reason logged), so that the
  * portable kernels run, unless an override (fcl_tuning_override) asked
  * for this variant by name: then its build error. */
-static fcl_status kernels(fcl_context *ctx, const fcl_rwkv6_plan *pl, const char *const *names,
+static fcl_status kernels(fcl_context *ctx, const fcl_variant_plan *pl, const char *const *names,
                           cl_kernel *out, int n, bool *fallback) {
   const fcl_variant *kd = pl->cls.variant;
   char opts[768];
@@ -249,9 +249,11 @@ static fcl_status kernels(fcl_context *ctx, const fcl_rwkv6_plan *pl, const char
   return FCL_OK;
 }
 
-fcl_status fcl_rwkv6_chunk_mma_backward(fcl_context *ctx, const fcl_rwkv6_desc *d,
-                                        const fcl_rwkv6_problem *p, const fcl_rwkv6_plan *pl,
-                                        const fcl_rwkv6_args *t, bool *fallback) {
+fcl_status fcl_rwkv6_chunk_mma_backward(fcl_context *ctx, const fcl_variant_plan *pl,
+                                        const void *problem, bool *fallback) {
+  const fcl_rwkv6_problem *p = problem;
+  const fcl_rwkv6_desc *d = p->d;
+  const fcl_rwkv6_args *t = &p->a;
   const bwd_params *c = FCL_CPARAMS(bwd_params, &pl->cfg);
   static const char *const names[] = {"fcl_rwkv6_chunk_state_mma", "fcl_rwkv6_chunk_out_mma",
                                       "fcl_rwkv6_chunk_dk", "fcl_rwkv6_chunk_du"};
@@ -266,9 +268,11 @@ fcl_status fcl_rwkv6_chunk_mma_backward(fcl_context *ctx, const fcl_rwkv6_desc *
   return fcl_rwkv6_chunk_backward_run(ctx, d, p, t, &lb);
 }
 
-fcl_status fcl_rwkv6_chunk_mma_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
-                                       const fcl_rwkv6_problem *p, const fcl_rwkv6_plan *pl,
-                                       const fcl_rwkv6_args *t, bool *fallback) {
+fcl_status fcl_rwkv6_chunk_mma_forward(fcl_context *ctx, const fcl_variant_plan *pl,
+                                       const void *problem, bool *fallback) {
+  const fcl_rwkv6_problem *p = problem;
+  const fcl_rwkv6_desc *d = p->d;
+  const fcl_rwkv6_args *t = &p->a;
   const mma_params *c = FCL_CPARAMS(mma_params, &pl->cfg);
   const int wg = c->TC / 16 * 32;
   static const char *const names[] = {"fcl_rwkv6_chunk_state_mma", "fcl_rwkv6_chunk_out_mma"};

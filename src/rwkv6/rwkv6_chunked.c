@@ -132,9 +132,12 @@ fcl_status fcl_rwkv6_chunk_begin(fcl_context *ctx, const fcl_rwkv6_desc *d,
                     segs);
 }
 
-fcl_status fcl_rwkv6_chunked_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
-                                     const fcl_rwkv6_problem *p, const fcl_rwkv6_plan *pl,
-                                     const fcl_rwkv6_args *t) {
+fcl_status fcl_rwkv6_chunked_forward(fcl_context *ctx, const fcl_variant_plan *pl,
+                                     const void *problem, bool *fallback) {
+  const fcl_rwkv6_problem *p = problem;
+  const fcl_rwkv6_desc *d = p->d;
+  const fcl_rwkv6_args *t = &p->a;
+  (void)fallback;
   const fcl_variant *kd = pl->cls.variant;
   const fcl_rwkv6_chunk_params *c = FCL_CPARAMS(fcl_rwkv6_chunk_params, &pl->cfg);
   const fcl_rwkv6_chunk_launch lc = fcl_rwkv6_chunk_state_launch(&ctx->info, c);
@@ -150,9 +153,12 @@ fcl_status fcl_rwkv6_chunked_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
   return chunk_out(ctx, d, (size_t)c->WG, c->BV, &m, ko, false, t, t->v, ck, t->o);
 }
 
-fcl_status fcl_rwkv6_chunked_backward(fcl_context *ctx, const fcl_rwkv6_desc *d,
-                                      const fcl_rwkv6_problem *p, const fcl_rwkv6_plan *pl,
-                                      const fcl_rwkv6_args *t) {
+fcl_status fcl_rwkv6_chunked_backward(fcl_context *ctx, const fcl_variant_plan *pl,
+                                      const void *problem, bool *fallback) {
+  const fcl_rwkv6_problem *p = problem;
+  const fcl_rwkv6_desc *d = p->d;
+  const fcl_rwkv6_args *t = &p->a;
+  (void)fallback;
   const fcl_variant *kd = pl->cls.variant;
   const fcl_rwkv6_chunk_params *c = FCL_CPARAMS(fcl_rwkv6_chunk_params, &pl->cfg);
   fcl_rwkv6_chunk_bwd_launch lb = {fcl_rwkv6_chunk_state_launch(&ctx->info, c), c->BK, c->WG,

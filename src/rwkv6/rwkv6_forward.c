@@ -1,5 +1,7 @@
-/* fcl_rwkv6_forward: the fused recurrent kernel here, the chunked
- * kernels (rwkv6_chunked.c) or the step kernel (rwkv6_step.c). */
+/* fcl_rwkv6_forward: the checked call, run by the forward's table
+ * (rwkv6_plan.c); the fused recurrent kernel's launches. The chunked
+ * kernels are in rwkv6_chunked.c and rwkv6_chunk_mma.c, the step kernel in
+ * rwkv6_step.c. */
 #include "rwkv6/rwkv6.h"
 
 #include <math.h>
@@ -15,26 +17,23 @@ fcl_status fcl_rwkv6_forward_run(fcl_context *ctx, const fcl_rwkv6_desc *d,
   if (s != FCL_OK) return s;
   if ((s = fcl_check_rwkv6_view(ctx, d, &p, o, "o", true, r))) return s;
   if (ht && (s = fcl_check_buffer(ctx, ht, "ht", p.state_bytes))) return s;
+  p.a = (fcl_rwkv6_args){.r = r, .k = k, .v = v, .w = w, .o = o, .u = u, .h0 = h0, .ht = ht};
+  return fcl_rwkv6_run(ctx, &p, false);
+}
 
-  fcl_rwkv6_plan pl;
-  if ((s = fcl_rwkv6_plan_make(ctx, d, p.dtype, false, &p, &pl))) return s;
-  const fcl_variant *kd = pl.cls.variant;
-  const char *opts = pl.options;
-  fcl_log(ctx, "rwkv6 forward: %s, %s", kd->name, opts);
-  const fcl_rwkv6_args t = {r, k, v, w, NULL, o, NULL, NULL, NULL, NULL,
-                            u, h0, ht, NULL, NULL, NULL};
-  if (kd == &fcl_variant_rwkv6_chunked_mma) {
-    bool fallback = false;
-    if ((s = fcl_rwkv6_chunk_mma_forward(ctx, d, &p, &pl, &t, &fallback)) || !fallback) return s;
-    if ((s = fcl_rwkv6_plan_variant(ctx, d, p.dtype, &fcl_variant_rwkv6_chunked, &p, &pl)))
-      return s;
-    kd = pl.cls.variant;
-  }
-  if (kd == &fcl_variant_rwkv6_chunked) return fcl_rwkv6_chunked_forward(ctx, d, &p, &pl, &t);
-  if (kd == &fcl_variant_rwkv6_step) return fcl_rwkv6_step_forward(ctx, d, &p, &pl, &t);
-  const fcl_rwkv6_fwd_params *c = FCL_CPARAMS(fcl_rwkv6_fwd_params, &pl.cfg);
+fcl_status fcl_rwkv6_recurrent_forward(fcl_context *ctx, const fcl_variant_plan *pl,
+                                       const void *problem, bool *fallback) {
+  const fcl_rwkv6_problem *p = problem;
+  const fcl_rwkv6_desc *d = p->d;
+  const fcl_tensor *r = p->a.r, *k = p->a.k, *v = p->a.v, *w = p->a.w, *o = p->a.o;
+  const cl_mem u = p->a.u, h0 = p->a.h0, ht = p->a.ht;
+  const fcl_variant *kd = pl->cls.variant;
+  const char *opts = pl->options;
+  const fcl_rwkv6_fwd_params *c = FCL_CPARAMS(fcl_rwkv6_fwd_params, &pl->cfg);
   const int K = (int)d->head_dim_k;
   cl_kernel krec;
+  fcl_status s;
+  (void)fallback;
   if ((s = fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, "fcl_rwkv6_fwd_recurrent", &krec)))
     return s;
 
@@ -45,13 +44,13 @@ fcl_status fcl_rwkv6_forward_run(fcl_context *ctx, const fcl_rwkv6_desc *d,
   const int64_t nseg = (d->seqlen + seg - 1) / seg;
   cl_mem carry = r->buffer;
   if (nseg > 1 &&
-      (s = fcl_scratch(ctx, 5, p.state_bytes, &carry)))
+      (s = fcl_scratch(ctx, 5, p->state_bytes, &carry)))
     return s;
 
   cl_int seqlen = (cl_int)d->seqlen, heads = (cl_int)d->heads;
   cl_float scale = d->scale != 0.0f ? d->scale : (cl_float)(1.0 / sqrt((double)K));
-  const cl_int base_flags = (p.varlen ? RW_VARLEN : 0) | (d->reverse ? RW_REVERSE : 0);
-  cl_mem cu_b = p.varlen ? d->cu_seqlens : r->buffer;
+  const cl_int base_flags = (p->varlen ? RW_VARLEN : 0) | (d->reverse ? RW_REVERSE : 0);
+  cl_mem cu_b = p->varlen ? d->cu_seqlens : r->buffer;
   const size_t bh = (size_t)(d->batch * d->heads);
   const size_t wg = (size_t)(c->VS * c->KS), bv = (size_t)(c->VS * c->VC);
   size_t g1[3] = {((size_t)d->head_dim_v + bv - 1) / bv * wg, bh, 1};

@@ -1,27 +1,28 @@
-/* The RWKV6 plan: step, recurrent or chunked, the configuration
- * of the chosen variant and its build options. fcl_rwkv6_config() reports
- * exactly what the calls run. */
+/* The RWKV6 plan: the algorithm a call asks for (or AUTO's choice), the
+ * tables of the forward and the backward (tuning/variant_table.c walks
+ * them), what their rows make of a problem and add to its build options.
+ * fcl_rwkv6_config() reports exactly what the calls run. */
 #include "rwkv6/rwkv6.h"
 
 #include <stdio.h>
 
-static void rwkv6_class(const fcl_rwkv6_desc *d, fcl_dtype dtype, const fcl_variant *v,
-                        fcl_tuning_class *cls) {
+static void class_of(const void *problem, const fcl_variant *v, fcl_tuning_class *cls) {
+  const fcl_rwkv6_problem *p = problem;
   cls->variant = v;
-  cls->dtype = dtype;
-  cls->head_dim = (int)d->head_dim_k;
-  cls->head_dim_v = (int)d->head_dim_v;
+  cls->dtype = p->dtype;
+  cls->head_dim = (int)p->d->head_dim_k;
+  cls->head_dim_v = (int)p->d->head_dim_v;
   cls->causal = 0;
-  cls->bucket = fcl_seqlen_bucket(d->seqlen);
+  cls->bucket = fcl_seqlen_bucket(p->d->seqlen);
 }
 
-/* Chunked or recurrent, for the forward or the backward: the descriptor,
- * $FCL_RWKV6_ALGORITHM, a variant fa-tune overrides, then the faster of
- * the two where fa-tune measured both for this class (the chunked one's
- * best variant, portable or tensor cores). Untuned: chunked where its
- * tensor-core variants apply, from T = 256 (four chunks) for the
- * backward and T = 512 for the forward (f32, split into bf16 pairs: from
- * T = 256 at K >= 128, past T = 4096 below), else recurrent. What the
+/* AUTO's choice of chunked or recurrent, for the forward or the backward:
+ * a variant fa-tune overrides, then the faster of the two where fa-tune
+ * measured both for this class (the chunked one's best variant, portable
+ * or tensor cores). Untuned: chunked where its tensor-core variants apply,
+ * from T = 256 (four chunks) for the backward and T = 512 for the forward
+ * (f32, split into bf16 pairs: from T = 256 at K >= 128, past T = 4096
+ * below), else recurrent. What the
  * H100 measured (fa-bench, untuned), chunked against recurrent, ms:
  *   bf16 B8 H32 T4096 K=V=64:   forward 1.96 / 2.2, backward 4.9 / 46;
  *   bf16 B32 H16 T512 K=V=128:  forward 1.11 / 2.24,   backward 3.0 / 55;
@@ -31,10 +32,9 @@ static void rwkv6_class(const fcl_rwkv6_desc *d, fcl_dtype dtype, const fcl_vari
  * H32 T4096 2.36 / 2.13, B4 H32 T8192 2.54 / 3.65; K=V=128 B64 H16 T256
  * 1.81 / 2.21, B32 H16 T512 1.81 / 2.23, B8 H16 T2048 1.80 / 2.23, B2 H16
  * T16384 3.98 / 10.5. */
-static bool use_chunked(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dtype,
-                        bool backward) {
-  if (d->algorithm != FCL_RWKV6_AUTO) return d->algorithm == FCL_RWKV6_CHUNKED;
-  if (ctx->opt.rwkv6_algorithm) return ctx->opt.rwkv6_algorithm == 2;
+static bool auto_chunked(fcl_context *ctx, const fcl_rwkv6_problem *p, bool backward) {
+  const fcl_rwkv6_desc *d = p->d;
+  const fcl_dtype dtype = p->dtype;
   const fcl_variant *vr = backward ? &fcl_variant_rwkv6_bwd : &fcl_variant_rwkv6_recurrent;
   const fcl_variant *vc = backward ? &fcl_variant_rwkv6_bwd_chunked : &fcl_variant_rwkv6_chunked;
   const fcl_variant *vm = backward ? &fcl_variant_rwkv6_bwd_chunked_mma
@@ -42,9 +42,9 @@ static bool use_chunked(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dty
   const bool oc = fcl_tuning_overridden(ctx, vc) || fcl_tuning_overridden(ctx, vm);
   if (oc || fcl_tuning_overridden(ctx, vr)) return oc; /* fa-tune's */
   fcl_tuning_class rc, cc, cm;
-  rwkv6_class(d, dtype, vr, &rc);
-  rwkv6_class(d, dtype, vc, &cc);
-  rwkv6_class(d, dtype, vm, &cm);
+  class_of(p, vr, &rc);
+  class_of(p, vc, &cc);
+  class_of(p, vm, &cm);
   const double tr = fcl_tuning_stored_time(ctx, &rc);
   const double tc = fcl_tuning_stored_time(ctx, &cc), tm = fcl_tuning_stored_time(ctx, &cm);
   const double tch = tm > 0 && (tc <= 0 || tm < tc) ? tm : tc;
@@ -59,90 +59,157 @@ static bool use_chunked(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dty
   return mma;
 }
 
-/* The step kernel (rwkv6_step.c) for the forward of sequences of at most
- * RW_STEP_MAX_T positions (one launch; varlen too, whose seqlen bounds
- * every sequence) under AUTO, unless $FCL_RWKV6_ALGORITHM or fa-tune's
- * override of another forward variant decides. RECURRENT keeps the fused
- * recurrent kernel. Overridden itself (fa-tune), it runs wherever the
- * forward is not chunked, at any length: launches of up to
- * RW_STEP_MAX_T positions with the state carried between them. */
-static bool use_step(fcl_context *ctx, const fcl_rwkv6_desc *d, bool backward) {
-  if (backward) return false;
-  if (fcl_tuning_overridden(ctx, &fcl_variant_rwkv6_step))
-    return d->algorithm != FCL_RWKV6_CHUNKED;
-  if (d->algorithm != FCL_RWKV6_AUTO || ctx->opt.rwkv6_algorithm) return false;
-  if (fcl_tuning_overridden(ctx, &fcl_variant_rwkv6_recurrent) ||
-      fcl_tuning_overridden(ctx, &fcl_variant_rwkv6_chunked) ||
-      fcl_tuning_overridden(ctx, &fcl_variant_rwkv6_chunked_mma))
-    return false;
-  return d->seqlen <= RW_STEP_MAX_T;
+/* The algorithm the call asks for: the descriptor's, else
+ * $FCL_RWKV6_ALGORITHM (the context's option); and whether the chunked
+ * kernels run. */
+static void describe(fcl_context *ctx, fcl_rwkv6_problem *p, bool backward) {
+  const int opt = ctx->opt.rwkv6_algorithm;
+  p->algorithm = p->d->algorithm != FCL_RWKV6_AUTO ? p->d->algorithm
+                 : opt == 2                          ? FCL_RWKV6_CHUNKED
+                 : opt                               ? FCL_RWKV6_RECURRENT
+                                                     : FCL_RWKV6_AUTO;
+  p->chunked = p->algorithm == FCL_RWKV6_AUTO ? auto_chunked(ctx, p, backward)
+                                              : p->algorithm == FCL_RWKV6_CHUNKED;
 }
 
-/* The chunked variant: on tensor cores where they apply (unless fa-tune
- * overrides the portable one), else portable. */
-static fcl_status chunked_variant(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dtype,
-                                  bool backward, const fcl_variant **v) {
-  const fcl_variant *portable = backward ? &fcl_variant_rwkv6_bwd_chunked
-                                         : &fcl_variant_rwkv6_chunked;
+/* The step kernel (rwkv6_step.c) for AUTO's forward of at most
+ * RW_STEP_MAX_T positions (one launch; varlen too, whose seqlen bounds
+ * every sequence). Forced (fa-tune), it runs wherever the descriptor does
+ * not ask for the chunked kernels, whatever the context's option, at any
+ * length: launches of up to RW_STEP_MAX_T positions with the state
+ * carried between them. */
+static fcl_status step_applies(fcl_context *ctx, const void *problem, fcl_fit *fit) {
+  const fcl_rwkv6_problem *p = problem;
+  (void)ctx;
+  *fit = p->d->algorithm == FCL_RWKV6_CHUNKED ? FCL_FIT_BARRED
+         : p->algorithm == FCL_RWKV6_AUTO && p->d->seqlen <= RW_STEP_MAX_T ? FCL_FIT_YES
+                                                                            : FCL_FIT_FORCED;
+  return FCL_OK;
+}
+
+/* The chunked kernels on tensor cores where they apply, unless fa-tune
+ * overrides the portable ones (portable). Where the chunked kernels do not
+ * run, neither does this row: a forced chunked variant makes AUTO choose
+ * them (auto_chunked). */
+static fcl_status chunked_mma_applies(fcl_context *ctx, const fcl_rwkv6_problem *p,
+                                      const fcl_variant *portable, fcl_fit *fit) {
   bool mma = false;
-  fcl_status s = fcl_tuning_overridden(ctx, portable)
-                     ? FCL_OK
-                     : fcl_rwkv6_chunk_mma_applies(ctx, d, dtype, &mma);
-  *v = !mma ? portable : backward ? &fcl_variant_rwkv6_bwd_chunked_mma
-                                  : &fcl_variant_rwkv6_chunked_mma;
+  fcl_status s = FCL_OK;
+  if (p->chunked && !fcl_tuning_overridden(ctx, portable))
+    s = fcl_rwkv6_chunk_mma_applies(ctx, p->d, p->dtype, &mma);
+  *fit = p->algorithm == FCL_RWKV6_RECURRENT ? FCL_FIT_BARRED : fcl_fit_if(mma);
   return s;
 }
 
-fcl_status fcl_rwkv6_plan_make(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dtype,
-                               bool backward, const fcl_rwkv6_problem *p, fcl_rwkv6_plan *pl) {
-  if (use_step(ctx, d, backward))
-    return fcl_rwkv6_plan_variant(ctx, d, dtype, &fcl_variant_rwkv6_step, p, pl);
-  const bool chunked = use_chunked(ctx, d, dtype, backward);
-  const fcl_variant *v = backward ? &fcl_variant_rwkv6_bwd : &fcl_variant_rwkv6_recurrent;
-  fcl_status s0;
-  if (chunked && (s0 = chunked_variant(ctx, d, dtype, backward, &v))) return s0;
-  return fcl_rwkv6_plan_variant(ctx, d, dtype, v, p, pl);
+static fcl_status fwd_chunked_mma_applies(fcl_context *ctx, const void *problem, fcl_fit *fit) {
+  return chunked_mma_applies(ctx, problem, &fcl_variant_rwkv6_chunked, fit);
 }
 
-fcl_status fcl_rwkv6_plan_variant(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dtype,
-                                  const fcl_variant *v, const fcl_rwkv6_problem *p,
-                                  fcl_rwkv6_plan *pl) {
-  rwkv6_class(d, dtype, v, &pl->cls);
-  fcl_status s = fcl_tuning_choose(ctx, &pl->cls, &pl->cfg, pl->from, sizeof pl->from);
-  if (s != FCL_OK) return s;
-  const int K = (int)d->head_dim_k, V = (int)d->head_dim_v;
-  const int64_t ntok = p ? p->ntok : d->batch * d->seqlen;
-  if (v == &fcl_variant_rwkv6_bwd) {
-    /* Each block of BVB value columns keeps its own partial dr, dk and dw,
-     * so a tuned small BVB can need more than one buffer may hold where the
-     * defaults fit (BVB=1 at 128 sequences of 16384, K=V=64: 32 GiB a
-     * buffer on the H100, which allows 20 GiB): the defaults then. */
-    const fcl_rwkv6_bwd_params *c = FCL_CPARAMS(fcl_rwkv6_bwd_params, &pl->cfg);
-    if (ctx->info.max_alloc &&
-        fcl_bytes((V + c->BVB - 1) / c->BVB, ntok, d->heads, K, sizeof(float)) >
-            ctx->info.max_alloc) {
-      fcl_config def;
-      v->defaults(&ctx->info, &pl->cls, &def);
-      if (FCL_CPARAMS(fcl_rwkv6_bwd_params, &def)->BVB > c->BVB) {
-        char was[64];
-        fcl_params_format(v, &pl->cfg, was, sizeof was);
-        snprintf(pl->from, sizeof pl->from,
-                 "built-in defaults (%s needs partial gradients over one buffer's limit here)",
-                 was);
-        fcl_log(ctx, "rwkv6 backward: %s", pl->from);
-        pl->cfg = def;
-      }
-    }
-  }
-  const fcl_define extra[2] = {{"FCL_UNROLL_HINTS", !ctx->info.is_cpu},
-                               {"RW_STEPS", fcl_rwkv6_step_positions(d)}};
-  const int nextra = v == &fcl_variant_rwkv6_bwd ? 0 : v == &fcl_variant_rwkv6_step ? 2 : 1;
-  fcl_build_options(&pl->cls, &pl->cfg, extra, nextra,
-                    v == &fcl_variant_rwkv6_chunked_mma || v == &fcl_variant_rwkv6_bwd_chunked_mma
-                        ? fcl_mma_build_options(ctx, fcl_rwkv6_mma_operand(dtype))
-                        : NULL,
-                    pl->options, sizeof pl->options);
+static fcl_status bwd_chunked_mma_applies(fcl_context *ctx, const void *problem, fcl_fit *fit) {
+  return chunked_mma_applies(ctx, problem, &fcl_variant_rwkv6_bwd_chunked, fit);
+}
+
+static fcl_status chunked_applies(fcl_context *ctx, const void *problem, fcl_fit *fit) {
+  const fcl_rwkv6_problem *p = problem;
+  (void)ctx;
+  *fit = p->algorithm == FCL_RWKV6_RECURRENT ? FCL_FIT_BARRED : fcl_fit_if(p->chunked);
   return FCL_OK;
+}
+
+static fcl_status recurrent_applies(fcl_context *ctx, const void *problem, fcl_fit *fit) {
+  const fcl_rwkv6_problem *p = problem;
+  (void)ctx;
+  *fit = p->algorithm == FCL_RWKV6_CHUNKED ? FCL_FIT_BARRED : fcl_fit_if(!p->chunked);
+  return FCL_OK;
+}
+
+/* Each block of BVB value columns keeps its own partial dr, dk and dw,
+ * so a tuned small BVB can need more than one buffer may hold where the
+ * defaults fit (BVB=1 at 128 sequences of 16384, K=V=64: 32 GiB a buffer
+ * on the H100, which allows 20 GiB): the defaults then. */
+static void bwd_refit(fcl_context *ctx, fcl_variant_plan *pl, const void *problem) {
+  const fcl_rwkv6_problem *p = problem;
+  const fcl_variant *v = pl->cls.variant;
+  const int K = (int)p->d->head_dim_k, V = (int)p->d->head_dim_v;
+  const fcl_rwkv6_bwd_params *c = FCL_CPARAMS(fcl_rwkv6_bwd_params, &pl->cfg);
+  if (!ctx->info.max_alloc ||
+      fcl_bytes((V + c->BVB - 1) / c->BVB, p->ntok, p->d->heads, K, sizeof(float)) <=
+          ctx->info.max_alloc)
+    return;
+  fcl_config def;
+  v->defaults(&ctx->info, &pl->cls, &def);
+  if (FCL_CPARAMS(fcl_rwkv6_bwd_params, &def)->BVB > c->BVB) {
+    char was[64];
+    fcl_params_format(v, &pl->cfg, was, sizeof was);
+    snprintf(pl->from, sizeof pl->from,
+             "built-in defaults (%s needs partial gradients over one buffer's limit here)", was);
+    fcl_log(ctx, "rwkv6 backward: %s", pl->from);
+    pl->cfg = def;
+  }
+}
+
+/* Build options: loop unrolling hints (not on CPUs), the step kernel's
+ * positions a launch, the tensor cores' options. */
+static void unrolled(const fcl_context *ctx, const void *problem, fcl_build_extra *x) {
+  (void)problem;
+  x->defs[x->ndefs++] = (fcl_define){"FCL_UNROLL_HINTS", !ctx->info.is_cpu};
+}
+
+static void step_options(const fcl_context *ctx, const void *problem, fcl_build_extra *x) {
+  unrolled(ctx, problem, x);
+  x->defs[x->ndefs++] =
+      (fcl_define){"RW_STEPS", fcl_rwkv6_step_positions(((const fcl_rwkv6_problem *)problem)->d)};
+}
+
+static void mma_options(const fcl_context *ctx, const void *problem, fcl_build_extra *x) {
+  unrolled(ctx, problem, x);
+  x->tail = fcl_mma_build_options(
+      ctx, fcl_rwkv6_mma_operand(((const fcl_rwkv6_problem *)problem)->dtype));
+}
+
+/* Forward: the step kernel, the chunked kernels (tensor cores, then
+ * portable), the fused recurrent kernel. */
+static const fcl_variant_row fwd_rows[] = {
+    {.variant = &fcl_variant_rwkv6_step, .applies = step_applies, .options = step_options,
+     .launch = fcl_rwkv6_step_forward},
+    {.variant = &fcl_variant_rwkv6_chunked_mma, .applies = fwd_chunked_mma_applies,
+     .options = mma_options, .launch = fcl_rwkv6_chunk_mma_forward},
+    {.variant = &fcl_variant_rwkv6_chunked, .applies = chunked_applies, .options = unrolled,
+     .launch = fcl_rwkv6_chunked_forward},
+    {.variant = &fcl_variant_rwkv6_recurrent, .applies = recurrent_applies,
+     .options = unrolled, .launch = fcl_rwkv6_recurrent_forward},
+};
+const fcl_variant_table fcl_rwkv6_fwd_table = {"rwkv6 forward", fwd_rows,
+                                               (int)FCL_COUNT(fwd_rows), class_of};
+
+/* Backward: the chunked kernels (tensor cores, then portable), the fused
+ * recurrent kernels. */
+static const fcl_variant_row bwd_rows[] = {
+    {.variant = &fcl_variant_rwkv6_bwd_chunked_mma, .applies = bwd_chunked_mma_applies,
+     .options = mma_options, .launch = fcl_rwkv6_chunk_mma_backward},
+    {.variant = &fcl_variant_rwkv6_bwd_chunked, .applies = chunked_applies,
+     .options = unrolled, .launch = fcl_rwkv6_chunked_backward},
+    {.variant = &fcl_variant_rwkv6_bwd, .applies = recurrent_applies, .refit = bwd_refit,
+     .launch = fcl_rwkv6_recurrent_backward},
+};
+const fcl_variant_table fcl_rwkv6_bwd_table = {"rwkv6 backward", bwd_rows,
+                                               (int)FCL_COUNT(bwd_rows), class_of};
+
+void fcl_rwkv6_problem_of(const fcl_rwkv6_desc *d, fcl_dtype dtype, fcl_rwkv6_problem *p) {
+  *p = (fcl_rwkv6_problem){.d = d, .varlen = d->cu_seqlens != NULL,
+                           .ntok = d->batch * d->seqlen, .dtype = dtype};
+}
+
+fcl_status fcl_rwkv6_plan_make(fcl_context *ctx, fcl_rwkv6_problem *p, bool backward,
+                               fcl_variant_plan *pl) {
+  describe(ctx, p, backward);
+  return fcl_variant_plan_make(ctx, backward ? &fcl_rwkv6_bwd_table : &fcl_rwkv6_fwd_table, p,
+                               0, pl);
+}
+
+fcl_status fcl_rwkv6_run(fcl_context *ctx, fcl_rwkv6_problem *p, bool backward) {
+  describe(ctx, p, backward);
+  return fcl_variant_run(ctx, backward ? &fcl_rwkv6_bwd_table : &fcl_rwkv6_fwd_table, p);
 }
 
 fcl_status fcl_rwkv6_config(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype dtype,
@@ -156,9 +223,10 @@ fcl_status fcl_rwkv6_config(fcl_context *ctx, const fcl_rwkv6_desc *d, fcl_dtype
   if (fcl_dtype_size(dtype) == 0)
     return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT, "dtype: is %d, not a fcl_dtype",
                     (int)dtype);
-  fcl_rwkv6_plan pl;
-  if ((s = fcl_device_probe(ctx)) ||
-      (s = fcl_rwkv6_plan_make(ctx, d, dtype, backward != 0, NULL, &pl)))
+  fcl_rwkv6_problem p;
+  fcl_variant_plan pl;
+  fcl_rwkv6_problem_of(d, dtype, &p);
+  if ((s = fcl_device_probe(ctx)) || (s = fcl_rwkv6_plan_make(ctx, &p, backward != 0, &pl)))
     return s;
   fcl_config_info_fill(out, &pl.cls, &pl.cfg, pl.from);
   return FCL_OK;

@@ -113,9 +113,12 @@ int fcl_rwkv6_step_positions(const fcl_rwkv6_desc *d) {
   return d->seqlen < RW_STEP_MAX_T ? (int)d->seqlen : RW_STEP_MAX_T;
 }
 
-fcl_status fcl_rwkv6_step_forward(fcl_context *ctx, const fcl_rwkv6_desc *d,
-                                  const fcl_rwkv6_problem *p, const fcl_rwkv6_plan *pl,
-                                  const fcl_rwkv6_args *a) {
+fcl_status fcl_rwkv6_step_forward(fcl_context *ctx, const fcl_variant_plan *pl,
+                                  const void *problem, bool *fallback) {
+  const fcl_rwkv6_problem *p = problem;
+  const fcl_rwkv6_desc *d = p->d;
+  const fcl_rwkv6_args *a = &p->a;
+  (void)fallback;
   const params *c = FCL_CPARAMS(params, &pl->cfg);
   const fcl_variant *kd = pl->cls.variant;
   cl_kernel ks;

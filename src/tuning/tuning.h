@@ -127,4 +127,79 @@ fcl_status fcl_tuning_unbuilt(fcl_context *ctx, const fcl_variant *v, fcl_status
  * fcl_rwkv6_config(). */
 void fcl_config_info_fill(fcl_config_info *out, const fcl_tuning_class *cls,
                           const fcl_config *cfg, const char *from);
+
+/* Tables of kernel variants (variant_table.c). An operation has one table
+ * a pass, its rows in order of preference, and describes each problem once
+ * in a struct of its own, which the table's functions read through an
+ * opaque pointer. The choice of a row (fa-tune's override included), its
+ * configuration and build options, and the run with its fallbacks are
+ * written once, here; fa-tune's registry of variants is made of the tables
+ * (tuning_api.c). */
+
+/* What a row makes of a problem. */
+typedef enum {
+  FCL_FIT_NO,     /* it cannot take it here (the device, the shape)              */
+  FCL_FIT_YES,    /* it takes it                                                  */
+  FCL_FIT_FORCED, /* it can, but takes it only where fa-tune overrides its variant */
+  FCL_FIT_BARRED  /* the call asks for another algorithm: no override runs it     */
+} fcl_fit;
+static inline fcl_fit fcl_fit_if(bool yes) { return yes ? FCL_FIT_YES : FCL_FIT_NO; }
+
+/* What a row adds to a configuration's build options. */
+typedef struct {
+  fcl_define  defs[4];
+  int         ndefs;
+  const char *tail; /* NULL: none */
+} fcl_build_extra;
+
+typedef struct fcl_variant_plan fcl_variant_plan;
+typedef struct {
+  const fcl_variant *variant;
+  /* What the row makes of the problem (may probe the device once); NULL:
+   * FCL_FIT_YES. */
+  fcl_status (*applies)(fcl_context *ctx, const void *problem, fcl_fit *fit);
+  /* A configuration that is not valid here moves on to the next row (the
+   * tensor cores' tiles may not fit); otherwise the build says. */
+  bool skip_invalid;
+  /* Replaces a configuration this problem cannot take though its class
+   * can (NULL: every valid one fits). */
+  void (*refit)(fcl_context *ctx, fcl_variant_plan *pl, const void *problem);
+  /* Build options after the parameters (NULL: none). */
+  void (*options)(const fcl_context *ctx, const void *problem, fcl_build_extra *x);
+  /* Enqueues the pass; *fallback when its kernels do not build here and
+   * the next row should run instead (nothing was enqueued). */
+  fcl_status (*launch)(fcl_context *ctx, const fcl_variant_plan *pl, const void *problem,
+                       bool *fallback);
+} fcl_variant_row;
+
+/* One pass of an operation: its rows and the class of a problem for a
+ * variant (the tuning database's key). */
+typedef struct {
+  const char            *what; /* "attention forward", for messages */
+  const fcl_variant_row *rows;
+  int                    nrows;
+  void (*class_of)(const void *problem, const fcl_variant *v, fcl_tuning_class *cls);
+} fcl_variant_table;
+
+/* What one call runs: the row (index: its place in the table), its class,
+ * configuration (and where that came from) and build options. */
+struct fcl_variant_plan {
+  const fcl_variant_row *row;
+  int                    index;
+  fcl_tuning_class       cls;
+  fcl_config             cfg;
+  char                   from[512];
+  char                   options[512];
+};
+
+/* The plan of a problem from row `first` on: the first row that takes it.
+ * While fa-tune overrides a variant of the table (the first row's whose
+ * variant is overridden, unless the call bars it), that variant runs
+ * wherever it applies: the rows of other variants before its last row are
+ * passed over, and its rows take FCL_FIT_FORCED problems too. */
+fcl_status fcl_variant_plan_make(fcl_context *ctx, const fcl_variant_table *t,
+                                 const void *problem, int first, fcl_variant_plan *pl);
+/* Plans and launches a problem, going on to the next row where a launch
+ * falls back. */
+fcl_status fcl_variant_run(fcl_context *ctx, const fcl_variant_table *t, const void *problem);
 #endif
