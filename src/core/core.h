@@ -235,8 +235,6 @@ fcl_status fcl_launch(fcl_context *ctx, cl_kernel k, const fcl_args *a,
 /* Enqueues the zeroing of the first bytes of buf (a multiple of 4), as
  * fcl_launch enqueues a kernel (dry runs, plans, events). */
 fcl_status fcl_enqueue_zero(fcl_context *ctx, cl_mem buf, size_t bytes, const char *what);
-/* Whether launches return profiling events: timing or tracing is on. */
-bool       fcl_events_wanted(const fcl_context *ctx);
 
 /* desc.c: a public descriptor read by flashcl.h's rule (size first):
  * copied into out (kind->known bytes, its size set to that), a shorter
@@ -309,6 +307,8 @@ void       fcl_watch_release(fcl_watch *w); /* the context's end; NULL: no-op */
 /* timing.c: an operation's first and last kernel events, kept when the
  * queue profiles, for fcl_context_last_op_time(). */
 void fcl_op_begin(fcl_context *ctx);
+/* Whether launches return profiling events: timing or tracing is on. */
+bool fcl_events_wanted(const fcl_context *ctx);
 void fcl_op_record(fcl_context *ctx, cl_event ev); /* takes ev */
 /* FCL_TRACE: keeps kernel k's launch (retains ev) for the timeline. */
 void fcl_op_trace(fcl_context *ctx, cl_kernel k, cl_event ev, const size_t global[3],

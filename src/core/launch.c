@@ -90,10 +90,6 @@ void fcl_arg_kind(fcl_args *a, size_t size, const void *value, bool mem) {
   a->i++;
 }
 
-bool fcl_events_wanted(const fcl_context *ctx) {
-  return ctx->profiling && (ctx->timing || ctx->opt.trace);
-}
-
 fcl_status fcl_launch(fcl_context *ctx, cl_kernel k, const fcl_args *a,
                       const size_t global[3], const size_t local[3],
                       const char *what) {

@@ -1,6 +1,6 @@
-/* Plans: an operation's enqueues recorded once and replayed (core.h), the
- * public fcl_plan_run and fcl_plan_destroy, and the running of a public
- * call through them. The cache of plans is plan_cache.c. */
+/* Plans: an operation's enqueues recorded once and replayed (core.h), and
+ * the public fcl_*_plan, fcl_plan_run and fcl_plan_destroy. The public
+ * calls run through the cache of plans, plan_cache.c. */
 #include "core/plan.h"
 
 #include <stdlib.h>
@@ -135,32 +135,13 @@ fcl_status fcl_plan_replay(fcl_context *ctx, const fcl_plan *pl) {
 }
 
 /* Runs op while recording into pl (enqueueing as it goes or not). */
-static fcl_status record(fcl_context *ctx, fcl_plan *pl, bool enqueue, fcl_op_fn run,
-                         const void *args) {
+fcl_status fcl_plan_record(fcl_context *ctx, fcl_plan *pl, bool enqueue, fcl_op_fn run,
+                           const void *args) {
   ctx->rec = pl;
   ctx->rec_enqueue = enqueue;
   fcl_status s = run(ctx, args);
   ctx->rec = NULL;
   ctx->rec_enqueue = false;
-  return s;
-}
-
-fcl_status fcl_plan_call(fcl_context *ctx, const fcl_key *key, fcl_op_fn run,
-                         const void *args) {
-  fcl_clear_error(ctx);
-  fcl_op_begin(ctx);
-  const bool cache = key->ok && ctx->plan_cache > 0;
-  if (cache) {
-    const fcl_plan *pl = fcl_plan_cache_find(ctx, key);
-    if (pl) return ctx->plans_reused++, fcl_plan_replay(ctx, pl);
-  }
-  fcl_plan *pl = cache ? fcl_plan_new(ctx, false) : NULL;
-  if (!pl) return run(ctx, args);
-  const fcl_status s = record(ctx, pl, true, run, args);
-  ctx->plans_made++;
-  if (s == FCL_OK && !pl->broken && !pl->device_data && fcl_plan_cache_put(ctx, key, pl))
-    return FCL_OK;
-  fcl_plan_free(pl);
   return s;
 }
 
@@ -170,7 +151,7 @@ fcl_status fcl_plan_make(fcl_context *ctx, fcl_op_fn run, const void *args, fcl_
   *out = NULL;
   fcl_plan *pl = fcl_plan_new(ctx, true);
   if (!pl) return fcl_fail(ctx, FCL_ERROR_OUT_OF_MEMORY, "out: cannot allocate a plan");
-  fcl_status s = record(ctx, pl, false, run, args);
+  fcl_status s = fcl_plan_record(ctx, pl, false, run, args);
   if (s == FCL_OK && pl->broken)
     s = fcl_fail(ctx, FCL_ERROR_INTERNAL, "a launch of this call could not be recorded");
   if (s != FCL_OK) {

@@ -35,6 +35,9 @@ struct fcl_plan {
 fcl_plan  *fcl_plan_new(fcl_context *ctx, bool hold_args);
 void       fcl_plan_free(fcl_plan *pl);
 fcl_status fcl_plan_replay(fcl_context *ctx, const fcl_plan *pl);
+/* Runs op while recording into pl, enqueueing as it goes or not. */
+fcl_status fcl_plan_record(fcl_context *ctx, fcl_plan *pl, bool enqueue, fcl_op_fn run,
+                           const void *args);
 /* plan_cache.c: the plan of a key seen before (moved to the front), or
  * NULL, after the plans that name a buffer destroyed since are dropped;
  * put takes pl (false: not kept, the caller frees it). */

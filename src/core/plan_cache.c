@@ -1,6 +1,6 @@
 /* The cache of plans of the public calls: keys (every argument a plan
- * depends on, as bytes), and the most recently used plans of a context,
- * up to FCL_OPTION_PLAN_CACHE of them. */
+ * depends on, as bytes), the most recently used plans of a context, up to
+ * FCL_OPTION_PLAN_CACHE of them, and a public call run through it. */
 #include "core/plan.h"
 
 #include <stdlib.h>
@@ -137,4 +137,24 @@ void fcl_plan_cache_clear(fcl_context *ctx) {
     ctx->plans = next;
   }
   ctx->plans_n = 0;
+}
+
+/* A public call: its cached plan replayed, or run while a plan records. */
+fcl_status fcl_plan_call(fcl_context *ctx, const fcl_key *key, fcl_op_fn run,
+                         const void *args) {
+  fcl_clear_error(ctx);
+  fcl_op_begin(ctx);
+  const bool cache = key->ok && ctx->plan_cache > 0;
+  if (cache) {
+    const fcl_plan *pl = fcl_plan_cache_find(ctx, key);
+    if (pl) return ctx->plans_reused++, fcl_plan_replay(ctx, pl);
+  }
+  fcl_plan *pl = cache ? fcl_plan_new(ctx, false) : NULL;
+  if (!pl) return run(ctx, args);
+  const fcl_status s = fcl_plan_record(ctx, pl, true, run, args);
+  ctx->plans_made++;
+  if (s == FCL_OK && !pl->broken && !pl->device_data && fcl_plan_cache_put(ctx, key, pl))
+    return FCL_OK;
+  fcl_plan_free(pl);
+  return s;
 }

@@ -5,6 +5,10 @@
 
 #include <stdio.h>
 
+bool fcl_events_wanted(const fcl_context *ctx) {
+  return ctx->profiling && (ctx->timing || ctx->opt.trace);
+}
+
 void fcl_op_trace(fcl_context *ctx, cl_kernel k, cl_event ev, const size_t global[3],
                   const size_t local[3]) {
   if (ctx->trace_n == FCL_TRACE_MAX) {
