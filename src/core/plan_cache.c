@@ -32,8 +32,7 @@ void fcl_key_f32(fcl_key *key, float v) { fcl_key_bytes(key, &v, sizeof v); }
 void fcl_key_mem(fcl_key *key, cl_mem m) {
   fcl_key_bytes(key, &m, sizeof m);
   if (!m) return;
-  for (int i = 0; i < key->nmem; ++i)
-    if (key->mem[i] == m) return;
+  /* repeats stay: the watch takes each buffer once, when a plan is kept */
   if (key->nmem == FCL_KEY_MEMS) key->ok = false;
   else key->mem[key->nmem++] = m;
 }
