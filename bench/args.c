@@ -61,6 +61,9 @@ static const char usage[] =
     "                    through public plans: each layer's call planned once\n"
     "                    (fcl_attention_kvcache_plan, fcl_rwkv6_forward_plan) and\n"
     "                    run with fcl_plan_run, as an engine that plans once does\n"
+    "  --f32-precision P highest, high or medium: FCL_OPTION_F32_PRECISION for\n"
+    "                    every f32 call (highest); the check takes the level's\n"
+    "                    tolerance (flashcl.h)\n"
     "  --csv, --json     machine-readable output instead of the table (bench/plot.py\n"
     "                    draws the JSON)\n"
     "LIST is comma-separated; every combination of the lists is run.\n"
@@ -219,7 +222,7 @@ static int one_count(const char *opt, const char *s, int i, void *dst) { /* 0 al
 int bench_parse_args(int argc, char **argv, bench_args *a) {
   bench_args d = {NULL, 1, 8, 0, 64, 0, {1024}, {1024}, 1, {FCL_F32, FCL_F16}, 2,
                   {0, 1}, 2, {OP_FWD, OP_RWKV6_FWD}, 2, {FCL_RWKV6_AUTO}, 1, 0, 0, 0,
-                  OUT_TABLE, 0, 1, 0.0, 0, 0, {0}, 0, {0}, 0, {0}, 0, 0, {0}, 0, NULL, 0, 0, 0, 0};
+                  OUT_TABLE, 0, 1, 0.0, 0, 0, {0}, 0, {0}, 0, {0}, 0, 0, {0}, 0, NULL, 0, 0, 0, 0, 0};
   int64_t sq = 0, sk = 0, iters = 10, warmup = 2, check = 1, peak = 1;
   int64_t layers = 0, steps = 0, kpc = 0;
   const struct { const char *name; int64_t *dst, min, max; } ints[] = {
@@ -233,7 +236,7 @@ int bench_parse_args(int argc, char **argv, bench_args *a) {
       {"--steps", &steps, 1, INT_MAX},          {"--kernels-per-call", &kpc, 1, 1000}};
   const char *const others[] = {"--device", "--seqlen", "--dtype", "--causal", "--op",
                                 "--algorithm", "--context", "--page-size", "--num-splits",
-                                "--peak-gbps", "--varlen", "--params"};
+                                "--peak-gbps", "--varlen", "--params", "--f32-precision"};
   const int n_others = (int)(sizeof others / sizeof others[0]);
   *a = d;
   for (int i = 1; i < argc; i++) {
@@ -273,6 +276,13 @@ int bench_parse_args(int argc, char **argv, bench_args *a) {
       a->device = val;
     } else if (!strcmp(arg, "--params")) {
       a->params = val;
+    } else if (!strcmp(arg, "--f32-precision")) {
+      a->f32_precision = !strcmp(val, "highest") ? 0 : !strcmp(val, "high") ? 1
+                       : !strcmp(val, "medium")  ? 2 : -1;
+      if (a->f32_precision < 0) {
+        fprintf(stderr, "fa-bench: --f32-precision: highest, high or medium, not '%s'\n", val);
+        rc = 1;
+      }
     } else if (!strcmp(arg, "--seqlen")) {
       rc = (a->n_seqlen = parse_list(arg, val, one_len, a->seqlen_q)) < 0;
       memcpy(a->seqlen_k, a->seqlen_q, sizeof a->seqlen_k);

@@ -55,6 +55,7 @@ typedef struct {
   int         layers, steps;
   int         kernels_per_call; /* --kernels-per-call: kernels one call launches (1) */
   int         plans;     /* --plans: each loop case also through public plans */
+  int         f32_precision; /* --f32-precision: an fcl_f32_precision (0 highest) */
 } bench_args;
 
 /* Fills *a from argv. Returns 0 to go on, 1 when --help was printed (exit 0),

@@ -65,6 +65,8 @@ double bench_median(double *t, int n);
 /* Turns the library's per-kernel timing events on or off where it has the
  * option (FCL_OPTION_TIMING); returns 1 if it has, else 0 (events always on). */
 int    bench_set_timing(fcl_context *ctx, int on);
+/* The context's FCL_OPTION_F32_PRECISION (an fcl_f32_precision). */
+int    bench_f32_precision(fcl_context *ctx);
 /* A read-write buffer of `bytes`, filled from host when it is not NULL. */
 cl_mem bench_upload(fcl_context *ctx, const void *host, size_t bytes, cl_int *err);
 /* Blocking read of the first `bytes` of buf; 0 on success. */

@@ -75,6 +75,11 @@ int bench_set_timing(fcl_context *ctx, int on) {
   return fcl_context_set_option(ctx, FCL_OPTION_TIMING, on) == FCL_OK;
 }
 
+int bench_f32_precision(fcl_context *ctx) {
+  int64_t v = 0;
+  return fcl_context_get_option(ctx, FCL_OPTION_F32_PRECISION, &v) == FCL_OK ? (int)v : 0;
+}
+
 static int cmp_double(const void *x, const void *y) {
   double a = *(const double *)x, b = *(const double *)y;
   return (a > b) - (a < b);

@@ -64,6 +64,12 @@ int main(int argc, char **argv) {
   /* Device times come from the library's profiling events: on, where they
    * are an option (loop mode turns them off for its timed steps). */
   bench_set_timing(ctx, 1);
+  if (a.f32_precision &&
+      fcl_context_set_option(ctx, FCL_OPTION_F32_PRECISION, a.f32_precision) != FCL_OK) {
+    fprintf(stderr, "fa-bench: --f32-precision: %s\n", fcl_context_last_error(ctx));
+    fcl_context_destroy(ctx);
+    return 2;
+  }
   if (a.params && set_params(ctx, a.params)) {
     fcl_context_destroy(ctx);
     return 2;

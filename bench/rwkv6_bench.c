@@ -196,7 +196,7 @@ int rwkv6_compare(const rshape *s, const char *op, const char *name, const void 
     return 0;
   }
   bench_decode(raw, raw_t, n, got);
-  tu_cmp c = tu_compare(got, ref, n, tol_rwkv(s->dt), 0);
+  tu_cmp c = tu_compare(got, ref, n, tol_rwkv(s->tol_dt), 0);
   free(got);
   double e = c.n_bad && !isfinite(c.worst_err) ? INFINITY : c.max_err;
   if (relative && isfinite(e) && c.ref_max > 0) e /= c.ref_max;
@@ -284,8 +284,11 @@ int bench_rwkv6(fcl_context *ctx, const bench_args *a, bench_op op, bench_emit e
   int setup_failed = 0;
   for (int si = 0; si < a->n_seqlen; si++) {
     for (int ti = 0; ti < a->n_dtypes; ti++) {
-      rshape s = {a->batch, a->seqlen_q[si], a->heads, a->head_dim, a->head_dim_v,
-                  a->dtypes[ti], FCL_RWKV6_AUTO};
+      const fcl_dtype dt = a->dtypes[ti];
+      rshape s = {a->batch, a->seqlen_q[si], a->heads, a->head_dim, a->head_dim_v, dt,
+                  FCL_RWKV6_AUTO,
+                  dt == FCL_F32 && bench_f32_precision(ctx) == FCL_F32_PRECISION_MEDIUM
+                      ? FCL_BF16 : dt};
       rinputs in;
       if (rwkv6_inputs_make(ctx, &s, bwd, &in)) {
         setup_failed = 1;

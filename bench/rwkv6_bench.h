@@ -9,6 +9,9 @@ typedef struct {
   int64_t   b, t, h, k, v;
   fcl_dtype dt;
   fcl_rwkv6_algorithm alg;
+  /* the check's tolerance: dt's, or bf16's for f32 where the context's
+   * FCL_OPTION_F32_PRECISION is MEDIUM (one bf16 product) */
+  fcl_dtype tol_dt;
 } rshape;
 
 enum { R, K, V, W, DO, N_IN };      /* host inputs (u apart) */

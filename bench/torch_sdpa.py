@@ -201,6 +201,9 @@ def parse_args():
     p.add_argument("--deterministic", action="store_true",
                    help="torch.use_deterministic_algorithms(True) (impl sdpa-NAME-det): the "
                    "backends' deterministic backward, where they have one, as flashcl's always is")
+    p.add_argument("--f32-precision", choices=["highest", "high", "medium"], default="highest",
+                   help="torch.set_float32_matmul_precision for f32 rows (and TF32 in cuDNN "
+                   "from high on), as fa-bench --f32-precision")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--csv", action="store_true")
     out.add_argument("--json", action="store_true")
@@ -698,6 +701,8 @@ def device_name(a):
 
 def main():
     a = parse_args()
+    torch.set_float32_matmul_precision(a.f32_precision)
+    torch.backends.cudnn.allow_tf32 = a.f32_precision != "highest"
     if a.device == "cuda" and not torch.cuda.is_available():
         sys.exit("torch_sdpa: CUDA is not available (--device cpu for the CPU)")
     if a.threads:

@@ -123,8 +123,32 @@ typedef enum {
    * FCL_RWKV6_AUTO run; FCL_RWKV6_AUTO (the default unless
    * $FCL_RWKV6_ALGORITHM is "recurrent" or "chunked") chooses by shape and
    * tuning. */
-  FCL_OPTION_RWKV6_ALGORITHM = 130
+  FCL_OPTION_RWKV6_ALGORITHM = 130,
+  /* An fcl_f32_precision: how the products of f32 calls may be computed;
+   * FCL_F32_PRECISION_HIGHEST (the default unless $FCL_F32_PRECISION is
+   * "high" or "medium"). */
+  FCL_OPTION_F32_PRECISION = 140
 } fcl_option;
+
+/* The products of f32 operations, as torch.set_float32_matmul_precision:
+ * a level permits a faster form; a kernel that has none keeps the level
+ * above. Each level's error, measured against a double reference:
+ *  HIGHEST  f32 accuracy (products in 3xTF32 or 3xBF16 on tensor cores):
+ *           the f32 tolerances of the tests.
+ *  HIGH     one TF32 product (10 mantissa bits, as f16) where a kernel
+ *           has it: the attention forward on NVIDIA tensor cores, within
+ *           the f16 tolerance. The RWKV6 and attention-backward kernels
+ *           have no TF32 form and stay at HIGHEST.
+ *  MEDIUM   also one bf16 product: RWKV6's chunked kernels on tensor
+ *           cores, within the bf16 tolerance; the attention forward as
+ *           HIGH.
+ * Kernels without tensor cores (the portable and CPU ones, other
+ * devices) run f32 arithmetic at every level. */
+typedef enum {
+  FCL_F32_PRECISION_HIGHEST = 0,
+  FCL_F32_PRECISION_HIGH = 1,
+  FCL_F32_PRECISION_MEDIUM = 2
+} fcl_f32_precision;
 #define FCL_HAS_OPTION_TIMING 1
 FCL_API fcl_status fcl_context_set_option(fcl_context *ctx, fcl_option option, int64_t value);
 FCL_API fcl_status fcl_context_get_option(const fcl_context *ctx, fcl_option option,

@@ -1,6 +1,7 @@
 /* FlashAttention-2 forward for f32 on NVIDIA tensor cores (prepend
  * dtype.cl, attention_common.cl and mma_tf32.cl): both products in 3xTF32,
- * so the result keeps f32 accuracy at tensor-core speed.
+ * so the result keeps f32 accuracy at tensor-core speed; in one TF32
+ * product each where FCL_F32_PRECISION permits (MMA_TF32_PRODUCT).
  *
  * As in attention_fwd_mma.cl: a work-group of WARPS warps owns
  * BLOCK_M = 16 * WARPS query rows of one (batch, head); a warp owns 16
@@ -133,7 +134,7 @@ void fcl_attention_fwd_tf32(
         MMA_UNROLL for (int n = 0; n < NT_S; ++n) {
           const float2 kx = vload2(0, k_s + (n * 8 + g) * LDK + kk * 8 + 2 * t4);
           const tf32_b kb = tf32_split_b(kx);
-          s[n] = MMA_3XTF32(qa, kb, s[n]);
+          s[n] = MMA_TF32_PRODUCT(qa, kb, s[n]);
         }
       }
       MMA_SPECIAL(nf_any) /* uniform over the work-group */
@@ -184,7 +185,7 @@ void fcl_attention_fwd_tf32(
             const int dn = c0 + c;
             if (dn < NT_O) {
               const tf32_b vb = tf32_split_b((float2)(vr[dn * 8], vr[LDV + dn * 8]));
-              part[c] = MMA_3XTF32(pa, vb, part[c]);
+              part[c] = MMA_TF32_PRODUCT(pa, vb, part[c]);
             }
           }
         }

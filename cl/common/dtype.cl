@@ -5,6 +5,12 @@
 #ifndef FCL_DTYPE
 #define FCL_DTYPE 0
 #endif
+/* The products f32 data may use (fcl_f32_precision: 0 highest, 1 high =
+ * one TF32 product, 2 medium = one bf16 product); the kernels that have
+ * such products read it (mma_tf32.cl, mma_common.cl). */
+#ifndef FCL_F32_PRECISION
+#define FCL_F32_PRECISION 0
+#endif
 
 /* Conversions of 16-bit bits, for any FCL_DTYPE (a kernel may read or
  * write another dtype than its own: the merge's parts and output). */

@@ -20,6 +20,10 @@
  * significant bits, bf16 keeping f32's range) and sums hi hi + hi lo +
  * lo hi: each product then errs by about 2^-17 of its size ("3xBF16"). */
 #define MMA_SPLIT (FCL_DTYPE == 0)
+/* Whether the split's lo parts enter the products: not where
+ * FCL_F32_PRECISION_MEDIUM permits one bf16 product (hi hi). The tiles
+ * keep their layout either way. */
+#define MMA_SPLIT_PRODUCTS (MMA_SPLIT && FCL_F32_PRECISION < 2)
 
 /* An operand's bits back to f32. */
 #if FCL_DTYPE == 1

@@ -120,6 +120,14 @@ inline tf32_b tf32_split_b(float2 x) {
 /* c + a b in 3xTF32; the small cross terms first. */
 #define MMA_3XTF32(a, b, c) \
   mma_1688((a).big, (b).big, mma_1688((a).big, (b).small, mma_1688((a).small, (b).big, (c))))
+/* c + a b as the f32 precision allows: one TF32 product of the rounded
+ * parts from FCL_F32_PRECISION_HIGH on (the small parts then go unused and
+ * the compiler drops them), 3xTF32 otherwise. */
+#if FCL_F32_PRECISION >= 1
+#define MMA_TF32_PRODUCT(a, b, c) mma_1688((a).big, (b).big, (c))
+#else
+#define MMA_TF32_PRODUCT(a, b, c) MMA_3XTF32(a, b, c)
+#endif
 
 /* Rows [row0, row0 + rows) of a strided f32 matrix into a local tile of
  * pitch ld and width (a multiple of 4) columns, by nthreads work-items;

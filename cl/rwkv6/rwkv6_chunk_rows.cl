@@ -29,13 +29,14 @@ typedef float rw_ck_t;
 inline void rw_st16(__local ushort *p, int i, int lo, float x) {
   const ushort hi = mma_round(x);
   p[i] = hi;
-#if MMA_SPLIT
+#if MMA_SPLIT_PRODUCTS
   p[i + lo] = mma_round_lo(x, hi);
 #endif
 }
 
-/* An ldmatrix of a split tile's lo twin; 0 (and no load) unsplit. */
-#if MMA_SPLIT
+/* An ldmatrix of a split tile's lo twin; 0 (and no load) unsplit or
+ * where the lo parts take no part in the products (MMA_SPLIT_PRODUCTS). */
+#if MMA_SPLIT_PRODUCTS
 #define RW_LDSM_LO(base, lo, off) mma_ldsm_x4((base) + (lo), (off))
 #define RW_LDSM_LO_T(base, lo, off) mma_ldsm_x4_t((base) + (lo), (off))
 #else
@@ -44,13 +45,13 @@ inline void rw_st16(__local ushort *p, int i, int lo, float x) {
 #endif
 /* c + a b over split operands (ah, al) and (bh, bl): hi hi + hi lo + lo hi,
  * the small terms first; unsplit, the one product. */
-#if MMA_SPLIT
+#if MMA_SPLIT_PRODUCTS
 #define RW_MMA(ah, al, bh, bl, c) mma_16816((ah), (bh), mma_16816((ah), (bl), mma_16816((al), (bh), (c))))
 #else
 #define RW_MMA(ah, al, bh, bl, c) mma_16816((ah), (bh), (c))
 #endif
 /* A packed pair (x0, x1) and its lo twin (0 unsplit). */
-#if MMA_SPLIT
+#if MMA_SPLIT_PRODUCTS
 #define RW_PACK_LO(x0, x1, hi) mma_pack_lo((x0), (x1), (hi))
 #else
 #define RW_PACK_LO(x0, x1, hi) 0u

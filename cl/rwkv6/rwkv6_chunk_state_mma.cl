@@ -253,7 +253,7 @@ void fcl_rwkv6_chunk_state_mma(
         const int bo = (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LDSB + np * 16 +
                        (lane >> 4) * 8;
         const uint4 bf = mma_ldsm_x4_t(bop, bo);
-#if MMA_SPLIT
+#if MMA_SPLIT_PRODUCTS
         const uint4 bl = mma_ldsm_x4_t(bop + SB * LDSB, bo);
         acc[2 * np] = mma_16816(ah, bl.xy, acc[2 * np]);
         acc[2 * np + 1] = mma_16816(ah, bl.zw, acc[2 * np + 1]);

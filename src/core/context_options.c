@@ -39,6 +39,14 @@ fcl_status fcl_context_set_option(fcl_context *ctx, fcl_option option, int64_t v
     ctx->opt.rwkv6_algorithm = (int)value;
     fcl_plan_cache_clear(ctx); /* the cached plans chose by the old value */
     return FCL_OK;
+  case FCL_OPTION_F32_PRECISION:
+    if (value < FCL_F32_PRECISION_HIGHEST || value > FCL_F32_PRECISION_MEDIUM)
+      return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
+                      "value: is %" PRId64 ", FCL_OPTION_F32_PRECISION takes an "
+                      "fcl_f32_precision (0 highest, 1 high, 2 medium)", value);
+    ctx->opt.f32_precision = (int)value;
+    fcl_plan_cache_clear(ctx); /* their kernels were built for the old value */
+    return FCL_OK;
   }
   return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT, "option: is %d, not a fcl_option",
                   (int)option);
@@ -52,6 +60,7 @@ fcl_status fcl_context_get_option(const fcl_context *ctx, fcl_option option, int
   case FCL_OPTION_PLAN_CACHE: *value = ctx->plan_cache; return FCL_OK;
   case FCL_OPTION_LOG: *value = ctx->opt.log; return FCL_OK;
   case FCL_OPTION_RWKV6_ALGORITHM: *value = ctx->opt.rwkv6_algorithm; return FCL_OK;
+  case FCL_OPTION_F32_PRECISION: *value = ctx->opt.f32_precision; return FCL_OK;
   }
   return FCL_ERROR_INVALID_ARGUMENT;
 }

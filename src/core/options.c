@@ -63,4 +63,6 @@ void fcl_options_read(fcl_options *o) {
   o->wgmma = flag("FCL_WGMMA", true);
   const char *alg = env("FCL_RWKV6_ALGORITHM");
   o->rwkv6_algorithm = !alg ? 0 : strcmp(alg, "recurrent") == 0 ? 1 : strcmp(alg, "chunked") == 0 ? 2 : 0;
+  const char *prec = env("FCL_F32_PRECISION");
+  o->f32_precision = !prec ? 0 : strcmp(prec, "high") == 0 ? 1 : strcmp(prec, "medium") == 0 ? 2 : 0;
 }

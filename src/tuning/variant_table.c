@@ -56,6 +56,11 @@ fcl_status fcl_variant_plan_make(fcl_context *ctx, const fcl_variant_table *t,
     if (r->refit) r->refit(ctx, pl, problem);
     fcl_build_extra x = {.ndefs = 0, .tail = NULL};
     if (r->options) r->options(ctx, problem, &x);
+    /* Only where it is not the default, so that HIGHEST's programs keep
+     * their build options (and cached binaries). */
+    if (pl->cls.dtype == FCL_F32 && ctx->opt.f32_precision != FCL_F32_PRECISION_HIGHEST &&
+        x.ndefs < (int)FCL_COUNT(x.defs))
+      x.defs[x.ndefs++] = (fcl_define){"FCL_F32_PRECISION", ctx->opt.f32_precision};
     fcl_build_options(&pl->cls, &pl->cfg, x.defs, x.ndefs, x.tail, pl->options,
                       sizeof pl->options);
     return FCL_OK;
