@@ -251,6 +251,18 @@ uint64_t oh_case_seed(const char *name, fcl_dtype dt);
 /* FCL_TEST_FILTER: whether name contains it (or it is unset or empty). */
 int oh_selected(const char *name);
 
+/* The exit of a test, or of a mode of one, that has nothing to run on this
+ * device: CTest's SKIP_RETURN_CODE (tests/CMakeLists.txt), so that the
+ * skip shows in its summary instead of passing. */
+#define OH_SKIP 77
+/* Environment variable name as the library reads a flag: set and not "0";
+ * dflt when unset or empty. */
+int oh_env_flag(const char *name, int dflt);
+/* Whether the environment guarantees the tensor-core (mma.sync) kernels on
+ * any device: FCL_MMA_EMULATE on and FCL_DISABLE_FASTPATH off. A test that
+ * then finds them off fails (their probe is broken) rather than skip. */
+int oh_mma_guaranteed(void);
+
 /* A device buffer's bytes, read to the host (NULL on failure; free it). */
 unsigned char *oh_read_all(fcl_context *ctx, cl_mem m, size_t bytes);
 /* Inputs remembered before a call to check after it that they stayed. */

@@ -34,6 +34,15 @@ int oh_selected(const char *name) {
   return !f || !*f || strstr(name, f) != NULL;
 }
 
+int oh_env_flag(const char *name, int dflt) {
+  const char *v = getenv(name);
+  return v && *v ? strcmp(v, "0") != 0 : dflt;
+}
+
+int oh_mma_guaranteed(void) {
+  return oh_env_flag("FCL_MMA_EMULATE", 0) && !oh_env_flag("FCL_DISABLE_FASTPATH", 0);
+}
+
 int oh_check_dims(const char *what, const double *got, const double *ref, size_t n,
                   tu_tol tol, int lse_style, const int64_t *dims, int ndims, tu_cmp *cmp,
                   char *why, size_t nwhy) {

@@ -27,7 +27,13 @@
  * varlen, windows, softcap, ALiBi, a NaN in v, and a NaN in
  * k, whose kv head then runs the mma.sync dQ and dK/dV kernels beside
  * the wgmma ones.
- * Elsewhere each mode says that its kernel does not run and passes.
+ * Where a mode's kernel does not run (fcl_attention_config names another
+ * with the mode's override set) the mode exits 77, which CTest counts as
+ * skipped; so does a case whose dtype the kernel does not take here. Where
+ * the environment guarantees the kernel, that is a failure instead (a
+ * broken probe must not pass): mma and wgmma under FCL_MMA_EMULATE=1
+ * (wgmma unless FCL_WGMMA=0), cpu on a CPU device other than llvmpipe
+ * with FCL_CPU_KERNEL and FCL_LOOP_BUDGET unset.
  * mma also breaks a copy of the tensor-core forwards' kernels: unforced the
  * next row runs, forced the call fails (forced_build_failure). */
 #define _POSIX_C_SOURCE 200809L /* setenv, getpid */
@@ -176,9 +182,24 @@ static const forced_case wgmma_cases[] = {
   {"attention_bwd_wgmma", G13, FCL_F16, 2, 70, 90, 4, 2, 96, 32, 1, 20, 0, 0, 0, 0, {0}, {0}, 0},
 };
 
-static int g_failed = 0;
+static int g_failed = 0, g_skipped = 0;
+/* Why the environment guarantees the mode's kernel, NULL where it does not. */
+static const char *g_guarantee = NULL;
+
+static bool reports(fcl_context *ctx, fcl_dtype dt, int backward, const char *kernel,
+                    const char *forced, const forced_case *c, char *params, size_t size);
 
 static int run(fcl_context *ctx, const forced_case *c, int idx) {
+  const int bwd = strncmp(c->kernel, "attention_bwd", 13) == 0;
+  char names[256] = "";
+  if (!reports(ctx, c->dt, bwd, c->kernel, c->params, c, names, sizeof names)) {
+    /* Skipped, or where guaranteed failed: the call would test another kernel. */
+    printf("%s %-4s %s %s | %s does not run here (%s)%s%s\n", g_guarantee ? "FAIL" : "SKIP",
+           tu_dtype_name(c->dt), bwd ? "bwd" : "fwd", c->params, c->kernel, names,
+           g_guarantee ? " although " : "", g_guarantee ? g_guarantee : "");
+    g_skipped += !g_guarantee;
+    return !g_guarantee;
+  }
   ref_attention_problem p;
   memset(&p, 0, sizeof p);
   int32_t cu_q[5] = {0}, cu_k[5] = {0};
@@ -195,7 +216,6 @@ static int run(fcl_context *ctx, const forced_case *c, int idx) {
   p.alibi_slopes = c->alibi ? slopes : NULL;
 
   const oh_attention_sizes n = oh_attention_count(&p);
-  const int bwd = strncmp(c->kernel, "attention_bwd", 13) == 0;
   double *q = malloc(8 * n.q), *k = malloc(8 * n.k), *v = malloc(8 * n.v);
   double *dout = bwd ? malloc(8 * n.o) : NULL;
   tu_rng g;
@@ -279,22 +299,46 @@ static int forced_build_failure(const char *dir) {
   return failed;
 }
 
-/* The kernel fcl_attention_config reports for a small forward (or
+/* Whether fcl_attention_config names kernel for a small forward (or
  * backward) in dtype, with the override params of variant kernel set
- * first (NULL: none). */
+ * first (NULL: none), its kernel and params in params; the heads, head
+ * dims, mask and softcap of c where given (its lengths, varlen and ALiBi
+ * not: no buffers). */
 static bool reports(fcl_context *ctx, fcl_dtype dt, int backward, const char *kernel,
-                    const char *forced, char *params, size_t size) {
+                    const char *forced, const forced_case *c, char *params, size_t size) {
   fcl_attention_desc d = FCL_ATTENTION_DESC_INIT;
   d.batch = 1, d.seqlen_q = d.seqlen_k = 100, d.heads_q = d.heads_kv = 1;
   d.head_dim = d.head_dim_v = 64;
+  if (c) {
+    d.heads_q = c->hq, d.heads_kv = c->hkv, d.head_dim = c->d, d.head_dim_v = c->dv;
+    d.causal = c->causal, d.window_left = c->wl, d.window_right = c->wr;
+    d.softcap = (float)c->softcap;
+  }
   fcl_config_info info;
   const fcl_variant *v = fcl_variant_find(kernel);
   const bool ok = (!forced || fcl_tuning_override(ctx, v, forced) == FCL_OK) &&
                   fcl_attention_config(ctx, &d, dt, backward, &info) == FCL_OK;
   if (forced) fcl_tuning_override(ctx, v, NULL);
-  if (!ok) return false;
+  if (!ok) {
+    snprintf(params, size, "fcl_attention_config: %s", fcl_context_last_error(ctx));
+    return false;
+  }
   snprintf(params, size, "%s %s", info.kernel, info.params);
   return strcmp(info.kernel, kernel) == 0;
+}
+
+/* Whether the CPU forward must run here: a CPU device other than llvmpipe
+ * (whose loop budget the portable kernel's split keys respect), with
+ * FCL_CPU_KERNEL and FCL_LOOP_BUDGET unset. */
+static bool cpu_kernel_guaranteed(fcl_context *ctx) {
+  cl_device_id dev = NULL;
+  cl_device_type type = 0;
+  const char *budget = getenv("FCL_LOOP_BUDGET");
+  return clGetCommandQueueInfo(fcl_context_queue(ctx), CL_QUEUE_DEVICE, sizeof dev, &dev,
+                               NULL) == CL_SUCCESS &&
+         clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof type, &type, NULL) == CL_SUCCESS &&
+         (type & CL_DEVICE_TYPE_CPU) && !strstr(fcl_context_device_name(ctx), "llvmpipe") &&
+         oh_env_flag("FCL_CPU_KERNEL", 1) && !(budget && *budget);
 }
 
 int main(int argc, char **argv) {
@@ -305,10 +349,14 @@ int main(int argc, char **argv) {
   /* What the forward runs with no override: the mode's kernel, but for
    * emulated wgmma, which runs only where an override names it. */
   const char *unforced = "attention_fwd_cpu", *unforced_bwd = NULL;
+  if (strcmp(mode, "cpu") != 0 && strcmp(mode, "mma") != 0 && strcmp(mode, "wgmma") != 0) {
+    printf("usage: test_attention_forced [cpu|mma|wgmma]\n");
+    return 2;
+  }
   if (strcmp(mode, "mma") == 0)
     cases = mma_cases, n = (int)(sizeof mma_cases / sizeof *mma_cases), unforced = "attention_fwd_mma";
   if (strcmp(mode, "wgmma") == 0) {
-    const bool emulated = getenv("FCL_MMA_EMULATE") && atoi(getenv("FCL_MMA_EMULATE"));
+    const bool emulated = oh_env_flag("FCL_MMA_EMULATE", 0);
     cases = wgmma_cases, n = (int)(sizeof wgmma_cases / sizeof *wgmma_cases);
     unforced = emulated ? "attention_fwd_mma" : "attention_fwd_wgmma";
     unforced_bwd = emulated ? "attention_bwd_mma" : "attention_bwd_wgmma";
@@ -320,21 +368,36 @@ int main(int argc, char **argv) {
     return 1;
   }
   printf("device: %s\n", fcl_context_device_name(ctx));
+  if (strcmp(mode, "cpu") == 0 && cpu_kernel_guaranteed(ctx))
+    g_guarantee = "a CPU device other than llvmpipe, FCL_CPU_KERNEL and FCL_LOOP_BUDGET unset, "
+                  "guarantees it";
+  else if (strcmp(mode, "mma") == 0 && oh_mma_guaranteed())
+    g_guarantee = "FCL_MMA_EMULATE=1 guarantees it: is its probe broken? (FCL_LOG=1 says)";
+  else if (strcmp(mode, "wgmma") == 0 && oh_mma_guaranteed() && oh_env_flag("FCL_WGMMA", 1))
+    g_guarantee = "FCL_MMA_EMULATE=1 without FCL_WGMMA=0 guarantees it: is its probe broken? "
+                  "(FCL_LOG=1 says)";
   char params[512] = "";
-  if (!reports(ctx, cases[0].dt, 0, kernel, cases[0].params, params, sizeof params)) {
-    printf("%s does not run on this device (%s): nothing to test\n", kernel, params);
-    printf("test_attention_forced: 0 cases, 0 failed\n");
+  if (!reports(ctx, cases[0].dt, 0, kernel, cases[0].params, NULL, params, sizeof params)) {
     fcl_context_destroy(ctx);
-    return 0;
+    if (g_guarantee) {
+      printf("FAIL %s does not run on this device (%s) although %s\n", kernel, params,
+             g_guarantee);
+      printf("test_attention_forced %s: 1 case, 1 failed\n", mode);
+      return 1;
+    }
+    printf("SKIP %s does not run on this device (%s): nothing to test\n", kernel, params);
+    printf("test_attention_forced %s: skipped\n", mode);
+    return OH_SKIP;
   }
   for (int i = 0; i < n; ++i) g_failed += !run(ctx, &cases[i], i);
   /* What fcl_attention_config reports for the forward here now that the
    * override is gone: the unforced kernel with its defaults. */
-  const int cfg_ok = reports(ctx, cases[0].dt, 0, unforced, NULL, params, sizeof params);
+  const int cfg_ok = reports(ctx, cases[0].dt, 0, unforced, NULL, NULL, params, sizeof params);
   printf("%s fcl_attention_config reports %s\n", cfg_ok ? "PASS" : "FAIL", params);
   g_failed += !cfg_ok;
   if (unforced_bwd) { /* and for the backward */
-    const int bwd_ok = reports(ctx, cases[0].dt, 1, unforced_bwd, NULL, params, sizeof params);
+    const int bwd_ok =
+        reports(ctx, cases[0].dt, 1, unforced_bwd, NULL, NULL, params, sizeof params);
     printf("%s fcl_attention_config reports %s (backward)\n", bwd_ok ? "PASS" : "FAIL", params);
     g_failed += !bwd_ok;
     ++n;
@@ -348,7 +411,7 @@ int main(int argc, char **argv) {
     n += 4;
   }
 #endif
-  printf("test_attention_forced: %d cases, %d failed, %.1f s\n", n + 1, g_failed,
-         tu_now() - t0);
+  printf("test_attention_forced %s: %d cases, %d failed, %d skipped, %.1f s\n", mode, n + 1,
+         g_failed, g_skipped, tu_now() - t0);
   return g_failed ? 1 : 0;
 }

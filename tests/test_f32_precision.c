@@ -7,6 +7,9 @@
  * environment's value are checked too. Runs where those kernels do: NVIDIA,
  * or PoCL with FCL_MMA_EMULATE=1 (CTest); elsewhere it checks that every
  * level gives HIGHEST's bytes (the portable kernels have one precision).
+ * FCL_MMA_EMULATE=1 guarantees the tensor-core kernels on any device (the
+ * attention's unless FCL_F32_TENSOR_CORES=0): there the portable kernels
+ * are a failure (a broken probe must not pass as that second case).
  *
  * Environment: FCL_DEVICE. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
@@ -232,6 +235,13 @@ int main(void) {
   const int att_tc = names_mma(ctx, 0), rw_tc = names_mma(ctx, 1);
   printf("tensor-core f32 kernels here: attention %s, rwkv6 %s\n", att_tc ? "yes" : "no",
          rw_tc ? "yes" : "no");
+  if (oh_mma_guaranteed()) {
+    CHECK(att_tc || !oh_env_flag("FCL_F32_TENSOR_CORES", 1),
+          "FCL_MMA_EMULATE=1 guarantees the attention's tensor-core f32 kernel: is its probe "
+          "broken? (FCL_LOG=1 says)");
+    CHECK(rw_tc, "FCL_MMA_EMULATE=1 guarantees RWKV6's tensor-core f32 kernels: is their probe "
+                 "broken? (FCL_LOG=1 says)");
+  }
   attention_case(ctx, 0, att_tc);
   attention_case(ctx, 1, att_tc);
   rwkv6_case(ctx, rw_tc);

@@ -27,7 +27,10 @@
  *    and after lse, inputs unchanged); test_oclgrind_kvcache runs the same
  *    kinds of index under Oclgrind, which also sees reads;
  *  - fcl_attention_merge (kvcache_merge.c) and the bad inputs of both calls
- *    (kvcache_bad_input.c).
+ *    (kvcache_bad_input.c);
+ *  - under FCL_MMA_EMULATE=1 (test_kvcache_pocl_mma_emulated), which
+ *    guarantees the tensor-core decode kernel, that the library picks it:
+ *    else the cases would pass on the portable kernel with its probe broken.
  * Inputs are rounded to the dtype before the reference sees them; the
  * tolerances are the forward suite's (tu_tol_output, tu_tol_lse widened by
  * the f32 logit error).
@@ -334,6 +337,28 @@ static int reference_checks(void) {
   return bad;
 }
 
+/* Under FCL_MMA_EMULATE=1: fcl_attention_config names the tensor-core decode
+ * kernel (fcl_attention_kvcache's test of it, fcl_kvcache_mma_suits, is
+ * the forward's decode row's) for f16 and bf16 decode with GQA. Not on
+ * llvmpipe, whose loop budget keeps it off. */
+static void expect_decode_mma(fcl_context *ctx, kv_stats *st) {
+  if (!oh_mma_guaranteed() || strstr(fcl_context_device_name(ctx), "llvmpipe")) return;
+  fcl_attention_desc d = FCL_ATTENTION_DESC_INIT;
+  d.batch = 2, d.seqlen_q = 1, d.seqlen_k = 1024, d.heads_q = 8, d.heads_kv = 2;
+  d.head_dim = d.head_dim_v = 64;
+  for (int t = FCL_F16; t <= FCL_BF16; ++t) {
+    fcl_config_info info;
+    memset(&info, 0, sizeof info);
+    const fcl_status s = fcl_attention_config(ctx, &d, (fcl_dtype)t, 0, &info);
+    const int ok = s == FCL_OK && strcmp(info.kernel, "attention_decode_mma") == 0;
+    printf("%s %-4s FCL_MMA_EMULATE=1: decode runs %s%s\n", ok ? "PASS" : "FAIL",
+           tu_dtype_name((fcl_dtype)t), s == FCL_OK ? info.kernel : fcl_status_string(s),
+           ok ? "" : ", not attention_decode_mma, which it guarantees: is the mma probe "
+                     "broken? (FCL_LOG=1 says)");
+    ++st->run, st->failed += !ok;
+  }
+}
+
 int main(void) {
   const double t_start = tu_now();
   kv_stats st;
@@ -349,6 +374,7 @@ int main(void) {
     return 1;
   }
   printf("device: %s\n", fcl_context_device_name(ctx));
+  expect_decode_mma(ctx, &st);
   run_table(ctx, kv_cases, COUNT(kv_cases), &st);
   run_splits(ctx, &st);
   run_back_to_back(ctx, &st);
