@@ -64,7 +64,7 @@ static const char usage[] =
     "  --f32-precision P highest, high or medium: FCL_OPTION_F32_PRECISION for\n"
     "                    every f32 call (highest); the check takes the level's\n"
     "                    tolerance (flashcl.h)\n"
-    "  --csv, --json     machine-readable output instead of the table (bench/plot.py\n"
+    "  --csv, --json     machine-readable output instead of the table (bench/py/plot.py\n"
     "                    draws the JSON)\n"
     "LIST is comma-separated; every combination of the lists is run.\n"
     "\n"

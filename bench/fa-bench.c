@@ -8,7 +8,7 @@
  * calls them, loop.c) times them per call, host and device, beside the
  * driver's bare launch (launch_cost.c). The device's peaks (peak.c) are
  * measured first; output.c prints the rows (a table, CSV or JSON;
- * bench/plot.py draws the JSON). args.c parses. */
+ * bench/py/plot.py draws the JSON). args.c parses. */
 #define FCL_STATIC_LINKING_ONLY /* fcl_tuning_override, for --params */
 #include <math.h>
 #include <stdio.h>

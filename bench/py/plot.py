@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Draws benchmark throughput against sequence length with matplotlib.
 
-  python3 bench/plot.py OUT.svg FILE.json [FILE.json ...]
+  python3 bench/py/plot.py OUT.svg FILE.json [FILE.json ...]
 
 Each FILE.json is the output of `fa-bench --json` or of
-`bench/torch_sdpa.py --json` (PyTorch's SDPA backends: the anchors); rows
+`bench/py/torch_sdpa.py --json` (PyTorch's SDPA backends: the anchors); rows
 of any other program in the same format are drawn too. The output format
 (.svg, .png or .pdf) comes from OUT's name.
 
@@ -24,9 +24,9 @@ failed their check (FAIL, ERROR: their time is not a result). A row read
 twice (torch_sdpa.py --compare --json repeats fa-bench's rows) is drawn once.
 
   fa-bench --op fwd --seqlen 1024,2048,4096 --dtype f16 --baseline --json > fa.json
-  python3 bench/torch_sdpa.py --batch 1 --heads 8 --seqlen 1024,2048,4096 \\
+  python3 bench/py/torch_sdpa.py --batch 1 --heads 8 --seqlen 1024,2048,4096 \\
       --head-dim 64 --dtype f16 --json > torch.json
-  python3 bench/plot.py fwd.svg fa.json torch.json
+  python3 bench/py/plot.py fwd.svg fa.json torch.json
 """
 import argparse
 import json

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Benchmarks flashcl against PyTorch on an NVIDIA GPU (written for an H100),
-# printing every table to stdout and keeping the JSON and the plots:
+# shellcheck source-path=SCRIPTDIR disable=SC2054 # commas separate fa-bench's lists
+# Attention against PyTorch in one run, printing every table to stdout and
+# keeping the JSON and the plots:
 #   fa-bench fwd        B=4 H=32 N=4096, D=64 and 128, f16 and f32, causal 0 and 1,
 #                       with the unfused baseline (--baseline, fusion gain)
 #   fa-bench bwd        the same shapes, f16, causal 1
@@ -19,13 +20,15 @@
 #                       then torch_varlen.py: FlashAttention-2's varlen kernels on it
 #   plot.py             each sweep beside PyTorch's, to OUT/fwd_sweep_dD.svg (where
 #                       python3 imports matplotlib; else a message says so)
+# The PyTorch steps need PyTorch with CUDA (an NVIDIA GPU).
 #
-# usage: bench/h100.sh [BUILD_DIR [OUT_DIR]]   (defaults: build, h100-results)
+# usage: bench/suites/attention.sh [--device SEL] [--build DIR] [--out DIR] [--dry-run]
+#   defaults: the library's default device, build, results/<device name>
+#   (bench/suites/common.sh has the details)
 #
-# NVIDIA's OpenCL driver is registered through a private ICD directory, since
-# the container's /etc/OpenCL/vendors may not list it. A failing step is
-# reported and the others still run; the exit status is 1 if any failed.
-source "$(dirname "${BASH_SOURCE[0]}")/h100_common.sh"
+# A failing step is reported and the others still run; the exit status is 1
+# if any failed.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 attn=(--batch 4 --heads 32 --seqlen 4096)
 sweep=(--batch 1 --heads 32 --seqlen "1024,2048,4096,8192,16384")
@@ -33,52 +36,48 @@ varlen=(--varlen 512,1024,4096,768,2048,3072,1536,512 --heads 32 --heads-kv 8)
 rwkv=(--batch 8 --heads 32 --seqlen 4096 --head-dim 64 --dtype "bf16,f32"
       --algorithm "recurrent,chunked")
 
-command -v nvidia-smi >/dev/null && nvidia-smi -L
 for d in 64 128; do
-  step_json "$out/fwd_d$d.json" "$fab" --op fwd "${attn[@]}" --head-dim $d --dtype f16,f32 \
+  step_json "$out/fwd_d$d.json" "${fab[@]}" --op fwd "${attn[@]}" --head-dim $d --dtype f16,f32 \
     --causal 0,1 --baseline
-  step_json "$out/bwd_d$d.json" "$fab" --op bwd "${attn[@]}" --head-dim $d --dtype f16 \
+  step_json "$out/bwd_d$d.json" "${fab[@]}" --op bwd "${attn[@]}" --head-dim $d --dtype f16 \
     --causal 1
 done
-step "$fab" --op rwkv6-fwd,rwkv6-bwd "${rwkv[@]}"
+step "${fab[@]}" --op rwkv6-fwd,rwkv6-bwd "${rwkv[@]}"
 for d in 64 128; do
-  step_json "$out/fwd_sweep_d$d.json" "$fab" --op fwd "${sweep[@]}" --head-dim $d --dtype f16 \
+  step_json "$out/fwd_sweep_d$d.json" "${fab[@]}" --op fwd "${sweep[@]}" --head-dim $d --dtype f16 \
     --causal 0,1 --baseline --iters 5
 done
 
-export PYTHONUNBUFFERED=1
 for d in 64 128; do
-  step python3 "$here/torch_sdpa.py" "${attn[@]}" --head-dim $d --dtype f16,f32 --causal 0,1 \
+  step python3 "$py/torch_sdpa.py" "${attn[@]}" --head-dim $d --dtype f16,f32 --causal 0,1 \
     --compare "$out/fwd_d$d.json"
 done
 for d in 64 128; do
-  step python3 "$here/torch_sdpa.py" --bwd "${attn[@]}" --head-dim $d --dtype f16 --causal 1 \
+  step python3 "$py/torch_sdpa.py" --bwd "${attn[@]}" --head-dim $d --dtype f16 --causal 1 \
     --backend flash,cudnn --compare "$out/bwd_d$d.json"
 done
 for d in 64 128; do
-  step_json "$out/torch_sweep_d$d.json" python3 "$here/torch_sdpa.py" "${sweep[@]}" \
+  step_json "$out/torch_sweep_d$d.json" python3 "$py/torch_sdpa.py" "${sweep[@]}" \
     --head-dim $d --dtype f16 --causal 0,1
 done
 for d in 64 128; do
-  step "$fab" --op fwd,bwd "${varlen[@]}" --head-dim $d --dtype f16,bf16 --causal 0,1
-  step python3 "$here/torch_varlen.py" "${varlen[@]}" --head-dim $d --dtype f16,bf16 --causal 0,1
-  step python3 "$here/torch_varlen.py" --bwd "${varlen[@]}" --head-dim $d --dtype f16,bf16 \
+  step "${fab[@]}" --op fwd,bwd "${varlen[@]}" --head-dim $d --dtype f16,bf16 --causal 0,1
+  step python3 "$py/torch_varlen.py" "${varlen[@]}" --head-dim $d --dtype f16,bf16 --causal 0,1
+  step python3 "$py/torch_varlen.py" --bwd "${varlen[@]}" --head-dim $d --dtype f16,bf16 \
     --causal 0,1
 done
 
-if python3 -c "import matplotlib" 2>/dev/null; then
+if have_matplotlib; then
   for d in 64 128; do
     runs=()
     for f in "$out/fwd_sweep_d$d.json" "$out/torch_sweep_d$d.json"; do
-      [[ -s $f ]] && runs+=("$f")
+      if [[ -s $f ]] || ((dry)); then runs+=("$f"); fi
     done
-    ((${#runs[@]})) && step python3 "$here/plot.py" "$out/fwd_sweep_d$d.svg" "${runs[@]}"
+    ((${#runs[@]})) && step python3 "$py/plot.py" "$out/fwd_sweep_d$d.svg" "${runs[@]}"
   done
 else
   echo
-  echo "h100.sh: python3 cannot import matplotlib: no plots; elsewhere, draw the sweeps with"
-  echo "  python3 bench/plot.py fwd_sweep_d64.svg $out/fwd_sweep_d64.json $out/torch_sweep_d64.json"
+  echo "$me: python3 cannot import matplotlib: no plots; elsewhere, draw the sweeps with"
+  echo "  python3 bench/py/plot.py fwd_sweep_d64.svg $out/fwd_sweep_d64.json $out/torch_sweep_d64.json"
 fi
-echo
-echo "h100.sh: the JSON files and the plots are in $out/"
-exit $status
+finish

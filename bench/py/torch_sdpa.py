@@ -30,13 +30,13 @@ of flashcl's TFLOP/s to each PyTorch backend's on the same case.
 Only seqlen_q == seqlen_k is offered: for other lengths PyTorch's is_causal
 aligns the mask top-left, flashcl bottom-right.
 
-  python3 bench/torch_sdpa.py --batch 4 --heads 32 --seqlen 4096 --head-dim 64 \\
+  python3 bench/py/torch_sdpa.py --batch 4 --heads 32 --seqlen 4096 --head-dim 64 \\
       --dtype f16 --causal 0,1 --backend flash,cudnn
-  python3 bench/torch_sdpa.py --bwd --batch 4 --heads 32 --seqlen 4096 --head-dim 128 \\
+  python3 bench/py/torch_sdpa.py --bwd --batch 4 --heads 32 --seqlen 4096 --head-dim 128 \\
       --dtype f16 --causal 1 --backend flash
   fa-bench --device pocl --batch 1 --heads 8 --seqlen 2048 --dtype f32 --causal 0 \\
       --json > pocl.json
-  python3 bench/torch_sdpa.py --device cpu --batch 1 --heads 8 --seqlen 2048 --head-dim 64 \\
+  python3 bench/py/torch_sdpa.py --device cpu --batch 1 --heads 8 --seqlen 2048 --head-dim 64 \\
       --dtype f32 --causal 0 --backend flash,math --compare pocl.json
 
 --decode (op decode) times attention against a KV cache, the counterpart of
@@ -85,11 +85,11 @@ names (CSV: its columns, in its order, then event_us with --event-timing).
 
   fa-bench --op decode --batch 1 --heads 32 --heads-kv 8 --context 32768 --head-dim 128 \\
       --dtype f16 --page-size 0,16 --json > decode.json
-  python3 bench/torch_sdpa.py --decode --batch 1 --heads 32 --heads-kv 8 \\
+  python3 bench/py/torch_sdpa.py --decode --batch 1 --heads 32 --heads-kv 8 \\
       --context 32768 --head-dim 128 --dtype f16 --page-size 16,256 --compare decode.json
   fa-bench --op decode --layers 32 --steps 20 --batch 1 --heads 32 --heads-kv 8 \\
       --context 4096 --head-dim 128 --dtype f16 --json > loop.json
-  python3 bench/torch_sdpa.py --decode --layers 32 --steps 20 --batch 1 --heads 32 \\
+  python3 bench/py/torch_sdpa.py --decode --layers 32 --steps 20 --batch 1 --heads 32 \\
       --heads-kv 8 --context 4096 --head-dim 128 --dtype f16 --backend cudnn,flash \\
       --compare loop.json
 """

@@ -13,7 +13,7 @@ a bound, not a ring. For R = 1 it is the whole causal sequence, which is
 timed too (fa2_whole_ms).
 
 One JSON line per (seqlen, dtype, ranks):
-  python3 bench/ring_anchor.py --seqlen 32768,131072 --dtype f16,bf16 \
+  python3 bench/py/ring_anchor.py --seqlen 32768,131072 --dtype f16,bf16 \
       --ranks 1,2,4 --heads 32 --head-dim 128
 """
 import argparse

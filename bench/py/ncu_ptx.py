@@ -22,7 +22,7 @@ attention_bwd_mma.c): one work-group of WARPS warps per 16 WARPS query rows
 the backward, fill the directory with a backward run (fa-bench --op bwd)
 and give --warps the kernel's WK_WARPS or WQ_WARPS.
 
-  ncu -k regex:fcl -c 1 --set full python3 bench/ncu_ptx.py FILE.ptx --warps 4 [--head-dim 128]
+  ncu -k regex:fcl -c 1 --set full python3 bench/py/ncu_ptx.py FILE.ptx --warps 4 [--head-dim 128]
       [--batch 4 --heads 32 --seqlen 4096 --causal 0] [--maxnreg N]
 
 Without ncu it times the kernel (median of --timed runs), checks batch 0
@@ -30,8 +30,8 @@ against PyTorch in double, and prints what the JIT reports (registers,
 spills); --maxnreg caps the registers, to see what an occupancy that the
 OpenCL build cannot ask for would give.
 
-  ncu ... python3 bench/ncu_ptx.py --torch flash --dtype f16 ...   PyTorch's kernel
-  ncu -k regex:dq_dk_dv ... python3 bench/ncu_ptx.py --torch flash --bwd ...   its backward
+  ncu ... python3 bench/py/ncu_ptx.py --torch flash --dtype f16 ...   PyTorch's kernel
+  ncu -k regex:dq_dk_dv ... python3 bench/py/ncu_ptx.py --torch flash --bwd ...   its backward
 
 Needs PyTorch with CUDA (for the buffers and the CUDA context)."""
 import argparse

@@ -8,7 +8,7 @@ prints per case the median time of each and their ratio (defaults / tuned:
 above 1 means the tuned parameters are faster), the parameters the tuned run
 used (from FCL_LOG=1) and the geometric mean.
 
-  bench/tune_gain.py --db h100.db --device nvidia [--rounds 2] [--cpu]
+  bench/py/tune_gain.py --db h100.db --device nvidia [--rounds 2] [--cpu]
                      [--case "--op fwd --batch 4 ..."] [--json OUT.json]
 
 Without --case the groups are the shapes of issue 5: attention B=4 H=32

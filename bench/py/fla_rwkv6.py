@@ -12,11 +12,11 @@ fla takes it), no initial or final state, the default scale 1/sqrt(K).
        recomputes its chunk states, as flashcl's does);
 each the median of --iters CUDA-event timings after --warmup calls.
 
-fla runs from bench/vendor (h100_rwkv6.sh unpacks the wheels downloaded
+fla runs from bench/vendor (bench/suites/rwkv6.sh unpacks the wheels downloaded
 there and puts them on PYTHONPATH), or from an installed
 flash-linear-attention / fla-core.
 
-  python3 bench/fla_rwkv6.py --batch 8 --heads 32 --seqlen 4096 --head-dim 64 \
+  python3 bench/py/fla_rwkv6.py --batch 8 --heads 32 --seqlen 4096 --head-dim 64 \
       --dtype bf16,f32 [--impl chunk,fused_recurrent] [--json]
 """
 import argparse

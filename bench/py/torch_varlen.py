@@ -6,7 +6,7 @@ packed batch of sequences of the given lengths: q of shape (total, H, D),
 k and v (total, Hkv, D), every sequence attending to itself (causal
 aligned as fa-bench's, the lengths of queries and keys being equal).
 
-Rows print as bench/torch_sdpa.py's (impl flash-varlen): B is the number of
+Rows print as bench/py/torch_sdpa.py's (impl flash-varlen): B is the number of
 sequences, Nq = Nk the longest; TFLOP/s counts 2*H*L^2*(D+Dv) per sequence
 of length L, halved when causal, 2.5 times that for --bwd, as fa-bench
 does. err(o): the largest |o - ref| over 16 sampled rows of each sequence,
@@ -16,7 +16,7 @@ op refuses is listed as unsupported with its error.
 
   fa-bench --op fwd,bwd --varlen 512,1024,4096,768,2048,3072,1536,512 --heads 32 \\
       --heads-kv 8 --head-dim 128 --dtype f16 --causal 0,1
-  python3 bench/torch_varlen.py --varlen 512,1024,4096,768,2048,3072,1536,512 \\
+  python3 bench/py/torch_varlen.py --varlen 512,1024,4096,768,2048,3072,1536,512 \\
       --heads 32 --heads-kv 8 --head-dim 128 --dtype f16 --causal 0,1 [--bwd]
 """
 import argparse

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Tables of ring attention across GPUs (issue 24) from fa-ring-bench --json
-lines and bench/ring_anchor.py lines: correctness against the one-GPU call,
+lines and bench/py/ring_anchor.py lines: correctness against the one-GPU call,
 strong scaling (fixed sequence) and weak scaling (fixed tokens per GPU),
 each beside PyTorch FlashAttention-2's per-GPU bound.
 
-  python3 bench/ring_table.py [--weak TOKENS_PER_GPU] FILE...
+  python3 bench/py/ring_table.py [--weak TOKENS_PER_GPU] FILE...
 """
 import argparse
 import json
@@ -52,7 +52,7 @@ def main():
 
     print("\nStrong scaling (ms per call; 1 GPU is fcl_attention_* on the whole sequence; "
           "wait: share of the wall time the host waited on MPI; FA2 bound: "
-          "bench/ring_anchor.py; ratio = bound / flashcl)\n")
+          "bench/py/ring_anchor.py; ratio = bound / flashcl)\n")
     print("| tokens | dtype | pass | GPUs | flashcl ms | speedup | efficiency | wait | "
           "FA2 bound ms | ratio |")
     print("|---|---|---|---|---|---|---|---|---|---|")
