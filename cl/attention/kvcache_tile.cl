@@ -10,13 +10,12 @@
  * (flash-decoding). The macros below expect the kernel's arguments and
  * lid, b, hk, s, row0 and split in scope (KV_TILE_IDS, KV_SEQ).
  * counters: a buffer that is zero between launches (fcl_counters); split,
- * the kernel keeps there the tiles' counts and leaves them at zero again;
- * the splits' partial rows (KV_PART_LSE, KV_PART_O) follow the counts, or
- * with KV_PART_PLAIN go to parts (scratch, no zeros needed). */
+ * the kernel keeps there the tiles' counts and the splits' partial rows
+ * (KV_PART_LSE, KV_PART_O) and leaves it at zero again. */
 #define KV_DECODE_PARAMS                                                           \
   const __global fcl_elem *q, const __global fcl_elem *k_cache,                     \
       const __global fcl_elem *v_cache, __global fcl_elem *o, __global float *lse,  \
-      __global int *counters, __global float *parts, const __global float *alibi,   \
+      __global int *counters, const __global float *alibi,                          \
       const __global int *cache_seqlens,                                            \
       const __global int *batch_idx, const __global int *block_table,               \
       const __global int *cu_q, const __global float *rcos, const __global float *rsin, \
@@ -100,34 +99,19 @@ inline long kv_lse_index(const kv_seq *s, int b, int t, int h, int heads_q, int 
  * need not be coherent), and all that Oclgrind's race check accepts
  * between work-groups. Atomics on memory no one wrote would be reads of
  * uninitialised memory: the buffer starts at zero and the merge takes each
- * value back to zero.
- * KV_PART_PLAIN (NVIDIA): plain stores and volatile loads instead. PTX's
- * memory model makes the writer's membar.gl before its count and the
- * merger's after it a release and an acquire (fence.sc.gpu), so the
- * merger's loads see every split's stores; volatile keeps them out of the
- * non-coherent L1. The merge then reads with loads rather than one atomic
- * per float, and reads only what this launch wrote: nothing is zeroed. */
-#ifndef KV_PART_PLAIN
-#define KV_PART_PLAIN 0
-#endif
-#if KV_PART_PLAIN
-#define KV_PART_LSE parts
-#else
+ * value back to zero. */
 #define KV_PART_LSE ((__global float *)counters + (long)batch * get_num_groups(1) * heads_kv)
-#endif
 #define KV_PART_O (KV_PART_LSE + (long)num_splits * batch * seqlen_q * heads_q)
 #define KV_PART_INDEX(sp, t, h) ((((long)(sp) * batch + b) * seqlen_q + (t)) * heads_q + (h))
-#if KV_PART_PLAIN
-inline void kv_part_put(__global float *p, float x) { *p = x; }
-inline float kv_part_take(__global float *p) { return *(volatile __global float *)p; }
-#else
 inline void kv_part_put(__global float *p, float x) {
   atomic_xchg((volatile __global int *)p, as_int(x));
+}
+inline float kv_part_get(__global float *p) {
+  return as_float(atomic_or((volatile __global int *)p, 0));
 }
 inline float kv_part_take(__global float *p) { /* and leaves 0 */
   return as_float(atomic_xchg((volatile __global int *)p, 0));
 }
-#endif
 
 /* The tile's rows out: out_s[ROWS * HEAD_DIM_V] holds each row's sum of
  * p V, m_of[r] its running maximum (log2 domain) and l_of[r] its sum of p:

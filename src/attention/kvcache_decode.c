@@ -153,22 +153,13 @@ void fcl_kvcache_layout_args(fcl_args *a, const fcl_kvcache_desc *d) {
   for (size_t i = 0; i < FCL_COUNT(ints); ++i) FCL_ARG(a, ints[i]);
 }
 
-/* Whether the splits' partial rows go through plain stores and loads to a
- * scratch buffer (KV_PART_PLAIN, kvcache_tile.cl: NVIDIA, whose memory
- * model orders them by the fences around the count) rather than through
- * atomics on the zeroed counters. */
-static bool parts_plain(const fcl_context *ctx) {
-  return ctx->info.is_nvidia && !ctx->info.mma_emulate;
-}
-
 /* The decode kernels' arguments (KV_DECODE_PARAMS). */
-static void decode_args(fcl_args *a, const fcl_kvcache_problem *p, cl_mem counters,
-                        cl_mem parts, cl_int ns, cl_int min_split_keys, cl_int kv_flags,
-                        cl_int flags) {
+static void decode_args(fcl_args *a, const fcl_kvcache_problem *p, cl_mem counters, cl_int ns,
+                        cl_int min_split_keys, cl_int kv_flags, cl_int flags) {
   const fcl_kvcache_desc *d = p->d;
   const cl_mem any = p->q->buffer;
   const cl_mem bufs[] = {p->q->buffer, p->k_cache->buffer, p->v_cache->buffer, p->o->buffer,
-                         p->lse ? p->lse : any, counters, parts,
+                         p->lse ? p->lse : any, counters,
                          d->alibi_slopes ? d->alibi_slopes : any};
   for (size_t i = 0; i < FCL_COUNT(bufs); ++i) FCL_ARG(a, bufs[i]);
   arg_index_buffers(a, p);
@@ -290,10 +281,7 @@ fcl_status fcl_kvcache_options(fcl_context *ctx, const fcl_tuning_class *cls,
   const fcl_define extra[] = {{"ROWS", fcl_kvcache_tile_rows(c->MAX_ROWS, p->d)},
                               {"VEC", fcl_kvcache_vector_width(p)},
                               {"FCL_UNROLL_HINTS", !ctx->info.is_cpu},
-                              {"KV_PTX_CVT", ptx},
-                              /* the splits' partial rows without atomics
-                               * (kvcache_tile.cl) */
-                              {"KV_PART_PLAIN", parts_plain(ctx)}};
+                              {"KV_PTX_CVT", ptx}};
   fcl_build_options(cls, cfg, extra, (int)FCL_COUNT(extra),
                     ptx ? fcl_mma_build_options(ctx, FCL_F16) : NULL, out, size);
   return FCL_OK;
@@ -316,30 +304,25 @@ fcl_status fcl_kvcache_run(fcl_context *ctx, const fcl_variant *v, const char *o
   /* Every kernel and buffer first: on error nothing is enqueued. Split,
    * the kernel merges the splits itself: the zeroed buffer of
    * fcl_counters holds a count of finished splits a tile (kv head, query
-   * tile, sequence), left at zero again, then the splits' partial lse and
-   * rows, taken back to zero (atomics), or those go to scratch (plain). */
+   * tile, sequence), then the splits' partial lse and rows, all left at
+   * zero again. */
   cl_kernel kd, ka = NULL;
-  cl_mem counters = p->q->buffer, parts = p->q->buffer;
+  cl_mem counters = p->q->buffer;
   if ((s = fcl_get_kernel(ctx, v->files, v->nfiles, options, sh->kernel, &kd)) ||
       (p->append &&
        (s = fcl_get_kernel(ctx, v->files, v->nfiles, options, "fcl_kv_append", &ka))))
     return s;
   if (ns > 1) {
     const size_t counts = fcl_bytes(d->batch, d->heads_kv, tiles, 1, 1);
-    const size_t nparts = fcl_bytes(ns, d->batch, d->seqlen_q, d->heads_q, d->head_dim_v + 1);
-    const bool plain = parts_plain(ctx);
-    if ((s = fcl_counters(ctx, plain ? counts : counts > SIZE_MAX - nparts ? SIZE_MAX
-                                                                       : counts + nparts,
-                          &counters)) ||
-        (plain && (s = fcl_scratch(ctx, 0, nparts > SIZE_MAX / 4 ? SIZE_MAX : 4 * nparts,
-                                   &parts))))
+    const size_t parts = fcl_bytes(ns, d->batch, d->seqlen_q, d->heads_q, d->head_dim_v + 1);
+    if ((s = fcl_counters(ctx, counts > SIZE_MAX - parts ? SIZE_MAX : counts + parts,
+                          &counters)))
       return s;
-    if (!plain) parts = counters;
   }
   fcl_log(ctx, "kvcache: %s %s rows %d, %d split(s)%s", sh->kernel, options, sh->rows, ns,
           min_split_keys ? " (automatic)" : "");
   fcl_args ad = FCL_ARGS(kd);
-  decode_args(&ad, p, counters, parts, ns, min_split_keys, kv_flags, flags);
+  decode_args(&ad, p, counters, ns, min_split_keys, kv_flags, flags);
   if (ad.err) return fcl_fail_cl(ctx, ad.err, "clSetKernelArg");
 
   if (ka && (s = fcl_kvcache_append(ctx, ka, p, kv_flags, flags))) return s;
