@@ -9,12 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static double *dalloc(size_t n) {
-  double *x = calloc(n + 1, sizeof *x);
-  if (!x) abort();
-  return x;
-}
-
 /* Inputs: exact fit, or 7 spare elements after an offset or padded view. */
 static size_t tail_for(tu_layout l, size_t off) {
   return (l == TU_BSHD || l == TU_BHSD) && off == 0 ? 0 : 7;
@@ -125,7 +119,7 @@ int oh_attention_case_run(fcl_context *ctx, const oh_attention_case *c, fcl_dtyp
   const int64_t rows_k = varlen ? cuk[c->nseq] : p.seqlen_k;
 
   /* Inputs rounded to the dtype, and the reference. */
-  double *q = dalloc(n.q), *k = dalloc(n.k), *v = dalloc(n.v), *dout = dalloc(n.o);
+  double *q = oh_dalloc(n.q), *k = oh_dalloc(n.k), *v = oh_dalloc(n.v), *dout = oh_dalloc(n.o);
   tu_rng rng;
   tu_rng_seed(&rng, seed);
   const double amp = c->amp > 0 ? c->amp : 2.5;
@@ -137,7 +131,7 @@ int oh_attention_case_run(fcl_context *ctx, const oh_attention_case *c, fcl_dtyp
   tu_round_array(k, n.k, dt);
   tu_round_array(v, n.v, dt);
   tu_round_array(dout, n.o, dt);
-  double *o_ref = dalloc(n.o), *l_ref = dalloc(n.lse);
+  double *o_ref = oh_dalloc(n.o), *l_ref = oh_dalloc(n.lse);
   ref_attention_forward(&p, q, k, v, o_ref, l_ref);
   const double bound = ref_attention_logit_bound(&p, q, k);
   double vmax = 0.0;
@@ -163,8 +157,8 @@ int oh_attention_case_run(fcl_context *ctx, const oh_attention_case *c, fcl_dtyp
   opts.junk_stride0 = c->junk_stride0;
   opts.bwd_runs = 2; /* the backward runs twice, bit-identical */
   opts.check_inputs = 1;
-  double *o = dalloc(n.o), *l = dalloc(n.lse), *dq = dalloc(n.q), *dk = dalloc(n.k),
-         *dv = dalloc(n.v);
+  double *o = oh_dalloc(n.o), *l = oh_dalloc(n.lse), *dq = oh_dalloc(n.q), *dk = oh_dalloc(n.k),
+         *dv = oh_dalloc(n.v);
   const int with_lse = backward || !c->no_lse;
   const oh_attention_in in = {q, k, v, backward ? dout : NULL};
   oh_attention_out out = {o, with_lse ? l : NULL, dq, dk, dv, 0.0, 0.0, 0, 0};
@@ -199,9 +193,9 @@ int oh_attention_case_run(fcl_context *ctx, const oh_attention_case *c, fcl_dtyp
    * largest terms of dq and dk (as the logits in tu_tol_with_logits):
    * where P is one-hot, dP - D cancels and the gradient is rounding-sized. */
   if (backward && out.bwd_read) {
-    double *dq_ref = dalloc(n.q), *dk_ref = dalloc(n.k), *dv_ref = dalloc(n.v);
-    double *dq_ro = dalloc(n.q), *dk_ro = dalloc(n.k), *dv_ro = dalloc(n.v);
-    double *mq = dalloc(n.q), *mk = dalloc(n.k);
+    double *dq_ref = oh_dalloc(n.q), *dk_ref = oh_dalloc(n.k), *dv_ref = oh_dalloc(n.v);
+    double *dq_ro = oh_dalloc(n.q), *dk_ro = oh_dalloc(n.k), *dv_ro = oh_dalloc(n.v);
+    double *mq = oh_dalloc(n.q), *mk = oh_dalloc(n.k);
     ref_attention_backward(&p, q, k, v, dout, dq_ref, dk_ref, dv_ref);
     ref_attention_backward_terms(&p, q, k, v, dout, o, dq_ro, dk_ro, dv_ro, mq, mk);
     const double tol_g = tu_tol_grad(tdt).atol;

@@ -113,6 +113,10 @@ typedef struct {
 oh_rwkv6_sizes oh_rwkv6_count(const ref_rwkv6_problem *p);
 
 /* ---- comparisons ------------------------------------------------------------ */
+/* n + 1 zeroed doubles (aborts when out of memory), and max |x_i| over the
+ * finite x_i. */
+double *oh_dalloc(size_t n);
+double  oh_max_abs(const double *x, size_t n);
 /* Tolerances of the main suites (tu_tol_grad, tu_tol_rwkv6). */
 double oh_grad_tol(fcl_dtype t);
 tu_tol oh_rwkv6_tol(fcl_dtype t);

@@ -8,12 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static double *dalloc(size_t n) {
-  double *x = calloc(n + 1, sizeof *x);
-  if (!x) abort();
-  return x;
-}
-
 void oh_fill_decay(tu_rng *g, double *w, size_t n, oh_decay kind) {
   for (size_t i = 0; i < n; ++i) {
     switch (kind) {
@@ -100,8 +94,8 @@ int oh_rwkv6_case_run(fcl_context *ctx, const oh_rwkv6_case *c, fcl_dtype dt, ui
   const int64_t tokens = ref_rwkv6_tokens(&p);
 
   /* Inputs, rounded to what the device sees, and the reference. */
-  double *r = dalloc(n.rk), *k = dalloc(n.rk), *v = dalloc(n.v), *w = dalloc(n.rk),
-         *u = dalloc(n.u), *h0 = dalloc(n.state), *dout = dalloc(n.v), *dht = dalloc(n.state);
+  double *r = oh_dalloc(n.rk), *k = oh_dalloc(n.rk), *v = oh_dalloc(n.v), *w = oh_dalloc(n.rk),
+         *u = oh_dalloc(n.u), *h0 = oh_dalloc(n.state), *dout = oh_dalloc(n.v), *dht = oh_dalloc(n.state);
   tu_rng g;
   tu_rng_seed(&g, seed);
   tu_fill_uniform(&g, r, n.rk, -1, 1);
@@ -120,8 +114,8 @@ int oh_rwkv6_case_run(fcl_context *ctx, const oh_rwkv6_case *c, fcl_dtype dt, ui
   const size_t cnt[8] = {n.v, n.state, n.rk, n.rk, n.v, n.rk, n.u, n.state};
   double *ref[8], *got[8];
   for (int i = 0; i < 8; ++i) {
-    ref[i] = dalloc(cnt[i]);
-    got[i] = dalloc(cnt[i]);
+    ref[i] = oh_dalloc(cnt[i]);
+    got[i] = oh_dalloc(cnt[i]);
   }
   ref_rwkv6_forward(&p, r, k, v, w, u, h0_in, ref[0], ref[1]);
   if (ref_rwkv6_backward(&p, r, k, v, w, u, h0_in, dout, dht_in, ref[2], ref[3], ref[4], ref[5],

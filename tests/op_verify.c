@@ -104,13 +104,13 @@ size_t oh_empty_rows_nonzero(const ref_attention_problem *p, const double *lse_r
   return bad;
 }
 
-static double *dalloc(size_t n) {
+double *oh_dalloc(size_t n) {
   double *x = calloc(n + 1, sizeof *x);
   if (!x) abort();
   return x;
 }
 
-static double max_abs(const double *x, size_t n) {
+double oh_max_abs(const double *x, size_t n) {
   double m = 0.0;
   for (size_t i = 0; i < n; ++i)
     if (isfinite(x[i]) && fabs(x[i]) > m) m = fabs(x[i]);
@@ -122,15 +122,15 @@ int oh_attention_verify(fcl_context *ctx, const ref_attention_problem *p,
                         const double *v, const double *dout, int with_lse,
                         char *why, size_t nwhy) {
   const oh_attention_sizes n = oh_attention_count(p);
-  double *o_ref = dalloc(n.o), *l_ref = dalloc(n.lse), *o = dalloc(n.o), *l = dalloc(n.lse);
-  double *dq = dalloc(n.q), *dk = dalloc(n.k), *dv = dalloc(n.v);
-  double *dq_ref = dalloc(n.q), *dk_ref = dalloc(n.k), *dv_ref = dalloc(n.v);
+  double *o_ref = oh_dalloc(n.o), *l_ref = oh_dalloc(n.lse), *o = oh_dalloc(n.o), *l = oh_dalloc(n.lse);
+  double *dq = oh_dalloc(n.q), *dk = oh_dalloc(n.k), *dv = oh_dalloc(n.v);
+  double *dq_ref = oh_dalloc(n.q), *dk_ref = oh_dalloc(n.k), *dv_ref = oh_dalloc(n.v);
   ref_attention_forward(p, q, k, v, o_ref, l_ref);
   int ok = oh_attention(ctx, p, dt, q, k, v, dout, o, with_lse || dout ? l : NULL, dq, dk,
                         dv, why, nwhy) == 0;
   if (ok) {
     const double bound = ref_attention_logit_bound(p, q, k);
-    const double vmax = max_abs(v, n.v);
+    const double vmax = oh_max_abs(v, n.v);
     const tu_tol tol_o = tu_tol_with_logits(tu_tol_output(dt), bound, p->head_dim, vmax);
     const tu_tol tol_l = tu_tol_with_logits(tu_tol_lse(), bound, p->head_dim, 0.0);
     ok &= oh_check("o", o, o_ref, n.o, tol_o, 0, why, nwhy);
@@ -165,13 +165,13 @@ int oh_rwkv6_verify(fcl_context *ctx, const ref_rwkv6_problem *p, fcl_dtype dt,
                     const double *h0, const double *dout, const double *dht,
                     char *why, size_t nwhy) {
   const oh_rwkv6_sizes n = oh_rwkv6_count(p);
-  double *o_ref = dalloc(n.v), *ht_ref = dalloc(n.state), *o = dalloc(n.v), *ht = dalloc(n.state);
+  double *o_ref = oh_dalloc(n.v), *ht_ref = oh_dalloc(n.state), *o = oh_dalloc(n.v), *ht = oh_dalloc(n.state);
   double *g[6], *g_ref[6];
   const size_t gn[6] = {n.rk, n.rk, n.v, n.rk, n.u, n.state};
   const char *gname[6] = {"dr", "dk", "dv", "dw", "du", "dh0"};
   for (int i = 0; i < 6; ++i) {
-    g[i] = dalloc(gn[i]);
-    g_ref[i] = dalloc(gn[i]);
+    g[i] = oh_dalloc(gn[i]);
+    g_ref[i] = oh_dalloc(gn[i]);
   }
   ref_rwkv6_forward(p, r, k, v, w, u, h0, o_ref, ht_ref);
   int ok = oh_rwkv6(ctx, p, dt, algo, r, k, v, w, u, h0, dout, dht, o, ht, g[0], g[1], g[2],

@@ -31,16 +31,6 @@ static int g_failed = 0;
     }                                                                           \
   } while (0)
 
-static double *dalloc(size_t n) {
-  double *x = calloc(n + 1, sizeof *x);
-  if (!x) abort();
-  return x;
-}
-static double max_abs(const double *x, size_t n) {
-  double m = 0.0;
-  for (size_t i = 0; i < n; ++i) m = fabs(x[i]) > m ? fabs(x[i]) : m;
-  return m;
-}
 static double max_diff(const double *a, const double *b, size_t n) {
   double m = 0.0;
   for (size_t i = 0; i < n; ++i) m = fabs(a[i] - b[i]) > m ? fabs(a[i] - b[i]) : m;
@@ -93,8 +83,8 @@ static void attention_case(fcl_context *ctx, int causal, int tensor_cores) {
                              .heads_kv = 2, .head_dim = 64, .head_dim_v = 64,
                              .causal = causal, .window_left = -1, .window_right = -1};
   const oh_attention_sizes n = oh_attention_count(&p);
-  double *q = dalloc(n.q), *k = dalloc(n.k), *v = dalloc(n.v);
-  double *o_ref = dalloc(n.o), *l_ref = dalloc(n.lse);
+  double *q = oh_dalloc(n.q), *k = oh_dalloc(n.k), *v = oh_dalloc(n.v);
+  double *o_ref = oh_dalloc(n.o), *l_ref = oh_dalloc(n.lse);
   double *o[3], *l[3];
   tu_rng g;
   tu_rng_seed(&g, 1234 + (uint64_t)causal);
@@ -102,10 +92,10 @@ static void attention_case(fcl_context *ctx, int causal, int tensor_cores) {
   tu_fill_uniform(&g, k, n.k, -1, 1);
   tu_fill_uniform(&g, v, n.v, -1, 1);
   ref_attention_forward(&p, q, k, v, o_ref, l_ref);
-  const double bound = ref_attention_logit_bound(&p, q, k), vmax = max_abs(v, n.v);
+  const double bound = ref_attention_logit_bound(&p, q, k), vmax = oh_max_abs(v, n.v);
   char why[1024];
   for (int lv = 0; lv < 3; ++lv) {
-    o[lv] = dalloc(n.o), l[lv] = dalloc(n.lse);
+    o[lv] = oh_dalloc(n.o), l[lv] = oh_dalloc(n.lse);
     if (!set_level(ctx, lv)) continue;
     why[0] = '\0';
     const int run = oh_attention(ctx, &p, FCL_F32, q, k, v, NULL, o[lv], l[lv], NULL, NULL,
@@ -132,7 +122,7 @@ static void attention_case(fcl_context *ctx, int causal, int tensor_cores) {
   else
     CHECK(!memcmp(o[0], o[1], 8 * n.o), "attention: HIGH changed a portable kernel's result");
   /* Back to HIGHEST: its bytes again (no plan of another level served). */
-  double *again = dalloc(n.o);
+  double *again = oh_dalloc(n.o);
   if (set_level(ctx, 0) && oh_attention(ctx, &p, FCL_F32, q, k, v, NULL, again, NULL, NULL,
                                         NULL, NULL, why, sizeof why) == 0)
     CHECK(!memcmp(o[0], again, 8 * n.o), "attention: HIGHEST after MEDIUM differs");
@@ -150,8 +140,8 @@ static void rwkv6_case(fcl_context *ctx, int tensor_cores) {
   const oh_rwkv6_sizes n = oh_rwkv6_count(&p);
   const size_t sz[R_N] = {n.v, n.state, n.rk, n.rk, n.v, n.rk, n.u, n.state};
   static const char *name[R_N] = {"o", "ht", "dr", "dk", "dv", "dw", "du", "dh0"};
-  double *r = dalloc(n.rk), *k = dalloc(n.rk), *v = dalloc(n.v), *w = dalloc(n.rk);
-  double *u = dalloc(n.u), *h0 = dalloc(n.state), *dout = dalloc(n.v), *dht = dalloc(n.state);
+  double *r = oh_dalloc(n.rk), *k = oh_dalloc(n.rk), *v = oh_dalloc(n.v), *w = oh_dalloc(n.rk);
+  double *u = oh_dalloc(n.u), *h0 = oh_dalloc(n.state), *dout = oh_dalloc(n.v), *dht = oh_dalloc(n.state);
   tu_rng g;
   tu_rng_seed(&g, 99);
   tu_fill_uniform(&g, r, n.rk, -1, 1);
@@ -163,14 +153,14 @@ static void rwkv6_case(fcl_context *ctx, int tensor_cores) {
   tu_fill_uniform(&g, dout, n.v, -1, 1);
   tu_fill_uniform(&g, dht, n.state, -1, 1);
   double *ref[R_N], *got[3][R_N];
-  for (int i = 0; i < R_N; ++i) ref[i] = dalloc(sz[i]);
+  for (int i = 0; i < R_N; ++i) ref[i] = oh_dalloc(sz[i]);
   ref_rwkv6_forward(&p, r, k, v, w, u, h0, ref[R_O], ref[R_HT]);
   if (ref_rwkv6_backward(&p, r, k, v, w, u, h0, dout, dht, ref[R_DR], ref[R_DK], ref[R_DV],
                          ref[R_DW], ref[R_DU], ref[R_DH0]))
     abort();
   char why[1024];
   for (int lv = 0; lv < 3; ++lv) {
-    for (int i = 0; i < R_N; ++i) got[lv][i] = dalloc(sz[i]);
+    for (int i = 0; i < R_N; ++i) got[lv][i] = oh_dalloc(sz[i]);
     if (!set_level(ctx, lv)) continue;
     double **x = got[lv];
     why[0] = '\0';
@@ -187,7 +177,7 @@ static void rwkv6_case(fcl_context *ctx, int tensor_cores) {
       const tu_tol tol = fast ? oh_rwkv6_tol(FCL_BF16)
                               : state ? oh_rwkv6_state_tol() : oh_rwkv6_tol(FCL_F32);
       ok &= oh_check(name[i], x[i], ref[i], sz[i], tol, 0, why, sizeof why);
-      const double e = max_diff(x[i], ref[i], sz[i]) / (max_abs(ref[i], sz[i]) + 1e-300);
+      const double e = max_diff(x[i], ref[i], sz[i]) / (oh_max_abs(ref[i], sz[i]) + 1e-300);
       worst = e > worst ? e : worst;
     }
     CHECK(ok, "rwkv6 chunked f32 %s:%s", level_name[lv], why);

@@ -120,25 +120,19 @@ step() {
   ((dry)) && return 0
   "$@" || { echo "$me: failed (exit $?): $*"; status=1; }
 }
-# step_json FILE CMD...: runs CMD with --json into FILE (the table comes from
-# torch_sdpa.py --compare FILE, or from the JSON by hand).
-step_json() {
-  local file=$1
-  shift
+# step_to FILE FLAG CMD...: runs CMD FLAG with its output into FILE.
+step_to() {
+  local file=$1 flag=$2
+  shift 2
   echo
-  echo "== $* --json > $file"
+  echo "== $* $flag > $file"
   ((dry)) && return 0
-  "$@" --json >"$file" || { echo "$me: failed (exit $?): $*"; status=1; }
+  "$@" "$flag" >"$file" || { echo "$me: failed (exit $?): $*"; status=1; }
 }
-# step_csv FILE CMD...: runs CMD with --csv into FILE.
-step_csv() {
-  local file=$1
-  shift
-  echo
-  echo "== $* --csv > $file"
-  ((dry)) && return 0
-  "$@" --csv >"$file" || { echo "$me: failed (exit $?): $*"; status=1; }
-}
+# step_json FILE CMD...: CMD --json into FILE (the table comes from
+# torch_sdpa.py --compare FILE, or from the JSON by hand); step_csv likewise.
+step_json() { step_to "$1" --json "${@:2}"; }
+step_csv() { step_to "$1" --csv "${@:2}"; }
 # have_matplotlib: python3 imports matplotlib (for plot.py).
 have_matplotlib() { python3 -c "import matplotlib" 2>/dev/null; }
 # fla_site: puts fla on PYTHONPATH from the wheels in bench/vendor

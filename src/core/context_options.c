@@ -4,14 +4,22 @@
 
 #include <inttypes.h>
 
+/* value outside [lo, hi]: the error naming the option and what it takes. */
+static bool out_of_range(fcl_context *ctx, int64_t value, int64_t lo, int64_t hi,
+                         const char *option, const char *takes) {
+  if (value >= lo && value <= hi) return false;
+  fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT, "value: is %" PRId64 ", %s takes %s", value, option,
+           takes);
+  return true;
+}
+
 fcl_status fcl_context_set_option(fcl_context *ctx, fcl_option option, int64_t value) {
   if (!ctx) return fcl_fail(NULL, FCL_ERROR_INVALID_ARGUMENT, "ctx: is NULL");
   fcl_clear_error(ctx);
   switch (option) {
   case FCL_OPTION_TIMING:
-    if (value != 0 && value != 1)
-      return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
-                      "value: is %" PRId64 ", FCL_OPTION_TIMING takes 0 or 1", value);
+    if (out_of_range(ctx, value, 0, 1, "FCL_OPTION_TIMING", "0 or 1"))
+      return FCL_ERROR_INVALID_ARGUMENT;
     if (value && !ctx->profiling)
       return fcl_fail(ctx, FCL_ERROR_UNSUPPORTED,
                       "option: FCL_OPTION_TIMING needs a queue created with "
@@ -19,31 +27,27 @@ fcl_status fcl_context_set_option(fcl_context *ctx, fcl_option option, int64_t v
     ctx->timing = value != 0;
     return FCL_OK;
   case FCL_OPTION_PLAN_CACHE:
-    if (value < 0 || value > 4096)
-      return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
-                      "value: is %" PRId64 ", FCL_OPTION_PLAN_CACHE takes 0..4096", value);
+    if (out_of_range(ctx, value, 0, 4096, "FCL_OPTION_PLAN_CACHE", "0..4096"))
+      return FCL_ERROR_INVALID_ARGUMENT;
     ctx->plan_cache = (int)value;
     fcl_plan_cache_clear(ctx);
     return FCL_OK;
   case FCL_OPTION_LOG:
-    if (value != 0 && value != 1)
-      return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
-                      "value: is %" PRId64 ", FCL_OPTION_LOG takes 0 or 1", value);
+    if (out_of_range(ctx, value, 0, 1, "FCL_OPTION_LOG", "0 or 1"))
+      return FCL_ERROR_INVALID_ARGUMENT;
     ctx->opt.log = value != 0;
     return FCL_OK;
   case FCL_OPTION_RWKV6_ALGORITHM:
-    if (value < FCL_RWKV6_AUTO || value > FCL_RWKV6_CHUNKED)
-      return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
-                      "value: is %" PRId64 ", FCL_OPTION_RWKV6_ALGORITHM takes an "
-                      "fcl_rwkv6_algorithm (0 auto, 1 recurrent, 2 chunked)", value);
+    if (out_of_range(ctx, value, FCL_RWKV6_AUTO, FCL_RWKV6_CHUNKED, "FCL_OPTION_RWKV6_ALGORITHM",
+                     "an fcl_rwkv6_algorithm (0 auto, 1 recurrent, 2 chunked)"))
+      return FCL_ERROR_INVALID_ARGUMENT;
     ctx->opt.rwkv6_algorithm = (int)value;
     fcl_plan_cache_clear(ctx); /* the cached plans chose by the old value */
     return FCL_OK;
   case FCL_OPTION_F32_PRECISION:
-    if (value < FCL_F32_PRECISION_HIGHEST || value > FCL_F32_PRECISION_MEDIUM)
-      return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
-                      "value: is %" PRId64 ", FCL_OPTION_F32_PRECISION takes an "
-                      "fcl_f32_precision (0 highest, 1 high, 2 medium)", value);
+    if (out_of_range(ctx, value, FCL_F32_PRECISION_HIGHEST, FCL_F32_PRECISION_MEDIUM,
+                     "FCL_OPTION_F32_PRECISION", "an fcl_f32_precision (0 highest, 1 high, 2 medium)"))
+      return FCL_ERROR_INVALID_ARGUMENT;
     ctx->opt.f32_precision = (int)value;
     fcl_plan_cache_clear(ctx); /* their kernels were built for the old value */
     return FCL_OK;
