@@ -381,9 +381,13 @@ FCL_API fcl_status fcl_rwkv6_backward(
  * The calls above use plans too: each context keeps the plans of the last
  * FCL_OPTION_PLAN_CACHE distinct calls, keyed by every descriptor field,
  * dtype, view (buffer, offset, strides) and buffer handle, so a call like
- * one before it costs a lookup and its launches. These plans do not keep
- * the caller's buffers alive: a plan is dropped when a buffer it names is
- * released (a destructor callback on the buffer). (Varlen calls
+ * one before it costs a lookup and its launches. The context holds (retains)
+ * the buffers its cached plans name, so a handle cannot come back naming
+ * another buffer while a plan uses it. A buffer the caller has released
+ * is let go, with its plans, a few calls later: each call checks one held
+ * buffer's reference count. To let go of them all at once, set
+ * FCL_OPTION_PLAN_CACHE (to any value: the cache is emptied) or release
+ * the context. (Varlen calls
  * of fcl_attention_forward, _backward and the RWKV6 calls without the host
  * copies of cu_seqlens read them back and are not kept.)
  *

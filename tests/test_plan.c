@@ -12,12 +12,15 @@
  *    view's offset and strides, the dtype, a buffer of another size):
  *    each takes a new plan and gives the reference's result; the same
  *    call again reuses its plan.
+ *  - Released buffers: the context holds the buffers of its cached plans
+ *    and lets go of one a few calls after its caller releases it.
  *  - Public plans: bad arguments as the calls report them; a plan keeps
  *    its buffers alive after the caller releases them.
  * It reads the context's plan counters (core.h), so it links the static
  * library. */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -360,13 +363,34 @@ static void test_staleness(fcl_context *ctx, fcl_dtype t) {
   problem_free(&p);
 }
 
-/* A buffer a cached plan names is released and another made (at times at
- * the same address): the call on the new one makes its own plan, which
- * writes the new buffer (the context watches the buffers of its cached
- * plans and drops a plan whose buffer went). */
+static void CL_CALLBACK on_destroyed(cl_mem m, void *flag) {
+  (void)m;
+  atomic_store((atomic_int *)flag, 1);
+}
+
+/* Whether flag is set within 3 s: a driver may run a destructor callback
+ * some time after the object goes (NVIDIA's does, from its own thread). */
+static int destroyed(atomic_int *flag) {
+  const struct timespec ms = {0, 1000000};
+  for (int i = 0; i < 3000 && !atomic_load(flag); ++i) nanosleep(&ms, NULL);
+  return atomic_load(flag);
+}
+
+static cl_mem watched_buffer(fcl_context *ctx, size_t bytes, atomic_int *flag) {
+  cl_mem m = tu_buffer_poison(fcl_context_cl(ctx), fcl_context_queue(ctx), bytes);
+  atomic_init(flag, 0);
+  clSetMemObjectDestructorCallback(m, on_destroyed, flag);
+  return m;
+}
+
+/* A buffer a cached plan names is released and another made: the context
+ * holds the first while the plan is cached (so the second cannot come at
+ * its address), the call on the second makes its own plan and writes the
+ * second, and the first is let go a few calls later. Setting the plan
+ * cache option lets go at once. */
 static void test_released_buffers(fcl_context *ctx, fcl_dtype t) {
-  cl_context cc = fcl_context_cl(ctx);
   cl_command_queue q = fcl_context_queue(ctx);
+  fcl_context_set_option(ctx, FCL_OPTION_PLAN_CACHE, 256); /* from an empty cache */
   problem p;
   problem_make(ctx, t, 9, &p);
   const int32_t lens[B] = {start_len[0], start_len[1]};
@@ -375,64 +399,67 @@ static void test_released_buffers(fcl_context *ctx, fcl_dtype t) {
   stale_case c = {"o released and made again", desc_of(&p), view(p.bq, t, 1, HQ),
                   view(p.bkc, t, CAP, HKV), view(p.bvc, t, CAP, HKV), view(p.bo, t, 1, HQ),
                   p.blse};
-  int same_address = 0;
+  int calls = 0;
   for (int round = 0; round < 3; ++round) {
-    cl_mem old = tu_buffer_poison(cc, q, bytes);
+    atomic_int gone;
+    cl_mem old = watched_buffer(ctx, bytes, &gone);
     c.o = view(old, t, 1, HQ);
     stale_run(ctx, &p, &c, NULL); /* a plan made for old, then reused */
     clFinish(q);
     clReleaseMemObject(old);
-    cl_mem fresh = tu_buffer_poison(cc, q, bytes);
-    same_address += fresh == old;
+    atomic_int fresh_gone;
+    cl_mem fresh = watched_buffer(ctx, bytes, &fresh_gone);
+    CHECK(fresh != old && !atomic_load(&gone),
+          "round %d: the released buffer not held while its plan is cached", round);
     c.o = view(fresh, t, 1, HQ);
     stale_run(ctx, &p, &c, NULL); /* its own plan, the reference's o in fresh */
+    for (int i = 0; i < 64 && !atomic_load(&gone); ++i, ++calls) /* a few calls more */
+      fcl_attention_kvcache(ctx, &c.d, &c.q, &c.kc, &c.vc, NULL, NULL, &c.o, c.lse);
+    clFinish(q);
+    CHECK(destroyed(&gone), "round %d: a released buffer still held after 64 calls", round);
     clReleaseMemObject(fresh);
   }
-  printf("released buffers %s: 3 rounds (%d at the released buffer's address): %s\n",
-         tu_dtype_name(t), same_address, failures ? "FAIL" : "ok");
+  /* The option lets go at once: a plan on old, then one on fresh (where
+   * kernels retain their arguments, the library's own kernel then holds
+   * fresh instead of old), the option, the caller's release. */
+  atomic_int gone, fresh_gone;
+  cl_mem old = watched_buffer(ctx, bytes, &gone), fresh = watched_buffer(ctx, bytes, &fresh_gone);
+  c.o = view(old, t, 1, HQ);
+  stale_run(ctx, &p, &c, NULL);
+  c.o = view(fresh, t, 1, HQ);
+  stale_run(ctx, &p, &c, NULL);
+  clFinish(q);
+  fcl_context_set_option(ctx, FCL_OPTION_PLAN_CACHE, 256);
+  clReleaseMemObject(old);
+  CHECK(destroyed(&gone), "setting FCL_OPTION_PLAN_CACHE kept a buffer of a cached plan");
+  clReleaseMemObject(fresh);
+  printf("released buffers %s: 3 rounds, let go after %d calls more: %s\n", tu_dtype_name(t),
+         calls, failures ? "FAIL" : "ok");
   problem_free(&p);
 }
 
-static void on_gone(void *arg, cl_mem m) {
-  cl_mem *seen = arg;
-  seen[seen[0] ? 1 : 0] = m;
-}
-
-/* Drains w until something is reported or 3 s pass: a driver may call a
- * destructor callback some time after the release (NVIDIA's does, from
- * its own thread), the spec only says when the object is deleted. */
-static void drain_until_seen(fcl_watch *w, cl_mem *seen) {
-  const struct timespec ms = {0, 1000000};
-  for (int i = 0; i < 3000; ++i) {
-    fcl_watch_drain(w, on_gone, seen);
-    if (seen[0]) return;
-    nanosleep(&ms, NULL);
-  }
-}
-
-/* The watch itself: a released buffer is reported once, a live one not;
- * a watch whose context ended before a watched buffer still frees itself
- * when the buffer goes (valgrind's run of this test sees the leak or the
- * use after free otherwise). */
-static void test_watch(fcl_context *ctx) {
-  cl_context cc = fcl_context_cl(ctx);
-  cl_command_queue q = fcl_context_queue(ctx);
-  fcl_watch *w = fcl_watch_new();
-  cl_mem a = tu_buffer_poison(cc, q, 256), b = tu_buffer_poison(cc, q, 256);
-  cl_mem seen[2] = {NULL, NULL};
-  CHECK(w && fcl_watch_add(w, a) && fcl_watch_add(w, b) && fcl_watch_add(w, a),
-        "watching two buffers");
-  fcl_watch_drain(w, on_gone, seen);
-  CHECK(!seen[0], "a live buffer reported gone");
+/* The context's holds: a buffer named by two plans is retained once and
+ * released when neither names it; one its caller released is found. */
+static void test_buffer_refs(fcl_context *ctx) {
+  atomic_int a_gone, b_gone;
+  cl_mem a = watched_buffer(ctx, 256, &a_gone), b = watched_buffer(ctx, 256, &b_gone);
+  clFinish(fcl_context_queue(ctx));
+  fcl_buffer_refs *r = fcl_refs_new();
+  CHECK(r && fcl_refs_add(r, a, 0) && fcl_refs_add(r, b, 0) && fcl_refs_add(r, a, 0),
+        "holding two buffers");
+  CHECK(fcl_refs_released(r, 8, false) == NULL, "a buffer its caller holds found released");
   clReleaseMemObject(a);
-  drain_until_seen(w, seen);
-  CHECK(seen[0] == a && !seen[1], "the released buffer reported %s",
-        seen[0] == a ? "twice" : "not at all");
-  fcl_watch_drain(w, on_gone, seen);
-  CHECK(!seen[1], "the released buffer reported again");
-  fcl_watch_release(w); /* b is still watched: its callback ends the watch */
+  CHECK(fcl_refs_released(r, 2, false) == a, "the released buffer not found");
+  fcl_refs_drop(r, a, 0);
+  CHECK(!atomic_load(&a_gone), "a buffer a plan still names let go");
+  fcl_refs_drop(r, a, 0);
+  CHECK(destroyed(&a_gone), "a buffer no plan names still held");
+  CHECK(fcl_refs_released(r, 8, false) == NULL, "b found released");
+  fcl_refs_free(r);
+  CHECK(!atomic_load(&b_gone), "b destroyed under its caller");
   clReleaseMemObject(b);
-  printf("buffer watch: %s\n", failures ? "FAIL" : "ok");
+  CHECK(destroyed(&b_gone), "b held after the holds ended");
+  printf("buffer holds: %s\n", failures ? "FAIL" : "ok");
 }
 
 /* ---- public plans -------------------------------------------------------- */
@@ -662,7 +689,7 @@ int main(void) {
   test_token_loop(ctx);
   test_staleness(ctx, FCL_F16);
   test_staleness(ctx, FCL_F32);
-  test_watch(ctx);
+  test_buffer_refs(ctx);
   test_released_buffers(ctx, FCL_F16);
   test_released_buffers(ctx, FCL_F32);
   test_public_plans(ctx);

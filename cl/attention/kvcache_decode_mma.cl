@@ -71,39 +71,6 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
   const kv_seq s = KV_SEQ(b);
   KV_TILE_KEYS_FROM(BN, 16);
   if (split >= splits) return; /* no keys: the tile's merge does not wait for it */
-  KV_TILE_Q(q_s);
-  barrier(CLK_LOCAL_MEM_FENCE);
-
-  /* Q as A fragments (rows g and g + 8, zeros past ROWS, permuted dims),
-   * kept in local memory: read once a k-step, they spare 32 registers. */
-  FCL_UNROLL for (int ks = 0; ks < NKS; ++ks) {
-    const int c = K_COL(ks, t, 0);
-    float x[2][4];
-    FCL_UNROLL for (int hh = 0; hh < 2; ++hh)
-      FCL_UNROLL for (int e = 0; e < 4; ++e)
-        x[hh][e] = g + 8 * hh < ROWS ? q_s[(g + 8 * hh) * HEAD_DIM + c + e] : 0.0f;
-    if (warp == 0)
-      qa_s[ks * 32 + lane] = (uint4)(mma_pack(x[0][0], x[0][1]), mma_pack(x[1][0], x[1][1]),
-                                     mma_pack(x[0][2], x[0][3]), mma_pack(x[1][2], x[1][3]));
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  /* Rows g and g + 8 of S: their token, whether they are real, ALiBi. */
-  int tok[2];
-  bool live[2];
-  float slope[2];
-  FCL_UNROLL for (int hh = 0; hh < 2; ++hh) {
-    const int gr = row0 + g + 8 * hh;
-    tok[hh] = gr / group;
-    live[hh] = g + 8 * hh < ROWS && tok[hh] < s.n;
-    slope[hh] = live[hh] && (flags & FCL_ATTN_ALIBI)
-                    ? alibi[hk * group + gr % group] * FCL_LOG2E : 0.0f;
-  }
-
-  float m_r[2] = {-INFINITY, -INFINITY}, l_r[2] = {0.0f, 0.0f};
-  float4 acc[NRT][NDT];
-  FCL_UNROLL for (int nr = 0; nr < NRT; ++nr)
-    FCL_UNROLL for (int j = 0; j < NDT; ++j) acc[nr][j] = (float4)(0.0f);
-
   /* This lane's keys of block x: K of key tile nt (key g), V of keys
    * 2t, 2t + 1, 2t + 8, 2t + 9 (kk = 0 .. 3) of each 16-key step u. A step
    * starts at a multiple of 16 and lies in one page (pages of a multiple
@@ -141,10 +108,45 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
                                                          64 * i_ + 8 * g)          \
                                   : (uint4)(0u);                                   \
     }
+  /* The first block's loads go out before Q is staged: its latency hides
+   * behind theirs. */
   PAGE_IDS(pg, blk0);
   LOAD_K(blk0);
   LOAD_V(blk0);
   PAGE_IDS(pg, blk0 + 1);
+  KV_TILE_Q(q_s);
+  barrier(CLK_LOCAL_MEM_FENCE);
+
+  /* Q as A fragments (rows g and g + 8, zeros past ROWS, permuted dims),
+   * kept in local memory: read once a k-step, they spare 32 registers. */
+  FCL_UNROLL for (int ks = 0; ks < NKS; ++ks) {
+    const int c = K_COL(ks, t, 0);
+    float x[2][4];
+    FCL_UNROLL for (int hh = 0; hh < 2; ++hh)
+      FCL_UNROLL for (int e = 0; e < 4; ++e)
+        x[hh][e] = g + 8 * hh < ROWS ? q_s[(g + 8 * hh) * HEAD_DIM + c + e] : 0.0f;
+    if (warp == 0)
+      qa_s[ks * 32 + lane] = (uint4)(mma_pack(x[0][0], x[0][1]), mma_pack(x[1][0], x[1][1]),
+                                     mma_pack(x[0][2], x[0][3]), mma_pack(x[1][2], x[1][3]));
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  /* Rows g and g + 8 of S: their token, whether they are real, ALiBi. */
+  int tok[2];
+  bool live[2];
+  float slope[2];
+  FCL_UNROLL for (int hh = 0; hh < 2; ++hh) {
+    const int gr = row0 + g + 8 * hh;
+    tok[hh] = gr / group;
+    live[hh] = g + 8 * hh < ROWS && tok[hh] < s.n;
+    slope[hh] = live[hh] && (flags & FCL_ATTN_ALIBI)
+                    ? alibi[hk * group + gr % group] * FCL_LOG2E : 0.0f;
+  }
+
+  float m_r[2] = {-INFINITY, -INFINITY}, l_r[2] = {0.0f, 0.0f};
+  float4 acc[NRT][NDT];
+  FCL_UNROLL for (int nr = 0; nr < NRT; ++nr)
+    FCL_UNROLL for (int j = 0; j < NDT; ++j) acc[nr][j] = (float4)(0.0f);
+
   MMA_NO_UNROLL for (int blk = blk0; blk < blk1; ++blk) {
     /* S of the warp's keys: sc[u][nt] holds rows g, g + 8 at keys
      * 16 u + 8 nt + 2t + {0, 1}. */

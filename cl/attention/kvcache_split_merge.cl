@@ -17,12 +17,12 @@
  * first, whatever their weights: the loads of a chunk are in flight
  * together.
  *
- * Visibility between work-groups (OpenCL 1.2): the partial results are
- * written and read through atomics (kvcache_tile.cl); every work-item
- * fences its writes before the work-group's barrier, one work-item
- * counts, the count goes to the others through local memory (last_s, a
- * __local int), and the merging work-group fences again before it reads
- * the other splits' rows. */
+ * Visibility between work-groups: the partial results are written and
+ * read as kvcache_tile.cl says (atomics, or KV_PART_PTX's plain stores and
+ * L2 loads); every work-item fences its writes before the work-group's
+ * barrier, one work-item counts, the count goes to the others through
+ * local memory (last_s, a __local int), and the merging work-group fences
+ * again before it reads the other splits' rows. */
 #ifndef KV_MERGE_CHUNK
 #define KV_MERGE_CHUNK 4
 #endif
@@ -56,12 +56,12 @@
   if (splits > 1) {                                                                \
     __global int *count_ =                                                         \
         counters + ((long)b * get_num_groups(1) + get_group_id(1)) * heads_kv + hk; \
-    mem_fence(CLK_GLOBAL_MEM_FENCE);                                               \
+    KV_PART_FENCE();                                                               \
     barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);                           \
     if (lid == 0) *(last_s) = atomic_inc(count_) == splits - 1;                    \
     barrier(CLK_LOCAL_MEM_FENCE);                                                  \
     if (*(last_s)) {                                                               \
-      mem_fence(CLK_GLOBAL_MEM_FENCE);                                             \
+      KV_PART_FENCE();                                                             \
       float m_[KV_MERGE_ITEMS], sum_[KV_MERGE_ITEMS], acc_[KV_MERGE_ITEMS][VEC];   \
       FCL_UNROLL for (int k_ = 0; k_ < KV_MERGE_ITEMS; ++k_) {                     \
         m_[k_] = -INFINITY, sum_[k_] = 0.0f;                                       \
@@ -85,8 +85,7 @@
               float x_[KV_MERGE_CHUNK][VEC];                                       \
               FCL_UNROLL for (int u_ = 0; u_ < KV_MERGE_CHUNK; ++u_) {             \
                 const long pi_ = KV_PART_INDEX(sp0_ + u_, t_, h_) * HEAD_DIM_V + c_; \
-                FCL_UNROLL for (int e_ = 0; e_ < VEC; ++e_)                        \
-                  x_[u_][e_] = sp0_ + u_ < end_ ? kv_part_take(KV_PART_O + pi_ + e_) : 0.0f; \
+                if (sp0_ + u_ < end_) KV_PART_TAKE_VEC(x_[u_], KV_PART_O + pi_);    \
               }                                                                    \
               FCL_UNROLL for (int u_ = 0; u_ < KV_MERGE_CHUNK; ++u_)               \
                 if (sp0_ + u_ < end_)                                              \

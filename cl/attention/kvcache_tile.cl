@@ -10,12 +10,13 @@
  * (flash-decoding). The macros below expect the kernel's arguments and
  * lid, b, hk, s, row0 and split in scope (KV_TILE_IDS, KV_SEQ).
  * counters: a buffer that is zero between launches (fcl_counters); split,
- * the kernel keeps there the tiles' counts and the splits' partial rows
- * (KV_PART_LSE, KV_PART_O) and leaves it at zero again. */
+ * the kernel keeps there the tiles' counts (and the splits' partial rows
+ * unless KV_PART_PTX, which keeps them in parts) and leaves it at zero
+ * again. */
 #define KV_DECODE_PARAMS                                                           \
   const __global fcl_elem *q, const __global fcl_elem *k_cache,                     \
       const __global fcl_elem *v_cache, __global fcl_elem *o, __global float *lse,  \
-      __global int *counters, const __global float *alibi,                          \
+      __global int *counters, __global float *parts, const __global float *alibi,   \
       const __global int *cache_seqlens,                                            \
       const __global int *batch_idx, const __global int *block_table,               \
       const __global int *cu_q, const __global float *rcos, const __global float *rsin, \
@@ -89,29 +90,64 @@ inline long kv_lse_index(const kv_seq *s, int b, int t, int h, int heads_q, int 
   const int blk1 = min(nblk_, blk0 + per_split_);                                  \
   const int splits = nblk_ > 0 ? (nblk_ + per_split_ - 1) / per_split_ : 1
 
-/* The splits' partial results in counters, after the tiles' counts (one
- * int a kv head, query tile and sequence): the lse of split sp's row of
- * token t, head h at KV_PART_LSE[KV_PART_INDEX], its HEAD_DIM_V values
- * from KV_PART_O[KV_PART_INDEX * HEAD_DIM_V]; f32 bits. Another
- * work-group reads them (the tile's merge, kvcache_split_merge.cl), so
- * they are written and read only through integer atomics: in OpenCL 1.2
- * atomics are what work-groups see of each other's writes (their caches
- * need not be coherent), and all that Oclgrind's race check accepts
- * between work-groups. Atomics on memory no one wrote would be reads of
- * uninitialised memory: the buffer starts at zero and the merge takes each
- * value back to zero. */
-#define KV_PART_LSE ((__global float *)counters + (long)batch * get_num_groups(1) * heads_kv)
-#define KV_PART_O (KV_PART_LSE + (long)num_splits * batch * seqlen_q * heads_q)
+/* The splits' partial results: the lse of split sp's row of token t,
+ * head h at KV_PART_LSE[KV_PART_INDEX], its HEAD_DIM_V values from
+ * KV_PART_O[KV_PART_INDEX * HEAD_DIM_V]. Another work-group reads them
+ * (the tile's merge, kvcache_split_merge.cl), after the tile's count
+ * (KV_PART_FENCE before and after it).
+ *
+ * Portable: they follow the tiles' counts in counters (one int a kv head,
+ * query tile and sequence), f32 bits written and read only through
+ * integer atomics: in OpenCL 1.2 atomics are what work-groups see of each
+ * other's writes (their caches need not be coherent), and all that
+ * Oclgrind's race check accepts between work-groups. Atomics on memory no
+ * one wrote would be reads of uninitialised memory: the buffer starts at
+ * zero and the merge takes each value back to zero.
+ *
+ * KV_PART_PTX (NVIDIA, where inline PTX works): in their own buffer,
+ * parts, rows first, by plain stores, and read from L2 (ld.global.cg,
+ * past the SM's L1, which is not coherent), with PTX's fence.acq_rel.gpu
+ * around the count: mem_fence(CLK_GLOBAL_MEM_FENCE) compiles to
+ * membar.cta there, which orders nothing between work-groups. Nothing is
+ * zeroed: the merge reads only what this launch wrote. */
+#ifndef KV_PART_PTX
+#define KV_PART_PTX 0
+#endif
 #define KV_PART_INDEX(sp, t, h) ((((long)(sp) * batch + b) * seqlen_q + (t)) * heads_q + (h))
+#define KV_PART_ROWS ((long)num_splits * batch * seqlen_q * heads_q)
+#if KV_PART_PTX
+#ifndef FCL_ASM
+#define FCL_ASM asm
+#endif
+#define KV_PART_O parts
+#define KV_PART_LSE (parts + KV_PART_ROWS * HEAD_DIM_V)
+#define KV_PART_FENCE() FCL_ASM volatile("fence.acq_rel.gpu;" ::: "memory")
+inline void kv_part_put(__global float *p, float x) { *p = x; }
+inline float kv_part_take(__global float *p) {
+  float x;
+  FCL_ASM volatile("ld.global.cg.f32 %0, [%1];" : "=f"(x) : "l"((ulong)p) : "memory");
+  return x;
+}
+/* n (a multiple of 4) values from p (16-byte aligned). */
+#define KV_PART_TAKE_N(x, p, n)                                                      FCL_UNROLL for (int q_ = 0; q_ < (n); q_ += 4)                                       FCL_ASM volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];"                                       : "=f"((x)[q_]), "=f"((x)[q_ + 1]), "=f"((x)[q_ + 2]), "=f"((x)[q_ + 3])                      : "l"((ulong)((p) + q_)) : "memory")
+#else
+#define KV_PART_LSE ((__global float *)counters + (long)batch * get_num_groups(1) * heads_kv)
+#define KV_PART_O (KV_PART_LSE + KV_PART_ROWS)
+#define KV_PART_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)
 inline void kv_part_put(__global float *p, float x) {
   atomic_xchg((volatile __global int *)p, as_int(x));
-}
-inline float kv_part_get(__global float *p) {
-  return as_float(atomic_or((volatile __global int *)p, 0));
 }
 inline float kv_part_take(__global float *p) { /* and leaves 0 */
   return as_float(atomic_xchg((volatile __global int *)p, 0));
 }
+#endif
+/* VEC values from p. */
+#if KV_PART_PTX && VEC % 4 == 0 && HEAD_DIM_V % 4 == 0
+#define KV_PART_TAKE_VEC(x, p) KV_PART_TAKE_N(x, p, VEC)
+#else
+#define KV_PART_TAKE_VEC(x, p) \
+  FCL_UNROLL for (int e_ = 0; e_ < VEC; ++e_) (x)[e_] = kv_part_take((p) + e_)
+#endif
 
 /* The tile's rows out: out_s[ROWS * HEAD_DIM_V] holds each row's sum of
  * p V, m_of[r] its running maximum (log2 domain) and l_of[r] its sum of p:

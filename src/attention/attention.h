@@ -179,6 +179,9 @@ int64_t fcl_view_tokens(const fcl_tensor *t, int64_t heads, int64_t dim);
  * launch (append, attention with the merge of the splits). The build
  * options of a problem's decode program (which holds the append and
  * prefill kernels). */
+/* Whether the decode kernels use inline PTX (NVIDIA, where the
+ * tensor-core probe found that it works, not emulated). */
+fcl_status fcl_kvcache_ptx(fcl_context *ctx, bool *ptx);
 fcl_status fcl_kvcache_options(fcl_context *ctx, const fcl_tuning_class *cls,
                                const fcl_config *cfg, const fcl_kvcache_problem *p, char *out,
                                size_t size);

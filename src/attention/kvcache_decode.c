@@ -154,12 +154,13 @@ void fcl_kvcache_layout_args(fcl_args *a, const fcl_kvcache_desc *d) {
 }
 
 /* The decode kernels' arguments (KV_DECODE_PARAMS). */
-static void decode_args(fcl_args *a, const fcl_kvcache_problem *p, cl_mem counters, cl_int ns,
-                        cl_int min_split_keys, cl_int kv_flags, cl_int flags) {
+static void decode_args(fcl_args *a, const fcl_kvcache_problem *p, cl_mem counters,
+                        cl_mem parts, cl_int ns, cl_int min_split_keys, cl_int kv_flags,
+                        cl_int flags) {
   const fcl_kvcache_desc *d = p->d;
   const cl_mem any = p->q->buffer;
   const cl_mem bufs[] = {p->q->buffer, p->k_cache->buffer, p->v_cache->buffer, p->o->buffer,
-                         p->lse ? p->lse : any, counters,
+                         p->lse ? p->lse : any, counters, parts,
                          d->alibi_slopes ? d->alibi_slopes : any};
   for (size_t i = 0; i < FCL_COUNT(bufs); ++i) FCL_ARG(a, bufs[i]);
   arg_index_buffers(a, p);
@@ -270,21 +271,27 @@ int fcl_kvcache_tile_rows(int max_rows, const fcl_kvcache_desc *d) {
 fcl_status fcl_kvcache_options(fcl_context *ctx, const fcl_tuning_class *cls,
                                const fcl_config *cfg, const fcl_kvcache_problem *p, char *out,
                                size_t size) {
-  /* f16 on NVIDIA converts with inline PTX where the tensor-core probe
-   * found it works (not emulated). */
-  bool ptx = false;
+  /* On NVIDIA, where the tensor-core probe found that inline PTX works
+   * (not emulated), f16 converts with it and the splits' partial rows go
+   * through plain stores and L2 loads (kvcache_tile.cl). */
+  bool ptx;
   fcl_status s;
-  if (p->dtype == FCL_F16 && ctx->info.is_nvidia && !ctx->info.mma_emulate &&
-      (s = fcl_mma_ready(ctx, FCL_F16, &ptx)))
-    return s;
+  if ((s = fcl_kvcache_ptx(ctx, &ptx))) return s;
   const decode_params *c = FCL_CPARAMS(decode_params, cfg);
   const fcl_define extra[] = {{"ROWS", fcl_kvcache_tile_rows(c->MAX_ROWS, p->d)},
                               {"VEC", fcl_kvcache_vector_width(p)},
                               {"FCL_UNROLL_HINTS", !ctx->info.is_cpu},
-                              {"KV_PTX_CVT", ptx}};
+                              {"KV_PTX_CVT", ptx && p->dtype == FCL_F16},
+                              {"KV_PART_PTX", ptx}};
   fcl_build_options(cls, cfg, extra, (int)FCL_COUNT(extra),
                     ptx ? fcl_mma_build_options(ctx, FCL_F16) : NULL, out, size);
   return FCL_OK;
+}
+
+fcl_status fcl_kvcache_ptx(fcl_context *ctx, bool *ptx) {
+  *ptx = false;
+  if (!ctx->info.is_nvidia || ctx->info.mma_emulate) return FCL_OK;
+  return fcl_mma_ready(ctx, FCL_F16, ptx);
 }
 
 fcl_status fcl_kvcache_run(fcl_context *ctx, const fcl_variant *v, const char *options,
@@ -304,25 +311,31 @@ fcl_status fcl_kvcache_run(fcl_context *ctx, const fcl_variant *v, const char *o
   /* Every kernel and buffer first: on error nothing is enqueued. Split,
    * the kernel merges the splits itself: the zeroed buffer of
    * fcl_counters holds a count of finished splits a tile (kv head, query
-   * tile, sequence), then the splits' partial lse and rows, all left at
-   * zero again. */
+   * tile, sequence), left at zero again, then the splits' partial lse and
+   * rows, taken back to zero; or those go to scratch where the kernel
+   * reads them with PTX (kvcache_tile.cl, KV_PART_PTX). */
   cl_kernel kd, ka = NULL;
-  cl_mem counters = p->q->buffer;
+  cl_mem counters = p->q->buffer, parts = p->q->buffer;
+  bool ptx;
   if ((s = fcl_get_kernel(ctx, v->files, v->nfiles, options, sh->kernel, &kd)) ||
       (p->append &&
-       (s = fcl_get_kernel(ctx, v->files, v->nfiles, options, "fcl_kv_append", &ka))))
+       (s = fcl_get_kernel(ctx, v->files, v->nfiles, options, "fcl_kv_append", &ka))) ||
+      (s = fcl_kvcache_ptx(ctx, &ptx)))
     return s;
   if (ns > 1) {
     const size_t counts = fcl_bytes(d->batch, d->heads_kv, tiles, 1, 1);
-    const size_t parts = fcl_bytes(ns, d->batch, d->seqlen_q, d->heads_q, d->head_dim_v + 1);
-    if ((s = fcl_counters(ctx, counts > SIZE_MAX - parts ? SIZE_MAX : counts + parts,
-                          &counters)))
+    const size_t nparts = fcl_bytes(ns, d->batch, d->seqlen_q, d->heads_q, d->head_dim_v + 1);
+    const size_t in_counters = ptx ? 0 : nparts;
+    if ((s = fcl_counters(ctx, counts > SIZE_MAX - in_counters ? SIZE_MAX : counts + in_counters,
+                          &counters)) ||
+        (ptx && (s = fcl_scratch(ctx, FCL_SCRATCH_KV_PARTS, fcl_bytes(nparts, 4, 1, 1, 1),
+                                 &parts))))
       return s;
   }
   fcl_log(ctx, "kvcache: %s %s rows %d, %d split(s)%s", sh->kernel, options, sh->rows, ns,
           min_split_keys ? " (automatic)" : "");
   fcl_args ad = FCL_ARGS(kd);
-  decode_args(&ad, p, counters, ns, min_split_keys, kv_flags, flags);
+  decode_args(&ad, p, counters, parts, ns, min_split_keys, kv_flags, flags);
   if (ad.err) return fcl_fail_cl(ctx, ad.err, "clSetKernelArg");
 
   if (ka && (s = fcl_kvcache_append(ctx, ka, p, kv_flags, flags))) return s;

@@ -110,7 +110,11 @@ fcl_status fcl_kvcache_mma_launch(fcl_context *ctx, const fcl_variant_plan *pl,
   const decode_mma_params *c = FCL_CPARAMS(decode_mma_params, cfg);
   (void)fallback;
   const int rows = fcl_kvcache_tile_rows(MMA_ROWS, p->d);
-  const fcl_define extra[] = {{"ROWS", rows}, {"VEC", 8}, {"FCL_UNROLL_HINTS", 1}};
+  bool ptx;
+  fcl_status s = fcl_kvcache_ptx(ctx, &ptx);
+  if (s) return s;
+  const fcl_define extra[] = {{"ROWS", rows}, {"VEC", 8}, {"FCL_UNROLL_HINTS", 1},
+                              {"KV_PART_PTX", ptx}};
   char options[512];
   fcl_build_options(cls, cfg, extra, (int)FCL_COUNT(extra),
                     fcl_mma_build_options(ctx, p->dtype), options, sizeof options);

@@ -14,6 +14,7 @@ static fcl_status new_context(const fcl_options *opt, cl_platform_id p, cl_devic
   ctx->device = d;
   ctx->opt = *opt;
   ctx->plan_cache = 256;
+  ctx->args_retain = -1;
   fcl_read_device_info(p, d, opt, &ctx->info);
   *out = ctx;
   return FCL_OK;
@@ -105,7 +106,7 @@ void fcl_context_destroy(fcl_context *ctx) {
   if (ctx->queue) clFinish(ctx->queue);
   fcl_op_release(ctx);
   fcl_plan_cache_clear(ctx);
-  fcl_watch_release(ctx->watch);
+  fcl_refs_free(ctx->refs);
   if (ctx->tuning && ctx->tuning_free) ctx->tuning_free(ctx->tuning);
   fcl_release_programs(ctx);
   for (int i = 0; i < (int)FCL_COUNT(ctx->scratch); ++i)

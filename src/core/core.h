@@ -16,6 +16,8 @@
 /* The most source files one program is built from. */
 #define FCL_MAX_PROGRAM_FILES 12
 #define FCL_TRACE_MAX 32 /* kernels of one operation that FCL_TRACE shows */
+#define FCL_SCRATCH_SLOTS 7   /* fcl_scratch() slots: 0..5 by the operations, and */
+#define FCL_SCRATCH_KV_PARTS 6 /* the decode kernels' split partials */
 
 /* The environment, read once when a context is created (options.c); no
  * other file reads it. */
@@ -92,8 +94,8 @@ struct fcl_context {
   fcl_device_info  info;
   fcl_program_entry *programs;
   fcl_context_stats stats;
-  cl_mem           scratch[6];      /* grown on demand, see fcl_scratch() */
-  size_t           scratch_size[6];
+  cl_mem           scratch[FCL_SCRATCH_SLOTS]; /* grown on demand, see fcl_scratch() */
+  size_t           scratch_size[FCL_SCRATCH_SLOTS];
   cl_mem           counters;        /* fcl_counters(): zero between launches */
   size_t           counters_size;
   fcl_options      opt; /* the environment when the context was created */
@@ -119,7 +121,8 @@ struct fcl_context {
   /* The cache of plans of the public calls, most recently used first. */
   struct fcl_plan *plans;
   int              plans_n;
-  struct fcl_watch *watch; /* the caller's buffers those plans name */
+  struct fcl_buffer_refs *refs; /* the caller's buffers those plans name */
+  int              args_retain; /* kernels retain buffer arguments: 1, 0, -1 unknown */
   long             plans_made, plans_reused; /* for tests */
   /* Context options (fcl_context_set_option). */
   bool             timing;     /* FCL_OPTION_TIMING */
@@ -190,8 +193,10 @@ fcl_status fcl_get_kernel(fcl_context *ctx, const char *const *files,
                           cl_kernel *out);
 void       fcl_release_programs(fcl_context *ctx);
 
-/* launch.c: device buffer number slot (0..5) of at least bytes, kept by
- * the context; an operation uses distinct slots for distinct buffers. More
+/* launch.c: device buffer number slot of at least bytes, kept by the
+ * context; an operation uses distinct slots for distinct buffers, and the
+ * decode kernels' split partials (live within one kernel) have their own
+ * (FCL_SCRATCH_KV_PARTS), as they run inside other operations. More
  * than the device can allocate (CL_DEVICE_MAX_MEM_ALLOC_SIZE, global
  * memory) is FCL_ERROR_OUT_OF_MEMORY. */
 fcl_status fcl_scratch(fcl_context *ctx, int slot, size_t bytes, cl_mem *out);
@@ -258,8 +263,8 @@ fcl_status fcl_desc_read(fcl_context *ctx, const void *in, const fcl_desc_kind *
 typedef fcl_status (*fcl_op_fn)(fcl_context *ctx, const void *args);
 /* What a call's plan depends on, as bytes: every descriptor field, every
  * view (buffer, offset, dtype, strides) and every buffer; and the buffers
- * named, which the context watches while the plan is cached
- * (buffer_watch.c). */
+ * named, which the context holds while the plan is cached
+ * (buffer_refs.c). */
 #define FCL_KEY_MAX 4096
 #define FCL_KEY_MEMS 32
 typedef struct {
@@ -295,15 +300,19 @@ void       fcl_plan_depends_on_device_data(fcl_context *ctx);
 /* Drops every cached plan (a tuning override changed what calls choose). */
 void       fcl_plan_cache_clear(fcl_context *ctx);
 
-/* buffer_watch.c: the caller's buffers that cached plans name, each with
- * a destructor callback that reports its end. add: false where the
- * callback could not be set (the plan is then not cached); drain hands
- * each buffer destroyed since the last drain to gone(). */
-typedef struct fcl_watch fcl_watch;
-fcl_watch *fcl_watch_new(void);
-bool       fcl_watch_add(fcl_watch *w, cl_mem m);
-void       fcl_watch_drain(fcl_watch *w, void (*gone)(void *arg, cl_mem m), void *arg);
-void       fcl_watch_release(fcl_watch *w); /* the context's end; NULL: no-op */
+/* buffer_refs.c: the caller's buffers that cached plans name, each
+ * retained once by the context while a cached plan names it. add: a plan
+ * names m and holds it in kargs arguments of its kernels (false: out of
+ * memory or not retained; the plan is then not cached); drop: that plan
+ * went; released: a buffer that only the context and its plans' kernels
+ * (where args_retain) still hold, its caller having released it, checking
+ * at most budget buffers, or NULL. */
+typedef struct fcl_buffer_refs fcl_buffer_refs;
+fcl_buffer_refs *fcl_refs_new(void);
+bool             fcl_refs_add(fcl_buffer_refs *r, cl_mem m, int kargs);
+void             fcl_refs_drop(fcl_buffer_refs *r, cl_mem m, int kargs);
+cl_mem           fcl_refs_released(fcl_buffer_refs *r, int budget, bool args_retain);
+void             fcl_refs_free(fcl_buffer_refs *r); /* releases every buffer; NULL: no-op */
 
 /* timing.c: an operation's first and last kernel events, kept when the
  * queue profiles, for fcl_context_last_op_time(). */

@@ -19,6 +19,7 @@ void fcl_plan_free(fcl_plan *pl) {
   for (int i = 0; i < pl->nheld; ++i) clReleaseMemObject(pl->held[i]);
   free(pl->cmd);
   free(pl->held);
+  free(pl->arg_mem);
   free(pl->key);
   free(pl->key_mem);
   free(pl);
@@ -68,6 +69,31 @@ static cl_kernel copy_kernel(cl_kernel k, cl_int *err) {
   return *err == CL_SUCCESS ? clCreateKernel(prog, name, err) : NULL;
 }
 
+/* Sets buffer argument i of k to m, and learns whether the driver's
+ * kernels retain their buffer arguments (rusticl's do; PoCL's do not):
+ * the plan cache counts those references when it asks whether only the
+ * context still holds a buffer (buffer_refs.c). */
+static cl_int set_arg_probing(fcl_context *ctx, cl_kernel k, cl_uint i, cl_mem m) {
+  cl_uint before = 0, after = 0;
+  cl_int err = clGetMemObjectInfo(m, CL_MEM_REFERENCE_COUNT, sizeof before, &before, NULL);
+  if (err == CL_SUCCESS) err = clSetKernelArg(k, i, sizeof m, &m);
+  if (err == CL_SUCCESS &&
+      clGetMemObjectInfo(m, CL_MEM_REFERENCE_COUNT, sizeof after, &after, NULL) == CL_SUCCESS)
+    ctx->args_retain = after > before;
+  return err;
+}
+
+static fcl_status add_arg_mem(fcl_context *ctx, fcl_plan *pl, cl_mem m) {
+  if (pl->narg_mem == pl->arg_mem_cap) {
+    const int cap = pl->arg_mem_cap ? 2 * pl->arg_mem_cap : 16;
+    cl_mem *am = realloc(pl->arg_mem, (size_t)cap * sizeof *am);
+    if (!am) return fcl_fail(ctx, FCL_ERROR_OUT_OF_MEMORY, "recording a plan");
+    pl->arg_mem = am, pl->arg_mem_cap = cap;
+  }
+  pl->arg_mem[pl->narg_mem++] = m;
+  return FCL_OK;
+}
+
 fcl_status fcl_plan_record_kernel(fcl_context *ctx, cl_kernel k, const fcl_args *a,
                                   const size_t global[3], const size_t local[3],
                                   cl_kernel *copy) {
@@ -86,12 +112,17 @@ fcl_status fcl_plan_record_kernel(fcl_context *ctx, cl_kernel k, const fcl_args 
   if (err != CL_SUCCESS) return fcl_fail_cl(ctx, err, "clCreateKernel (a plan's kernel)");
   pl->ncmd++; /* owned from here: fcl_plan_free releases it */
   for (cl_uint i = 0; i < a->i && err == CL_SUCCESS; ++i) {
-    err = clSetKernelArg(c->k, i, a->size[i], &a->value[i]);
-    if (!a->mem[i] || !pl->hold_args || err != CL_SUCCESS) continue;
-    cl_mem m;
-    memcpy(&m, &a->value[i], sizeof m);
-    fcl_status hs;
-    if ((hs = fcl_plan_hold(ctx, m))) return hs;
+    cl_mem m = NULL;
+    if (a->mem[i]) memcpy(&m, &a->value[i], sizeof m);
+    if (m && ctx->args_retain < 0) {
+      err = set_arg_probing(ctx, c->k, i, m);
+    } else {
+      err = clSetKernelArg(c->k, i, a->size[i], &a->value[i]);
+    }
+    if (!m || err != CL_SUCCESS) continue;
+    fcl_status hs = add_arg_mem(ctx, pl, m);
+    if (!hs && pl->hold_args) hs = fcl_plan_hold(ctx, m);
+    if (hs) return hs;
   }
   if (err != CL_SUCCESS) return fcl_fail_cl(ctx, err, "clSetKernelArg (a plan's kernel)");
   for (int d = 0; d < 3; ++d) c->global[d] = global[d], c->local[d] = local ? local[d] : 0;
@@ -109,8 +140,8 @@ fcl_status fcl_plan_record_zero(fcl_context *ctx, cl_mem buf, size_t bytes) {
 }
 
 /* Enqueues the plan's commands. Its kernels keep their arguments: a public
- * plan holds its buffers, a cached one is dropped when one of them goes
- * (buffer_watch.c). */
+ * plan holds its buffers, the context those of its cached plans
+ * (buffer_refs.c). */
 fcl_status fcl_plan_replay(fcl_context *ctx, const fcl_plan *pl) {
   const bool events = fcl_events_wanted(ctx);
   for (int i = 0; i < pl->ncmd; ++i) {

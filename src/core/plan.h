@@ -19,6 +19,8 @@ struct fcl_plan {
   int           ncmd, cap;
   cl_mem       *held; /* retained: scratch, and every buffer when hold_args */
   int           nheld, held_cap;
+  cl_mem       *arg_mem; /* its kernels' buffer arguments, repeats kept */
+  int           narg_mem, arg_mem_cap;
   bool          hold_args;   /* a public plan keeps the caller's buffers alive */
   bool          device_data; /* shaped by device data read on the host */
   bool          broken;      /* a launch could not be recorded */
@@ -39,8 +41,8 @@ fcl_status fcl_plan_replay(fcl_context *ctx, const fcl_plan *pl);
 fcl_status fcl_plan_record(fcl_context *ctx, fcl_plan *pl, bool enqueue, fcl_op_fn run,
                            const void *args);
 /* plan_cache.c: the plan of a key seen before (moved to the front), or
- * NULL, after the plans that name a buffer destroyed since are dropped;
- * put takes pl (false: not kept, the caller frees it). */
+ * NULL; put takes pl (false: not kept, the caller frees it). Both first
+ * drop the plans of a buffer the caller released, if they find one. */
 const fcl_plan *fcl_plan_cache_find(fcl_context *ctx, const fcl_key *key);
 bool            fcl_plan_cache_put(fcl_context *ctx, const fcl_key *key, fcl_plan *pl);
 #endif

@@ -26,13 +26,13 @@ void fcl_key_i64(fcl_key *key, int64_t v) { fcl_key_bytes(key, &v, sizeof v); }
 
 void fcl_key_f32(fcl_key *key, float v) { fcl_key_bytes(key, &v, sizeof v); }
 
-/* The handle alone: a buffer's plans go when it does (buffer_watch.c), so
- * a handle in a cached key names the buffer it named when the plan was
- * made. */
+/* The handle alone: the context holds the buffers of its cached plans
+ * (buffer_refs.c), so a handle in a cached key names the buffer it named
+ * when the plan was made. */
 void fcl_key_mem(fcl_key *key, cl_mem m) {
   fcl_key_bytes(key, &m, sizeof m);
   if (!m) return;
-  /* repeats stay: the watch takes each buffer once, when a plan is kept */
+  /* repeats stay: a kept plan takes each buffer once (fcl_plan_cache_put) */
   if (key->nmem == FCL_KEY_MEMS) key->ok = false;
   else key->mem[key->nmem++] = m;
 }
@@ -74,25 +74,45 @@ static uint64_t key_hash(const fcl_key *key) {
   return h;
 }
 
-/* Drops the cached plans that name buffer m (destroyed). */
-static void buffer_gone(void *arg, cl_mem m) {
-  fcl_context *ctx = arg;
+/* The arguments of pl's kernels that name m. */
+static int kernel_refs(const fcl_plan *pl, cl_mem m) {
+  int n = 0;
+  for (int i = 0; i < pl->narg_mem; ++i) n += pl->arg_mem[i] == m;
+  return n;
+}
+
+/* Takes plan *at out of the cache: the context lets go of the buffers
+ * that no other cached plan names. */
+static void drop(fcl_context *ctx, fcl_plan **at) {
+  fcl_plan *pl = *at;
+  *at = pl->next;
+  for (int i = 0; i < pl->key_nmem; ++i)
+    fcl_refs_drop(ctx->refs, pl->key_mem[i], kernel_refs(pl, pl->key_mem[i]));
+  fcl_plan_free(pl);
+  ctx->plans_n--;
+}
+
+/* Drops the cached plans that name a buffer the caller released, checking
+ * at most budget of the held buffers (each check is one
+ * clGetMemObjectInfo). */
+static void let_go_released(fcl_context *ctx, int budget) {
+  const cl_mem m = fcl_refs_released(ctx->refs, budget, ctx->args_retain > 0);
+  if (!m) return;
   for (fcl_plan **at = &ctx->plans; *at;) {
-    fcl_plan *pl = *at;
     bool names = false;
-    for (int i = 0; i < pl->key_nmem && !names; ++i) names = pl->key_mem[i] == m;
-    if (!names) {
-      at = &pl->next;
-      continue;
-    }
-    *at = pl->next;
-    fcl_plan_free(pl);
-    ctx->plans_n--;
+    for (int i = 0; i < (*at)->key_nmem && !names; ++i) names = (*at)->key_mem[i] == m;
+    if (names) drop(ctx, at); /* the last one releases m */
+    else at = &(*at)->next;
   }
 }
 
+/* A call checks one held buffer, a call that makes a plan a few more: a
+ * released buffer goes within as many calls as the context holds buffers. */
+#define CHECKS_A_CALL 1
+#define CHECKS_A_PLAN 8
+
 const fcl_plan *fcl_plan_cache_find(fcl_context *ctx, const fcl_key *key) {
-  fcl_watch_drain(ctx->watch, buffer_gone, ctx);
+  let_go_released(ctx, CHECKS_A_CALL);
   const uint64_t h = key_hash(key);
   for (fcl_plan **at = &ctx->plans; *at; at = &(*at)->next) {
     fcl_plan *pl = *at;
@@ -106,36 +126,38 @@ const fcl_plan *fcl_plan_cache_find(fcl_context *ctx, const fcl_key *key) {
 }
 
 bool fcl_plan_cache_put(fcl_context *ctx, const fcl_key *key, fcl_plan *pl) {
-  if (!ctx->watch && !(ctx->watch = fcl_watch_new())) return false;
-  for (int i = 0; i < key->nmem; ++i)
-    if (!fcl_watch_add(ctx->watch, key->mem[i])) return false;
+  if (!ctx->refs && !(ctx->refs = fcl_refs_new())) return false;
+  let_go_released(ctx, CHECKS_A_PLAN);
   pl->key = malloc(key->n);
   pl->key_mem = malloc((size_t)(key->nmem ? key->nmem : 1) * sizeof *pl->key_mem);
   if (!pl->key || !pl->key_mem) return false;
   memcpy(pl->key, key->b, key->n);
-  memcpy(pl->key_mem, key->mem, (size_t)key->nmem * sizeof *pl->key_mem);
   pl->key_n = key->n;
-  pl->key_nmem = key->nmem;
+  pl->key_nmem = 0;
+  for (int i = 0; i < key->nmem; ++i) { /* each buffer once */
+    bool seen = false;
+    for (int j = 0; j < pl->key_nmem && !seen; ++j) seen = pl->key_mem[j] == key->mem[i];
+    if (seen) continue;
+    if (!fcl_refs_add(ctx->refs, key->mem[i], kernel_refs(pl, key->mem[i]))) {
+      for (cl_mem m; pl->key_nmem > 0;)
+        m = pl->key_mem[--pl->key_nmem], fcl_refs_drop(ctx->refs, m, kernel_refs(pl, m));
+      return false;
+    }
+    pl->key_mem[pl->key_nmem++] = key->mem[i];
+  }
   pl->hash = key_hash(key);
   pl->next = ctx->plans;
   ctx->plans = pl;
   if (++ctx->plans_n > ctx->plan_cache) { /* the least recently used goes */
     fcl_plan **at = &ctx->plans;
     while ((*at)->next) at = &(*at)->next;
-    fcl_plan_free(*at);
-    *at = NULL;
-    ctx->plans_n--;
+    drop(ctx, at);
   }
   return true;
 }
 
 void fcl_plan_cache_clear(fcl_context *ctx) {
-  while (ctx->plans) {
-    fcl_plan *next = ctx->plans->next;
-    fcl_plan_free(ctx->plans);
-    ctx->plans = next;
-  }
-  ctx->plans_n = 0;
+  while (ctx->plans) drop(ctx, &ctx->plans);
 }
 
 /* A public call: its cached plan replayed, or run while a plan records. */
