@@ -128,6 +128,7 @@ inline float kv_part_take(__global float *p) {
   FCL_ASM volatile("ld.global.cg.f32 %0, [%1];" : "=f"(x) : "l"((ulong)p) : "memory");
   return x;
 }
+inline float kv_part_peek(__global float *p) { return kv_part_take(p); }
 /* n (a multiple of 4) values from p (16-byte aligned). */
 #define KV_PART_TAKE_N(x, p, n)                                                      FCL_UNROLL for (int q_ = 0; q_ < (n); q_ += 4)                                       FCL_ASM volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];"                                       : "=f"((x)[q_]), "=f"((x)[q_ + 1]), "=f"((x)[q_ + 2]), "=f"((x)[q_ + 3])                      : "l"((ulong)((p) + q_)) : "memory")
 #else
@@ -139,6 +140,9 @@ inline void kv_part_put(__global float *p, float x) {
 }
 inline float kv_part_take(__global float *p) { /* and leaves 0 */
   return as_float(atomic_xchg((volatile __global int *)p, 0));
+}
+inline float kv_part_peek(__global float *p) { /* leaves it */
+  return as_float(atomic_or((volatile __global int *)p, 0));
 }
 #endif
 /* VEC values from p. */
