@@ -107,7 +107,8 @@ static const char usage[] =
     "host time of one clEnqueueNDRangeKernel of an empty 24-argument kernel, 2000\n"
     "back to back, without and with an event (measured beside each case); lib_us,\n"
     "host_us - K * the bare launch (the event-less one when the library's timing\n"
-    "events were off in the timed steps, column ev). The check compares the last\n"
+    "events were off in the timed steps, column ev); empty_us, that empty kernel's\n"
+    "device time by its event, the floor of dev_us. The check compares the last\n"
     "layer's output of that last step (rwkv6-fwd: o and ht, from the h0 read back\n"
     "before it).\n";
 

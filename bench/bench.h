@@ -41,6 +41,7 @@ typedef struct {
   double      host_ms;        /* time inside the fcl_* calls of a step / layers */
   double      launch_ms;      /* one bare clEnqueueNDRangeKernel, no event */
   double      launch_event_ms;/* the same with an event requested (and released) */
+  double      empty_dev_ms;   /* the device time (profiling event) of that empty kernel */
 } bench_row;
 
 /* A row with every result field "not measured", impl flashcl, check SKIP. */

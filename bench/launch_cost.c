@@ -1,6 +1,7 @@
 /* fa-bench: the driver's host cost of one launch (see launch_cost.h). */
 #include "launch_cost.h"
 
+#include <math.h>
 #include <stdio.h>
 
 #include "bench.h"
@@ -44,7 +45,30 @@ static double time_launches(cl_command_queue queue, cl_kernel k, int launches, i
   return clFinish(queue) ? -1 : total / launches;
 }
 
-int bench_launch_cost(fcl_context *ctx, int launches, double *ms, double *event_ms) {
+/* The kernel's mean device time over n launches, each waited for; NAN
+ * where the queue does not profile, negative on error. */
+static double device_time(cl_command_queue queue, cl_kernel k, int n) {
+  const size_t global = 128, local = 128;
+  cl_command_queue_properties props = 0;
+  clGetCommandQueueInfo(queue, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL);
+  if (!(props & CL_QUEUE_PROFILING_ENABLE)) return NAN;
+  double total = 0;
+  for (int j = -LAUNCH_WARMUP; j < n; j++) {
+    cl_event ev = NULL;
+    cl_ulong t0 = 0, t1 = 0;
+    cl_int err = clEnqueueNDRangeKernel(queue, k, 1, NULL, &global, &local, 0, NULL, &ev);
+    if (!err) err = clWaitForEvents(1, &ev);
+    if (!err) err = clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL);
+    if (!err) err = clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
+    if (ev) clReleaseEvent(ev);
+    if (err) return -1;
+    if (j >= 0) total += (double)(t1 - t0) * 1e-6;
+  }
+  return total / n;
+}
+
+int bench_launch_cost(fcl_context *ctx, int launches, double *ms, double *event_ms,
+                      double *dev_ms) {
   cl_program prog = bench_cl_build(ctx, "launch.cl", "");
   cl_kernel k = NULL;
   cl_mem buf = NULL;
@@ -61,7 +85,8 @@ int bench_launch_cost(fcl_context *ctx, int launches, double *ms, double *event_
   cl_command_queue queue = fcl_context_queue(ctx);
   *ms = time_launches(queue, k, launches, 0);
   *event_ms = *ms < 0 ? -1 : time_launches(queue, k, launches, 1);
-  rc = *ms < 0 || *event_ms < 0;
+  *dev_ms = *event_ms < 0 ? -1 : device_time(queue, k, launches / 10 + 1);
+  rc = *ms < 0 || *event_ms < 0 || *dev_ms < 0;
 done:
   if (buf) clReleaseMemObject(buf);
   if (k) clReleaseKernel(k);

@@ -9,7 +9,11 @@
  * back to back (global 128, local 128), each timed alone on the host:
  * *ms is their mean without an event, *event_ms with one requested (and
  * released right after, as a library that keeps only some of them would).
- * A clFinish ends each run, outside the times. 0 on success. */
-int bench_launch_cost(fcl_context *ctx, int launches, double *ms, double *event_ms);
+ * A clFinish ends each run, outside the times. *dev_ms: the kernel's mean
+ * device time (its event's end - start, one launch at a time), the floor
+ * of any kernel's time as events report it; NAN where the queue does not
+ * profile. 0 on success. */
+int bench_launch_cost(fcl_context *ctx, int launches, double *ms, double *event_ms,
+                      double *dev_ms);
 
 #endif
