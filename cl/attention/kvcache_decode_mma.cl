@@ -36,6 +36,9 @@
 #define NDT (HEAD_DIM_V / 16) /* m-tiles of O^T */
 #define NVL (HEAD_DIM_V / 64) /* 16-byte loads of a V row, a lane */
 #define NRT ((ROWS + 7) / 8)  /* n-tiles of O^T: query rows 0-7, 8-15 */
+/* The warps' O merged through a slice each (16 KiB at most), one barrier,
+ * rather than one warp after another. */
+#define KV_WARP_SLICES (NW * ROWS * HEAD_DIM_V <= 4096)
 
 /* The head dim of k-step s's slots (2t, 2t + 1) for w = 0, (2t + 8, 2t + 9)
  * for w = 1 (lane quad t): word 2 (s % 2) + w of load s / 2. */
@@ -59,7 +62,7 @@ inline int kvm_page(int j, bool ok, int kv_flags, const __global int *block_tabl
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
     KV_DECODE_PARAMS) {
   __local float q_s[ROWS * HEAD_DIM];
-  __local float out_s[ROWS * HEAD_DIM_V];
+  __local float out_s[(KV_WARP_SLICES ? NW : 1) * ROWS * HEAD_DIM_V];
   __local uint4 qa_s[NKS * 32];
   __local float mw_s[NW * 16], lw_s[NW * 16], m_s[ROWS], l_s[ROWS];
   __local float lse_s[KV_MERGE_LOCAL];
@@ -249,6 +252,26 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
     m_s[lid] = mu, l_s[lid] = l;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
+#if KV_WARP_SLICES
+  /* Each warp's O in its own slice, then summed in warp order. */
+  FCL_UNROLL for (int nr = 0; nr < NRT; ++nr)
+    FCL_UNROLL for (int e = 0; e < 4; ++e) {
+      const int r = 8 * nr + 2 * t + (e & 1);
+      if (r < ROWS) {
+        const float f = exp2(mw_s[warp * 16 + r] - m_s[r]);
+        FCL_UNROLL for (int j = 0; j < NDT; ++j)
+          out_s[(warp * ROWS + r) * HEAD_DIM_V + V_COL(j, g, e >> 1)] =
+              f * kvm_elem(acc[nr][j], e);
+      }
+    }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int i = lid; i < ROWS * HEAD_DIM_V; i += WG) {
+    float x = out_s[i];
+    for (int w = 1; w < NW; ++w) x += out_s[w * ROWS * HEAD_DIM_V + i];
+    out_s[i] = x;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+#else
   for (int w = 0; w < NW; ++w) {
     if (warp == w)
       FCL_UNROLL for (int nr = 0; nr < NRT; ++nr)
@@ -264,6 +287,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
         }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
+#endif
   KV_TILE_STORE(out_s, m_s, l_s);
   KV_SPLIT_MERGE(&last_s, lse_s);
 }

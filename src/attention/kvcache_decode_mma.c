@@ -24,13 +24,15 @@ static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fc
   c->WG = 128, c->KSUB = 1, c->WAVES = 3, c->SPLIT_KEYS = 256;
 }
 
-/* The kernel's local memory: q_s and out_s (f32 rows), qa_s (Q's A
- * fragments, 16 bytes a lane a k-step), the warps' and the rows' m and l,
- * the split merge's join of its parts (at most WG * 10 floats) and the
- * emulation's scratch (1 KiB a warp) where the device emulates. */
+/* The kernel's local memory: q_s and out_s (f32 rows; out_s a slice a
+ * warp where those fit in 4096 floats), qa_s (Q's A fragments, 16 bytes a
+ * lane a k-step), the warps' and the rows' m and l, the split merge's join
+ * of its parts (at most WG * 10 floats) and the emulation's scratch (1 KiB
+ * a warp) where the device emulates. */
 static size_t local_bytes(const fcl_device_info *dev, const fcl_tuning_class *cls, int wg) {
   const size_t d = (size_t)cls->head_dim, dv = (size_t)cls->head_dim_v, warps = (size_t)wg / 32;
-  return 4 * (MMA_ROWS * (d + dv + 4) + 2 * 16 * warps + 2 * MMA_ROWS + 10 * (size_t)wg) +
+  const size_t out = MMA_ROWS * dv > 4096 ? MMA_ROWS * dv : 4096;
+  return 4 * (MMA_ROWS * (d + 4) + out + 2 * 16 * warps + 2 * MMA_ROWS + 10 * (size_t)wg) +
          16 * 32 * (d / 16) + (dev->mma_emulate ? 1024 * warps : 0);
 }
 
