@@ -58,11 +58,11 @@ void fcl_refs_drop(fcl_buffer_refs *r, cl_mem m, int kargs) {
   r->ref[i] = r->ref[--r->n];
 }
 
-cl_mem fcl_refs_released(fcl_buffer_refs *r, int budget, bool args_retain) {
+cl_mem fcl_refs_released(fcl_buffer_refs *r, int budget) {
   for (; budget > 0 && r && r->n > 0; --budget) {
     if (r->next >= r->n) r->next = 0;
     const buffer_ref *b = &r->ref[r->next++];
-    const cl_uint ours = 1 + (args_retain ? (cl_uint)b->kargs : 0);
+    const cl_uint ours = 1 + (cl_uint)b->kargs;
     cl_uint count = 0;
     if (clGetMemObjectInfo(b->mem, CL_MEM_REFERENCE_COUNT, sizeof count, &count, NULL) ==
             CL_SUCCESS &&

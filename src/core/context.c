@@ -14,7 +14,6 @@ static fcl_status new_context(const fcl_options *opt, cl_platform_id p, cl_devic
   ctx->device = d;
   ctx->opt = *opt;
   ctx->plan_cache = 256;
-  ctx->args_retain = -1;
   fcl_read_device_info(p, d, opt, &ctx->info);
   *out = ctx;
   return FCL_OK;
@@ -112,6 +111,7 @@ void fcl_context_destroy(fcl_context *ctx) {
   for (int i = 0; i < (int)FCL_COUNT(ctx->scratch); ++i)
     if (ctx->scratch[i]) clReleaseMemObject(ctx->scratch[i]);
   if (ctx->counters) clReleaseMemObject(ctx->counters);
+  if (ctx->probe_mem) clReleaseMemObject(ctx->probe_mem);
   if (ctx->queue) clReleaseCommandQueue(ctx->queue);
   if (ctx->cl_ctx) clReleaseContext(ctx->cl_ctx);
   free(ctx);

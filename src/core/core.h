@@ -122,7 +122,7 @@ struct fcl_context {
   struct fcl_plan *plans;
   int              plans_n;
   struct fcl_buffer_refs *refs; /* the caller's buffers those plans name */
-  int              args_retain; /* kernels retain buffer arguments: 1, 0, -1 unknown */
+  cl_mem           probe_mem; /* never enqueued: tells which kernel arguments retain */
   long             plans_made, plans_reused; /* for tests */
   /* Context options (fcl_context_set_option). */
   bool             timing;     /* FCL_OPTION_TIMING */
@@ -305,13 +305,13 @@ void       fcl_plan_cache_clear(fcl_context *ctx);
  * names m and holds it in kargs arguments of its kernels (false: out of
  * memory or not retained; the plan is then not cached); drop: that plan
  * went; released: a buffer that only the context and its plans' kernels
- * (where args_retain) still hold, its caller having released it, checking
- * at most budget buffers, or NULL. */
+ * (those arguments that retain it) still hold, its caller having released
+ * it, checking at most budget buffers, or NULL. */
 typedef struct fcl_buffer_refs fcl_buffer_refs;
 fcl_buffer_refs *fcl_refs_new(void);
 bool             fcl_refs_add(fcl_buffer_refs *r, cl_mem m, int kargs);
 void             fcl_refs_drop(fcl_buffer_refs *r, cl_mem m, int kargs);
-cl_mem           fcl_refs_released(fcl_buffer_refs *r, int budget, bool args_retain);
+cl_mem           fcl_refs_released(fcl_buffer_refs *r, int budget);
 void             fcl_refs_free(fcl_buffer_refs *r); /* releases every buffer; NULL: no-op */
 
 /* timing.c: an operation's first and last kernel events, kept when the

@@ -69,18 +69,24 @@ static cl_kernel copy_kernel(cl_kernel k, cl_int *err) {
   return *err == CL_SUCCESS ? clCreateKernel(prog, name, err) : NULL;
 }
 
-/* Sets buffer argument i of k to m, and learns whether the driver's
- * kernels retain their buffer arguments (rusticl's do; PoCL's do not):
- * the plan cache counts those references when it asks whether only the
- * context still holds a buffer (buffer_refs.c). */
-static cl_int set_arg_probing(fcl_context *ctx, cl_kernel k, cl_uint i, cl_mem m) {
-  cl_uint before = 0, after = 0;
-  cl_int err = clGetMemObjectInfo(m, CL_MEM_REFERENCE_COUNT, sizeof before, &before, NULL);
-  if (err == CL_SUCCESS) err = clSetKernelArg(k, i, sizeof m, &m);
-  if (err == CL_SUCCESS &&
-      clGetMemObjectInfo(m, CL_MEM_REFERENCE_COUNT, sizeof after, &after, NULL) == CL_SUCCESS)
-    ctx->args_retain = after > before;
-  return err;
+/* Sets buffer argument i of k to m; *retains: whether argument i holds a
+ * reference to its buffer. Some drivers' kernels retain their buffer
+ * arguments (rusticl's, and there only the arguments the compiled kernel
+ * uses; PoCL's and NVIDIA's none), and the plan cache counts those
+ * references when it asks whether only the context still holds a buffer
+ * (buffer_refs.c). The question is put to the context's probe buffer, which
+ * no command uses, so no command completing meanwhile changes its count. */
+static cl_int set_arg_probing(fcl_context *ctx, cl_kernel k, cl_uint i, cl_mem m,
+                              bool *retains) {
+  cl_int err = CL_SUCCESS;
+  if (!ctx->probe_mem)
+    ctx->probe_mem = clCreateBuffer(ctx->cl_ctx, CL_MEM_READ_WRITE, 64, NULL, &err);
+  cl_uint count = 0;
+  if (err == CL_SUCCESS) err = clSetKernelArg(k, i, sizeof ctx->probe_mem, &ctx->probe_mem);
+  if (err == CL_SUCCESS)
+    err = clGetMemObjectInfo(ctx->probe_mem, CL_MEM_REFERENCE_COUNT, sizeof count, &count, NULL);
+  *retains = count > 1; /* setting m next lets go of the probe buffer */
+  return err == CL_SUCCESS ? clSetKernelArg(k, i, sizeof m, &m) : err;
 }
 
 static fcl_status add_arg_mem(fcl_context *ctx, fcl_plan *pl, cl_mem m) {
@@ -114,13 +120,11 @@ fcl_status fcl_plan_record_kernel(fcl_context *ctx, cl_kernel k, const fcl_args 
   for (cl_uint i = 0; i < a->i && err == CL_SUCCESS; ++i) {
     cl_mem m = NULL;
     if (a->mem[i]) memcpy(&m, &a->value[i], sizeof m);
-    if (m && ctx->args_retain < 0) {
-      err = set_arg_probing(ctx, c->k, i, m);
-    } else {
-      err = clSetKernelArg(c->k, i, a->size[i], &a->value[i]);
-    }
+    bool retains = false;
+    if (m) err = set_arg_probing(ctx, c->k, i, m, &retains);
+    else err = clSetKernelArg(c->k, i, a->size[i], &a->value[i]);
     if (!m || err != CL_SUCCESS) continue;
-    fcl_status hs = add_arg_mem(ctx, pl, m);
+    fcl_status hs = retains ? add_arg_mem(ctx, pl, m) : FCL_OK;
     if (!hs && pl->hold_args) hs = fcl_plan_hold(ctx, m);
     if (hs) return hs;
   }

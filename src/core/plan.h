@@ -19,7 +19,7 @@ struct fcl_plan {
   int           ncmd, cap;
   cl_mem       *held; /* retained: scratch, and every buffer when hold_args */
   int           nheld, held_cap;
-  cl_mem       *arg_mem; /* its kernels' buffer arguments, repeats kept */
+  cl_mem       *arg_mem; /* its kernels' buffer arguments that retain, repeats kept */
   int           narg_mem, arg_mem_cap;
   bool          hold_args;   /* a public plan keeps the caller's buffers alive */
   bool          device_data; /* shaped by device data read on the host */

@@ -96,7 +96,7 @@ static void drop(fcl_context *ctx, fcl_plan **at) {
  * at most budget of the held buffers (each check is one
  * clGetMemObjectInfo). */
 static void let_go_released(fcl_context *ctx, int budget) {
-  const cl_mem m = fcl_refs_released(ctx->refs, budget, ctx->args_retain > 0);
+  const cl_mem m = fcl_refs_released(ctx->refs, budget);
   if (!m) return;
   for (fcl_plan **at = &ctx->plans; *at;) {
     bool names = false;
