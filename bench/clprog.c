@@ -7,7 +7,10 @@
 
 /* The table written by cmake/embed_cl.cmake, renamed at compile time so it
  * cannot clash with the library's (bench/CMakeLists.txt). */
-struct fcl_embedded_source { const char *name; const char *text; size_t size; };
+struct fcl_embedded_source {
+  const char *name; const char *text; size_t size;
+  const char *requires; const int *closure; /* none of fa-bench's requires another */
+};
 extern const struct fcl_embedded_source bench_embedded_sources[];
 
 cl_device_id bench_cl_device(fcl_context *ctx) {

@@ -2,8 +2,9 @@
 # top of flashcl's public API (include/flashcl_mpi.h, src/ring/, cl/ring/).
 # Included from the top-level CMakeLists.txt when MPI is found.
 file(GLOB FCL_RING_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/ring/*.c)
-set(FCL_RING_CL ${CMAKE_CURRENT_SOURCE_DIR}/cl/common/dtype.cl
-                ${CMAKE_CURRENT_SOURCE_DIR}/cl/ring/ring_copy.cl)
+# Its one program's top file; embed_cl.cmake adds what it requires (dtype.cl),
+# which is among the library's kernels (FCL_CL_SOURCES) for DEPENDS.
+set(FCL_RING_CL ${CMAKE_CURRENT_SOURCE_DIR}/cl/ring/ring_copy.cl)
 set(FCL_RING_EMBEDDED_C ${CMAKE_CURRENT_BINARY_DIR}/fcl_ring_kernels.c)
 string(REPLACE ";" "|" _fcl_ring_cl_list "${FCL_RING_CL}")
 add_custom_command(
@@ -11,7 +12,7 @@ add_custom_command(
   COMMAND ${CMAKE_COMMAND} "-DOUTPUT=${FCL_RING_EMBEDDED_C}" "-DSOURCES=${_fcl_ring_cl_list}"
           "-DBASE=${CMAKE_CURRENT_SOURCE_DIR}/cl" "-DTABLE=fcl_ring_sources"
           -P ${CMAKE_CURRENT_SOURCE_DIR}/cmake/embed_cl.cmake
-  DEPENDS ${FCL_RING_CL} ${CMAKE_CURRENT_SOURCE_DIR}/cmake/embed_cl.cmake
+  DEPENDS ${FCL_RING_CL} ${FCL_CL_SOURCES} ${CMAKE_CURRENT_SOURCE_DIR}/cmake/embed_cl.cmake
   COMMENT "Embedding flashcl_mpi's kernels" VERBATIM)
 
 add_library(flashcl_mpi_objects OBJECT ${FCL_RING_SOURCES} ${FCL_RING_EMBEDDED_C})

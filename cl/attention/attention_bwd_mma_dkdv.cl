@@ -1,3 +1,4 @@
+/* requires: attention/attention_bwd_mma.cl attention/attention_bwd_mma_dq.cl */
 /* The dK/dV kernel of the tensor-core backward (after attention_bwd_mma.cl,
  * whose header tells the algorithm, and attention_bwd_mma_dq.cl): a
  * work-group of KV_WARPS warps owns 16 * MT * KV_WARPS keys of one kv head

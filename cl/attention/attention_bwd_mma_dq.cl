@@ -1,3 +1,4 @@
+/* requires: attention/attention_bwd_mma.cl */
 /* The dQ kernel of the tensor-core backward (after attention_bwd_mma.cl,
  * whose header tells the algorithm): a work-group of WARPS warps owns
  * BLOCK_M query rows and walks key tiles of BLOCK_N keys, STAGES in

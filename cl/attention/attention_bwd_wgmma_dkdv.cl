@@ -1,3 +1,4 @@
+/* requires: attention/attention_common.cl common/wgmma.cl attention/attention_bwd_mma_dkdv.cl */
 /* The dK/dV kernel of the backward on Hopper's warpgroup products (after
  * attention_bwd_mma.cl, attention_bwd_mma_dq.cl and
  * attention_bwd_mma_dkdv.cl, with wgmma_ops.cl and wgmma.cl prepended;

@@ -1,3 +1,4 @@
+/* requires: attention/attention_bwd_wgmma_dkdv.cl */
 /* The dQ kernel of the backward on Hopper's warpgroup products (after
  * attention_bwd_wgmma_dkdv.cl, whose header says how the two are built and
  * which heads they take). The walk of attention_bwd_mma_dq.cl with its

@@ -1,3 +1,4 @@
+/* requires: attention/attention_abi.h common/dtype.cl */
 /* The score pipeline and mask shared by the attention kernels (prepend
  * dtype.cl; the kernel file follows). */
 

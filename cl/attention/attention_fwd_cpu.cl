@@ -1,3 +1,4 @@
+/* requires: attention/attention_common.cl */
 /* FlashAttention-2 forward for CPUs (PoCL), prepend dtype.cl and
  * attention_common.cl.
  *

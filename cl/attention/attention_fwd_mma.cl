@@ -1,3 +1,4 @@
+/* requires: attention/attention_common.cl common/mma_common.cl */
 /* FlashAttention-2 forward on NVIDIA tensor cores (prepend dtype.cl,
  * attention_common.cl and mma_common.cl); f16 and bf16 storage.
  *

@@ -1,3 +1,4 @@
+/* requires: attention/attention_common.cl common/mma_tf32.cl */
 /* FlashAttention-2 forward for f32 on NVIDIA tensor cores (prepend
  * dtype.cl, attention_common.cl and mma_tf32.cl): both products in 3xTF32,
  * so the result keeps f32 accuracy at tensor-core speed; in one TF32

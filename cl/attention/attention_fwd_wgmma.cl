@@ -1,3 +1,4 @@
+/* requires: attention/attention_common.cl common/wgmma.cl */
 /* FlashAttention-2 forward on Hopper's warpgroup products (prepend
  * dtype.cl, attention_common.cl, mma_warp.cl, mma_common.cl, wgmma_ops.cl,
  * wgmma.cl; built with -DFCL_SM90A=1 and rebuilt by the host for sm_90a,

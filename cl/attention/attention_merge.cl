@@ -1,3 +1,4 @@
+/* requires: attention/attention_abi.h common/dtype.cl */
 /* fcl_attention_merge, one part a launch (prepend attention_abi.h and
  * dtype.cl): work-item (t * heads_q + h, b) folds part i's row into the
  * running result acc_o (normalised, f32) and acc_lse, and the last launch

@@ -1,3 +1,4 @@
+/* requires: attention/kvcache_common.cl */
 /* Appends the new tokens' keys (rotated) and values to a KV cache
  * (prepend kvcache_common.cl): work-item (d, t, b * heads_kv + hk) writes
  * element d of token t, kv head hk, of sequence b at position c + t. The

@@ -1,3 +1,4 @@
+/* requires: attention/attention_common.cl */
 /* What the KV-cache kernels share (prepend attention_abi.h, dtype.cl and
  * attention_common.cl): where a sequence's tokens and cache live, with every
  * device-side index checked, the rotary embedding, and vector loads.

@@ -1,3 +1,5 @@
+/* requires: attention/kvcache_append.cl attention/kvcache_tile.cl */
+/* requires: attention/kvcache_split_merge.cl */
 /* Attention of a few new query rows against a KV cache, one pass over the
  * keys, on any device (prepend kvcache_tile.cl and kvcache_split_merge.cl):
  * a work-group takes a tile of ROWS query rows of one kv head and one split

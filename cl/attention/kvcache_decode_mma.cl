@@ -1,3 +1,5 @@
+/* requires: attention/attention_abi.h common/mma_common.cl attention/kvcache_append.cl */
+/* requires: attention/kvcache_tile.cl attention/kvcache_split_merge.cl */
 /* Attention of a few new query rows against a KV cache on NVIDIA's tensor
  * cores (prepend mma_warp.cl, mma_common.cl, kvcache_tile.cl and
  * kvcache_split_merge.cl): the decode kernel's work (a tile of ROWS <= 16

@@ -1,3 +1,4 @@
+/* requires: attention/kvcache_common.cl */
 /* The splits' merge, done by the decode kernels themselves (prepend
  * kvcache_tile.cl): after KV_TILE_STORE, each work-group of a tile that
  * has more than one split counts itself in the tile's counter; the last

@@ -1,3 +1,4 @@
+/* requires: attention/kvcache_common.cl */
 /* What the decode kernels (kvcache_decode.cl, kvcache_decode_mma.cl)
  * share (prepend kvcache_common.cl): the arguments, a tile's query rows,
  * the keys a split of a tile reads, and the store of a tile's rows (to the

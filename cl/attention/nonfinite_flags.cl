@@ -1,3 +1,4 @@
+/* requires: common/dtype.cl */
 /* Which heads hold an inf or NaN, for the tensor-core kernels (prepend
  * dtype.cl). Their masked products multiply exact zeros by the other
  * operand, and 0 * inf is NaN (mma_common.cl, "Non-finite operands"); the

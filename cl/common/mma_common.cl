@@ -1,3 +1,4 @@
+/* requires: common/dtype.cl common/mma_warp.cl */
 /* Tensor-core helpers for 16-bit operands on NVIDIA GPUs through inline
  * PTX (prepend dtype.cl and mma_warp.cl; FCL_DTYPE 1 = f16, 2 = bf16 picks
  * the mma operand type; 0 = f32 data split into bf16 pairs, MMA_SPLIT).

@@ -1,3 +1,4 @@
+/* requires: common/mma_common.cl */
 /* Probe of the tensor-core helpers (prepend dtype.cl and mma_common.cl),
  * run by one warp on small integers, exact in f16, bf16 and f32:
  * a = A (16x16, row-major), bt = B^T (8x16, row-major), bkn = B (16x8,

@@ -1,3 +1,4 @@
+/* requires: common/dtype.cl common/mma_warp.cl */
 /* Tensor-core helpers for f32 data on NVIDIA GPUs (prepend dtype.cl with
  * FCL_DTYPE 0, and mma_warp.cl): mma.sync m16n8k8 on TF32 operands, used three
  * times per product ("3xTF32") so that f32 inputs keep f32 accuracy.

@@ -1,3 +1,4 @@
+/* requires: common/mma_tf32.cl */
 /* Probe of the TF32 tensor-core helpers (prepend dtype.cl and mma_tf32.cl),
  * run by one warp. a = A (16x8, row-major) and b = B (8x8, row-major), with
  * A copied to local memory by cp.async (the second half of a zero-filled

@@ -1,3 +1,4 @@
+/* requires: common/mma_common.cl common/wgmma_ops.cl */
 /* Hopper warpgroup products (wgmma) for 16-bit operands (prepend dtype.cl,
  * mma_warp.cl, mma_common.cl, wgmma_ops.cl). NVIDIA's OpenCL C compiler
  * targets sm_90 and refuses wgmma, so each sm_90a instruction is written

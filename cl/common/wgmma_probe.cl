@@ -1,3 +1,4 @@
+/* requires: common/wgmma.cl */
 /* Probe of the wgmma helpers (prepend dtype.cl, mma_warp.cl, mma_common.cl,
  * wgmma_ops.cl, wgmma.cl), run by one warpgroup on small integers, exact in
  * f16 and bf16, in the forms the attention kernels use, in both of

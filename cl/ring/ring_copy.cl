@@ -1,3 +1,4 @@
+/* requires: common/dtype.cl */
 /* flashcl_mpi's copies (prepend common/dtype.cl, built per FCL_DTYPE):
  * between a strided view (batch, seq, head, dim) of the tensors and dense
  * [batch][seq][head][dim] staging (a piece of it: an offset and the batch

@@ -1,3 +1,4 @@
+/* requires: rwkv6/rwkv6_common.cl */
 /* RWKV6 backward (prepend dtype.cl, rwkv6_common.cl). Exact for any decay:
  * dw_t[i] = e^{w_t[i]} sum_j dS_t[i][j] S_{t-1}[i][j] is formed from the
  * states themselves, never from differences of long cumulative sums.

@@ -1,3 +1,4 @@
+/* requires: rwkv6/rwkv6_chunk_common.cl */
 /* The chunked RWKV6 backward's key-side gradients (prepend dtype.cl,
  * rwkv6_common.cl, rwkv6_chunk_common.cl): dr, dk, dw and per-chunk du
  * partials, then their fixed-order sum.

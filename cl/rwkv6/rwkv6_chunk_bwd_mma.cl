@@ -1,3 +1,4 @@
+/* requires: rwkv6/rwkv6_chunk_out_mma.cl */
 /* The first phase of the chunked RWKV6 backward's dr dk dw kernel on
  * NVIDIA tensor cores (prepend what rwkv6_chunk_out_mma.cl needs; then
  * rwkv6_chunk_bwd.cl, whose fcl_rwkv6_chunk_dk calls this in place of its

@@ -1,3 +1,4 @@
+/* requires: rwkv6/rwkv6_common.cl */
 /* Shared pieces of the chunked RWKV6 kernels (prepend dtype.cl,
  * rwkv6_common.cl): tile sizes and the decays of one chunk.
  *

@@ -1,3 +1,4 @@
+/* requires: rwkv6/rwkv6_chunk_state.cl */
 /* The chunked RWKV6 products that end in value columns (prepend dtype.cl,
  * rwkv6_common.cl, rwkv6_chunk_common.cl): the forward's output and the
  * backward's dv, one kernel source for both.

@@ -1,3 +1,4 @@
+/* requires: rwkv6/rwkv6_chunk_state_mma.cl */
 /* The chunked RWKV6 products that end in value columns on NVIDIA tensor
  * cores (prepend dtype.cl, rwkv6_common.cl, rwkv6_chunk_common.cl,
  * mma_warp.cl, mma_common.cl, rwkv6_chunk_rows.cl; FCL_DTYPE 0 (split, as

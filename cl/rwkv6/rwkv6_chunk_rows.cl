@@ -1,3 +1,4 @@
+/* requires: rwkv6/rwkv6_chunk_common.cl common/mma_common.cl */
 /* Row loads of the chunked RWKV6 tensor-core kernels (prepend dtype.cl,
  * rwkv6_common.cl, mma_warp.cl, mma_common.cl; FCL_DTYPE 0, 1 or 2). Rows
  * are positions of one sequence-head, 0 past its end. Where RW_ALIGNED

@@ -1,3 +1,4 @@
+/* requires: rwkv6/rwkv6_chunk_common.cl */
 /* The chunk-boundary states of the chunked RWKV6 (prepend dtype.cl,
  * rwkv6_common.cl, rwkv6_chunk_common.cl).
  *

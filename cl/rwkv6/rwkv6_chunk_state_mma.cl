@@ -1,3 +1,4 @@
+/* requires: rwkv6/rwkv6_chunk_rows.cl */
 /* The chunk-boundary states of the chunked RWKV6 on NVIDIA tensor cores
  * (prepend dtype.cl, rwkv6_common.cl, rwkv6_chunk_common.cl, mma_warp.cl,
  * mma_common.cl, rwkv6_chunk_rows.cl; FCL_DTYPE 0, 1 or 2): the numbers of

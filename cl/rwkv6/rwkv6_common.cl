@@ -1,3 +1,4 @@
+/* requires: rwkv6/rwkv6_abi.h common/dtype.cl */
 /* Shared pieces of the RWKV6 kernels (prepend dtype.cl, then this file).
  *
  * Time is walked in "positions" p = 0 .. n-1 in processing order; with

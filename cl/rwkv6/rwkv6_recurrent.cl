@@ -1,3 +1,4 @@
+/* requires: rwkv6/rwkv6_common.cl */
 /* RWKV6 fused recurrent forward (prepend dtype.cl, rwkv6_common.cl).
  *
  * A work-group owns one (sequence, head) and BV = VS * VC value columns. Its

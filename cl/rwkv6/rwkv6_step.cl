@@ -1,3 +1,4 @@
+/* requires: rwkv6/rwkv6_common.cl */
 /* RWKV6 forward of short sequences (prepend rwkv6_abi.h, dtype.cl,
  * rwkv6_common.cl): positions [p_begin, p_begin + RW_STEPS) of every
  * sequence in one launch, the state from h0 (or zero) to ht. h0 and ht may

@@ -127,13 +127,12 @@ typedef struct {
   const char *name;
   int         warps, rows, n, stages;
 } fcl_attention_bwd_kernel;
-/* A backward program: its files, build options after the row's, a name
+/* A backward program: its top files (FCL_TOPS), build options after the row's, a name
  * for the log, whether it takes only 16-byte rows (cp.async; else the next
  * row runs), and the dQ and dK/dV kernels of each build (FCL_NONFINITE
  * 0, 1); delta takes the work-groups of dq[1]. */
 typedef struct {
-  const char *const       *files;
-  int                      nfiles;
+  const char *const       *tops;
   const char              *options;
   const char              *what;
   bool                     needs_cp_async;

@@ -120,10 +120,8 @@ static bool worth_trying(const fcl_device_info *dev, const fcl_tuning_class *cls
   return fcl_whole_warps(dev, (size_t)c->WG_ROWS * c->WG_COLS);
 }
 
-static const char *const files[] = {"attention/attention_abi.h", "common/dtype.cl",
-                                    "attention/attention_common.cl", "attention/attention_bwd.cl"};
 const fcl_variant fcl_variant_attention_bwd = {
-    "attention_bwd", FCL_TUNING_ATTENTION_BWD, files, (int)FCL_COUNT(files),
+    "attention_bwd", FCL_TUNING_ATTENTION_BWD, FCL_TOPS("attention/attention_bwd.cl"),
     {"HEAD_DIM", "HEAD_DIM_V"}, FCL_MAX_HEAD_DIM, true, FCL_PARAM_COUNT(PARAMS),
     FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, worth_trying, 0};
 
@@ -139,9 +137,9 @@ fcl_status fcl_attention_bwd_launch(fcl_context *ctx, const fcl_variant_plan *pl
   cl_kernel k_delta, k_dq, k_dkdv, k_sum = NULL;
   cl_mem    delta;
   fcl_status s;
-  if ((s = fcl_get_kernel(ctx, v->files, v->nfiles, opts, "fcl_attention_bwd_delta", &k_delta)) ||
-      (s = fcl_get_kernel(ctx, v->files, v->nfiles, opts, "fcl_attention_bwd_dq", &k_dq)) ||
-      (s = fcl_get_kernel(ctx, v->files, v->nfiles, opts, "fcl_attention_bwd_dkdv", &k_dkdv)) ||
+  if ((s = fcl_get_kernel(ctx, v->tops, opts, "fcl_attention_bwd_delta", &k_delta)) ||
+      (s = fcl_get_kernel(ctx, v->tops, opts, "fcl_attention_bwd_dq", &k_dq)) ||
+      (s = fcl_get_kernel(ctx, v->tops, opts, "fcl_attention_bwd_dkdv", &k_dkdv)) ||
       (s = fcl_scratch(ctx, 0, nstat * sizeof(float), &delta)))
     return s;
 
@@ -159,7 +157,7 @@ fcl_status fcl_attention_bwd_launch(fcl_context *ctx, const fcl_variant_plan *pl
   cl_mem dq_part = p->q->buffer, dk_part = p->q->buffer, dv_part = p->q->buffer;
   if (split_dq > 1 || split_dkv > 1) {
     fcl_log(ctx, "attention backward: dQ split %d ways, dK/dV %d ways", split_dq, split_dkv);
-    if ((s = fcl_get_kernel(ctx, v->files, v->nfiles, opts, "fcl_attention_bwd_sum", &k_sum)))
+    if ((s = fcl_get_kernel(ctx, v->tops, opts, "fcl_attention_bwd_sum", &k_sum)))
       return s;
   }
   if (split_dq > 1 &&

@@ -120,13 +120,9 @@ static void point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg) {
   c->KV_WARPS = v[3], c->KV_BLOCK_N = v[4], c->KV_STAGES = v[5];
 }
 
-static const char *const files[] = {"attention/attention_abi.h", "common/dtype.cl",
-                                    "attention/attention_common.cl", "common/mma_warp.cl",
-                                    "common/mma_common.cl", "attention/attention_bwd_mma.cl",
-                                    "attention/attention_bwd_mma_dq.cl",
-                                    "attention/attention_bwd_mma_dkdv.cl"};
+static const char *const tops[] = {"attention/attention_bwd_mma_dkdv.cl", NULL};
 const fcl_variant fcl_variant_attention_bwd_mma = {
-    "attention_bwd_mma", FCL_TUNING_ATTENTION_BWD, files, (int)FCL_COUNT(files),
+    "attention_bwd_mma", FCL_TUNING_ATTENTION_BWD, tops,
     {"HEAD_DIM", "HEAD_DIM_V"}, FCL_MAX_HEAD_DIM, true, FCL_PARAM_COUNT(PARAMS),
     FCL_PARAM_NAMES(PARAMS), fcl_attention_bwd_mma_defaults, valid, axes, point, NULL, 0};
 
@@ -168,15 +164,15 @@ fcl_status fcl_attention_bwd_mma_run(fcl_context *ctx, const fcl_variant_plan *p
    * masked products (nonfinite_flags.c), before anything is enqueued. */
   cl_kernel k_delta, k_dq[2], k_dkdv[2], scan[2];
   cl_mem delta, nf_flags;
-  fcl_status s = fcl_get_kernel(ctx, kn->files, kn->nfiles, opts, "fcl_attention_bwd_mma_delta",
+  fcl_status s = fcl_get_kernel(ctx, kn->tops, opts, "fcl_attention_bwd_mma_delta",
                                 &k_delta);
   if (s == FCL_OK) s = fcl_nonfinite_kernel(ctx, p->dtype, scan);
   for (int i = 0; i < 2 && s == FCL_OK; ++i) {
     char nf_opts[700];
     snprintf(nf_opts, sizeof nf_opts, "%s -DFCL_NONFINITE=%d", opts, i);
-    s = fcl_get_kernel(ctx, kn->files, kn->nfiles, nf_opts, kn->dq[i].name, &k_dq[i]);
+    s = fcl_get_kernel(ctx, kn->tops, nf_opts, kn->dq[i].name, &k_dq[i]);
     if (s == FCL_OK)
-      s = fcl_get_kernel(ctx, kn->files, kn->nfiles, nf_opts, kn->dkdv[i].name, &k_dkdv[i]);
+      s = fcl_get_kernel(ctx, kn->tops, nf_opts, kn->dkdv[i].name, &k_dkdv[i]);
   }
   if (s) {
     char what[64];
@@ -251,7 +247,7 @@ fcl_status fcl_attention_bwd_mma_launch(fcl_context *ctx, const fcl_variant_plan
                                        16 * c->WARPS * c->MT, c->BLOCK_N, c->STAGES};
   const fcl_attention_bwd_kernel kv = {"fcl_attention_bwd_mma_dkdv", c->KV_WARPS,
                                        16 * c->KV_WARPS * c->MT, c->KV_BLOCK_N, c->KV_STAGES};
-  const fcl_attention_bwd_kernels kn = {files, (int)FCL_COUNT(files), "", "tensor cores", false,
+  const fcl_attention_bwd_kernels kn = {tops, "", "tensor cores", false,
                                         {dq, dq}, {kv, kv}};
   return fcl_attention_bwd_mma_run(ctx, pl, p, &kn, fallback);
 }

@@ -127,15 +127,10 @@ static void point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg) {
   c->WK_LOCAL_OPS = v[7];
 }
 
-static const char *const files[] = {
-    "attention/attention_abi.h",          "common/dtype.cl",
-    "attention/attention_common.cl",      "common/mma_warp.cl",
-    "common/mma_common.cl",               "common/wgmma_ops.cl",
-    "common/wgmma.cl",                    "attention/attention_bwd_mma.cl",
-    "attention/attention_bwd_mma_dq.cl",  "attention/attention_bwd_mma_dkdv.cl",
-    "attention/attention_bwd_wgmma_dkdv.cl", "attention/attention_bwd_wgmma_dq.cl"};
+/* The dK/dV kernels before dQ's, after the tensor-core backward's. */
+static const char *const tops[] = {"attention/attention_bwd_wgmma_dq.cl", NULL};
 const fcl_variant fcl_variant_attention_bwd_wgmma = {
-    "attention_bwd_wgmma", FCL_TUNING_ATTENTION_BWD, files, (int)FCL_COUNT(files),
+    "attention_bwd_wgmma", FCL_TUNING_ATTENTION_BWD, tops,
     {"HEAD_DIM", "HEAD_DIM_V"}, FCL_MAX_HEAD_DIM, true, FCL_PARAM_COUNT(PARAMS),
     FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, NULL, 0};
 
@@ -170,8 +165,7 @@ fcl_status fcl_attention_bwd_wgmma_launch(fcl_context *ctx, const fcl_variant_pl
            m[0], m[1], m[2], m[3], m[4], m[5], m[6],
            ctx->info.mma_emulate ? "" : " " FCL_SM90A_OPTION);
   const fcl_attention_bwd_kernels kn = {
-      files,
-      (int)FCL_COUNT(files),
+      tops,
       opts,
       "wgmma",
       true, /* 16-byte copies only (cp.async into wgmma's tiles) */

@@ -144,10 +144,8 @@ static bool worth_trying(const fcl_device_info *dev, const fcl_tuning_class *cls
   return fcl_whole_warps(dev, (size_t)c->WG_ROWS * c->WG_COLS);
 }
 
-static const char *const files[] = {"attention/attention_abi.h", "common/dtype.cl",
-                                    "attention/attention_common.cl", "attention/attention_fwd.cl"};
 const fcl_variant fcl_variant_attention_fwd = {
-    "attention_fwd", FCL_TUNING_ATTENTION_FWD, files, (int)FCL_COUNT(files),
+    "attention_fwd", FCL_TUNING_ATTENTION_FWD, FCL_TOPS("attention/attention_fwd.cl"),
     {"HEAD_DIM", "HEAD_DIM_V"}, FCL_MAX_HEAD_DIM, true, FCL_PARAM_COUNT(PARAMS),
     FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, worth_trying, 0};
 
@@ -160,7 +158,7 @@ fcl_status fcl_attention_fwd_launch(fcl_context *ctx, const fcl_variant_plan *pl
   cl_kernel kern, comb = NULL;
   fcl_status s;
   (void)fallback;
-  if ((s = fcl_get_kernel(ctx, v->files, v->nfiles, pl->options, "fcl_attention_fwd", &kern)))
+  if ((s = fcl_get_kernel(ctx, v->tops, pl->options, "fcl_attention_fwd", &kern)))
     return s;
 
   /* Split the keys across work-groups where one may not walk them all. */
@@ -175,7 +173,7 @@ fcl_status fcl_attention_fwd_launch(fcl_context *ctx, const fcl_variant_plan *pl
     flags |= FCL_ATTN_SPLIT;
     fcl_log(ctx, "attention forward: keys split %d ways (%d per work-group)", nsplit,
             keys_per_split);
-    if ((s = fcl_get_kernel(ctx, v->files, v->nfiles, pl->options, "fcl_attention_fwd_combine",
+    if ((s = fcl_get_kernel(ctx, v->tops, pl->options, "fcl_attention_fwd_combine",
                             &comb)) ||
         (s = fcl_scratch(ctx, 0, fcl_bytes(nsplit, nrows, d->head_dim_v, 4, 1), &o_part)) ||
         (s = fcl_scratch(ctx, 1, fcl_bytes(nsplit, nrows, 4, 1, 1), &lse_part)))

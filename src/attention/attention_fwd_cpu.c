@@ -85,11 +85,8 @@ static void point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg) {
   c->WG_SIZE = 1;
 }
 
-static const char *const files[] = {"attention/attention_abi.h", "common/dtype.cl",
-                                    "attention/attention_common.cl",
-                                    "attention/attention_fwd_cpu.cl"};
 const fcl_variant fcl_variant_attention_fwd_cpu = {
-    "attention_fwd_cpu", FCL_TUNING_ATTENTION_FWD, files, (int)FCL_COUNT(files),
+    "attention_fwd_cpu", FCL_TUNING_ATTENTION_FWD, FCL_TOPS("attention/attention_fwd_cpu.cl"),
     {"HEAD_DIM", "HEAD_DIM_V"}, FCL_MAX_HEAD_DIM, true, FCL_PARAM_COUNT(PARAMS),
     FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, NULL, 0};
 
@@ -109,7 +106,7 @@ fcl_status fcl_attention_fwd_cpu_launch(fcl_context *ctx, const fcl_variant_plan
   (void)fallback;
   cl_kernel kern;
   fcl_status s;
-  if ((s = fcl_get_kernel(ctx, v->files, v->nfiles, pl->options, "fcl_attention_fwd_cpu",
+  if ((s = fcl_get_kernel(ctx, v->tops, pl->options, "fcl_attention_fwd_cpu",
                           &kern)))
     return s;
   /* Fewer query blocks per work-item where there would be under 8

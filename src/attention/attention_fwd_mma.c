@@ -74,20 +74,14 @@ static void point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg) {
   c->WARPS = v[0], c->BLOCK_N = v[1], c->MT = cls->dtype == FCL_F32 ? 1 : v[2];
 }
 
-/* Both forwards (16-bit and f32) guard the rows; a launch builds one. */
-static const char *const files[] = {
-    "attention/attention_abi.h", "common/dtype.cl", "attention/attention_common.cl",
-    "common/mma_warp.cl",        "common/mma_common.cl", "attention/attention_fwd_mma.cl",
-    "common/mma_tf32.cl",        "attention/attention_fwd_tf32.cl",
-    "attention/nonfinite_flags.cl"};
-static const char *const files16[] = {"attention/attention_abi.h", "common/dtype.cl",
-                                      "attention/attention_common.cl", "common/mma_warp.cl",
-                                      "common/mma_common.cl", "attention/attention_fwd_mma.cl"};
-static const char *const files32[] = {"attention/attention_abi.h", "common/dtype.cl",
-                                      "attention/attention_common.cl", "common/mma_warp.cl",
-                                      "common/mma_tf32.cl", "attention/attention_fwd_tf32.cl"};
+/* Both forwards (16-bit and f32) guard the rows, with the flags' scan of
+ * 3xTF32's; a launch builds one. */
+static const char *const tops16[] = {"attention/attention_fwd_mma.cl", NULL};
+static const char *const tops32[] = {"attention/attention_fwd_tf32.cl", NULL};
 const fcl_variant fcl_variant_attention_fwd_mma = {
-    "attention_fwd_mma", FCL_TUNING_ATTENTION_FWD, files, (int)FCL_COUNT(files),
+    "attention_fwd_mma", FCL_TUNING_ATTENTION_FWD,
+    FCL_TOPS("attention/attention_fwd_mma.cl", "attention/attention_fwd_tf32.cl",
+             "attention/nonfinite_flags.cl"),
     {"HEAD_DIM", "HEAD_DIM_V"}, FCL_MAX_HEAD_DIM, true, FCL_PARAM_COUNT(PARAMS),
     FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, NULL, 0};
 
@@ -134,7 +128,7 @@ fcl_status fcl_attention_fwd_mma_launch(fcl_context *ctx, const fcl_variant_plan
     char opts[640];
     snprintf(opts, sizeof opts, "%s -DMMA_VEC=%d -DMMA_GENERAL=%d -DFCL_NONFINITE=%d",
              pl->options, vec, general, nf);
-    fcl_status s = fcl_get_kernel(ctx, f32 ? files32 : files16, 6, opts,
+    fcl_status s = fcl_get_kernel(ctx, f32 ? tops32 : tops16, opts,
                                   f32 ? "fcl_attention_fwd_tf32" : "fcl_attention_fwd_mma",
                                   &kern[nf]);
     if (s == FCL_OK && nf == 1 && f32) s = fcl_nonfinite_kernel(ctx, p->dtype, scan);

@@ -73,12 +73,9 @@ static void point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg) {
   c->WARPS = v[0], c->BLOCK_N = v[1], c->LOCAL_OPS = v[2];
 }
 
-static const char *const files[] = {
-    "attention/attention_abi.h", "common/dtype.cl",     "attention/attention_common.cl",
-    "common/mma_warp.cl",        "common/mma_common.cl", "common/wgmma_ops.cl",
-    "common/wgmma.cl",           "attention/attention_fwd_wgmma.cl"};
+static const char *const tops[] = {"attention/attention_fwd_wgmma.cl", NULL};
 const fcl_variant fcl_variant_attention_fwd_wgmma = {
-    "attention_fwd_wgmma", FCL_TUNING_ATTENTION_FWD, files, (int)FCL_COUNT(files),
+    "attention_fwd_wgmma", FCL_TUNING_ATTENTION_FWD, tops,
     {"HEAD_DIM", "HEAD_DIM_V"}, FCL_MAX_HEAD_DIM, true, FCL_PARAM_COUNT(PARAMS),
     FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, NULL, 0};
 
@@ -127,7 +124,7 @@ fcl_status fcl_attention_fwd_wgmma_launch(fcl_context *ctx, const fcl_variant_pl
     snprintf(opts, sizeof opts, "%s -DMMA_GENERAL=%d -DFCL_NONFINITE=%d%s%s", pl->options, general,
              nf, ctx->info.mma_emulate ? "" : " " FCL_SM90A_OPTION,
              cap ? " " FCL_SM90A_GROUPS_OPTION "2" : "");
-    const fcl_status s = fcl_get_kernel(ctx, files, (int)FCL_COUNT(files), opts,
+    const fcl_status s = fcl_get_kernel(ctx, tops, opts,
                                         "fcl_attention_fwd_wgmma", &kern[nf]);
     if (s) return fcl_tuning_unbuilt(ctx, pl->row->variant, s, "the wgmma forward", fallback);
   }

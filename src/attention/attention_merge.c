@@ -6,8 +6,6 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-static const char *const files[] = {"attention/attention_abi.h", "common/dtype.cl",
-                                    "attention/attention_merge.cl"};
 
 typedef struct {
   const fcl_attention_desc *d;
@@ -73,8 +71,8 @@ static fcl_status run(fcl_context *ctx, const void *args) {
   cl_kernel k;
   cl_mem acc_o = o->buffer, acc_lse = o->buffer;
   const int64_t nrows = d->batch * d->seqlen_q * d->heads_q;
-  if ((s = fcl_get_kernel(ctx, files, (int)FCL_COUNT(files), "", "fcl_attention_merge_step",
-                          &k)) ||
+  if ((s = fcl_get_kernel(ctx, FCL_TOPS("attention/attention_merge.cl"), "",
+                          "fcl_attention_merge_step", &k)) ||
       (n > 1 && ((s = fcl_scratch(ctx, 0, fcl_bytes(nrows, d->head_dim_v, 4, 1, 1), &acc_o)) ||
                  (s = fcl_scratch(ctx, 1, fcl_bytes(nrows, 4, 1, 1, 1), &acc_lse)))))
     return s;

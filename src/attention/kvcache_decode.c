@@ -94,13 +94,8 @@ static bool worth_trying(const fcl_device_info *dev, const fcl_tuning_class *cls
 
 /* The program holds the append and the prefill's kernels beside the
  * decode kernel. */
-static const char *const files[] = {
-    "attention/attention_abi.h",       "common/dtype.cl",
-    "attention/attention_common.cl",   "attention/kvcache_common.cl",
-    "attention/kvcache_append.cl",     "attention/kvcache_tile.cl",
-    "attention/kvcache_split_merge.cl", "attention/kvcache_decode.cl"};
 const fcl_variant fcl_variant_attention_decode = {
-    "attention_decode", FCL_TUNING_ATTENTION_DECODE, files, (int)FCL_COUNT(files),
+    "attention_decode", FCL_TUNING_ATTENTION_DECODE, FCL_TOPS("attention/kvcache_decode.cl"),
     {"HEAD_DIM", "HEAD_DIM_V"}, FCL_MAX_HEAD_DIM, false, FCL_PARAM_COUNT(PARAMS),
     FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, worth_trying, 0};
 
@@ -318,9 +313,9 @@ fcl_status fcl_kvcache_run(fcl_context *ctx, const fcl_variant *v, const char *o
   cl_kernel kd, ka = NULL;
   cl_mem counters = p->q->buffer, parts = p->q->buffer;
   bool ptx;
-  if ((s = fcl_get_kernel(ctx, v->files, v->nfiles, options, sh->kernel, &kd)) ||
+  if ((s = fcl_get_kernel(ctx, v->tops, options, sh->kernel, &kd)) ||
       (p->append &&
-       (s = fcl_get_kernel(ctx, v->files, v->nfiles, options, "fcl_kv_append", &ka))) ||
+       (s = fcl_get_kernel(ctx, v->tops, options, "fcl_kv_append", &ka))) ||
       (s = fcl_kvcache_ptx(ctx, &ptx)))
     return s;
   if (ns > 1) {

@@ -71,14 +71,9 @@ static void point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg) {
 }
 
 /* The program holds the append beside the kernel. */
-static const char *const files[] = {
-    "attention/attention_abi.h",        "common/dtype.cl",
-    "common/mma_warp.cl",               "common/mma_common.cl",
-    "attention/attention_common.cl",    "attention/kvcache_common.cl",
-    "attention/kvcache_append.cl",      "attention/kvcache_tile.cl",
-    "attention/kvcache_split_merge.cl", "attention/kvcache_decode_mma.cl"};
 const fcl_variant fcl_variant_attention_decode_mma = {
-    "attention_decode_mma", FCL_TUNING_ATTENTION_DECODE, files, (int)FCL_COUNT(files),
+    "attention_decode_mma", FCL_TUNING_ATTENTION_DECODE,
+    FCL_TOPS("attention/kvcache_decode_mma.cl"),
     {"HEAD_DIM", "HEAD_DIM_V"}, FCL_MAX_HEAD_DIM, false, FCL_PARAM_COUNT(PARAMS),
     FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, NULL, 0};
 

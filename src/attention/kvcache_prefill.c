@@ -39,10 +39,10 @@ fcl_status fcl_kvcache_prefill_launch(fcl_context *ctx, const fcl_variant_plan *
   const size_t es = fcl_dtype_size(p->dtype), gbytes = gather_bytes(p);
   cl_kernel ka = NULL, kp, kg = NULL;
   cl_mem seqused, q_rot = NULL, gathered = NULL;
-  if ((s = fcl_get_kernel(ctx, v->files, v->nfiles, options, "fcl_kv_prefill_prep", &kp)) ||
+  if ((s = fcl_get_kernel(ctx, v->tops, options, "fcl_kv_prefill_prep", &kp)) ||
       (p->append &&
-       (s = fcl_get_kernel(ctx, v->files, v->nfiles, options, "fcl_kv_append", &ka))) ||
-      (gbytes && (s = fcl_get_kernel(ctx, v->files, v->nfiles, options, "fcl_kv_gather", &kg))) ||
+       (s = fcl_get_kernel(ctx, v->tops, options, "fcl_kv_append", &ka))) ||
+      (gbytes && (s = fcl_get_kernel(ctx, v->tops, options, "fcl_kv_gather", &kg))) ||
       (s = fcl_scratch(ctx, 2, (size_t)d->batch * sizeof(cl_int), &seqused)) ||
       (p->rotary && (s = fcl_scratch(ctx, 3, fcl_bytes(d->batch * d->seqlen_q, d->heads_q,
                                                        d->head_dim, (int64_t)es, 1),

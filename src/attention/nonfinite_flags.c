@@ -11,12 +11,12 @@
 #include <stdio.h>
 
 fcl_status fcl_nonfinite_kernel(fcl_context *ctx, fcl_dtype dtype, cl_kernel out[2]) {
-  static const char *const files[] = {"common/dtype.cl", "attention/nonfinite_flags.cl"};
   fcl_status s = FCL_OK;
   for (int vec = 0; vec < 2 && s == FCL_OK; ++vec) {
     char opts[48];
     snprintf(opts, sizeof opts, "-DFCL_DTYPE=%d -DNF_VEC=%d", (int)dtype, vec);
-    s = fcl_get_kernel(ctx, files, 2, opts, "fcl_nonfinite_flags", &out[vec]);
+    s = fcl_get_kernel(ctx, FCL_TOPS("attention/nonfinite_flags.cl"), opts,
+                       "fcl_nonfinite_flags", &out[vec]);
   }
   return s;
 }

@@ -13,8 +13,9 @@
 
 #define FCL_MSG_MAX 8192
 #define FCL_COUNT(a) (sizeof(a) / sizeof((a)[0]))
-/* The most source files one program is built from. */
-#define FCL_MAX_PROGRAM_FILES 12
+/* A list of a program's top files, for fcl_get_kernel and fcl_variant:
+ * FCL_TOPS("attention/attention_fwd.cl"). */
+#define FCL_TOPS(...) ((const char *const[]){__VA_ARGS__, NULL})
 #define FCL_TRACE_MAX 32 /* kernels of one operation that FCL_TRACE shows */
 #define FCL_SCRATCH_SLOTS 7   /* fcl_scratch() slots: 0..5 by the operations, and */
 #define FCL_SCRATCH_KV_PARTS 6 /* the decode kernels' split partials */
@@ -81,10 +82,14 @@ typedef struct fcl_program_entry {
    * again (a context reads each program's sources once). */
   unsigned long long        name_key[2];
   cl_program                program;
-  cl_kernel                 kernels[8]; /* created on first use, by name */
-  char                      kernel_names[8][64];
+  struct fcl_program_kernel *kernels; /* created on first use, by name */
   struct fcl_program_entry *next;
 } fcl_program_entry;
+typedef struct fcl_program_kernel {
+  struct fcl_program_kernel *next;
+  cl_kernel                  kernel;
+  char                       name[]; /* NUL-terminated */
+} fcl_program_kernel;
 
 struct fcl_context {
   cl_platform_id   platform;
@@ -172,10 +177,18 @@ void fcl_hash_init(fcl_hash *hs);
 void fcl_hash_bytes(fcl_hash *hs, const void *data, size_t n);
 void fcl_hash_str(fcl_hash *hs, const char *s); /* includes the terminator */
 
-/* kernel_source.c: a kernel file's text, embedded or from $FCL_KERNEL_DIR.
- * The caller frees *text. */
-fcl_status fcl_kernel_source(fcl_context *ctx, const char *name, char **text,
-                             size_t *size);
+/* kernel_source.c: the files of a program, from its top files (tops, NULL
+ * ends): each top's closure over `requires:` lines as cmake/embed_cl.cmake
+ * resolved it, the tops one after another, each file once, in build order;
+ * their texts embedded or from $FCL_KERNEL_DIR. */
+typedef struct {
+  int          n;
+  const char **names;
+  char       **texts;
+  size_t      *sizes;
+} fcl_sources;
+fcl_status fcl_sources_read(fcl_context *ctx, const char *const *tops, fcl_sources *out);
+void       fcl_sources_free(fcl_sources *src);
 
 /* binary_cache.c: the on-disk program cache. */
 bool fcl_cache_load(const fcl_context *ctx, const unsigned long long key[2],
@@ -183,14 +196,13 @@ bool fcl_cache_load(const fcl_context *ctx, const unsigned long long key[2],
 bool fcl_cache_store(const fcl_context *ctx, const unsigned long long key[2],
                      const unsigned char *binary, size_t size);
 
-/* program.c: a built program for files (concatenated in order) and build
- * options, owned by the context. */
-fcl_status fcl_get_program(fcl_context *ctx, const char *const *files,
-                           int nfiles, const char *options, cl_program *out);
+/* program.c: a built program for top files (FCL_TOPS: their sources,
+ * fcl_sources_read) and build options, owned by the context. */
+fcl_status fcl_get_program(fcl_context *ctx, const char *const *tops, const char *options,
+                           cl_program *out);
 /* A kernel of that program, created once and kept with it. */
-fcl_status fcl_get_kernel(fcl_context *ctx, const char *const *files,
-                          int nfiles, const char *options, const char *name,
-                          cl_kernel *out);
+fcl_status fcl_get_kernel(fcl_context *ctx, const char *const *tops, const char *options,
+                          const char *name, cl_kernel *out);
 void       fcl_release_programs(fcl_context *ctx);
 
 /* launch.c: device buffer number slot of at least bytes, kept by the

@@ -3,9 +3,8 @@
 
 fcl_status fcl_device_probe(fcl_context *ctx) {
   if (ctx->info.preferred_multiple) return FCL_OK;
-  static const char *const files[] = {"common/probe.cl"};
   cl_kernel  k;
-  fcl_status s = fcl_get_kernel(ctx, files, 1, "", "fcl_probe", &k);
+  fcl_status s = fcl_get_kernel(ctx, FCL_TOPS("common/probe.cl"), "", "fcl_probe", &k);
   if (s != FCL_OK) return s;
   size_t m = 0;
   cl_int err = clGetKernelWorkGroupInfo(k, ctx->device,

@@ -43,18 +43,16 @@ static const char emulate_opts[] = "-DFCL_MMA_EMULATE=1 -cl-opt-disable";
 /* Builds the probe of dtype t with the first asm keyword that works; NULL
  * when none does. */
 static cl_kernel build_probe(fcl_context *ctx, fcl_dtype t, int *variant) {
-  static const char *const files16[] = {"common/dtype.cl", "common/mma_warp.cl", "common/mma_common.cl",
-                                         "common/mma_probe.cl"};
-  static const char *const files32[] = {"common/dtype.cl", "common/mma_warp.cl", "common/mma_tf32.cl",
-                                         "common/mma_tf32_probe.cl"};
   const bool f32 = t == FCL_F32;
+  const char *const *tops =
+      f32 ? FCL_TOPS("common/mma_tf32_probe.cl") : FCL_TOPS("common/mma_probe.cl");
   for (int i = 0; i < 2; ++i) {
     char opts[128];
     snprintf(opts, sizeof opts, "-DFCL_DTYPE=%d %s", (int)t,
              ctx->info.mma_emulate ? emulate_opts : asm_opts[i]);
     cl_kernel k;
-    if (fcl_get_kernel(ctx, f32 ? files32 : files16, 4, opts,
-                       f32 ? "fcl_mma_tf32_probe" : "fcl_mma_probe", &k) == FCL_OK) {
+    if (fcl_get_kernel(ctx, tops, opts, f32 ? "fcl_mma_tf32_probe" : "fcl_mma_probe", &k) ==
+        FCL_OK) {
       *variant = i;
       return k;
     }

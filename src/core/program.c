@@ -1,5 +1,7 @@
 /* Programs: built once per (sources, options, device) in a context, and kept
- * in the on-disk binary cache so that a second process does not recompile. */
+ * in the on-disk binary cache so that a second process does not recompile.
+ * A program is named by its top files; its key covers the text of every
+ * file they require. */
 #include "core/core.h"
 
 #include <stdio.h>
@@ -132,18 +134,13 @@ static fcl_status from_source(fcl_context *ctx, char *const *texts,
   return FCL_OK;
 }
 
-static fcl_status get_entry(fcl_context *ctx, const char *const *files,
-                           int nfiles, const char *options,
-                           fcl_program_entry **out) {
-  char      *texts[FCL_MAX_PROGRAM_FILES] = {0};
-  size_t     sizes[FCL_MAX_PROGRAM_FILES] = {0};
-  fcl_status s = FCL_OK;
-  if (nfiles > FCL_MAX_PROGRAM_FILES)
-    return fcl_fail(ctx, FCL_ERROR_INTERNAL, "too many kernel files");
+static fcl_status get_entry(fcl_context *ctx, const char *const *tops, const char *options,
+                            fcl_program_entry **out) {
   /* Asked for before under these names and options: no source is read. */
   fcl_hash nh;
   fcl_hash_init(&nh);
-  for (int i = 0; i < nfiles; ++i) fcl_hash_str(&nh, files[i]);
+  const char *top = tops[0]; /* the log's name: the last top */
+  for (const char *const *t = tops; *t; ++t) fcl_hash_str(&nh, top = *t);
   fcl_hash_str(&nh, options);
   for (fcl_program_entry *e = ctx->programs; e; e = e->next) {
     if (e->name_key[0] == nh.h[0] && e->name_key[1] == nh.h[1]) {
@@ -151,8 +148,9 @@ static fcl_status get_entry(fcl_context *ctx, const char *const *files,
       return FCL_OK;
     }
   }
-  for (int i = 0; i < nfiles && s == FCL_OK; ++i)
-    s = fcl_kernel_source(ctx, files[i], &texts[i], &sizes[i]);
+  fcl_sources src;
+  fcl_status  s = fcl_sources_read(ctx, tops, &src);
+  if (s != FCL_OK) return s;
 
   /* $FCL_BUILD_OPTIONS (kernel work, like $FCL_KERNEL_DIR): appended to
    * every program's options, and so to its cache key. */
@@ -163,75 +161,75 @@ static fcl_status get_entry(fcl_context *ctx, const char *const *files,
     options = with_extra;
   }
   unsigned long long key[2] = {0, 0};
-  if (s == FCL_OK) program_key(ctx, texts, nfiles, options, key);
-  for (fcl_program_entry *e = ctx->programs; s == FCL_OK && e; e = e->next) {
+  program_key(ctx, src.texts, src.n, options, key);
+  for (fcl_program_entry *e = ctx->programs; e; e = e->next) {
     if (e->key[0] == key[0] && e->key[1] == key[1]) {
       e->name_key[0] = nh.h[0], e->name_key[1] = nh.h[1];
       *out = e;
       goto done;
     }
   }
-  if (s == FCL_OK) {
-    fcl_program_entry *e = calloc(1, sizeof *e);
-    if (!e) {
-      s = fcl_fail(ctx, FCL_ERROR_OUT_OF_MEMORY, "program table");
-      goto done;
-    }
-    if (from_cache(ctx, key, options, &e->program)) {
-      ctx->stats.programs_from_cache++;
-      fcl_log(ctx, "program %s [%s]: loaded from the binary cache", files[nfiles - 1],
-              options);
-    } else if ((s = from_source(ctx, texts, sizes, nfiles, options, &e->program)) ==
-               FCL_OK) {
-      ctx->stats.programs_built++;
-      fcl_log(ctx, "program %s [%s]: built from source", files[nfiles - 1], options);
-      to_cache(ctx, e->program, key);
-    }
-    if (s != FCL_OK) {
-      free(e);
-      goto done;
-    }
-    e->key[0] = key[0];
-    e->key[1] = key[1];
-    e->name_key[0] = nh.h[0], e->name_key[1] = nh.h[1];
-    e->next = ctx->programs;
-    ctx->programs = e;
-    *out = e;
+  fcl_program_entry *e = calloc(1, sizeof *e);
+  if (!e) {
+    s = fcl_fail(ctx, FCL_ERROR_OUT_OF_MEMORY, "program table");
+    goto done;
   }
+  if (from_cache(ctx, key, options, &e->program)) {
+    ctx->stats.programs_from_cache++;
+    fcl_log(ctx, "program %s [%s]: loaded from the binary cache", top, options);
+  } else if ((s = from_source(ctx, src.texts, src.sizes, src.n, options, &e->program)) ==
+             FCL_OK) {
+    ctx->stats.programs_built++;
+    fcl_log(ctx, "program %s [%s]: built from source", top, options);
+    to_cache(ctx, e->program, key);
+  }
+  if (s != FCL_OK) {
+    free(e);
+    goto done;
+  }
+  e->key[0] = key[0];
+  e->key[1] = key[1];
+  e->name_key[0] = nh.h[0], e->name_key[1] = nh.h[1];
+  e->next = ctx->programs;
+  ctx->programs = e;
+  *out = e;
 done:
-  for (int i = 0; i < nfiles; ++i) free(texts[i]);
+  fcl_sources_free(&src);
   return s;
 }
 
-fcl_status fcl_get_program(fcl_context *ctx, const char *const *files,
-                           int nfiles, const char *options, cl_program *out) {
+fcl_status fcl_get_program(fcl_context *ctx, const char *const *tops, const char *options,
+                           cl_program *out) {
   fcl_program_entry *e;
-  fcl_status         s = get_entry(ctx, files, nfiles, options, &e);
+  fcl_status         s = get_entry(ctx, tops, options, &e);
   if (s == FCL_OK) *out = e->program;
   return s;
 }
 
-fcl_status fcl_get_kernel(fcl_context *ctx, const char *const *files,
-                          int nfiles, const char *options, const char *name,
-                          cl_kernel *out) {
+fcl_status fcl_get_kernel(fcl_context *ctx, const char *const *tops, const char *options,
+                          const char *name, cl_kernel *out) {
   fcl_program_entry *e;
-  fcl_status         s = get_entry(ctx, files, nfiles, options, &e);
+  fcl_status         s = get_entry(ctx, tops, options, &e);
   if (s != FCL_OK) return s;
-  int slot = 0;
-  for (; slot < (int)FCL_COUNT(e->kernels) && e->kernels[slot]; ++slot) {
-    if (strcmp(e->kernel_names[slot], name) == 0) {
-      *out = e->kernels[slot];
+  for (const fcl_program_kernel *k = e->kernels; k; k = k->next) {
+    if (strcmp(k->name, name) == 0) {
+      *out = k->kernel;
       return FCL_OK;
     }
   }
-  if (slot == (int)FCL_COUNT(e->kernels) || strlen(name) >= sizeof e->kernel_names[0])
-    return fcl_fail(ctx, FCL_ERROR_INTERNAL, "kernel table full for %s", name);
+  const size_t        len = strlen(name) + 1;
+  fcl_program_kernel *k = malloc(sizeof *k + len);
+  if (!k) return fcl_fail(ctx, FCL_ERROR_OUT_OF_MEMORY, "kernel %s", name);
   cl_int err;
-  cl_kernel k = clCreateKernel(e->program, name, &err);
-  if (err != CL_SUCCESS) return fcl_fail_cl(ctx, err, "clCreateKernel");
-  strcpy(e->kernel_names[slot], name);
-  e->kernels[slot] = k;
-  *out = k;
+  k->kernel = clCreateKernel(e->program, name, &err);
+  if (err != CL_SUCCESS) {
+    free(k);
+    return fcl_fail_cl(ctx, err, "clCreateKernel");
+  }
+  memcpy(k->name, name, len);
+  k->next = e->kernels;
+  e->kernels = k;
+  *out = k->kernel;
   return FCL_OK;
 }
 
@@ -239,8 +237,12 @@ void fcl_release_programs(fcl_context *ctx) {
   fcl_program_entry *e = ctx->programs;
   while (e) {
     fcl_program_entry *next = e->next;
-    for (int i = 0; i < (int)FCL_COUNT(e->kernels) && e->kernels[i]; ++i)
-      clReleaseKernel(e->kernels[i]);
+    while (e->kernels) {
+      fcl_program_kernel *k = e->kernels;
+      e->kernels = k->next;
+      clReleaseKernel(k->kernel);
+      free(k);
+    }
     clReleaseProgram(e->program);
     free(e);
     e = next;

@@ -13,17 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const files[] = {"common/dtype.cl",     "common/mma_warp.cl",
-                                    "common/mma_common.cl", "common/wgmma_ops.cl",
-                                    "common/wgmma.cl",      "common/wgmma_probe.cl"};
-
 /* Builds, runs and checks the probe: FCL_OK with *ok its verdict. */
 static fcl_status run_probe(fcl_context *ctx, fcl_dtype t, bool *ok) {
   char opts[256];
   snprintf(opts, sizeof opts, "-DFCL_DTYPE=%d %s %s", (int)t, fcl_mma_build_options(ctx, t),
            ctx->info.mma_emulate ? "" : FCL_SM90A_OPTION);
   cl_kernel k;
-  fcl_status s = fcl_get_kernel(ctx, files, (int)FCL_COUNT(files), opts, "fcl_wgmma_probe", &k);
+  fcl_status s = fcl_get_kernel(ctx, FCL_TOPS("common/wgmma_probe.cl"), opts, "fcl_wgmma_probe",
+                                &k);
   if (s) return s;
   /* On the heap, not static: contexts in two threads may probe at once. */
   struct {

@@ -7,10 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The embedded kernels (cmake/embed_cl.cmake, table fcl_ring_sources). */
+/* The embedded kernels (cmake/embed_cl.cmake, table fcl_ring_sources):
+ * ring_copy.cl and what it requires. */
 struct fcl_embedded_source {
   const char *name, *text;
   size_t      size;
+  const char *requires;
+  const int  *closure; /* its program's files, in build order; -1 ends */
 };
 extern const struct fcl_embedded_source fcl_ring_sources[];
 
@@ -167,18 +170,26 @@ fcl_status ring_host_get(fcl_ring *r, int slot, size_t bytes, void **out) {
   return FCL_OK;
 }
 
-static const char *source_text(const char *name) {
-  for (int i = 0; fcl_ring_sources[i].name; ++i)
-    if (strcmp(fcl_ring_sources[i].name, name) == 0) return fcl_ring_sources[i].text;
-  return "";
+/* The texts of ring_copy.cl's program, in build order; n gets how many. */
+static const char **program_sources(cl_uint *n) {
+  const struct fcl_embedded_source *top = fcl_ring_sources;
+  while (strcmp(top->name, "ring/ring_copy.cl") != 0) ++top;
+  *n = 0;
+  while (top->closure[*n] >= 0) ++*n;
+  const char **src = malloc(*n * sizeof *src);
+  for (cl_uint i = 0; src && i < *n; ++i) src[i] = fcl_ring_sources[top->closure[i]].text;
+  return src;
 }
 
 fcl_status ring_kernels_get(fcl_ring *r, fcl_dtype t, const ring_kernels **out) {
   ring_kernels *k = &r->kern[t];
   if (!k->prog) {
-    const char *src[2] = {source_text("common/dtype.cl"), source_text("ring/ring_copy.cl")};
+    cl_uint      n;
+    const char **src = program_sources(&n);
+    if (!src) return ring_fail(r, FCL_ERROR_OUT_OF_MEMORY, "the kernels' sources");
     cl_int err;
-    cl_program p = clCreateProgramWithSource(r->cl, 2, src, NULL, &err);
+    cl_program p = clCreateProgramWithSource(r->cl, n, src, NULL, &err);
+    free(src);
     if (err != CL_SUCCESS) return ring_fail_cl(r, err, "clCreateProgramWithSource");
     char opts[64];
     snprintf(opts, sizeof opts, "-DFCL_DTYPE=%d", (int)t);

@@ -50,10 +50,10 @@ fcl_status fcl_rwkv6_recurrent_backward(fcl_context *ctx, const fcl_variant_plan
   fcl_status s;
   (void)fallback;
   cl_kernel kf, kr, kfin, kdu;
-  if ((s = fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, "fcl_rwkv6_bwd_forward", &kf)) ||
-      (s = fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, "fcl_rwkv6_bwd_reverse", &kr)) ||
-      (s = fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, "fcl_rwkv6_bwd_finish", &kfin)) ||
-      (s = fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, "fcl_rwkv6_bwd_du", &kdu)))
+  if ((s = fcl_get_kernel(ctx, kd->tops, opts, "fcl_rwkv6_bwd_forward", &kf)) ||
+      (s = fcl_get_kernel(ctx, kd->tops, opts, "fcl_rwkv6_bwd_reverse", &kr)) ||
+      (s = fcl_get_kernel(ctx, kd->tops, opts, "fcl_rwkv6_bwd_finish", &kfin)) ||
+      (s = fcl_get_kernel(ctx, kd->tops, opts, "fcl_rwkv6_bwd_du", &kdu)))
     return s;
 
   const cl_int nchunk = (cl_int)((d->seqlen + c->TC - 1) / c->TC);

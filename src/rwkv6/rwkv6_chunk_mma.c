@@ -183,24 +183,17 @@ static void bwd_point(const fcl_tuning_class *cls, const int *v, fcl_config *cfg
   FCL_PARAMS(bwd_params, cfg)->BV = imin(v[6], cls->head_dim_v);
 }
 
-static const char *const files[] = {
-    "rwkv6/rwkv6_abi.h",          "common/dtype.cl",            "rwkv6/rwkv6_common.cl",
-    "rwkv6/rwkv6_chunk_common.cl", "common/mma_warp.cl",         "common/mma_common.cl",
-    "rwkv6/rwkv6_chunk_rows.cl",  "rwkv6/rwkv6_chunk_state_mma.cl", "rwkv6/rwkv6_chunk_out_mma.cl"};
-static const char *const bwd_files[] = {
-    "rwkv6/rwkv6_abi.h",          "common/dtype.cl",            "rwkv6/rwkv6_common.cl",
-    "rwkv6/rwkv6_chunk_common.cl", "common/mma_warp.cl",         "common/mma_common.cl",
-    "rwkv6/rwkv6_chunk_rows.cl",  "rwkv6/rwkv6_chunk_state_mma.cl", "rwkv6/rwkv6_chunk_out_mma.cl",
-    "rwkv6/rwkv6_chunk_bwd_mma.cl", "rwkv6/rwkv6_chunk_bwd.cl"};
 const fcl_variant fcl_variant_rwkv6_chunked_mma = {
-    "rwkv6_chunked_mma", FCL_TUNING_RWKV6_CHUNKED, files, (int)FCL_COUNT(files),
+    "rwkv6_chunked_mma", FCL_TUNING_RWKV6_CHUNKED, FCL_TOPS("rwkv6/rwkv6_chunk_out_mma.cl"),
     {"K_DIM", "V_DIM"}, 128, false, FCL_PARAM_COUNT(PARAMS), FCL_PARAM_NAMES(PARAMS),
     defaults, valid, axes, point, NULL, HOST_PARAMS};
+/* The backward: rwkv6_chunk_bwd.cl after its tensor-core products
+ * (rwkv6_chunk_variants.c says why both are named). */
 const fcl_variant fcl_variant_rwkv6_bwd_chunked_mma = {
-    "rwkv6_bwd_chunked_mma", FCL_TUNING_RWKV6_BWD_CHUNKED, bwd_files,
-    (int)FCL_COUNT(bwd_files), {"K_DIM", "V_DIM"}, 128, false, FCL_PARAM_COUNT(BWD_PARAMS),
-    FCL_PARAM_NAMES(BWD_PARAMS), bwd_defaults, bwd_valid, bwd_axes, bwd_point, NULL,
-    HOST_PARAMS};
+    "rwkv6_bwd_chunked_mma", FCL_TUNING_RWKV6_BWD_CHUNKED,
+    FCL_TOPS("rwkv6/rwkv6_chunk_bwd_mma.cl", "rwkv6/rwkv6_chunk_bwd.cl"), {"K_DIM", "V_DIM"},
+    128, false, FCL_PARAM_COUNT(BWD_PARAMS), FCL_PARAM_NAMES(BWD_PARAMS), bwd_defaults,
+    bwd_valid, bwd_axes, bwd_point, NULL, HOST_PARAMS};
 
 fcl_status fcl_rwkv6_chunk_mma_applies(fcl_context *ctx, const fcl_rwkv6_desc *d,
                                        fcl_dtype dtype, bool *yes) {
@@ -243,7 +236,7 @@ static fcl_status kernels(fcl_context *ctx, const fcl_variant_plan *pl, const ch
   char opts[768];
   snprintf(opts, sizeof opts, "%s -DWG=%d", pl->options, pl->cfg.v[0] / 16 * 32);
   for (int i = 0; i < n; ++i) {
-    const fcl_status s = fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, names[i], &out[i]);
+    const fcl_status s = fcl_get_kernel(ctx, kd->tops, opts, names[i], &out[i]);
     if (s) return fcl_tuning_unbuilt(ctx, kd, s, "the rwkv6 chunked kernels", fallback);
   }
   return FCL_OK;

@@ -154,21 +154,18 @@ static bool worth_trying(const fcl_device_info *dev, const fcl_tuning_class *cls
   return fcl_whole_warps(dev, (size_t)c->WG) && fcl_whole_warps(dev, state_wg(c));
 }
 
-static const char *const fwd_files[] = {
-    "rwkv6/rwkv6_abi.h", "common/dtype.cl", "rwkv6/rwkv6_common.cl",
-    "rwkv6/rwkv6_chunk_common.cl", "rwkv6/rwkv6_chunk_state.cl", "rwkv6/rwkv6_chunk_out.cl"};
-static const char *const bwd_files[] = {
-    "rwkv6/rwkv6_abi.h",          "common/dtype.cl",           "rwkv6/rwkv6_common.cl",
-    "rwkv6/rwkv6_chunk_common.cl", "rwkv6/rwkv6_chunk_state.cl", "rwkv6/rwkv6_chunk_out.cl",
-    "rwkv6/rwkv6_chunk_bwd.cl"};
 #define DIMS {"K_DIM", "V_DIM"}
 const fcl_variant fcl_variant_rwkv6_chunked = {
-    "rwkv6_chunked", FCL_TUNING_RWKV6_CHUNKED, fwd_files, (int)FCL_COUNT(fwd_files), DIMS,
+    "rwkv6_chunked", FCL_TUNING_RWKV6_CHUNKED, FCL_TOPS("rwkv6/rwkv6_chunk_out.cl"), DIMS,
     FCL_RWKV6_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV6_CHUNK_PARAMS),
     FCL_PARAM_NAMES(FCL_RWKV6_CHUNK_PARAMS), defaults, valid, axes, point, worth_trying, 0};
+/* rwkv6_chunk_bwd.cl follows the portable passes here and the tensor
+ * cores' in rwkv6_chunk_mma.c: it requires neither, so the backward names
+ * both tops. */
 const fcl_variant fcl_variant_rwkv6_bwd_chunked = {
-    "rwkv6_bwd_chunked", FCL_TUNING_RWKV6_BWD_CHUNKED, bwd_files, (int)FCL_COUNT(bwd_files),
-    DIMS, FCL_RWKV6_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV6_CHUNK_PARAMS),
+    "rwkv6_bwd_chunked", FCL_TUNING_RWKV6_BWD_CHUNKED,
+    FCL_TOPS("rwkv6/rwkv6_chunk_out.cl", "rwkv6/rwkv6_chunk_bwd.cl"), DIMS, FCL_RWKV6_MAX_DIM,
+    false, FCL_PARAM_COUNT(FCL_RWKV6_CHUNK_PARAMS),
     FCL_PARAM_NAMES(FCL_RWKV6_CHUNK_PARAMS), defaults, valid, axes, point, worth_trying, 0};
 
 fcl_rwkv6_chunk_launch fcl_rwkv6_chunk_state_launch(const fcl_device_info *dev,

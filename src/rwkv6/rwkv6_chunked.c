@@ -145,9 +145,9 @@ fcl_status fcl_rwkv6_chunked_forward(fcl_context *ctx, const fcl_variant_plan *p
   cl_kernel ks, ko;
   cl_mem ck;
   fcl_status s;
-  if ((s = fcl_get_kernel(ctx, kd->files, kd->nfiles, pl->options, "fcl_rwkv6_chunk_state",
+  if ((s = fcl_get_kernel(ctx, kd->tops, pl->options, "fcl_rwkv6_chunk_state",
                           &ks)) ||
-      (s = fcl_get_kernel(ctx, kd->files, kd->nfiles, pl->options, "fcl_rwkv6_chunk_out", &ko)) ||
+      (s = fcl_get_kernel(ctx, kd->tops, pl->options, "fcl_rwkv6_chunk_out", &ko)) ||
       (s = fcl_rwkv6_chunk_begin(ctx, d, p, &lc, t, ks, &ck)))
     return s;
   return chunk_out(ctx, d, (size_t)c->WG, c->BV, &m, ko, false, t, t->v, ck, t->o);
@@ -164,13 +164,13 @@ fcl_status fcl_rwkv6_chunked_backward(fcl_context *ctx, const fcl_variant_plan *
   fcl_rwkv6_chunk_bwd_launch lb = {fcl_rwkv6_chunk_state_launch(&ctx->info, c), c->BK, c->WG,
                                    (size_t)c->WG, c->BV, NULL, NULL, NULL, NULL};
   fcl_status s;
-  if ((s = fcl_get_kernel(ctx, kd->files, kd->nfiles, pl->options, "fcl_rwkv6_chunk_state",
+  if ((s = fcl_get_kernel(ctx, kd->tops, pl->options, "fcl_rwkv6_chunk_state",
                           &lb.ks)) ||
-      (s = fcl_get_kernel(ctx, kd->files, kd->nfiles, pl->options, "fcl_rwkv6_chunk_out",
+      (s = fcl_get_kernel(ctx, kd->tops, pl->options, "fcl_rwkv6_chunk_out",
                           &lb.kout)) ||
-      (s = fcl_get_kernel(ctx, kd->files, kd->nfiles, pl->options, "fcl_rwkv6_chunk_dk",
+      (s = fcl_get_kernel(ctx, kd->tops, pl->options, "fcl_rwkv6_chunk_dk",
                           &lb.kdk)) ||
-      (s = fcl_get_kernel(ctx, kd->files, kd->nfiles, pl->options, "fcl_rwkv6_chunk_du",
+      (s = fcl_get_kernel(ctx, kd->tops, pl->options, "fcl_rwkv6_chunk_du",
                           &lb.kdu)))
     return s;
   return fcl_rwkv6_chunk_backward_run(ctx, d, p, t, &lb);

@@ -34,7 +34,7 @@ fcl_status fcl_rwkv6_recurrent_forward(fcl_context *ctx, const fcl_variant_plan 
   cl_kernel krec;
   fcl_status s;
   (void)fallback;
-  if ((s = fcl_get_kernel(ctx, kd->files, kd->nfiles, opts, "fcl_rwkv6_fwd_recurrent", &krec)))
+  if ((s = fcl_get_kernel(ctx, kd->tops, opts, "fcl_rwkv6_fwd_recurrent", &krec)))
     return s;
 
   /* Segments of positions, each one launch (one unless the device bounds

@@ -102,10 +102,8 @@ static bool worth_trying(const fcl_device_info *dev, const fcl_tuning_class *c,
   return fcl_whole_warps(dev, (size_t)p->VS * p->KS);
 }
 
-static const char *const files[] = {"rwkv6/rwkv6_abi.h", "common/dtype.cl",
-                                    "rwkv6/rwkv6_common.cl", "rwkv6/rwkv6_step.cl"};
 const fcl_variant fcl_variant_rwkv6_step = {
-    "rwkv6_step", FCL_TUNING_RWKV6_RECURRENT, files, (int)FCL_COUNT(files), {"K_DIM", "V_DIM"},
+    "rwkv6_step", FCL_TUNING_RWKV6_RECURRENT, FCL_TOPS("rwkv6/rwkv6_step.cl"), {"K_DIM", "V_DIM"},
     FCL_RWKV6_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV6_STEP_PARAMS),
     FCL_PARAM_NAMES(FCL_RWKV6_STEP_PARAMS), defaults, valid, axes, point, worth_trying, 0};
 
@@ -122,7 +120,7 @@ fcl_status fcl_rwkv6_step_forward(fcl_context *ctx, const fcl_variant_plan *pl,
   const params *c = FCL_CPARAMS(params, &pl->cfg);
   const fcl_variant *kd = pl->cls.variant;
   cl_kernel ks;
-  fcl_status s = fcl_get_kernel(ctx, kd->files, kd->nfiles, pl->options, "fcl_rwkv6_fwd_step",
+  fcl_status s = fcl_get_kernel(ctx, kd->tops, pl->options, "fcl_rwkv6_fwd_step",
                                 &ks);
   if (s) return s;
   const int steps = fcl_rwkv6_step_positions(d);

@@ -144,18 +144,14 @@ static void bwd_point(const fcl_tuning_class *c, const int *v, fcl_config *cfg) 
   b->TC = v[0], b->BVB = v[1];
 }
 
-static const char *const fwd_files[] = {"rwkv6/rwkv6_abi.h", "common/dtype.cl",
-                                        "rwkv6/rwkv6_common.cl", "rwkv6/rwkv6_recurrent.cl"};
-static const char *const bwd_files[] = {"rwkv6/rwkv6_abi.h", "common/dtype.cl",
-                                        "rwkv6/rwkv6_common.cl", "rwkv6/rwkv6_backward.cl"};
 #define DIMS {"K_DIM", "V_DIM"}
 const fcl_variant fcl_variant_rwkv6_recurrent = {
-    "rwkv6_recurrent", FCL_TUNING_RWKV6_RECURRENT, fwd_files, (int)FCL_COUNT(fwd_files), DIMS,
+    "rwkv6_recurrent", FCL_TUNING_RWKV6_RECURRENT, FCL_TOPS("rwkv6/rwkv6_recurrent.cl"), DIMS,
     FCL_RWKV6_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV6_FWD_PARAMS),
     FCL_PARAM_NAMES(FCL_RWKV6_FWD_PARAMS), fwd_defaults, fwd_valid_cfg, fwd_axes, fwd_point,
     fwd_worth_trying, 0};
 const fcl_variant fcl_variant_rwkv6_bwd = {
-    "rwkv6_bwd", FCL_TUNING_RWKV6_BWD, bwd_files, (int)FCL_COUNT(bwd_files), DIMS,
+    "rwkv6_bwd", FCL_TUNING_RWKV6_BWD, FCL_TOPS("rwkv6/rwkv6_backward.cl"), DIMS,
     FCL_RWKV6_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV6_BWD_PARAMS),
     FCL_PARAM_NAMES(FCL_RWKV6_BWD_PARAMS), bwd_defaults, bwd_valid, bwd_axes, bwd_point, NULL, 0};
 

@@ -43,8 +43,10 @@
 struct fcl_variant {
   const char        *name;   /* database, fa-tune and config name: "attention_fwd" */
   fcl_tuning_op      op;     /* what it computes (how fa-tune runs it)              */
-  const char *const *files;  /* its sources in build order; their hash guards its rows */
-  int                nfiles;
+  /* The top file of its program (FCL_TOPS; kernel_source.c): it and what it
+   * requires are the sources whose hash guards its rows. A variant whose
+   * launches build more than one program names each one's top. */
+  const char *const *tops;
   const char        *dim_macros[2]; /* the class's head dims as build macros */
   int                max_dim;       /* head dims of its classes: 1..max_dim */
   bool               causal_classes; /* classes differ by causal (attention) */

@@ -63,15 +63,14 @@ void fcl_build_options(const fcl_tuning_class *c, const fcl_config *cfg, const f
 fcl_status fcl_variant_hash(fcl_context *ctx, const fcl_variant *v, char hex[33]) {
   fcl_hash h;
   fcl_hash_init(&h);
-  for (int i = 0; i < v->nfiles; ++i) {
-    char  *text;
-    size_t size;
-    fcl_status s = fcl_kernel_source(ctx, v->files[i], &text, &size);
-    if (s != FCL_OK) return s;
-    fcl_hash_str(&h, v->files[i]);
-    fcl_hash_bytes(&h, text, size);
-    free(text);
+  fcl_sources src;
+  fcl_status  s = fcl_sources_read(ctx, v->tops, &src);
+  if (s != FCL_OK) return s;
+  for (int i = 0; i < src.n; ++i) {
+    fcl_hash_str(&h, src.names[i]);
+    fcl_hash_bytes(&h, src.texts[i], src.sizes[i]);
   }
+  fcl_sources_free(&src);
   snprintf(hex, 33, "%016llx%016llx", h.h[0], h.h[1]);
   return FCL_OK;
 }
