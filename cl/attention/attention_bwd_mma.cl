@@ -49,8 +49,9 @@
 #ifndef STAGES
 #define STAGES 1
 #endif
-/* dK/dV's own warps, tile and stages (fcl_attention_bwd_mma_dkdv below
- * takes them in place of WARPS, BLOCK_N and STAGES). */
+/* dK/dV's own warps, tile and stages (fcl_attention_bwd_mma_dkdv's, in
+ * attention_bwd_mma_dkdv.cl; WARPS, BLOCK_N and STAGES are delta's and
+ * dQ's). */
 #ifndef KV_WARPS
 #define KV_WARPS 4
 #endif
@@ -67,21 +68,37 @@
 #define FCL_NONFINITE 1
 #endif
 
-#define WG (WARPS * 32)
-#define BLOCK_M (16 * MT * WARPS)
 #define DP ((HEAD_DIM + 15) / 16 * 16)
 #define DVP ((HEAD_DIM_V + 15) / 16 * 16)
 #define LDK (DP + 8)
 #define LDV (DVP + 8)
-#define NT (BLOCK_N / 8)
-#define NFW ((BLOCK_N + 31) / 32)
-/* One stage's two tiles (dQ: K and V; dK/dV: Q and dO), and the space of
- * all stages, which first holds the block's own rows (dQ: Q and dO; dK/dV:
- * V). local_bytes() in src/attention/attention_bwd_mma.c mirrors them. */
-#define BM_TILE (BLOCK_N * (LDK + LDV))
+/* A kernel's work-group and tiles from its warps w and tile of bn keys or
+ * queries: each kernel names its own (delta's and dQ's below, dK/dV's KV_,
+ * Hopper's WK_ and WQ_ in their files), so that no file redefines
+ * another's. */
+#define BM_WG(w) ((w) * 32)
+#define BM_BLOCK_M(w) (16 * MT * (w))
+#define BM_NT(bn) ((bn) / 8)
+#define BM_NFW(bn) (((bn) + 31) / 32)
+/* One stage's two tiles (dQ: K and V; dK/dV: Q and dO). */
+#define BM_TILE_OF(bn) ((bn) * (LDK + LDV))
+#define WG BM_WG(WARPS)
+#define BLOCK_M BM_BLOCK_M(WARPS)
+#define NT BM_NT(BLOCK_N)
+#define NFW BM_NFW(BLOCK_N)
+#define BM_TILE BM_TILE_OF(BLOCK_N)
+#define KV_WG BM_WG(KV_WARPS)
+#define KV_BLOCK_M BM_BLOCK_M(KV_WARPS)
+#define KV_NT BM_NT(KV_BLOCK_N)
+#define KV_NFW BM_NFW(KV_BLOCK_N)
+#define KV_TILE BM_TILE_OF(KV_BLOCK_N)
+/* The space of all stages, which first holds the block's own rows (dQ: Q
+ * and dO; dK/dV: V). local_bytes() in src/attention/attention_bwd_mma.c
+ * mirrors them. */
 #define DQ_SIZE FCL_MAX(STAGES * BM_TILE, BLOCK_M * (LDK + LDV))
-#define DKDV_SIZE FCL_MAX(STAGES * BM_TILE, BLOCK_M * LDV)
-#define ST_PER ((BLOCK_N + WG - 1) / WG) /* lse and delta values a work-item loads */
+#define DKDV_SIZE FCL_MAX(KV_STAGES * KV_TILE, KV_BLOCK_M * LDV)
+/* lse and delta values a dK/dV work-item loads */
+#define KV_ST_PER ((KV_BLOCK_N + KV_WG - 1) / KV_WG)
 
 #if BLOCK_N % 16 || KV_BLOCK_N % 16 || DP > 256 || DVP > 256
 #error "BLOCK_N and KV_BLOCK_N must be multiples of 16 and head dims at most 256"
@@ -148,18 +165,18 @@ inline float bm_ds(float s, float dp, int i, int j, bool full, int diag, int sq,
       const __global int *nf_flags
 
 /* Packs two C fragments (n tiles 2c, 2c + 1) as the A fragment of chunk c. */
-#define MMA_PACK_A(dst_, n_, v_)                                           \
-  do {                                                                     \
+#define MMA_PACK_A(dst_, n_, v_)                                               \
+  do {                                                                         \
     const uint lo_ = mma_pack((v_).x, (v_).y), hi_ = mma_pack((v_).z, (v_).w); \
-    if ((n_) & 1) { dst_[(n_) / 2].z = lo_; dst_[(n_) / 2].w = hi_; }      \
-    else          { dst_[(n_) / 2].x = lo_; dst_[(n_) / 2].y = hi_; }      \
+    if ((n_) & 1) { dst_[(n_) / 2].z = lo_; dst_[(n_) / 2].w = hi_; }          \
+    else          { dst_[(n_) / 2].x = lo_; dst_[(n_) / 2].y = hi_; }          \
   } while (0)
 
-/* acc[mt][0 .. 2 * nb) += A[mt] (16 x BLOCK_N, fragments a[mt]) times the
- * local tile (BLOCK_N rows of pitch ld), read transposed: 16 output
- * columns a step, each B fragment feeding the warp's MT tiles. */
-#define MMA_ACC_T(acc, a, tile, ld, nb)                                              \
-  MMA_UNROLL for (int kk_ = 0; kk_ < BLOCK_N / 16; ++kk_) {                          \
+/* acc[mt][0 .. 2 * nb) += A[mt] (16 x bn_, fragments a[mt]) times the
+ * local tile (bn_ rows of pitch ld), read transposed: 16 output columns a
+ * step, each B fragment feeding the warp's MT tiles. */
+#define MMA_ACC_T(acc, a, tile, ld, nb, bn_)                                         \
+  MMA_UNROLL for (int kk_ = 0; kk_ < bn_ / 16; ++kk_) {                              \
     MMA_UNROLL for (int c_ = 0; c_ < (nb); ++c_) {                                   \
       const uint4 b_ = mma_ldsm_x4_t(                                                \
           tile, (kk_ * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * (ld) + c_ * 16 +   \
@@ -171,11 +188,11 @@ inline float bm_ds(float s, float dp, int i, int j, bool full, int diag, int sq,
     }                                                                                \
   }
 
-/* s[mt][0 .. NT) += A[mt] (16 x 16 * nk, fragments a[mt]) times the tile's
- * rows, as B (BLOCK_N rows of pitch ld: row n is column n of B). */
-#define MMA_SCORES(s, a, tile, ld, nk)                                              \
+/* s[mt][0 .. nt_) += A[mt] (16 x 16 * nk, fragments a[mt]) times the
+ * tile's rows, as B (8 * nt_ rows of pitch ld: row n is column n of B). */
+#define MMA_SCORES(s, a, tile, ld, nk, nt_)                                         \
   MMA_UNROLL for (int kk_ = 0; kk_ < (nk); ++kk_) {                                 \
-    MMA_UNROLL for (int np_ = 0; np_ < NT / 2; ++np_) {                             \
+    MMA_UNROLL for (int np_ = 0; np_ < nt_ / 2; ++np_) {                            \
       const uint4 b_ = mma_ldsm_x4(                                                 \
           tile, (np_ * 16 + (lane >> 4) * 8 + (lane & 7)) * (ld) + kk_ * 16 +       \
                     ((lane >> 3) & 1) * 8);                                         \
@@ -186,22 +203,23 @@ inline float bm_ds(float s, float dp, int i, int j, bool full, int diag, int sq,
     }                                                                               \
   }
 
-/* A dK/dV work-group's batch b and kv head hk (BM_KV_HEAD); then its
- * sequence s, first key j0 (the work-group returns where the sequence ends
- * before it), K's and V's bases, the diagonal, its last key j_last and the
- * queries i_lo .. i_hi that see any of its keys (BM_KV_BLOCK). */
+/* A dK/dV work-group's batch b and kv head hk (BM_KV_HEAD); then, for
+ * blocks of bm_ keys, its sequence s, first key j0 (the work-group returns
+ * where the sequence ends before it), K's and V's bases, the diagonal, its
+ * last key j_last and the queries i_lo .. i_hi that see any of its keys
+ * (BM_KV_BLOCK). */
 #define BM_KV_HEAD                                                                          \
   const int heads_kv = heads_q / group;                                                     \
   const int b = get_group_id(2) / heads_kv, hk = get_group_id(2) % heads_kv
-#define BM_KV_BLOCK                                                                         \
-  const bm_seq s = bm_sequence(b, seqlen_q, seqlen_k, cu_q, cu_k, flags & 4, stat_sb);      \
-  const int j0 = get_group_id(0) * BLOCK_M; /* first blocks have the most queries */        \
-  if (j0 >= s.sk) return;                                                                   \
-  const long kb = bm_base(k_off, k_sb, k_ss, k_sh, b, s.k_tok, hk);                         \
-  const long vb = bm_base(v_off, v_sb, v_ss, v_sh, b, s.k_tok, hk);                         \
+#define BM_KV_BLOCK(bm_)                                                                       \
+  const bm_seq s = bm_sequence(b, seqlen_q, seqlen_k, cu_q, cu_k, flags & 4, stat_sb);         \
+  const int j0 = get_group_id(0) * bm_; /* first blocks have the most queries */               \
+  if (j0 >= s.sk) return;                                                                      \
+  const long kb = bm_base(k_off, k_sb, k_ss, k_sh, b, s.k_tok, hk);                            \
+  const long vb = bm_base(v_off, v_sb, v_ss, v_sh, b, s.k_tok, hk);                            \
   const int diag = s.sk - s.sq + diag_shift, sk = s.sk, sq = s.sq; /* row i at key i + diag */ \
-  const int j_last = min(j0 + BLOCK_M, sk) - 1;                                             \
-  const int i_lo = max(0, j0 - diag - wr);                                                  \
+  const int j_last = min(j0 + bm_, sk) - 1;                                                    \
+  const int i_lo = max(0, j0 - diag - wr);                                                     \
   const int i_hi = min(s.sq - 1, j_last - diag + wl)
 
 /* dK/dV's walk over query tiles of bn queries, for a key block that

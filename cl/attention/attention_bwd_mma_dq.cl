@@ -100,8 +100,8 @@ void fcl_attention_bwd_mma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR(d
     float4 sc[MT][NT], dp[MT][NT];
     MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
       MMA_UNROLL for (int n = 0; n < NT; ++n) sc[mt][n] = dp[mt][n] = (float4)(0.0f);
-    MMA_SCORES(sc, qf, k_s, LDK, DP / 16);
-    MMA_SCORES(dp, dof, v_s, LDV, DVP / 16);
+    MMA_SCORES(sc, qf, k_s, LDK, DP / 16, NT);
+    MMA_SCORES(dp, dof, v_s, LDV, DVP / 16, NT);
     const bool full = j0 >= i_last + diag - wl && j0 + BLOCK_N - 1 <= i0 + diag + wr &&
                       j0 + BLOCK_N <= sk;
     uint4 dsf[MT][NT / 2];
@@ -126,11 +126,11 @@ void fcl_attention_bwd_mma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR(d
       if (nf_any) mma_tile_scan(k_s, LDK, BLOCK_N, DP, 1, nfc, lid, WG);
       barrier(CLK_LOCAL_MEM_FENCE);
     }
-    MMA_ACC_T(acc, dsf, k_s, LDK, DP / 16);
+    MMA_ACC_T(acc, dsf, k_s, LDK, DP / 16, BLOCK_N);
     MMA_SPECIAL(nf_any)
       MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
         MMA_FIX_NONFINITE(acc[mt], DP / 8, dsf[mt], nfb, k, kb, k_ss, j0, HEAD_DIM, rr[mt][0],
-                          rr[mt][1], BM_VISIBLE);
+                          rr[mt][1], BM_VISIBLE, BLOCK_N);
   }
 
   const long dqb = bm_base(dq_off, dq_sb, dq_ss, dq_sh, b, s.q_tok, h);

@@ -33,47 +33,45 @@
  * (ptxas serializes them otherwise: docs/wgmma_route.md). */
 #if !FCL_NONFINITE
 
-#undef WARPS
-#undef BLOCK_N
-#undef STAGES
-#define WARPS WK_WARPS
-#define BLOCK_N WK_BLOCK_N
-#define STAGES WK_STAGES
+/* Its work-group and tiles (attention_bwd_mma.cl's BM_WG ...). */
+#define WK_WG BM_WG(WK_WARPS)
+#define WK_BLOCK_M BM_BLOCK_M(WK_WARPS)
+#define WK_NT BM_NT(WK_BLOCK_N)
 #ifndef WK_LOCAL_OPS
 #define WK_LOCAL_OPS 2
 #endif
 #define WK_KREG (WK_LOCAL_OPS == 1)
 
 #if MT != 1 || HEAD_DIM % 16 || HEAD_DIM_V % 16 || HEAD_DIM > 128 || HEAD_DIM_V > 128 || \
-    BLOCK_N % 16 || BLOCK_N > 128 || WARPS % 4 || WARPS > 8 || STAGES < 1 || STAGES > 3 || \
-    WK_LOCAL_OPS < 1 || WK_LOCAL_OPS > 2
+    WK_BLOCK_N % 16 || WK_BLOCK_N > 128 || WK_WARPS % 4 || WK_WARPS > 8 ||                \
+    WK_STAGES < 1 || WK_STAGES > 3 || WK_LOCAL_OPS < 1 || WK_LOCAL_OPS > 2
 #error "attention_bwd_wgmma_dkdv: head dims and WK_BLOCK_N among wgmma's N, 4 or 8 warps, WK_LOCAL_OPS 1 or 2"
 #endif
 
-/* Declares sc and dp (NT float4 each), runs issue_ (their products,
+/* Declares sc and dp (nt_ float4 each), runs issue_ (their products,
  * issued only: sc = A1 B1^T over HEAD_DIM, dp = A2 B2^T over HEAD_DIM_V)
  * and waits for them. dK/dV's S^T and dP^T (A: K, V; B: Q, dO), dQ's S and
  * dP (A: Q, dO; B: K, V); A from local memory (WK_SCORES_ISSUE) or K, or Q
  * and dO, from registers. */
-#define WK_SCORES_RUN(sc, dp, issue_)                                                         \
-  WK_SCORES_DECL(sc, dp);                                                                     \
+#define WK_SCORES_RUN(sc, dp, issue_, nt_)                                                    \
+  WK_SCORES_DECL(sc, dp, nt_);                                                                \
   wg_fence();                                                                                 \
   issue_;                                                                                     \
   wg_commit();                                                                                \
   wg_wait0();                                                                                 \
-  WG_TIE(sc, NT);                                                                             \
-  WG_TIE(dp, NT)
+  WG_TIE(sc, nt_);                                                                            \
+  WG_TIE(dp, nt_)
 /* WK_SCORES_RUN's accumulators: declared, zeroed, tied (before wg_fence). */
-#define WK_SCORES_DECL(sc, dp)                                                                \
-  float4 sc[NT], dp[NT];                                                                      \
-  MMA_UNROLL for (int n_ = 0; n_ < NT; ++n_) sc[n_] = dp[n_] = (float4)(0.0f);               \
-  WG_TIE(sc, NT);                                                                             \
-  WG_TIE(dp, NT)
+#define WK_SCORES_DECL(sc, dp, nt_)                                                           \
+  float4 sc[nt_], dp[nt_];                                                                    \
+  MMA_UNROLL for (int n_ = 0; n_ < nt_; ++n_) sc[n_] = dp[n_] = (float4)(0.0f);               \
+  WG_TIE(sc, nt_);                                                                            \
+  WG_TIE(dp, nt_)
 /* Both score products with A from local memory: sc over HEAD_DIM (a1, b1),
  * dp over HEAD_DIM_V (a2, b2). */
-#define WK_SCORES_ISSUE(sc, dp, a1, a2, row0, b1, b2)                                         \
-  WG_SS_ISSUE(sc, a1, row0, b1, HEAD_DIM);                                                    \
-  WG_SS_ISSUE(dp, a2, row0, b2, HEAD_DIM_V)
+#define WK_SCORES_ISSUE(sc, dp, a1, a2, row0, b1, b2, bm_, bn_)                                 \
+  WG_SS_ISSUE(sc, a1, row0, b1, HEAD_DIM, bm_, bn_);                                            \
+  WG_SS_ISSUE(dp, a2, row0, b2, HEAD_DIM_V, bm_, bn_)
 
 /* bm_ds of a plain score (no MMA_GENERAL) with the mask as selects on vis:
  * P and dS exactly 0 where !vis, whatever the score, dP or delta. */
@@ -85,46 +83,46 @@ inline float wk_ds_sel(float s, float dp, bool vis, float qk_scale, float lse2, 
   return vis ? p * (dp - dlt) * scale : 0.0f;
 }
 
-__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+__kernel __attribute__((reqd_work_group_size(WK_WG, 1, 1)))
 void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR(dk),
                                   __global fcl_elem *dv, BM_TENSOR(dv)) {
 #if !WK_KREG
-  __local ushort k_s[BLOCK_M * HEAD_DIM] __attribute__((aligned(1024)));
+  __local ushort k_s[WK_BLOCK_M * HEAD_DIM] __attribute__((aligned(1024)));
 #endif
-  __local ushort v_s[BLOCK_M * HEAD_DIM_V] __attribute__((aligned(1024)));
-  __local ushort q_s[STAGES * BLOCK_N * HEAD_DIM] __attribute__((aligned(1024)));
-  __local ushort o_s[STAGES * BLOCK_N * HEAD_DIM_V] __attribute__((aligned(1024))); /* dO */
-  MMA_EMU_DECL(WARPS)
+  __local ushort v_s[WK_BLOCK_M * HEAD_DIM_V] __attribute__((aligned(1024)));
+  __local ushort q_s[WK_STAGES * WK_BLOCK_N * HEAD_DIM] __attribute__((aligned(1024)));
+  __local ushort o_s[WK_STAGES * WK_BLOCK_N * HEAD_DIM_V] __attribute__((aligned(1024))); /* dO */
+  MMA_EMU_DECL(WK_WARPS)
   const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
   const int g = lane >> 2, t4 = lane & 3;
   BM_KV_HEAD;
   if (nf_flags[hk] != 0) return; /* attention_bwd_mma_dkdv.cl's, built with FCL_NONFINITE */
-  BM_KV_BLOCK;
+  BM_KV_BLOCK(WK_BLOCK_M);
   const int kr0 = (warp >> 2) * 64;                 /* this warpgroup's keys in the block */
   const int ra = j0 + warp * 16 + g, rb = ra + 8;   /* this lane's keys */
 
   /* Tiles t = 0 .. ntiles of BLOCK_N queries, per_head of them for each
    * query head of the group, named (th, tr) (BM_KV_WALK, BM_TILE_NEXT). */
-  BM_KV_WALK(BLOCK_N);
+  BM_KV_WALK(WK_BLOCK_N);
   /* Tile (th, tr)'s Q and dO into stage stg (committed as one group).
    * WK_LOAD_IF copies it where on_, else fills the stage with zeros (no
    * byte read; the head clamped to the group), without a branch: one
    * after a step's last wait serializes the step's products (C7513). */
 #define WK_LOAD(th_, tr_, stg_) WK_LOAD_IF(th_, tr_, stg_, true)
-#define WK_LOAD_IF(th_, tr_, stg_, on_)                                                       \
-  do {                                                                                        \
-    const int h_ = BM_TILE_HEAD(min(th_, group - 1)), i_ = BM_TILE_ROW0(tr_, BLOCK_N);        \
-    const int nv_ = (on_) ? s.sq : 0;                                                         \
-    wg_tile_load(q_s + (stg_) * BLOCK_N * HEAD_DIM, BLOCK_N, HEAD_DIM, q,                     \
-                 bm_base(q_off, q_sb, q_ss, q_sh, b, s.q_tok, h_), q_ss, i_, nv_, lid, WG);   \
-    wg_tile_load(o_s + (stg_) * BLOCK_N * HEAD_DIM_V, BLOCK_N, HEAD_DIM_V, dout,              \
-                 bm_base(do_off, do_sb, do_ss, do_sh, b, s.q_tok, h_), do_ss, i_, nv_, lid,   \
-                 WG);                                                                         \
-    mma_cp_commit();                                                                          \
+#define WK_LOAD_IF(th_, tr_, stg_, on_)                                                        \
+  do {                                                                                         \
+    const int h_ = BM_TILE_HEAD(min(th_, group - 1)), i_ = BM_TILE_ROW0(tr_, WK_BLOCK_N);      \
+    const int nv_ = (on_) ? s.sq : 0;                                                          \
+    wg_tile_load(q_s + (stg_) * WK_BLOCK_N * HEAD_DIM, WK_BLOCK_N, HEAD_DIM, q,                \
+                 bm_base(q_off, q_sb, q_ss, q_sh, b, s.q_tok, h_), q_ss, i_, nv_, lid, WK_WG); \
+    wg_tile_load(o_s + (stg_) * WK_BLOCK_N * HEAD_DIM_V, WK_BLOCK_N, HEAD_DIM_V, dout,         \
+                 bm_base(do_off, do_sb, do_ss, do_sh, b, s.q_tok, h_), do_ss, i_, nv_, lid,    \
+                 WK_WG);                                                                       \
+    mma_cp_commit();                                                                           \
   } while (0)
 
 #if WK_KREG
-  wg_tile_load(v_s, BLOCK_M, HEAD_DIM_V, v, vb, v_ss, j0, sk, lid, WG);
+  wg_tile_load(v_s, WK_BLOCK_M, HEAD_DIM_V, v, vb, v_ss, j0, sk, lid, WK_WG);
   mma_cp_commit();
   if (ntiles > 0) WK_LOAD(0, 0, 0);
   uint4 kf[HEAD_DIM / 16]; /* K, A fragments */
@@ -132,19 +130,20 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
   /* S^T = K Q^T, dP^T = V dO^T of the tiles qt, ot, issued only; after
    * their wait, K is renewed (WG_RENEW_A) and tied. */
 #define WK_KV_SCORES_ISSUE(sc, dp, qt, ot)                                                    \
-  WG_RSK_ISSUE(sc, kf, qt, HEAD_DIM);                                                         \
-  WG_SS_ISSUE(dp, v_s, kr0, ot, HEAD_DIM_V)
+  WG_RSK_ISSUE(sc, kf, qt, HEAD_DIM, WK_BLOCK_N);                                             \
+  WG_SS_ISSUE(dp, v_s, kr0, ot, HEAD_DIM_V, WK_BLOCK_M, WK_BLOCK_N)
 #define WK_KV_SCORES_DONE()                                                                   \
   do {                                                                                        \
     WG_RENEW_A(kf, HEAD_DIM / 16);                                                            \
     WG_TIE_A(kf, HEAD_DIM / 16);                                                              \
   } while (0)
 #else
-  wg_tile_load(k_s, BLOCK_M, HEAD_DIM, k, kb, k_ss, j0, sk, lid, WG);
-  wg_tile_load(v_s, BLOCK_M, HEAD_DIM_V, v, vb, v_ss, j0, sk, lid, WG);
+  wg_tile_load(k_s, WK_BLOCK_M, HEAD_DIM, k, kb, k_ss, j0, sk, lid, WK_WG);
+  wg_tile_load(v_s, WK_BLOCK_M, HEAD_DIM_V, v, vb, v_ss, j0, sk, lid, WK_WG);
   mma_cp_commit();
   if (ntiles > 0) WK_LOAD(0, 0, 0);
-#define WK_KV_SCORES_ISSUE(sc, dp, qt, ot) WK_SCORES_ISSUE(sc, dp, k_s, v_s, kr0, qt, ot)
+#define WK_KV_SCORES_ISSUE(sc, dp, qt, ot) \
+  WK_SCORES_ISSUE(sc, dp, k_s, v_s, kr0, qt, ot, WK_BLOCK_M, WK_BLOCK_N)
 #define WK_KV_SCORES_DONE() (void)0
 #endif
 
@@ -160,20 +159,20 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
    * under a condition may become a branch, one per load). No product is
    * in flight here, so the branch between the two costs no serialization. */
 #define WK_STATS(th_, tr_)                                                                    \
-  const int h = BM_TILE_HEAD(th_), i0 = BM_TILE_ROW0(tr_, BLOCK_N);                          \
-  float2 l2[NT], dl[NT];                                                                      \
+  const int h = BM_TILE_HEAD(th_), i0 = BM_TILE_ROW0(tr_, WK_BLOCK_N);                        \
+  float2 l2[WK_NT], dl[WK_NT];                                                                \
   {                                                                                           \
     const long st_ = s.stat_row0 + (long)h * stat_sh;                                         \
-    if (i0 + BLOCK_N <= s.sq) {                                                               \
+    if (i0 + WK_BLOCK_N <= s.sq) {                                                            \
       __global const float *lp_ = lse + st_ + i0 + 2 * t4, *dp_ = delta + st_ + i0 + 2 * t4;  \
-      MMA_UNROLL for (int n = 0; n < NT; ++n) {                                               \
+      MMA_UNROLL for (int n = 0; n < WK_NT; ++n) {                                            \
         const float la = lp_[n * 8], lb = lp_[n * 8 + 1];                                     \
         l2[n] = (float2)(la == -INFINITY ? INFINITY : la * FCL_LOG2E,                         \
                          lb == -INFINITY ? INFINITY : lb * FCL_LOG2E);                        \
         dl[n] = (float2)(dp_[n * 8], dp_[n * 8 + 1]);                                         \
       }                                                                                       \
     } else {                                                                                  \
-      MMA_UNROLL for (int n = 0; n < NT; ++n) {                                               \
+      MMA_UNROLL for (int n = 0; n < WK_NT; ++n) {                                            \
         const int c = i0 + n * 8 + 2 * t4;                                                    \
         const long ca = st_ + min(c, s.sq - 1), cb = st_ + min(c + 1, s.sq - 1);              \
         const float la = lse[ca], lb = lse[cb], da = delta[ca], db = delta[cb];               \
@@ -185,14 +184,14 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
   }
   /* Every (key, query) pair of tile (h, i0) inside the window and sq. */
 #define WK_FULL                                                                               \
-  (i0 + BLOCK_N <= s.sq && j0 >= i0 + BLOCK_N - 1 + diag - wl && j_last <= i0 + diag + wr)
+  (i0 + WK_BLOCK_N <= s.sq && j0 >= i0 + WK_BLOCK_N - 1 + diag - wl && j_last <= i0 + diag + wr)
   /* P^T and dS^T of tile (h, i0) from its sc and dp (rows keys, columns
    * queries) as A fragments pf_, dsf_ (NT / 2 uint4 each, k = queries). */
 #define WK_GRADS(pf_, dsf_)                                                                   \
   {                                                                                           \
     const float slope_l2 = (flags & 2) ? alibi[h] * FCL_LOG2E : 0.0f;                         \
     const bool full = WK_FULL;                                                                \
-    MMA_UNROLL for (int n = 0; n < NT; ++n) {                                                 \
+    MMA_UNROLL for (int n = 0; n < WK_NT; ++n) {                                              \
       const int i = i0 + n * 8 + 2 * t4;                                                      \
       float p0, p1, p2, p3;                                                                   \
       float4 ds;                                                                              \
@@ -210,20 +209,20 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
   }
   /* dV += P^T dO and dK += dS^T Q of the tile in qt_, ot_, issued only
    * (after wg_fence; no commit). */
-#define WK_GRAD_PRODUCTS(pf_, dsf_, qt_, ot_)                                                 \
-  MMA_UNROLL for (int kk = 0; kk < BLOCK_N / 16; ++kk) /* dO: rows k */                      \
-    WG_RS(HEAD_DIM_V)(gv, pf_[kk], wg_desc_n(ot_, BLOCK_N, HEAD_DIM_V, kk * 16));             \
-  MMA_UNROLL for (int kk = 0; kk < BLOCK_N / 16; ++kk) /* Q: rows k */                       \
-    WG_RS(HEAD_DIM)(gk, dsf_[kk], wg_desc_n(qt_, BLOCK_N, HEAD_DIM, kk * 16))
+#define WK_GRAD_PRODUCTS(pf_, dsf_, qt_, ot_)                                                   \
+  MMA_UNROLL for (int kk = 0; kk < WK_BLOCK_N / 16; ++kk) /* dO: rows k */                      \
+    WG_RS(HEAD_DIM_V)(gv, pf_[kk], wg_desc_n(ot_, WK_BLOCK_N, HEAD_DIM_V, kk * 16));            \
+  MMA_UNROLL for (int kk = 0; kk < WK_BLOCK_N / 16; ++kk) /* Q: rows k */                       \
+    WG_RS(HEAD_DIM)(gk, dsf_[kk], wg_desc_n(qt_, WK_BLOCK_N, HEAD_DIM, kk * 16))
 
   /* General scores branch (softcap's tanh), and ptxas would serialize the
    * overlapped step around the branch (C7513): their builds run each
    * tile's products one after another, in two of the buffers. */
-#define WK_OVERLAP (STAGES >= 2 && !MMA_GENERAL)
+#define WK_OVERLAP (WK_STAGES >= 2 && !MMA_GENERAL)
 #if !WK_OVERLAP
   int th = 0, tr = 0; /* tile t */
   for (int t = 0; t < ntiles; ++t) {
-    const int cur = STAGES >= 2 ? (t & 1) : 0;
+    const int cur = WK_STAGES >= 2 ? (t & 1) : 0;
     WK_STATS(th, tr);
     BM_TILE_NEXT(th, tr, nh, nr);
     mma_cp_wait_all(); /* tile t (and, the first time, K and V) */
@@ -231,14 +230,14 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
     barrier(CLK_LOCAL_MEM_FENCE);
     /* With two stages the next tile comes into the one that tile t - 1
      * read: every warpgroup waited for its products before the barrier. */
-    if (STAGES >= 2 && t + 1 < ntiles) WK_LOAD(nh, nr, cur ^ 1);
-    __local const ushort *qt = q_s + cur * BLOCK_N * HEAD_DIM;
-    __local const ushort *ot = o_s + cur * BLOCK_N * HEAD_DIM_V;
+    if (WK_STAGES >= 2 && t + 1 < ntiles) WK_LOAD(nh, nr, cur ^ 1);
+    __local const ushort *qt = q_s + cur * WK_BLOCK_N * HEAD_DIM;
+    __local const ushort *ot = o_s + cur * WK_BLOCK_N * HEAD_DIM_V;
 
     /* S^T = K Q^T, dP^T = V dO^T */
-    WK_SCORES_RUN(sc, dp, WK_KV_SCORES_ISSUE(sc, dp, qt, ot));
+    WK_SCORES_RUN(sc, dp, WK_KV_SCORES_ISSUE(sc, dp, qt, ot), WK_NT);
     WK_KV_SCORES_DONE();
-    uint4 pf[NT / 2], dsf[NT / 2];
+    uint4 pf[WK_NT / 2], dsf[WK_NT / 2];
     WK_GRADS(pf, dsf);
 
     WG_TIE(gv, HEAD_DIM_V / 8);
@@ -247,11 +246,11 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
     WK_GRAD_PRODUCTS(pf, dsf, qt, ot);
     wg_commit();
     wg_wait0();
-    WG_TIE_A(pf, NT / 2); /* P^T and dS^T stay until here (wgmma.cl) */
-    WG_TIE_A(dsf, NT / 2);
+    WG_TIE_A(pf, WK_NT / 2); /* P^T and dS^T stay until here (wgmma.cl) */
+    WG_TIE_A(dsf, WK_NT / 2);
     WG_TIE(gv, HEAD_DIM_V / 8);
     WG_TIE(gk, HEAD_DIM / 8);
-    if (STAGES == 1) { /* the next tile into the one stage, once all have read it */
+    if (WK_STAGES == 1) { /* the next tile into the one stage, once all have read it */
       barrier(CLK_LOCAL_MEM_FENCE);
       if (t + 1 < ntiles) WK_LOAD(nh, nr, 0);
     }
@@ -278,9 +277,9 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
   {                                                                                           \
     const bool full = WK_FULL;                                                                \
     const uint range = full ? 0xffffffffu : (uint)(wl + wr);                                  \
-    const int da = ra - diag - i0 - 2 * t4 + wl, db = da + 8; /* rb = ra + 8 */              \
-    const int ql = s.sq - i0 - 2 * t4;                        /* query n * 8 + e < ql */     \
-    MMA_UNROLL for (int n = 0; n < NT; ++n) {                                                 \
+    const int da = ra - diag - i0 - 2 * t4 + wl, db = da + 8; /* rb = ra + 8 */               \
+    const int ql = s.sq - i0 - 2 * t4;                        /* query n * 8 + e < ql */      \
+    MMA_UNROLL for (int n = 0; n < WK_NT; ++n) {                                              \
       float p0, p1, p2, p3;                                                                   \
       float4 ds;                                                                              \
       const bool q0 = n * 8 < ql, q1 = n * 8 + 1 < ql;                                        \
@@ -296,63 +295,63 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
       MMA_PACK_A(dsf_, n, ds);                                                                \
     }                                                                                         \
   }
-#define WK_STEP(HAS_S, HAS_G)                                                                 \
-  do {                                                                                        \
-    WK_STATS(HAS_S ? th : 0, HAS_S ? tr : 0); /* the last step (no S) uses none of it */     \
-    BM_TILE_NEXT(th, tr, nh, nr);                                                             \
-    mma_cp_wait_all(); /* tile t (and, the first time, K and V) */                            \
-    wg_fence_proxy();                                                                         \
-    barrier(CLK_LOCAL_MEM_FENCE);                                                             \
-    if (HAS_S && (STAGES == 3 || !HAS_G) && t + 1 < ntiles)                                   \
-      WK_LOAD(nh, nr, (t + 1) % STAGES);                                                      \
-    __local const ushort *qt = q_s + (t % STAGES) * BLOCK_N * HEAD_DIM;                       \
-    __local const ushort *ot = o_s + (t % STAGES) * BLOCK_N * HEAD_DIM_V;                     \
-    __local const ushort *qp = q_s + ((t + STAGES - 1) % STAGES) * BLOCK_N * HEAD_DIM;        \
-    __local const ushort *op = o_s + ((t + STAGES - 1) % STAGES) * BLOCK_N * HEAD_DIM_V;      \
-    WK_SCORES_DECL(sc, dp);                                                                   \
-    WG_TIE(gv, HEAD_DIM_V / 8);                                                               \
-    WG_TIE(gk, HEAD_DIM / 8);                                                                 \
-    WG_TIE_A(pf, NT / 2);                                                                     \
-    WG_TIE_A(dsf, NT / 2);                                                                    \
-    wg_fence();                                                                               \
-    if (HAS_S) {                                                                              \
-      WK_KV_SCORES_ISSUE(sc, dp, qt, ot); /* S^T = K Q^T, dP^T = V dO^T */                   \
-      wg_commit();                                                                            \
-    }                                                                                         \
-    if (HAS_G) {                                                                              \
-      WK_GRAD_PRODUCTS(pf, dsf, qp, op);                                                      \
-      wg_commit();                                                                            \
-    }                                                                                         \
-    uint4 pn[NT / 2], dsn[NT / 2]; /* tile t's */                                             \
-    if (HAS_S) {                                                                              \
-      if (HAS_G) wg_wait1(); /* S^T and dP^T; dV and dK may go on */                          \
-      else wg_wait0();                                                                        \
-      WG_TIE(sc, NT);                                                                         \
-      WG_TIE(dp, NT);                                                                         \
-      WK_GRADS_SEL(pn, dsn);                                                                  \
-    }                                                                                         \
-    wg_wait0();                                                                               \
-    WG_TIE_A(pf, NT / 2); /* tile t - 1's stay until here, not under tile t's */              \
-    WG_TIE_A(dsf, NT / 2);                                                                    \
-    WG_TIE(gv, HEAD_DIM_V / 8);                                                               \
-    WG_TIE(gk, HEAD_DIM / 8);                                                                 \
-    if (HAS_S) {                                                                              \
-      /* K's fragments (WK_KREG) renewed after the last wait, as measured in             \
-       * calls 80-84; between the two waits ptxas 13.0 serializes nothing                 \
-       * either (the C7513 of calls 76-77 came from the branch at the end) */              \
-      WK_KV_SCORES_DONE();                                                                    \
-      MMA_UNROLL for (int n_ = 0; n_ < NT / 2; ++n_) pf[n_] = pn[n_], dsf[n_] = dsn[n_];     \
-    }                                                                                         \
-    if (STAGES == 2 && HAS_S && HAS_G) { /* tile t - 1's buffer is free now */               \
-      barrier(CLK_LOCAL_MEM_FENCE);                                                           \
-      WK_LOAD_IF(nh, nr, (t + 1) % 2, t + 1 < ntiles);                                       \
-    }                                                                                         \
-    th = nh, tr = nr;                                                                         \
+#define WK_STEP(HAS_S, HAS_G)                                                                     \
+  do {                                                                                            \
+    WK_STATS(HAS_S ? th : 0, HAS_S ? tr : 0); /* the last step (no S) uses none of it */          \
+    BM_TILE_NEXT(th, tr, nh, nr);                                                                 \
+    mma_cp_wait_all(); /* tile t (and, the first time, K and V) */                                \
+    wg_fence_proxy();                                                                             \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                 \
+    if (HAS_S && (WK_STAGES == 3 || !HAS_G) && t + 1 < ntiles)                                    \
+      WK_LOAD(nh, nr, (t + 1) % WK_STAGES);                                                       \
+    __local const ushort *qt = q_s + (t % WK_STAGES) * WK_BLOCK_N * HEAD_DIM;                     \
+    __local const ushort *ot = o_s + (t % WK_STAGES) * WK_BLOCK_N * HEAD_DIM_V;                   \
+    __local const ushort *qp = q_s + ((t + WK_STAGES - 1) % WK_STAGES) * WK_BLOCK_N * HEAD_DIM;   \
+    __local const ushort *op = o_s + ((t + WK_STAGES - 1) % WK_STAGES) * WK_BLOCK_N * HEAD_DIM_V; \
+    WK_SCORES_DECL(sc, dp, WK_NT);                                                                \
+    WG_TIE(gv, HEAD_DIM_V / 8);                                                                   \
+    WG_TIE(gk, HEAD_DIM / 8);                                                                     \
+    WG_TIE_A(pf, WK_NT / 2);                                                                      \
+    WG_TIE_A(dsf, WK_NT / 2);                                                                     \
+    wg_fence();                                                                                   \
+    if (HAS_S) {                                                                                  \
+      WK_KV_SCORES_ISSUE(sc, dp, qt, ot); /* S^T = K Q^T, dP^T = V dO^T */                        \
+      wg_commit();                                                                                \
+    }                                                                                             \
+    if (HAS_G) {                                                                                  \
+      WK_GRAD_PRODUCTS(pf, dsf, qp, op);                                                          \
+      wg_commit();                                                                                \
+    }                                                                                             \
+    uint4 pn[WK_NT / 2], dsn[WK_NT / 2]; /* tile t's */                                           \
+    if (HAS_S) {                                                                                  \
+      if (HAS_G) wg_wait1(); /* S^T and dP^T; dV and dK may go on */                              \
+      else wg_wait0();                                                                            \
+      WG_TIE(sc, WK_NT);                                                                          \
+      WG_TIE(dp, WK_NT);                                                                          \
+      WK_GRADS_SEL(pn, dsn);                                                                      \
+    }                                                                                             \
+    wg_wait0();                                                                                   \
+    WG_TIE_A(pf, WK_NT / 2); /* tile t - 1's stay until here, not under tile t's */               \
+    WG_TIE_A(dsf, WK_NT / 2);                                                                     \
+    WG_TIE(gv, HEAD_DIM_V / 8);                                                                   \
+    WG_TIE(gk, HEAD_DIM / 8);                                                                     \
+    if (HAS_S) {                                                                                  \
+      /* K's fragments (WK_KREG) renewed after the last wait, as measured in                      \
+       * calls 80-84; between the two waits ptxas 13.0 serializes nothing                         \
+       * either (the C7513 of calls 76-77 came from the branch at the end) */                     \
+      WK_KV_SCORES_DONE();                                                                        \
+      MMA_UNROLL for (int n_ = 0; n_ < WK_NT / 2; ++n_) pf[n_] = pn[n_], dsf[n_] = dsn[n_];       \
+    }                                                                                             \
+    if (WK_STAGES == 2 && HAS_S && HAS_G) { /* tile t - 1's buffer is free now */                 \
+      barrier(CLK_LOCAL_MEM_FENCE);                                                               \
+      WK_LOAD_IF(nh, nr, (t + 1) % 2, t + 1 < ntiles);                                            \
+    }                                                                                             \
+    th = nh, tr = nr;                                                                             \
   } while (0)
 
   if (ntiles > 0) {
-    uint4 pf[NT / 2], dsf[NT / 2]; /* tile t - 1's P^T and dS^T */
-    MMA_UNROLL for (int n = 0; n < NT / 2; ++n) pf[n] = dsf[n] = (uint4)(0u);
+    uint4 pf[WK_NT / 2], dsf[WK_NT / 2]; /* tile t - 1's P^T and dS^T */
+    MMA_UNROLL for (int n = 0; n < WK_NT / 2; ++n) pf[n] = dsf[n] = (uint4)(0u);
     int t = 0, th = 0, tr = 0; /* tile t */
     WK_STEP(1, 0);
     for (t = 1; t < ntiles; ++t) WK_STEP(1, 1);

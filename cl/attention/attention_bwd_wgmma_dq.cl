@@ -18,31 +18,29 @@
  * scores and stores). Only in the build without FCL_NONFINITE. */
 #if !FCL_NONFINITE
 
-#undef WARPS
-#undef BLOCK_N
-#undef STAGES
-#define WARPS WQ_WARPS
-#define BLOCK_N WQ_BLOCK_N
-#define STAGES WQ_STAGES
+/* Its work-group and tiles (attention_bwd_mma.cl's BM_WG ...). */
+#define WQ_WG BM_WG(WQ_WARPS)
+#define WQ_BLOCK_M BM_BLOCK_M(WQ_WARPS)
+#define WQ_NT BM_NT(WQ_BLOCK_N)
 
 #ifndef WQ_LOCAL_OPS
 #define WQ_LOCAL_OPS 2
 #endif
 #define WQ_AREG (WQ_LOCAL_OPS == 1)
-#if MT != 1 || BLOCK_N % 16 || BLOCK_N > 128 || WARPS % 4 || WARPS > 8 || STAGES < 1 || STAGES > 3 || \
-    WQ_LOCAL_OPS < 1 || WQ_LOCAL_OPS > 2
+#if MT != 1 || WQ_BLOCK_N % 16 || WQ_BLOCK_N > 128 || WQ_WARPS % 4 || WQ_WARPS > 8 || \
+    WQ_STAGES < 1 || WQ_STAGES > 3 || WQ_LOCAL_OPS < 1 || WQ_LOCAL_OPS > 2
 #error "attention_bwd_wgmma_dq: WQ_BLOCK_N among wgmma's N, 4 or 8 warps, WQ_LOCAL_OPS 1 or 2"
 #endif
 
-__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+__kernel __attribute__((reqd_work_group_size(WQ_WG, 1, 1)))
 void fcl_attention_bwd_wgmma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR(dq)) {
 #if !WQ_AREG
-  __local ushort q_s[BLOCK_M * HEAD_DIM] __attribute__((aligned(1024)));
-  __local ushort o_s[BLOCK_M * HEAD_DIM_V] __attribute__((aligned(1024))); /* dO */
+  __local ushort q_s[WQ_BLOCK_M * HEAD_DIM] __attribute__((aligned(1024)));
+  __local ushort o_s[WQ_BLOCK_M * HEAD_DIM_V] __attribute__((aligned(1024))); /* dO */
 #endif
-  __local ushort k_s[STAGES * BLOCK_N * HEAD_DIM] __attribute__((aligned(1024)));
-  __local ushort v_s[STAGES * BLOCK_N * HEAD_DIM_V] __attribute__((aligned(1024)));
-  MMA_EMU_DECL(WARPS)
+  __local ushort k_s[WQ_STAGES * WQ_BLOCK_N * HEAD_DIM] __attribute__((aligned(1024)));
+  __local ushort v_s[WQ_STAGES * WQ_BLOCK_N * HEAD_DIM_V] __attribute__((aligned(1024)));
+  MMA_EMU_DECL(WQ_WARPS)
   const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
   const int g = lane >> 2, t4 = lane & 3;
   const int rblk = get_num_groups(0) - 1 - get_group_id(0); /* the most keys first */
@@ -50,7 +48,7 @@ void fcl_attention_bwd_wgmma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR
   const int hk = h / group;
   if (nf_flags[hk] != 0) return; /* attention_bwd_mma_dq.cl's, built with FCL_NONFINITE */
   const bm_seq s = bm_sequence(b, seqlen_q, seqlen_k, cu_q, cu_k, flags & 4, stat_sb);
-  const int i0 = rblk * BLOCK_M;
+  const int i0 = rblk * WQ_BLOCK_M;
   if (i0 >= s.sq) return;
   const long qb = bm_base(q_off, q_sb, q_ss, q_sh, b, s.q_tok, h);
   const long dob = bm_base(do_off, do_sb, do_ss, do_sh, b, s.q_tok, h);
@@ -67,19 +65,19 @@ void fcl_attention_bwd_wgmma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR
     lse2[e] = a == -INFINITY ? INFINITY : a * FCL_LOG2E;
     dl[e] = delta[st];
   }
-  const int i_last = min(i0 + BLOCK_M, s.sq) - 1;
+  const int i_last = min(i0 + WQ_BLOCK_M, s.sq) - 1;
   const int j_lo = max(0, i0 + diag - wl);
   const int j_hi = min(sk - 1, i_last + diag + wr);
-  const int jt0 = (j_lo / BLOCK_N) * BLOCK_N;
-  const int ntiles = j_hi >= jt0 ? (j_hi - jt0) / BLOCK_N + 1 : 0;
+  const int jt0 = (j_lo / WQ_BLOCK_N) * WQ_BLOCK_N;
+  const int ntiles = j_hi >= jt0 ? (j_hi - jt0) / WQ_BLOCK_N + 1 : 0;
   /* Key tile it's K and V into stage stg (committed as one group). */
-#define WQ_LOAD(it_, stg_)                                                                   \
-  do {                                                                                       \
-    wg_tile_load(k_s + (stg_) * BLOCK_N * HEAD_DIM, BLOCK_N, HEAD_DIM, k, kb, k_ss,          \
-                 jt0 + (it_) * BLOCK_N, sk, lid, WG);                                        \
-    wg_tile_load(v_s + (stg_) * BLOCK_N * HEAD_DIM_V, BLOCK_N, HEAD_DIM_V, v, vb, v_ss,      \
-                 jt0 + (it_) * BLOCK_N, sk, lid, WG);                                        \
-    mma_cp_commit();                                                                         \
+#define WQ_LOAD(it_, stg_)                                                                         \
+  do {                                                                                             \
+    wg_tile_load(k_s + (stg_) * WQ_BLOCK_N * HEAD_DIM, WQ_BLOCK_N, HEAD_DIM, k, kb, k_ss,          \
+                 jt0 + (it_) * WQ_BLOCK_N, sk, lid, WQ_WG);                                        \
+    wg_tile_load(v_s + (stg_) * WQ_BLOCK_N * HEAD_DIM_V, WQ_BLOCK_N, HEAD_DIM_V, v, vb, v_ss,      \
+                 jt0 + (it_) * WQ_BLOCK_N, sk, lid, WQ_WG);                                        \
+    mma_cp_commit();                                                                               \
   } while (0)
 
 #if WQ_AREG
@@ -90,8 +88,8 @@ void fcl_attention_bwd_wgmma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR
   /* S = Q K^T, dP = dO V^T of the tiles kt, vt, issued only; after their
    * wait, Q and dO are renewed (WG_RENEW_A) and tied. */
 #define WQ_SCORES_ISSUE(sc, dp, kt, vt)                                                       \
-  WG_RSK_ISSUE(sc, qf, kt, HEAD_DIM);                                                         \
-  WG_RSK_ISSUE(dp, of, vt, HEAD_DIM_V)
+  WG_RSK_ISSUE(sc, qf, kt, HEAD_DIM, WQ_BLOCK_N);                                             \
+  WG_RSK_ISSUE(dp, of, vt, HEAD_DIM_V, WQ_BLOCK_N)
 #define WQ_SCORES_DONE()                                                                      \
   do {                                                                                        \
     WG_RENEW_A(qf, HEAD_DIM / 16);                                                            \
@@ -100,11 +98,12 @@ void fcl_attention_bwd_wgmma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR
     WG_TIE_A(of, HEAD_DIM_V / 16);                                                            \
   } while (0)
 #else
-  wg_tile_load(q_s, BLOCK_M, HEAD_DIM, q, qb, q_ss, i0, s.sq, lid, WG);
-  wg_tile_load(o_s, BLOCK_M, HEAD_DIM_V, dout, dob, do_ss, i0, s.sq, lid, WG);
+  wg_tile_load(q_s, WQ_BLOCK_M, HEAD_DIM, q, qb, q_ss, i0, s.sq, lid, WQ_WG);
+  wg_tile_load(o_s, WQ_BLOCK_M, HEAD_DIM_V, dout, dob, do_ss, i0, s.sq, lid, WQ_WG);
   mma_cp_commit();
   if (ntiles > 0) WQ_LOAD(0, 0);
-#define WQ_SCORES_ISSUE(sc, dp, kt, vt) WK_SCORES_ISSUE(sc, dp, q_s, o_s, qr0, kt, vt)
+#define WQ_SCORES_ISSUE(sc, dp, kt, vt) \
+  WK_SCORES_ISSUE(sc, dp, q_s, o_s, qr0, kt, vt, WQ_BLOCK_M, WQ_BLOCK_N)
 #define WQ_SCORES_DONE() (void)0
 #endif
 
@@ -113,27 +112,27 @@ void fcl_attention_bwd_wgmma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR
 
   /* Every (row, key) pair of key tile j0 inside the window and sk. */
 #define WQ_FULL \
-  (j0 >= i_last + diag - wl && j0 + BLOCK_N - 1 <= i0 + diag + wr && j0 + BLOCK_N <= sk)
+  (j0 >= i_last + diag - wl && j0 + WQ_BLOCK_N - 1 <= i0 + diag + wr && j0 + WQ_BLOCK_N <= sk)
   /* General scores walk two of three buffers (the dK/dV kernel says why). */
-#define WQ_OVERLAP (STAGES == 3 && !MMA_GENERAL)
+#define WQ_OVERLAP (WQ_STAGES == 3 && !MMA_GENERAL)
 #if !WQ_OVERLAP
   for (int it = 0; it < ntiles; ++it) {
-    const int j0 = jt0 + it * BLOCK_N, cur = STAGES >= 2 ? (it & 1) : 0;
+    const int j0 = jt0 + it * WQ_BLOCK_N, cur = WQ_STAGES >= 2 ? (it & 1) : 0;
     mma_cp_wait_all(); /* tile it (and, the first time, Q and dO) */
     wg_fence_proxy();
     barrier(CLK_LOCAL_MEM_FENCE);
     /* With two stages the next tile comes into the one that tile it - 1
      * read: every warpgroup waited for its products before the barrier. */
-    if (STAGES >= 2 && it + 1 < ntiles) WQ_LOAD(it + 1, cur ^ 1);
-    __local const ushort *kt = k_s + cur * BLOCK_N * HEAD_DIM;
-    __local const ushort *vt = v_s + cur * BLOCK_N * HEAD_DIM_V;
+    if (WQ_STAGES >= 2 && it + 1 < ntiles) WQ_LOAD(it + 1, cur ^ 1);
+    __local const ushort *kt = k_s + cur * WQ_BLOCK_N * HEAD_DIM;
+    __local const ushort *vt = v_s + cur * WQ_BLOCK_N * HEAD_DIM_V;
 
-    WK_SCORES_RUN(sc, dp, WQ_SCORES_ISSUE(sc, dp, kt, vt)); /* S = Q K^T, dP = dO V^T */
+    WK_SCORES_RUN(sc, dp, WQ_SCORES_ISSUE(sc, dp, kt, vt), WQ_NT); /* S = Q K^T, dP = dO V^T */
     WQ_SCORES_DONE();
 
     const bool full = WQ_FULL;
-    uint4 dsf[NT / 2]; /* dS as A fragments, k = keys */
-    MMA_UNROLL for (int n = 0; n < NT; ++n) {
+    uint4 dsf[WQ_NT / 2]; /* dS as A fragments, k = keys */
+    MMA_UNROLL for (int n = 0; n < WQ_NT; ++n) {
       const int j = j0 + n * 8 + 2 * t4;
       float4 ds;
       float p;
@@ -150,13 +149,13 @@ void fcl_attention_bwd_wgmma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR
 
     WG_TIE(acc, HEAD_DIM / 8);
     wg_fence();
-    MMA_UNROLL for (int kk = 0; kk < BLOCK_N / 16; ++kk) /* K: rows k */
-      WG_RS(HEAD_DIM)(acc, dsf[kk], wg_desc_n(kt, BLOCK_N, HEAD_DIM, kk * 16));
+    MMA_UNROLL for (int kk = 0; kk < WQ_BLOCK_N / 16; ++kk) /* K: rows k */
+      WG_RS(HEAD_DIM)(acc, dsf[kk], wg_desc_n(kt, WQ_BLOCK_N, HEAD_DIM, kk * 16));
     wg_commit();
     wg_wait0();
-    WG_TIE_A(dsf, NT / 2); /* dS stays until here (wgmma.cl) */
+    WG_TIE_A(dsf, WQ_NT / 2); /* dS stays until here (wgmma.cl) */
     WG_TIE(acc, HEAD_DIM / 8);
-    if (STAGES == 1) { /* the next tile into the one stage, once all have read it */
+    if (WQ_STAGES == 1) { /* the next tile into the one stage, once all have read it */
       barrier(CLK_LOCAL_MEM_FENCE);
       if (it + 1 < ntiles) WQ_LOAD(it + 1, 0);
     }
@@ -169,9 +168,9 @@ void fcl_attention_bwd_wgmma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR
   {                                                                                           \
     const bool full = WQ_FULL;                                                                \
     const uint range = full ? 0xffffffffu : (uint)(wl + wr);                                  \
-    const int da = j0 + 2 * t4 - ra - diag + wl, db = da - 8; /* rb = ra + 8 */              \
-    const int kl = sk - j0 - 2 * t4;                          /* key n * 8 + e < kl */       \
-    MMA_UNROLL for (int n = 0; n < NT; ++n) {                                                 \
+    const int da = j0 + 2 * t4 - ra - diag + wl, db = da - 8; /* rb = ra + 8 */               \
+    const int kl = sk - j0 - 2 * t4;                          /* key n * 8 + e < kl */        \
+    MMA_UNROLL for (int n = 0; n < WQ_NT; ++n) {                                              \
       float4 ds;                                                                              \
       float p;                                                                                \
       const bool k0 = n * 8 < kl, k1 = n * 8 + 1 < kl;                                        \
@@ -190,47 +189,47 @@ void fcl_attention_bwd_wgmma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR
    * (HAS_G), issued together (the dK/dV kernel's WK_STEP). */
 #define WQ_STEP(HAS_S, HAS_G)                                                                 \
   do {                                                                                        \
-    const int j0 = jt0 + it * BLOCK_N;                                                        \
+    const int j0 = jt0 + it * WQ_BLOCK_N;                                                     \
     mma_cp_wait_all(); /* tile it (and, the first time, Q and dO) */                          \
     wg_fence_proxy();                                                                         \
     barrier(CLK_LOCAL_MEM_FENCE);                                                             \
     if (HAS_S && it + 1 < ntiles) WQ_LOAD(it + 1, (it + 1) % 3);                              \
-    __local const ushort *kt = k_s + (it % 3) * BLOCK_N * HEAD_DIM;                           \
-    __local const ushort *vt = v_s + (it % 3) * BLOCK_N * HEAD_DIM_V;                         \
-    __local const ushort *kp = k_s + ((it + 2) % 3) * BLOCK_N * HEAD_DIM;                     \
-    WK_SCORES_DECL(sc, dp);                                                                   \
+    __local const ushort *kt = k_s + (it % 3) * WQ_BLOCK_N * HEAD_DIM;                        \
+    __local const ushort *vt = v_s + (it % 3) * WQ_BLOCK_N * HEAD_DIM_V;                      \
+    __local const ushort *kp = k_s + ((it + 2) % 3) * WQ_BLOCK_N * HEAD_DIM;                  \
+    WK_SCORES_DECL(sc, dp, WQ_NT);                                                            \
     WG_TIE(acc, HEAD_DIM / 8);                                                                \
-    WG_TIE_A(dsf, NT / 2);                                                                    \
+    WG_TIE_A(dsf, WQ_NT / 2);                                                                 \
     wg_fence();                                                                               \
     if (HAS_S) {                                                                              \
-      WQ_SCORES_ISSUE(sc, dp, kt, vt); /* S = Q K^T, dP = dO V^T */                          \
+      WQ_SCORES_ISSUE(sc, dp, kt, vt); /* S = Q K^T, dP = dO V^T */                           \
       wg_commit();                                                                            \
     }                                                                                         \
     if (HAS_G) {                                                                              \
-      MMA_UNROLL for (int kk = 0; kk < BLOCK_N / 16; ++kk) /* K of tile it - 1: rows k */    \
-        WG_RS(HEAD_DIM)(acc, dsf[kk], wg_desc_n(kp, BLOCK_N, HEAD_DIM, kk * 16));            \
+      MMA_UNROLL for (int kk = 0; kk < WQ_BLOCK_N / 16; ++kk) /* K of tile it - 1: rows k */  \
+        WG_RS(HEAD_DIM)(acc, dsf[kk], wg_desc_n(kp, WQ_BLOCK_N, HEAD_DIM, kk * 16));          \
       wg_commit();                                                                            \
     }                                                                                         \
-    uint4 dsn[NT / 2]; /* tile it's */                                                        \
+    uint4 dsn[WQ_NT / 2]; /* tile it's */                                                     \
     if (HAS_S) {                                                                              \
       if (HAS_G) wg_wait1(); /* S and dP; dQ's product may go on */                           \
       else wg_wait0();                                                                        \
-      WG_TIE(sc, NT);                                                                         \
-      WG_TIE(dp, NT);                                                                         \
+      WG_TIE(sc, WQ_NT);                                                                      \
+      WG_TIE(dp, WQ_NT);                                                                      \
       WQ_SCORES_DONE();                                                                       \
       WQ_DS_SEL(dsn);                                                                         \
     }                                                                                         \
     wg_wait0();                                                                               \
-    WG_TIE_A(dsf, NT / 2); /* tile it - 1's stays until here */                               \
+    WG_TIE_A(dsf, WQ_NT / 2); /* tile it - 1's stays until here */                            \
     WG_TIE(acc, HEAD_DIM / 8);                                                                \
     if (HAS_S) {                                                                              \
-      MMA_UNROLL for (int n_ = 0; n_ < NT / 2; ++n_) dsf[n_] = dsn[n_];                       \
+      MMA_UNROLL for (int n_ = 0; n_ < WQ_NT / 2; ++n_) dsf[n_] = dsn[n_];                    \
     }                                                                                         \
   } while (0)
 
   if (ntiles > 0) {
-    uint4 dsf[NT / 2]; /* tile it - 1's dS */
-    MMA_UNROLL for (int n = 0; n < NT / 2; ++n) dsf[n] = (uint4)(0u);
+    uint4 dsf[WQ_NT / 2]; /* tile it - 1's dS */
+    MMA_UNROLL for (int n = 0; n < WQ_NT / 2; ++n) dsf[n] = (uint4)(0u);
     int it = 0;
     WQ_STEP(1, 0);
     for (it = 1; it < ntiles; ++it) WQ_STEP(1, 1);

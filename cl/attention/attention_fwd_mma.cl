@@ -172,7 +172,7 @@ void fcl_attention_fwd_mma(
       MMA_SPECIAL(nf_any) /* uniform over the work-group */
         MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
           MMA_FIX_NONFINITE(acc[mt], NT_O, pf[mt], nfb, v, v_base, v_ss, j0, HEAD_DIM_V,
-                            rr[mt][0], rr[mt][1], FWD_VISIBLE);
+                            rr[mt][0], rr[mt][1], FWD_VISIBLE, BLOCK_N);
     }
 
     /* o and lse of the lane's rows (attention_common.cl) */

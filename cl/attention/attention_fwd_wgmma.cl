@@ -137,7 +137,8 @@
     WG_TIE_A(pf, NT_S / 2); /* P stays in its registers until here, not under P of this tile */    \
     WG_TIE(acc, NT_O);                                                                             \
     MMA_SPECIAL(nf_any) /* uniform over the work-group */                                          \
-      MMA_FIX_NONFINITE(acc, NT_O, pf, nfb, v, v_base, v_ss, jp, HEAD_DIM_V, r0, r1, FWD_VISIBLE); \
+      MMA_FIX_NONFINITE(acc, NT_O, pf, nfb, v, v_base, v_ss, jp, HEAD_DIM_V, r0, r1, FWD_VISIBLE,  \
+                        BLOCK_N);                                                                  \
     if (has_s) {                                                                                   \
       MMA_UNROLL for (int n = 0; n < NT_O; ++n) acc[n] *= (float4)(alpha0, alpha0, alpha1, alpha1);\
       MMA_UNROLL for (int n = 0; n < NT_S / 2; ++n) pf[n] = pn[n];                                 \
@@ -167,7 +168,7 @@ void fcl_attention_fwd_wgmma(ATTN_FWD_PARAMS(ushort), __global int *nf_work) {
 #if QREG
     uint4 qf[KQ]; /* this lane's rows of Q, A fragments */
     wg_afrags(qf, KQ, q, q_base, q_ss, i0 + warp * 16 + g, sq);
-#define FWD_S_ISSUE(s_, kt_) WG_RSK_ISSUE(s_, qf, kt_, HEAD_DIM)
+#define FWD_S_ISSUE(s_, kt_) WG_RSK_ISSUE(s_, qf, kt_, HEAD_DIM, BLOCK_N)
 #define FWD_S_DONE()                                                                               \
   do {                                                                                             \
     WG_RENEW_A(qf, KQ);                                                                            \
@@ -175,7 +176,7 @@ void fcl_attention_fwd_wgmma(ATTN_FWD_PARAMS(ushort), __global int *nf_work) {
   } while (0)
 #else
     const int q0 = (warp >> 2) * 64; /* this warpgroup's rows of Q */
-#define FWD_S_ISSUE(s_, kt_) WG_SS_ISSUE(s_, q_s, q0, kt_, HEAD_DIM)
+#define FWD_S_ISSUE(s_, kt_) WG_SS_ISSUE(s_, q_s, q0, kt_, HEAD_DIM, BLOCK_M, BLOCK_N)
 #define FWD_S_DONE() (void)0
 #endif
 

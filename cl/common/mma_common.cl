@@ -227,7 +227,7 @@ inline void mma_tile_scan(__local ushort *tile, int ld, int rows, int width, int
 }
 
 
-/* After acc += A T by the mma over a tile T of BLOCK_N rows whose
+/* After acc += A T by the mma over a tile T of bn_ rows whose
  * non-finite values counted as 0: adds A[r][c] * T[c][d] back for the tile
  * rows c flagged in bits[] (a private copy of mma_tile_scan's words), each
  * of this lane's columns d < ncols of acc[0 .. nout) whose T[c][d] (read
@@ -238,13 +238,13 @@ inline void mma_tile_scan(__local ushort *tile, int ld, int rows, int width, int
  * quad that holds it (every lane of the warp takes part: bits[] must be
  * uniform). Summed by class (mma_warp.cl, "Fix-ups by class"). Uses the
  * caller's lane. */
-#define MMA_FIX_NONFINITE(acc, nout, a, bits, src, base, stride, row0, ncols, r0, r1, VIS) \
+#define MMA_FIX_NONFINITE(acc, nout, a, bits, src, base, stride, row0, ncols, r0, r1, VIS, bn_) \
   do {                                                                                 \
     mma_nf nf_ = {0ul, 0ul};                                                           \
-    for (int c_ = mma_next_bit(bits, BLOCK_N, 0); c_ < BLOCK_N;                        \
-         c_ = mma_next_bit(bits, BLOCK_N, c_ + 1)) {                                   \
+    for (int c_ = mma_next_bit(bits, bn_, 0); c_ < bn_;                                \
+         c_ = mma_next_bit(bits, bn_, c_ + 1)) {                                       \
       uint4 af_ = a[0];                                                                \
-      MMA_UNROLL for (int kk_ = 1; kk_ < BLOCK_N / 16; ++kk_)                          \
+      MMA_UNROLL for (int kk_ = 1; kk_ < bn_ / 16; ++kk_)                              \
         if ((c_ >> 4) == kk_) af_ = a[kk_];                                            \
       /* rows g and g + 8, columns 8 (c_ & 8) + 2 t + {0, 1}: lane 4 g + t */          \
       const uint2 w_ = mma_shfl_idx2((c_ & 8) ? af_.zw : af_.xy,                       \

@@ -173,17 +173,18 @@ inline wg_desc_t wg_desc_n(__local const ushort *t, int rows, int w, int k0) {
 #define WG_RS(n) WG_CAT(wg_rs_n, n)
 #define WG_RSK(n) WG_CAT(wg_rsk_n, n)
 /* One score product acc = A B^T over dim_, issued only (after wg_fence;
- * no commit), with the kernel's BLOCK_M and BLOCK_N: B the BLOCK_N rows of
- * b, K-major in local memory; A the warpgroup's 64 rows from row0 of a (a
- * tile of BLOCK_M rows, K-major in local memory: WG_SS_ISSUE) or dim_ / 16
- * A fragments af in registers (WG_RSK_ISSUE). */
-#define WG_SS_ISSUE(acc, a, row0, b, dim_)                                                    \
+ * no commit), with the kernel's tiles of bm_ and bn_ rows (macros of one
+ * number: WG_SS pastes bn_): B the bn_ rows of b, K-major in local memory;
+ * A the warpgroup's 64 rows from row0 of a (a tile of bm_ rows, K-major in
+ * local memory: WG_SS_ISSUE) or dim_ / 16 A fragments af in registers
+ * (WG_RSK_ISSUE). */
+#define WG_SS_ISSUE(acc, a, row0, b, dim_, bm_, bn_)                                          \
   MMA_UNROLL for (int kk_ = 0; kk_ < dim_ / 16; ++kk_)                                        \
-    WG_SS(BLOCK_N)(acc, wg_desc_k(a, BLOCK_M, dim_, row0, kk_ * 16),                          \
-                   wg_desc_k(b, BLOCK_N, dim_, 0, kk_ * 16))
-#define WG_RSK_ISSUE(acc, af, b, dim_)                                                        \
+    WG_SS(bn_)(acc, wg_desc_k(a, bm_, dim_, row0, kk_ * 16),                                  \
+               wg_desc_k(b, bn_, dim_, 0, kk_ * 16))
+#define WG_RSK_ISSUE(acc, af, b, dim_, bn_)                                                   \
   MMA_UNROLL for (int kk_ = 0; kk_ < dim_ / 16; ++kk_)                                        \
-    WG_RSK(BLOCK_N)(acc, af[kk_], wg_desc_k(b, BLOCK_N, dim_, 0, kk_ * 16))
+    WG_RSK(bn_)(acc, af[kk_], wg_desc_k(b, bn_, dim_, 0, kk_ * 16))
 
 /* Rows r and r + 8 of x (row stride ss from base) as n A fragments of 16
  * columns each (m16n8k16's layout, this lane's columns); rows at or past
