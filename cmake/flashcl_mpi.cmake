@@ -19,7 +19,7 @@ add_library(flashcl_mpi_objects OBJECT ${FCL_RING_SOURCES} ${FCL_RING_EMBEDDED_C
 set_target_properties(flashcl_mpi_objects PROPERTIES POSITION_INDEPENDENT_CODE ON
                       C_VISIBILITY_PRESET hidden)
 target_compile_options(flashcl_mpi_objects PRIVATE ${FCL_WARNINGS})
-target_compile_definitions(flashcl_mpi_objects PRIVATE FCL_SHARED_BUILD CL_TARGET_OPENCL_VERSION=120)
+target_compile_definitions(flashcl_mpi_objects PRIVATE FCL_MPI_BUILDING CL_TARGET_OPENCL_VERSION=120)
 target_include_directories(flashcl_mpi_objects PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/include ${CMAKE_CURRENT_SOURCE_DIR}/src)
 target_link_libraries(flashcl_mpi_objects PRIVATE OpenCL::OpenCL MPI::MPI_C)

@@ -26,8 +26,19 @@
 extern "C" {
 #endif
 
-#if defined(_WIN32) && defined(FCL_SHARED_BUILD)
+/* FCL_API marks what the library exports. On Windows the library's own
+ * sources are compiled with FCL_BUILDING (dllexport), a program that links
+ * the DLL gets dllimport, and one that links the static library defines
+ * FCL_STATIC (flashcl::flashcl_static sets it). Elsewhere the library is
+ * built with hidden visibility and FCL_API makes these names visible. */
+#if defined(_WIN32) || defined(__CYGWIN__)
+#if defined(FCL_STATIC)
+#define FCL_API
+#elif defined(FCL_BUILDING)
 #define FCL_API __declspec(dllexport)
+#else
+#define FCL_API __declspec(dllimport)
+#endif
 #elif defined(__GNUC__)
 #define FCL_API __attribute__((visibility("default")))
 #else
@@ -174,7 +185,12 @@ FCL_API fcl_status fcl_context_last_op_time(fcl_context *ctx, double *ms);
  * default, in the fields it lacks; a longer (newer) one is
  * accepted where the fields this library does not know are all zero, and
  * refused otherwise; a size of 0 (never initialised) is
- * FCL_ERROR_INVALID_ARGUMENT. */
+ * FCL_ERROR_INVALID_ARGUMENT.
+ *
+ * Known holes, kept while the SONAME stays (moving a field would break
+ * callers; they go when the structs are next versioned): on LP64, 4 bytes
+ * of padding follow fcl_tensor.dtype, the softcap of fcl_attention_desc
+ * and fcl_kvcache_desc, and fcl_rwkv6_desc.algorithm. */
 
 typedef struct {
   size_t  size;        /* sizeof(fcl_attention_desc): FCL_ATTENTION_DESC_INIT */
@@ -438,11 +454,15 @@ FCL_API void       fcl_plan_destroy(fcl_plan *plan); /* NULL: no-op */
  * another driver, else built-in defaults. Rows of a changed kernel source
  * are never used. */
 typedef struct {
-  char kernel[32];  /* "attention_fwd", "attention_fwd_cpu",
-                       "attention_fwd_mma", "attention_bwd",
-                       "attention_bwd_mma", "rwkv6_recurrent",
-                       "rwkv6_chunked", "rwkv6_bwd", "attention_decode" or
-                       "attention_decode_mma" */
+  /* The kernel variant that runs, by its name in the registry of variants
+   * (flashcl_tuning.h: fcl_variant_count, fcl_variant_at, fcl_variant_name;
+   * the names fa-tune's --ops takes and its database stores), such as
+   * "attention_fwd", "attention_decode_mma" or "rwkv6_bwd_chunked_mma".
+   * Every name fits with its terminating zero (test_tuning checks the
+   * whole registry against this size). This struct has no size field, so
+   * it cannot grow while the SONAME stays: a caller built against this
+   * header owns exactly sizeof(fcl_config_info) bytes. */
+  char kernel[32];
   char params[160]; /* "BLOCK_M=64,BLOCK_N=32,..."                          */
   char source[512]; /* "tuning database PATH (this driver, ...)",
                        "built-in defaults (reason)" or "override"           */

@@ -56,6 +56,22 @@
 
 #include "flashcl.h"
 
+/* As FCL_API, for flashcl_mpi's own names: its sources are compiled with
+ * FCL_MPI_BUILDING (they import flashcl's, they export these). */
+#if defined(_WIN32) || defined(__CYGWIN__)
+#if defined(FCL_STATIC)
+#define FCL_MPI_API
+#elif defined(FCL_MPI_BUILDING)
+#define FCL_MPI_API __declspec(dllexport)
+#else
+#define FCL_MPI_API __declspec(dllimport)
+#endif
+#elif defined(__GNUC__)
+#define FCL_MPI_API __attribute__((visibility("default")))
+#else
+#define FCL_MPI_API
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -95,7 +111,7 @@ typedef struct {
   int64_t start[2], len[2];
   int64_t length;
 } fcl_ring_slice_info;
-FCL_API fcl_status fcl_ring_slice(fcl_ring_layout layout, int64_t seqlen, int ranks, int rank,
+FCL_MPI_API fcl_status fcl_ring_slice(fcl_ring_layout layout, int64_t seqlen, int ranks, int rank,
                                   fcl_ring_slice_info *out);
 
 /* A ring over the ranks of comm (duplicated: the ring talks on its own
@@ -107,18 +123,18 @@ FCL_API fcl_status fcl_ring_slice(fcl_ring_layout layout, int64_t seqlen, int ra
  * differs between ranks: FCL_ERROR_INVALID_ARGUMENT; shm where the ranks
  * span nodes: FCL_ERROR_UNSUPPORTED (on every rank). Errors of create:
  * fcl_ring_last_error(NULL), per thread. */
-FCL_API fcl_status fcl_ring_create(fcl_context *ctx, MPI_Comm comm, fcl_ring **out);
-FCL_API void       fcl_ring_destroy(fcl_ring *ring); /* NULL: no-op; collective */
+FCL_MPI_API fcl_status fcl_ring_create(fcl_context *ctx, MPI_Comm comm, fcl_ring **out);
+FCL_MPI_API void       fcl_ring_destroy(fcl_ring *ring); /* NULL: no-op; collective */
 /* The message of the last failed call on ring ("" if none); with NULL,
  * of the last failed fcl_ring_create in this thread. */
-FCL_API const char *fcl_ring_last_error(const fcl_ring *ring);
-FCL_API int         fcl_ring_rank(const fcl_ring *ring);
-FCL_API int         fcl_ring_size(const fcl_ring *ring);
+FCL_MPI_API const char *fcl_ring_last_error(const fcl_ring *ring);
+FCL_MPI_API int         fcl_ring_rank(const fcl_ring *ring);
+FCL_MPI_API int         fcl_ring_size(const fcl_ring *ring);
 
 /* o and lse of this rank's queries against the whole sequence's keys:
  * what fcl_attention_forward on one device gives for those rows. lse: NULL
  * or f32 [batch, heads_q, local_q]. */
-FCL_API fcl_status fcl_ring_attention_forward(fcl_ring *ring, const fcl_ring_desc *d,
+FCL_MPI_API fcl_status fcl_ring_attention_forward(fcl_ring *ring, const fcl_ring_desc *d,
                                               const fcl_tensor *q, const fcl_tensor *k,
                                               const fcl_tensor *v, const fcl_tensor *o,
                                               cl_mem lse);
@@ -128,7 +144,7 @@ FCL_API fcl_status fcl_ring_attention_forward(fcl_ring *ring, const fcl_ring_des
  * and values (summed over every rank's queries; with GQA over the query
  * heads of a group), in the dtype of q. Deterministic for a fixed number
  * of ranks. */
-FCL_API fcl_status fcl_ring_attention_backward(fcl_ring *ring, const fcl_ring_desc *d,
+FCL_MPI_API fcl_status fcl_ring_attention_backward(fcl_ring *ring, const fcl_ring_desc *d,
                                                const fcl_tensor *q, const fcl_tensor *k,
                                                const fcl_tensor *v, const fcl_tensor *o,
                                                cl_mem lse, const fcl_tensor *dout,
@@ -150,7 +166,7 @@ typedef struct {
   double  wall_ms, compute_ms, wait_ms;
   int64_t bytes_sent;
 } fcl_ring_stats;
-FCL_API fcl_status fcl_ring_last_stats(const fcl_ring *ring, fcl_ring_stats *out);
+FCL_MPI_API fcl_status fcl_ring_last_stats(const fcl_ring *ring, fcl_ring_stats *out);
 
 #ifdef __cplusplus
 }

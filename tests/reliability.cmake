@@ -136,13 +136,13 @@ if(FCL_FUZZ_OK)
   target_compile_options(fuzz_api PRIVATE ${FCL_TEST_WARNINGS} -fsanitize=fuzzer)
   target_link_options(fuzz_api PRIVATE -fsanitize=fuzzer)
   # Replays the seed corpus (a regression test); CI also fuzzes for a while.
-  # Without flashcl's binary cache (FCL_CACHE=0, as the suites that run
-  # these kernels on PoCL): PoCL's compiler cache, which CI shares with the
-  # test suite, then serves every kernel (1.4 s), where asking for binaries
-  # had PoCL compile each kernel's generic work-group function (146 s).
+  # On PoCL flashcl's binary cache is off (src/core/program.c): PoCL's
+  # compiler cache, which CI shares with the test suite, serves every kernel
+  # (1.4 s), where asking for binaries had PoCL compile each kernel's
+  # generic work-group function (146 s).
   add_test(NAME fuzz_api_corpus COMMAND fuzz_api -runs=0 ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus)
   set_tests_properties(fuzz_api_corpus PROPERTIES TIMEOUT 600 LABELS "fuzz" ENVIRONMENT
-    "FCL_FUZZ_DEVICE=pocl;${FCL_NO_POCL_CACHE};FCL_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/cache/fuzz;XDG_CACHE_HOME=${CMAKE_CURRENT_BINARY_DIR}/cache/xdg")
+    "FCL_FUZZ_DEVICE=pocl;FCL_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/cache/fuzz;XDG_CACHE_HOME=${CMAKE_CURRENT_BINARY_DIR}/cache/xdg")
   # The tuning-database reader, fed damaged SQLite files (seeds: valid
   # databases in tests/fuzz/corpus_db).
   add_executable(fuzz_tuning_db fuzz/fuzz_tuning_db.c)
@@ -175,19 +175,20 @@ if(FCL_VALGRIND AND NOT FCL_SANITIZE)
   # compiled (under valgrind PoCL sees another CPU, so no other test's
   # kernels serve it): about 90 s of one core in all, where memcheck
   # compiling them took about 450 s. Started first (COST), it runs beside
-  # the other tests instead of after them.
-  add_test(NAME test_lifecycle_valgrind COMMAND ${CMAKE_COMMAND} -DVALGRIND=${FCL_VALGRIND}
-           -DPROG=$<TARGET_FILE:test_lifecycle> "-DARGS=100;1"
-           -DWARM_CACHE=${CMAKE_CURRENT_BINARY_DIR}/cache/test_lifecycle_valgrind_warm
-           "-DOPTIONS=--error-exitcode=99;--num-callers=50;--leak-check=full;--show-leak-kinds=definite;--errors-for-leak-kinds=definite;--suppressions=${CMAKE_CURRENT_SOURCE_DIR}/valgrind.supp"
-           -P ${CMAKE_CURRENT_SOURCE_DIR}/valgrind_check.cmake)
-  set_tests_properties(test_lifecycle_valgrind PROPERTIES TIMEOUT 900 LABELS "valgrind"
-    COST 1000
-    ENVIRONMENT "FCL_DEVICE=pocl;FCL_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/cache/test_lifecycle_valgrind;XDG_CACHE_HOME=${CMAKE_CURRENT_BINARY_DIR}/cache/xdg")
+  # the other tests instead of after them. FCL_CACHE=1: flashcl's binary
+  # cache on (it is off on PoCL by default), so that memcheck sees its
+  # code too. ($<SEMICOLON>: a list in one argument, through ARGS.)
+  fcl_add_test(test_lifecycle DEVICE ONLY pocl TEST test_lifecycle_valgrind LABELS valgrind
+    ENV "FCL_CACHE=1" PROGRAM ${CMAKE_COMMAND}
+    ARGS -DVALGRIND=${FCL_VALGRIND} -DPROG=$<TARGET_FILE:test_lifecycle> "-DARGS=100$<SEMICOLON>1"
+         -DWARM_CACHE=${CMAKE_CURRENT_BINARY_DIR}/cache/test_lifecycle_valgrind_warm
+         "-DOPTIONS=--error-exitcode=99$<SEMICOLON>--num-callers=50$<SEMICOLON>--leak-check=full$<SEMICOLON>--show-leak-kinds=definite$<SEMICOLON>--errors-for-leak-kinds=definite$<SEMICOLON>--suppressions=${CMAKE_CURRENT_SOURCE_DIR}/valgrind.supp"
+         -P ${CMAKE_CURRENT_SOURCE_DIR}/valgrind_check.cmake)
+  set_tests_properties(test_lifecycle_valgrind PROPERTIES COST 1000)
 endif()
 
 # --- numerics: large magnitude, -inf from masks, NaN inputs -------------------
-fcl_add_test(test_numerics DEVICE NO_POCL_CACHE)
+fcl_add_test(test_numerics DEVICE)
 target_link_libraries(test_numerics PRIVATE fcl_ophelp)
 # Again on PoCL with the NVIDIA tensor-core kernels' warp instructions
 # emulated (FCL_MMA_EMULATE=1, cl/mma_common.cl): the f16 and bf16 cases then
@@ -196,9 +197,8 @@ target_link_libraries(test_numerics PRIVATE fcl_ophelp)
 # cold cache on 2 cores (the emulated programs build unoptimised).
 # The f32 forward runs its 3xTF32 kernel there (FCL_F32_TENSOR_CORES is on
 # by default), which scans every K and V tile for inf and NaN.
-add_test(NAME test_numerics_pocl_mma_emulated COMMAND test_numerics)
-set_tests_properties(test_numerics_pocl_mma_emulated PROPERTIES TIMEOUT 600 LABELS "pocl"
-  ENVIRONMENT "FCL_DEVICE=pocl;FCL_MMA_EMULATE=1;${FCL_NO_POCL_CACHE};FCL_CACHE_DIR=${CMAKE_CURRENT_BINARY_DIR}/cache/test_numerics_pocl_mma_emulated;FCL_TUNING_DB=${CMAKE_CURRENT_BINARY_DIR}/cache/test_numerics_pocl_mma_emulated/tuning.db;XDG_CACHE_HOME=${CMAKE_CURRENT_BINARY_DIR}/cache/xdg")
+fcl_add_test(test_numerics DEVICE ONLY pocl SUFFIX _mma_emulated TIMEOUT 600
+             ENV "FCL_MMA_EMULATE=1")
 
 # --- large problems (> 2^31 elements, seqlen 65536): a GPU with tens of GiB --
 # Always built; registered only with -DFCL_TEST_LARGE=ON, on the device

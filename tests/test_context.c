@@ -1,5 +1,7 @@
 /* Context, device selection, status strings, version, application queues
- * and the on-disk program binary cache (including corrupted entries). */
+ * and the on-disk program binary cache (including corrupted entries; off
+ * by default on drivers that cache compiled kernels themselves, PoCL and
+ * rusticl, and on there with FCL_CACHE=1, which the rounds below set). */
 #define _POSIX_C_SOURCE 200809L /* setenv, mkdtemp, opendir, truncate */
 #include "flashcl.h"
 #include "ref_attention.h"
@@ -458,14 +460,28 @@ static void remove_tree(const char *dir, int depth) {
   rmdir(dir);
 }
 
-/* One context on the cache: runs the forward, returns its stats. */
-static fcl_context_stats cache_round(const char *label, int *ok) {
+/* Whether ctx's driver keeps compiled kernels itself, so that flashcl's
+ * cache is off there by default: PoCL and Mesa's rusticl. */
+static int driver_caches_binaries(fcl_context *ctx) {
+  cl_device_id   dev = NULL;
+  cl_platform_id plat = NULL;
+  char           name[256] = "";
+  clGetContextInfo(fcl_context_cl(ctx), CL_CONTEXT_DEVICES, sizeof dev, &dev, NULL);
+  clGetDeviceInfo(dev, CL_DEVICE_PLATFORM, sizeof plat, &plat, NULL);
+  clGetPlatformInfo(plat, CL_PLATFORM_NAME, sizeof name - 1, name, NULL);
+  return strstr(name, "Portable Computing Language") || strstr(name, "rusticl");
+}
+
+/* One context on the cache: runs the forward, returns its stats (and in
+ * *own whether the driver caches compiled kernels itself). */
+static fcl_context_stats cache_round(const char *label, int *ok, int *own) {
   fcl_context_stats st = {-1, -1, -1};
   fcl_context *ctx = NULL;
   const fcl_status s = fcl_context_create(NULL, &ctx);
   CHECK(s == FCL_OK, "%s: create: %s", label, fcl_context_last_error(NULL));
   *ok = 0;
   if (s != FCL_OK) return st;
+  if (own) *own = driver_caches_binaries(ctx);
   *ok = small_forward(ctx, label);
   CHECK(fcl_context_get_stats(ctx, &st) == FCL_OK, "%s: fcl_context_get_stats failed", label);
   printf("     %s: programs built %d, from cache %d, cache writes %d\n", label,
@@ -480,7 +496,17 @@ static void test_cache(void) {
   if (base_env) snprintf(old, sizeof old, "%s", base_env);
   char dir[1100];
   if (base_env && *base_env) {
-    mkdir(base_env, 0777); /* may exist */
+    /* It and its parents may exist, or not: nothing before this writes
+     * there where the driver caches kernels itself. */
+    char parent[1024];
+    snprintf(parent, sizeof parent, "%s", base_env);
+    for (char *p = parent + 1; *p; ++p)
+      if (*p == '/') {
+        *p = '\0';
+        mkdir(parent, 0777);
+        *p = '/';
+      }
+    mkdir(parent, 0777);
     snprintf(dir, sizeof dir, "%s/ctx-test-XXXXXX", base_env);
   } else {
     snprintf(dir, sizeof dir, "/tmp/fcl-ctx-test-XXXXXX");
@@ -489,31 +515,55 @@ static void test_cache(void) {
     CHECK(0, "mkdtemp(%s) failed", dir);
     return;
   }
+  const char *cache_flag = getenv("FCL_CACHE");
+  char old_flag[64] = "";
+  if (cache_flag) snprintf(old_flag, sizeof old_flag, "%s", cache_flag);
+  int ok, own = 0;
+
+  /* The default: the cache is written unless the driver keeps compiled
+   * kernels itself (a directory of its own, removed after). */
+  char dir0[1200];
+  snprintf(dir0, sizeof dir0, "%s/default", dir);
+  setenv("FCL_CACHE_DIR", dir0, 1);
+  unsetenv("FCL_CACHE");
+  fcl_context_stats s0 = cache_round("cache 0 (default)", &ok, &own);
+  const int files0 = walk_files(dir0, CORRUPT_FLIP, 0, 0);
+  if (own)
+    CHECK(s0.cache_writes == 0 && s0.programs_from_cache == 0 && files0 == 0,
+          "cache 0: the driver caches kernels itself: writes %d, from cache %d, files %d, "
+          "want none", s0.cache_writes, s0.programs_from_cache, files0);
+  else
+    CHECK(s0.cache_writes >= 1 && files0 >= 1, "cache 0: writes %d, files %d, want >= 1",
+          s0.cache_writes, files0);
+  remove_tree(dir0, 0);
+  PASS("binary cache by default: %s", own ? "off (the driver caches kernels)" : "on");
+
+  /* FCL_CACHE=1: on, whatever the driver. */
+  setenv("FCL_CACHE", "1", 1);
   setenv("FCL_CACHE_DIR", dir, 1);
   printf("binary cache in %s\n", dir);
-  int ok;
 
-  fcl_context_stats s1 = cache_round("cache 1 (empty cache)", &ok);
+  fcl_context_stats s1 = cache_round("cache 1 (empty cache)", &ok, NULL);
   CHECK(s1.programs_built >= 1, "cache 1: programs_built %d, want >= 1", s1.programs_built);
   CHECK(s1.cache_writes >= 1, "cache 1: cache_writes %d, want >= 1", s1.cache_writes);
   const int files = walk_files(dir, CORRUPT_FLIP, 0, 0);
   CHECK(files >= 1, "cache 1 left no file in %s", dir);
 
-  fcl_context_stats s2 = cache_round("cache 2 (warm cache)", &ok);
+  fcl_context_stats s2 = cache_round("cache 2 (warm cache)", &ok, NULL);
   CHECK(s2.programs_built == 0, "cache 2: programs_built %d, want 0", s2.programs_built);
   CHECK(s2.programs_from_cache >= 1, "cache 2: programs_from_cache %d, want >= 1",
         s2.programs_from_cache);
 
   walk_files(dir, CORRUPT_FLIP, 1, 0);
-  fcl_context_stats s3 = cache_round("cache 3 (bytes flipped in every file)", &ok);
+  fcl_context_stats s3 = cache_round("cache 3 (bytes flipped in every file)", &ok, NULL);
   CHECK(s3.programs_built >= 1, "cache 3: programs_built %d, want >= 1 (a broken entry must "
         "be rebuilt)", s3.programs_built);
 
   walk_files(dir, CORRUPT_TRUNCATE, 1, 0);
-  fcl_context_stats s4 = cache_round("cache 4 (every file truncated to half)", &ok);
+  fcl_context_stats s4 = cache_round("cache 4 (every file truncated to half)", &ok, NULL);
   CHECK(s4.programs_built >= 1, "cache 4: programs_built %d, want >= 1", s4.programs_built);
 
-  fcl_context_stats s5 = cache_round("cache 5 (rewritten cache)", &ok);
+  fcl_context_stats s5 = cache_round("cache 5 (rewritten cache)", &ok, NULL);
   CHECK(s5.programs_built == 0 && s5.programs_from_cache >= 1,
         "cache 5: built %d from cache %d, want 0 and >= 1", s5.programs_built,
         s5.programs_from_cache);
@@ -525,6 +575,8 @@ static void test_cache(void) {
   remove_tree(dir, 0);
   if (base_env) setenv("FCL_CACHE_DIR", old, 1);
   else unsetenv("FCL_CACHE_DIR");
+  if (cache_flag) setenv("FCL_CACHE", old_flag, 1);
+  else unsetenv("FCL_CACHE");
 }
 
 /* ---- device time of an operation, and the configuration queries ----------- */

@@ -7,7 +7,9 @@
  * fa-tune keeps a damaged file aside; two concurrent fa-tune processes
  * leave a valid database; export and import round-trip, and a malformed
  * file or a bad row imports nothing; fa-tune's exit statuses (0 finished,
- * 1 failure, 2 usage, 3 stopped with classes left).
+ * 1 failure, 2 usage, 3 stopped with classes left); the registry: every
+ * variant's name fits fcl_config_info.kernel, and one context keeps an
+ * override for each.
  * usage: test_tuning FA_TUNE_PATH CL_SOURCE_DIR WORK_DIR */
 #define _POSIX_C_SOURCE 200809L
 #include "tune.h"
@@ -203,6 +205,31 @@ static const char *slurp(const char *file, char *text, size_t n) {
 
 static void copy_file(const char *from, const char *to) {
   sh("cp '%s' '%s'", from, to);
+}
+
+/* The registry against what reports and keeps its variants. */
+static void test_registry(void) {
+  const int n = fcl_variant_count();
+  check(n > 0, "registry: %d variants", n);
+  fcl_context *ctx = NULL;
+  fcl_status   s = fcl_context_create(NULL, &ctx);
+  check(s == FCL_OK, "registry: context (%s)", fcl_context_last_error(NULL));
+  for (int i = 0; i < n; ++i) {
+    const fcl_variant *v = fcl_variant_at(i);
+    const char        *name = fcl_variant_name(v);
+    check(strlen(name) < sizeof ((fcl_config_info *)0)->kernel,
+          "registry: '%s' fits fcl_config_info.kernel (%zu bytes)", name,
+          sizeof ((fcl_config_info *)0)->kernel);
+    check(fcl_variant_find(name) == v, "registry: '%s' names one variant", name);
+    /* One override slot per variant on one context, every one at once. */
+    if (ctx) {
+      s = fcl_tuning_override(ctx, v, "");
+      check(s == FCL_OK, "registry: override of '%s' kept (%s: %s)", name,
+            fcl_status_string(s), fcl_context_last_error(ctx));
+    }
+  }
+  for (int i = 0; ctx && i < n; ++i) fcl_tuning_override(ctx, fcl_variant_at(i), NULL);
+  fcl_context_destroy(ctx);
 }
 
 static void test_missing(void) {
@@ -552,6 +579,7 @@ int main(int argc, char **argv) {
   sh("rm -rf '%s' && mkdir -p '%s'", g_dir, g_dir);
   char db[4096];
   snprintf(db, sizeof db, "%s", path("tuned.db"));
+  test_registry();
   test_missing();
   test_tuned(db);
   test_stale_kernel(db);

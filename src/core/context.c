@@ -25,6 +25,13 @@ static void log_device(const fcl_context *ctx) {
           "max work-group %zu%s)", i->label, i->platform_version,
           i->compute_units, (unsigned long long)i->local_mem, i->max_wg,
           i->has_subgroups ? ", subgroups" : "");
+  if (!ctx->opt.cache_dir[0])
+    fcl_log(ctx, "program cache: off (FCL_CACHE=0 or no cache directory)");
+  else if (i->driver_caches_binaries && !ctx->opt.cache_forced)
+    fcl_log(ctx, "program cache: off, the driver keeps compiled kernels itself "
+            "(FCL_CACHE=1 turns it on)");
+  else
+    fcl_log(ctx, "program cache: %s", ctx->opt.cache_dir);
 }
 
 fcl_status fcl_context_create(const char *device, fcl_context **out) {

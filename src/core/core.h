@@ -29,6 +29,8 @@ typedef struct {
   char kernel_dir[4096];     /* FCL_KERNEL_DIR: "" reads the embedded copies */
   char build_options[1024];  /* FCL_BUILD_OPTIONS, appended to every build   */
   char cache_dir[4096];      /* program cache; "" when FCL_CACHE=0 or no home */
+  bool cache_forced;         /* FCL_CACHE=1: the program cache on every driver,
+                                those that cache compiled kernels included */
   char tuning_db[4096];      /* tuning database; "" when off or no home      */
   long loop_budget;          /* FCL_LOOP_BUDGET, -1 when unset               */
   bool f32_tensor_cores;     /* FCL_F32_TENSOR_CORES (default on)            */
@@ -60,6 +62,15 @@ typedef struct {
   size_t   preferred_multiple; /* 0 until fcl_device_probe() has run */
   bool     has_subgroups;  /* cl_khr_subgroups or cl_intel_subgroups */
   bool     is_nvidia, is_amd, is_intel, is_cpu;
+  /* The driver keeps compiled kernels in its own on-disk cache, keyed by
+   * source and options (PoCL: $POCL_CACHE_DIR; Mesa's rusticl: Mesa's
+   * shader cache), so building a program a second time is a cache hit
+   * there. flashcl's program cache then adds nothing but its cost, which
+   * on PoCL is a second compile: asking for a program's binary makes PoCL
+   * build a generic work-group function of every kernel, on top of the
+   * specialised one it runs. program.c leaves its cache alone on such a
+   * driver unless FCL_CACHE=1. */
+  bool     driver_caches_binaries;
   /* Loop iterations one work-item may run before the implementation ends
    * the kernel early, 0 if unlimited. Mesa's llvmpipe (rusticl on CPU)
    * stops every kernel after 65535 iterations summed over all its loops

@@ -83,6 +83,10 @@ void fcl_read_device_info(cl_platform_id p, cl_device_id d, const fcl_options *o
   info->is_intel = fcl_str_icontains(info->vendor, "intel");
   info->is_cpu = (info->type & CL_DEVICE_TYPE_CPU) != 0;
   info->is_llvmpipe = fcl_str_icontains(info->device_name, "llvmpipe");
+  info->driver_caches_binaries =
+      fcl_str_icontains(info->platform_name, "Portable Computing Language") ||
+      fcl_str_icontains(info->platform_version, "pocl") ||
+      fcl_str_icontains(info->platform_name, "rusticl");
   info->loop_budget = info->is_llvmpipe ? 65535 : 0;
   if (opt && opt->loop_budget >= 0) info->loop_budget = opt->loop_budget; /* testing splits */
   info->mma_emulate = opt && opt->mma_emulate;

@@ -50,6 +50,9 @@ void fcl_options_read(fcl_options *o) {
   copy(o->kernel_dir, sizeof o->kernel_dir, env("FCL_KERNEL_DIR"));
   copy(o->build_options, sizeof o->build_options, env("FCL_BUILD_OPTIONS"));
   const char *cache = env("FCL_CACHE_DIR");
+  /* FCL_CACHE: unset, the cache where the driver keeps none (program.c);
+   * 0, never; anything else, on every driver. */
+  o->cache_forced = flag("FCL_CACHE", false);
   if (!flag("FCL_CACHE", true)) o->cache_dir[0] = '\0';
   else if (cache) copy(o->cache_dir, sizeof o->cache_dir, cache);
   else if (!cache_home("kernels", o->cache_dir, sizeof o->cache_dir)) o->cache_dir[0] = '\0';

@@ -1,7 +1,10 @@
 /* Programs: built once per (sources, options, device) in a context, and kept
- * in the on-disk binary cache so that a second process does not recompile.
- * A program is named by its top files; its key covers the text of every
- * file they require. */
+ * in the on-disk binary cache so that a second process does not recompile,
+ * except on drivers that keep compiled kernels themselves (PoCL, rusticl:
+ * fcl_device_info.driver_caches_binaries), where a second process's build
+ * from source is their cache's hit and flashcl's cache would only cost
+ * (FCL_CACHE=1 keeps it on there too). A program is named by its top
+ * files; its key covers the text of every file they require. */
 #include "core/core.h"
 
 #include <stdio.h>
@@ -34,12 +37,18 @@ static fcl_status build_failure(fcl_context *ctx, cl_program prog, cl_int err,
                   log);
 }
 
+/* Whether the program cache is read and written for this context. */
+static bool cache_used(const fcl_context *ctx) {
+  return ctx->opt.cache_dir[0] &&
+         (!ctx->info.driver_caches_binaries || ctx->opt.cache_forced);
+}
+
 /* Loads a cached binary; false (and nothing kept) if the driver refuses it. */
 static bool from_cache(fcl_context *ctx, const unsigned long long key[2],
                        const char *options, cl_program *out) {
   unsigned char *bin;
   size_t         size;
-  if (!fcl_cache_load(ctx, key, &bin, &size)) return false;
+  if (!cache_used(ctx) || !fcl_cache_load(ctx, key, &bin, &size)) return false;
   cl_int     status = CL_SUCCESS, err;
   const unsigned char *bins[1] = {bin};
   cl_program prog = clCreateProgramWithBinary(ctx->cl_ctx, 1, &ctx->device, &size,
@@ -60,8 +69,8 @@ static bool from_cache(fcl_context *ctx, const unsigned long long key[2],
 static void to_cache(fcl_context *ctx, cl_program prog,
                      const unsigned long long key[2]) {
   /* Asking for the binary is not free: PoCL then compiles a generic
-   * work-group function of every kernel in the program. */
-  if (!ctx->opt.cache_dir[0]) return;
+   * work-group function of every kernel in the program (cache_used). */
+  if (!cache_used(ctx)) return;
   size_t size = 0;
   if (clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL) !=
           CL_SUCCESS || size == 0)

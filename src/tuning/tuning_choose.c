@@ -7,22 +7,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_VARIANTS 32 /* overrides and source hashes kept per context */
+/* What the context keeps per variant it has met: the hash of its sources
+ * and fa-tune's override. The table grows as variants are met (no fixed
+ * limit to outgrow as variants are added). */
+typedef struct {
+  const fcl_variant *variant;
+  bool               hashed;
+  char               hash[33];
+  char              *override;
+} variant_state;
 
 struct fcl_tuning_state {
   bool            loaded, db_ok;
   char            why[512]; /* why the database is not used */
   fcl_tuning_row *rows;
   int             nrows;
-  int             nvariants; /* variants seen: hashes and overrides */
-  const fcl_variant *variant[MAX_VARIANTS];
-  bool            hashed[MAX_VARIANTS];
-  char            hash[MAX_VARIANTS][33];
-  char           *override[MAX_VARIANTS];
+  variant_state  *var; /* variants seen: hashes and overrides */
+  int             nvariants, capacity;
 };
 
 static void state_free(struct fcl_tuning_state *t) {
-  for (int i = 0; i < t->nvariants; ++i) free(t->override[i]);
+  for (int i = 0; i < t->nvariants; ++i) free(t->var[i].override);
+  free(t->var);
   free(t->rows);
   free(t);
 }
@@ -35,12 +41,18 @@ static struct fcl_tuning_state *state(fcl_context *ctx) {
   return ctx->tuning;
 }
 
-/* The slot of variant v in t, -1 when the table is full. */
+/* The slot of variant v in t, -1 when there is no memory for a new one. */
 static int slot(struct fcl_tuning_state *t, const fcl_variant *v) {
   for (int i = 0; i < t->nvariants; ++i)
-    if (t->variant[i] == v) return i;
-  if (t->nvariants == MAX_VARIANTS) return -1;
-  t->variant[t->nvariants] = v;
+    if (t->var[i].variant == v) return i;
+  if (t->nvariants == t->capacity) {
+    const int      cap = t->capacity ? 2 * t->capacity : 16;
+    variant_state *grown = realloc(t->var, (size_t)cap * sizeof *grown);
+    if (!grown) return -1;
+    t->var = grown;
+    t->capacity = cap;
+  }
+  t->var[t->nvariants] = (variant_state){.variant = v};
   return t->nvariants++;
 }
 
@@ -49,13 +61,13 @@ fcl_status fcl_tuning_override(fcl_context *ctx, const fcl_variant *v, const cha
   const int i = t ? slot(t, v) : -1;
   if (i < 0) return fcl_fail(ctx, FCL_ERROR_OUT_OF_MEMORY, "tuning state");
   fcl_plan_cache_clear(ctx); /* the calls' plans chose under the old overrides */
-  free(t->override[i]);
-  t->override[i] = NULL;
+  free(t->var[i].override);
+  t->var[i].override = NULL;
   if (params) {
     const size_t n = strlen(params) + 1;
-    if (!(t->override[i] = malloc(n)))
+    if (!(t->var[i].override = malloc(n)))
       return fcl_fail(ctx, FCL_ERROR_OUT_OF_MEMORY, "tuning override");
-    memcpy(t->override[i], params, n);
+    memcpy(t->var[i].override, params, n);
   }
   return FCL_OK;
 }
@@ -63,7 +75,7 @@ fcl_status fcl_tuning_override(fcl_context *ctx, const fcl_variant *v, const cha
 static const char *override_of(const fcl_context *ctx, const fcl_variant *v) {
   const struct fcl_tuning_state *t = ctx->tuning;
   for (int i = 0; t && i < t->nvariants; ++i)
-    if (t->variant[i] == v) return t->override[i];
+    if (t->var[i].variant == v) return t->var[i].override;
   return NULL;
 }
 
@@ -98,15 +110,19 @@ static void load(fcl_context *ctx, struct fcl_tuning_state *t) {
 static const char *variant_hash(fcl_context *ctx, struct fcl_tuning_state *t,
                                 const fcl_variant *v) {
   const int i = slot(t, v);
-  if (i < 0) return "";
-  if (!t->hashed[i]) {
-    t->hashed[i] = true;
-    if (fcl_variant_hash(ctx, v, t->hash[i]) != FCL_OK) {
-      t->hash[i][0] = '\0';
+  if (i < 0) {
+    fcl_log(ctx, "tuning: no memory to keep the source hash of %s", v->name);
+    return "";
+  }
+  variant_state *e = &t->var[i];
+  if (!e->hashed) {
+    e->hashed = true;
+    if (fcl_variant_hash(ctx, v, e->hash) != FCL_OK) {
+      e->hash[0] = '\0';
       fcl_clear_error(ctx);
     }
   }
-  return t->hash[i];
+  return e->hash;
 }
 
 /* Rank of a row for cls, lower is better, -1 if it does not apply: this
