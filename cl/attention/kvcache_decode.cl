@@ -34,6 +34,7 @@
 #define KPG ((BN + KG - 1) / KG)
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_DECODE_PARAMS) {
+  KV_DECODE_UNPACK
   __local float q_s[ROWS * HEAD_DIM];
   __local float part_s[ROWS * BN * PLD];
   __local float p_s[ROWS * BN];

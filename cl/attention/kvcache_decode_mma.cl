@@ -63,6 +63,7 @@ inline int kvm_page(int j, bool ok, int kv_flags, const __global int *block_tabl
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
     KV_DECODE_PARAMS) {
+  KV_DECODE_UNPACK
   __local float q_s[ROWS * HEAD_DIM];
   __local float out_s[(KV_WARP_SLICES ? NW : 1) * ROWS * HEAD_DIM_V];
   __local uint4 qa_s[NKS * 32];

@@ -21,14 +21,12 @@
       const __global int *cache_seqlens,                                            \
       const __global int *batch_idx, const __global int *block_table,               \
       const __global int *cu_q, const __global float *rcos, const __global float *rsin, \
-      long q_off, long q_sb, long q_ss, long q_sh, long k_off, long k_sb, long k_ss, \
-      long k_sh, long v_off, long v_sb, long v_ss, long v_sh, long o_off, long o_sb, \
-      long o_ss, long o_sh, int batch, int seqlen_q, int heads_q, int group,        \
-      int heads_kv, int capacity, int cache_batch, int page_size, int num_pages,    \
-      int pages_per_seq, long q_tokens, long lse_len, int rotary_dim,               \
-      int rotary_positions, int window_left, int window_right, float qk_scale,      \
-      float softcap_l2, int num_splits, int min_split_keys, int fixed_len,          \
-      int kv_flags, int flags
+      const fcl_kv_decode_scalars kv_args_
+/* The kernel's first statement: the scalar arguments by their names. */
+#define KV_UNPACK_L_(n) const long n = kv_args_.n;
+#define KV_UNPACK_I_(n) const int n = kv_args_.n;
+#define KV_UNPACK_F_(n) const float n = kv_args_.n;
+#define KV_DECODE_UNPACK FCL_KV_DECODE_SCALARS(KV_UNPACK_L_, KV_UNPACK_I_, KV_UNPACK_F_)
 
 /* The work-group's split, first row, sequence and kv head. The kv heads
  * vary fastest: work-groups launched together read the heads of the same

@@ -236,8 +236,10 @@ fcl_status fcl_counters(fcl_context *ctx, size_t n, cl_mem *out);
 
 /* Kernel arguments set in order, stopping at the first failure. Their
  * values are kept too, for a plan being recorded (plan.c): arguments of up
- * to 8 bytes, and which of them are memory objects. */
+ * to 8 bytes, and which of them are memory objects, and one struct
+ * argument (a kernel's scalars in one: fewer arguments, a cheaper launch). */
 #define FCL_MAX_ARGS 128
+#define FCL_MAX_STRUCT_ARG 512
 typedef struct {
   cl_kernel     k;
   cl_uint       i;
@@ -246,14 +248,22 @@ typedef struct {
   unsigned char size[FCL_MAX_ARGS];
   bool          mem[FCL_MAX_ARGS];
   uint64_t      value[FCL_MAX_ARGS];
+  bool          has_struct;
+  cl_uint       struct_at;
+  size_t        struct_size;
+  unsigned char struct_value[FCL_MAX_STRUCT_ARG];
 } fcl_args;
 #define FCL_ARGS(kernel) {.k = (kernel), .i = 0, .err = CL_SUCCESS}
 void fcl_arg_kind(fcl_args *a, size_t size, const void *value, bool mem);
 #define fcl_arg(a, size, value) fcl_arg_kind((a), (size), (value), false)
 #define FCL_ARG(a, x) \
   fcl_arg_kind((a), sizeof(x), &(x), _Generic(&(x), cl_mem *: true, const cl_mem *: true, default: false))
-/* Appends a tensor view: (offset in elements, strides[0..2]). */
+/* A tensor's view: (offset in elements, strides[0..2]); appended as
+ * arguments. */
+void fcl_tensor_view(const fcl_tensor *t, cl_long view[4]);
 void fcl_arg_tensor(fcl_args *a, const fcl_tensor *t);
+/* Appends a struct argument (at most one a kernel is recorded). */
+void fcl_arg_struct(fcl_args *a, size_t size, const void *value);
 /* Enqueues k over a 3-D range (skipping an empty one) after checking that
  * its arguments (a, may be NULL) were all set; what names it in errors.
  * While a plan records (ctx->rec), the launch is kept in the plan, on the

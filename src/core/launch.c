@@ -69,12 +69,15 @@ fcl_status fcl_counters(fcl_context *ctx, size_t n, cl_mem *out) {
   return fcl_plan_hold(ctx, m);
 }
 
+void fcl_tensor_view(const fcl_tensor *t, cl_long view[4]) {
+  view[0] = (cl_long)(t->offset / fcl_dtype_size(t->dtype));
+  for (int j = 0; j < 3; ++j) view[j + 1] = t->strides[j];
+}
+
 void fcl_arg_tensor(fcl_args *a, const fcl_tensor *t) {
-  cl_long off = (cl_long)(t->offset / fcl_dtype_size(t->dtype));
-  FCL_ARG(a, off);
-  FCL_ARG(a, t->strides[0]);
-  FCL_ARG(a, t->strides[1]);
-  FCL_ARG(a, t->strides[2]);
+  cl_long view[4];
+  fcl_tensor_view(t, view);
+  for (int j = 0; j < 4; ++j) FCL_ARG(a, view[j]);
 }
 
 void fcl_arg_kind(fcl_args *a, size_t size, const void *value, bool mem) {
@@ -84,6 +87,18 @@ void fcl_arg_kind(fcl_args *a, size_t size, const void *value, bool mem) {
     a->mem[a->i] = mem;
     a->value[a->i] = 0;
     memcpy(&a->value[a->i], value, size);
+  } else {
+    a->unrecordable = true;
+  }
+  a->i++;
+}
+
+void fcl_arg_struct(fcl_args *a, size_t size, const void *value) {
+  if (a->err == CL_SUCCESS) a->err = clSetKernelArg(a->k, a->i, size, value);
+  if (a->i < FCL_MAX_ARGS && !a->has_struct && size <= sizeof a->struct_value) {
+    a->size[a->i] = 0;
+    a->has_struct = true, a->struct_at = a->i, a->struct_size = size;
+    memcpy(a->struct_value, value, size);
   } else {
     a->unrecordable = true;
   }

@@ -105,7 +105,8 @@ fcl_status fcl_plan_record_kernel(fcl_context *ctx, cl_kernel k, const fcl_args 
                                   cl_kernel *copy) {
   fcl_plan *pl = ctx->rec;
   bool whole = a && !a->unrecordable && a->i <= FCL_MAX_ARGS;
-  for (cl_uint i = 0; whole && i < a->i; ++i) whole = a->size[i] != 0;
+  for (cl_uint i = 0; whole && i < a->i; ++i)
+    whole = a->size[i] != 0 || (a->has_struct && i == a->struct_at);
   if (!whole) {
     pl->broken = true; /* the call still runs, on k; the plan is not kept */
     *copy = k;
@@ -122,6 +123,8 @@ fcl_status fcl_plan_record_kernel(fcl_context *ctx, cl_kernel k, const fcl_args 
     if (a->mem[i]) memcpy(&m, &a->value[i], sizeof m);
     bool retains = false;
     if (m) err = set_arg_probing(ctx, c->k, i, m, &retains);
+    else if (a->has_struct && i == a->struct_at)
+      err = clSetKernelArg(c->k, i, a->struct_size, a->struct_value);
     else err = clSetKernelArg(c->k, i, a->size[i], &a->value[i]);
     if (!m || err != CL_SUCCESS) continue;
     fcl_status hs = retains ? add_arg_mem(ctx, pl, m) : FCL_OK;
