@@ -47,20 +47,13 @@
 /* The most splits of the keys (num_splits). */
 #define FCL_KV_MAX_SPLITS 1024
 
-/* The decode kernels' scalar arguments (kvcache_tile.cl's KV_DECODE_PARAMS),
- * passed as one struct argument: each scalar argument costs a launch host
- * time (NVIDIA's driver about 0.06 us, PoCL's more), and a decode has 41.
- * Every field's offset is a multiple of its size, longs first, so host C
- * and OpenCL C lay it out alike, and the size a multiple of 8 without tail
- * padding (pad_: Mesa 22's rusticl takes a struct's size without it and
- * refuses the host's). L, I, F: the long, int and float fields. */
-#define FCL_KV_DECODE_SCALARS(L, I, F)                                              \
-  L(q_off) L(q_sb) L(q_ss) L(q_sh) L(k_off) L(k_sb) L(k_ss) L(k_sh) L(v_off) L(v_sb) \
-  L(v_ss) L(v_sh) L(o_off) L(o_sb) L(o_ss) L(o_sh) L(q_tokens) L(lse_len)           \
-  I(batch) I(seqlen_q) I(heads_q) I(group) I(heads_kv) I(capacity) I(cache_batch)   \
-  I(page_size) I(num_pages) I(pages_per_seq) I(rotary_dim) I(rotary_positions)      \
-  I(window_left) I(window_right) F(qk_scale) F(softcap_l2) I(num_splits)             \
-  I(min_split_keys) I(fixed_len) I(kv_flags) I(flags) I(pad_)
+/* Kernels' scalar arguments passed as one struct argument: each scalar
+ * argument costs a launch host time (NVIDIA's driver about 0.06 us, PoCL's
+ * more), and a forward or decode kernel has 30 to 41. Every field's offset
+ * is a multiple of its size, longs first, so host C and OpenCL C lay a
+ * struct out alike, and its size is a multiple of 8 without tail padding
+ * (pad_: Mesa 22's rusticl takes a struct's size without it and refuses the
+ * host's). A list names its long (L), int (I) and float (F) fields. */
 #ifdef __OPENCL_VERSION__
 #define FCL_ABI_LONG_(n) long n;
 #define FCL_ABI_INT_(n) int n;
@@ -70,6 +63,28 @@
 #define FCL_ABI_INT_(n) int32_t n;
 #endif
 #define FCL_ABI_FLOAT_(n) float n;
+
+/* The forward kernels' (attention_common.cl's ATTN_FWD_PARAMS): the views
+ * of q, k, v, o, the lse layout (batch, head strides), windows with causal
+ * folded in, qk_scale (scale*log2(e), or scale/softcap with a softcap) and
+ * softcap_l2 (softcap*log2(e), 0: none), FCL_ATTN_* flags. */
+#define FCL_ATTN_FWD_SCALARS(L, I, F)                                               \
+  L(q_off) L(q_sb) L(q_ss) L(q_sh) L(k_off) L(k_sb) L(k_ss) L(k_sh) L(v_off) L(v_sb) \
+  L(v_ss) L(v_sh) L(o_off) L(o_sb) L(o_ss) L(o_sh) L(lse_sb) L(lse_sh)             \
+  I(seqlen_q) I(seqlen_k) I(heads_q) I(group) I(window_left) I(window_right)       \
+  I(diag_shift) F(qk_scale) F(softcap_l2) I(flags)
+typedef struct {
+  FCL_ATTN_FWD_SCALARS(FCL_ABI_LONG_, FCL_ABI_INT_, FCL_ABI_FLOAT_)
+} fcl_attn_fwd_scalars;
+
+/* The decode kernels' (kvcache_tile.cl's KV_DECODE_PARAMS). */
+#define FCL_KV_DECODE_SCALARS(L, I, F)                                              \
+  L(q_off) L(q_sb) L(q_ss) L(q_sh) L(k_off) L(k_sb) L(k_ss) L(k_sh) L(v_off) L(v_sb) \
+  L(v_ss) L(v_sh) L(o_off) L(o_sb) L(o_ss) L(o_sh) L(q_tokens) L(lse_len)           \
+  I(batch) I(seqlen_q) I(heads_q) I(group) I(heads_kv) I(capacity) I(cache_batch)   \
+  I(page_size) I(num_pages) I(pages_per_seq) I(rotary_dim) I(rotary_positions)      \
+  I(window_left) I(window_right) F(qk_scale) F(softcap_l2) I(num_splits)             \
+  I(min_split_keys) I(fixed_len) I(kv_flags) I(flags) I(pad_)
 typedef struct {
   FCL_KV_DECODE_SCALARS(FCL_ABI_LONG_, FCL_ABI_INT_, FCL_ABI_FLOAT_)
 } fcl_kv_decode_scalars;

@@ -26,19 +26,19 @@ inline bool attn_visible(int i, int j, int diag, int sk, int window_left,
 }
 
 /* The arguments every attention forward kernel starts with, in the order
- * the host sets them (src/attention/attention_args.c); T is the element
- * type the kernel reads q, k and v as. Windows are >= 0 with causal folded
- * in; qk_scale is scale*log2(e), or scale/softcap with a softcap, whose
- * softcap_l2 = softcap*log2(e) (0: none); flags are FCL_ATTN_* bits. */
+ * the host sets them (src/attention/attention_args.c): the buffers, then
+ * the scalars in one struct (attention_abi.h), which ATTN_FWD_UNPACK, the
+ * kernel's first statement, names. T is the element type the kernel reads
+ * q, k and v as; an unused lse, alibi, cu_q or cu_k is NULL. */
 #define ATTN_FWD_PARAMS(T)                                                       \
   const __global T *q, const __global T *k, const __global T *v,               \
       __global fcl_elem *o, __global float *lse, const __global float *alibi,  \
-      const __global int *cu_q, const __global int *cu_k, long q_off, long q_sb, \
-      long q_ss, long q_sh, long k_off, long k_sb, long k_ss, long k_sh,       \
-      long v_off, long v_sb, long v_ss, long v_sh, long o_off, long o_sb,      \
-      long o_ss, long o_sh, long lse_sb, long lse_sh, int seqlen_q,            \
-      int seqlen_k, int heads_q, int group, int window_left, int window_right, \
-      int diag_shift, float qk_scale, float softcap_l2, int flags
+      const __global int *cu_q, const __global int *cu_k,                      \
+      const fcl_attn_fwd_scalars attn_args_
+#define ATTN_UNPACK_L_(n) const long n = attn_args_.n;
+#define ATTN_UNPACK_I_(n) const int n = attn_args_.n;
+#define ATTN_UNPACK_F_(n) const float n = attn_args_.n;
+#define ATTN_FWD_UNPACK FCL_ATTN_FWD_SCALARS(ATTN_UNPACK_L_, ATTN_UNPACK_I_, ATTN_UNPACK_F_)
 
 /* Where one (batch, query head) of a forward problem lives: its sequence's
  * lengths (varlen: from cu_q, cu_k), the offset diag (query i sits at key

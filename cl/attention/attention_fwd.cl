@@ -77,6 +77,7 @@ void fcl_attention_fwd(
     int keys_per_split, int nslice, __global float *o_part,
     __global float *lse_part, long nrows)
 {
+  ATTN_FWD_UNPACK
   __local float q_s[FCL_MAX(Q_SIZE, Q_RESIDENT ? 1 : P_SIZE)];
 #if Q_RESIDENT
   __local float p_s[P_SIZE];

@@ -96,6 +96,7 @@ void fcl_attention_fwd_cpu(
     int qbs,           /* query blocks per work-item, at most QB */
     int nitems)        /* work-items per (batch, head): qbs * ROWS rows each */
 {
+  ATTN_FWD_UNPACK
   const int gid = get_global_id(0);
   if (gid >= nitems) return;
   const int item = nitems - 1 - gid; /* long causal rows first */

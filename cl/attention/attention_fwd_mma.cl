@@ -76,6 +76,7 @@ void fcl_attention_fwd_mma(
     ATTN_FWD_PARAMS(ushort), /* attention_common.cl */
     __global int *nf_work)
 {
+  ATTN_FWD_UNPACK
   /* 16-byte rows for cp.async and ldmatrix */
   __local ushort k_s[BLOCK_N * LDK] __attribute__((aligned(16)));
   __local ushort qv_s[QV_SIZE] __attribute__((aligned(16))); /* Q, then V tiles */

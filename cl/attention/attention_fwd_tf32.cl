@@ -88,6 +88,7 @@ void fcl_attention_fwd_tf32(
     ATTN_FWD_PARAMS(float), /* attention_common.cl */
     __global int *nf_work)
 {
+  ATTN_FWD_UNPACK
   __local float k_s[BLOCK_N * LDK] __attribute__((aligned(16)));
   __local float v_s[BLOCK_N * LDV] __attribute__((aligned(16)));
   __local uint nf_s[NFW];  /* rows of the V tile holding inf or NaN */

@@ -147,6 +147,7 @@
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void fcl_attention_fwd_wgmma(ATTN_FWD_PARAMS(ushort), __global int *nf_work) {
+  ATTN_FWD_UNPACK
 #if !QREG
   __local ushort q_s[BLOCK_M * HEAD_DIM] __attribute__((aligned(1024)));
 #endif

@@ -56,30 +56,42 @@ static void arg_scalars(fcl_args *a, const fcl_attention_scalars *sc) {
   FCL_ARG(a, sc->softcap_l2);
 }
 
-/* Unused pointer arguments get a valid buffer that is never dereferenced. */
+/* alibi, cu_q, cu_k; NULL where unused (the kernels' flags say which they
+ * read; a NULL argument costs a launch less than a buffer). */
 static void arg_side_buffers(fcl_args *a, const fcl_attention_problem *p) {
-  cl_mem alibi = p->d->alibi_slopes ? p->d->alibi_slopes : p->q->buffer;
-  cl_mem cuq = p->varlen ? p->d->cu_seqlens_q : p->q->buffer;
-  cl_mem cuk = p->seqused_k ? p->seqused_k : p->varlen ? p->d->cu_seqlens_k : p->q->buffer;
+  cl_mem alibi = p->d->alibi_slopes;
+  cl_mem cuq = p->varlen ? p->d->cu_seqlens_q : NULL;
+  cl_mem cuk = p->seqused_k ? p->seqused_k : p->varlen ? p->d->cu_seqlens_k : NULL;
   FCL_ARG(a, alibi);
   FCL_ARG(a, cuq);
   FCL_ARG(a, cuk);
 }
 
+_Static_assert(sizeof(fcl_attn_fwd_scalars) == 18 * 8 + 10 * 4,
+               "fcl_attn_fwd_scalars: no padding, as the kernels lay it out");
+
 void fcl_attention_fwd_args(fcl_args *a, const fcl_attention_problem *p, cl_int flags) {
-  cl_mem lse = p->lse ? p->lse : p->q->buffer;
   FCL_ARG(a, p->q->buffer);
   FCL_ARG(a, p->k->buffer);
   FCL_ARG(a, p->v->buffer);
   FCL_ARG(a, p->o->buffer);
-  FCL_ARG(a, lse);
+  FCL_ARG(a, p->lse);
   arg_side_buffers(a, p);
-  fcl_arg_tensor(a, p->q);
-  fcl_arg_tensor(a, p->k);
-  fcl_arg_tensor(a, p->v);
-  fcl_arg_tensor(a, p->o);
-  arg_scalars(a, &p->sc);
-  FCL_ARG(a, flags);
+  cl_long q[4], k[4], v[4], o[4];
+  fcl_tensor_view(p->q, q), fcl_tensor_view(p->k, k);
+  fcl_tensor_view(p->v, v), fcl_tensor_view(p->o, o);
+  const fcl_attention_scalars *sc = &p->sc;
+  const fcl_attn_fwd_scalars f = {
+      .q_off = q[0], .q_sb = q[1], .q_ss = q[2], .q_sh = q[3],
+      .k_off = k[0], .k_sb = k[1], .k_ss = k[2], .k_sh = k[3],
+      .v_off = v[0], .v_sb = v[1], .v_ss = v[2], .v_sh = v[3],
+      .o_off = o[0], .o_sb = o[1], .o_ss = o[2], .o_sh = o[3],
+      .lse_sb = sc->stat_sb, .lse_sh = sc->stat_sh,
+      .seqlen_q = sc->seqlen_q, .seqlen_k = sc->seqlen_k, .heads_q = sc->heads_q,
+      .group = sc->group, .window_left = sc->window_left, .window_right = sc->window_right,
+      .diag_shift = sc->diag_shift, .qk_scale = sc->qk_scale, .softcap_l2 = sc->softcap_l2,
+      .flags = flags};
+  fcl_arg_struct(a, sizeof f, &f);
 }
 
 void fcl_attention_bwd_args(fcl_args *a, const fcl_attention_problem *p, cl_mem delta,
