@@ -19,8 +19,9 @@ static const fcl_variant_table *const tables[] = {
  * early (builds cost seconds a candidate on some drivers) leaves the less
  * used classes untuned, not the forward: the attention forwards, the
  * attention backward, the RWKV6 step (decoding) and recurrent forward, the
- * recurrent backward, the chunked RWKV6 backward and forward, decoding
- * against a KV cache; within one, the tables' order. What is not named
+ * recurrent backward, the chunked RWKV6 backward and forward, the kvcache
+ * operation's decode variants (FCL_TUNING_ATTENTION_DECODE,
+ * docs/layout.md's names); within one, the tables' order. What is not named
  * here comes last. */
 static const fcl_tuning_op order[] = {
     FCL_TUNING_ATTENTION_FWD, FCL_TUNING_ATTENTION_BWD,    FCL_TUNING_RWKV6_RECURRENT,
