@@ -188,7 +188,7 @@ bool tune_db_put(sqlite3 *db, fcl_context *ctx, const fcl_tuning_class *cls,
     snprintf(why, n, "kernel sources: %s", fcl_context_last_error(ctx));
     return false;
   }
-  if (tune_is_decode(cls->variant)) /* one query token, 4 query heads a KV head */
+  if (tune_is_kvcache(cls->variant)) /* one query token, 4 query heads a KV head */
     snprintf(lengths, sizeof lengths, "cache=%lld seqlen_q=1 batch*heads_kv=%lld",
              (long long)r->seqlen, (long long)r->bh);
   else

@@ -295,7 +295,7 @@ static void describe(const fcl_tuning_class *c, char *out, size_t n) {
   const bool attn = tune_is_attention(c->variant);
   snprintf(out, n, "%s %s d=%d%s %s %lld", fcl_variant_name(c->variant),
            fcl_dtype_name(c->dtype), c->head_dim, attn ? (c->causal ? " causal" : " full") : "",
-           tune_is_decode(c->variant) ? "cache" : "len",
+           tune_is_kvcache(c->variant) ? "cache" : "len",
            (long long)fcl_seqlen_bucket_length(c->bucket));
 }
 

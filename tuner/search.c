@@ -286,7 +286,7 @@ static bool affordable(search *s, int64_t T, char *why, size_t n) {
  * with 256 sequences. */
 static bool make_timing(search *s, int64_t T, char *why, size_t n) {
   const bool attn = tune_is_attention(s->sp.cls.variant);
-  const bool decode = tune_is_decode(s->sp.cls.variant);
+  const bool decode = tune_is_kvcache(s->sp.cls.variant);
   int64_t max_bh = decode ? MAX_DECODE_BH : attn ? 128 : 256;
   fcl_tuning_device dev;
   const bool is_cpu = fcl_tuning_device_info(s->ctx, &dev) == FCL_OK && dev.is_cpu;

@@ -37,7 +37,7 @@ double         tune_throughput(const fcl_variant *v, double work, double ms);
 bool           tune_is_attention(const fcl_variant *v);
 /* Whether a variant is fcl_attention_kvcache's (bytes as work, the time
  * linear in the cache's length). */
-bool           tune_is_decode(const fcl_variant *v);
+bool           tune_is_kvcache(const fcl_variant *v);
 /* The length of the check problem (tune_workload_create with the
  * reference): 203 attention queries and keys, 1031 cached keys (decode:
  * several splits), 151 RWKV6 steps. */

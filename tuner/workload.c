@@ -49,12 +49,12 @@ bool tune_is_attention(const fcl_variant *v) {
 }
 static bool is_attention(const fcl_variant *v) { return tune_is_attention(v); }
 
-bool tune_is_decode(const fcl_variant *v) {
+bool tune_is_kvcache(const fcl_variant *v) {
   return fcl_variant_op(v) == FCL_TUNING_ATTENTION_DECODE;
 }
 
 int64_t tune_check_length(const fcl_variant *v) {
-  return tune_is_decode(v) ? 1031 : is_attention(v) ? 203 : 151;
+  return tune_is_kvcache(v) ? 1031 : is_attention(v) ? 203 : 151;
 }
 
 const char *tune_unit(const fcl_variant *k) { return is_attention(k) ? "TFLOP/s" : "GB/s"; }
@@ -382,7 +382,7 @@ tune_workload *tune_workload_create(fcl_context *ctx, const fcl_tuning_class *cl
   w->cls = *cls;
   w->check = with_reference;
   why[0] = '\0';
-  bool ok = tune_is_decode(cls->variant) ? decode_create(w, seqlen, bh, why, why_size)
+  bool ok = tune_is_kvcache(cls->variant) ? decode_create(w, seqlen, bh, why, why_size)
             : is_attention(cls->variant)  ? attention_create(w, seqlen, bh, why, why_size)
                                           : rwkv6_create(w, seqlen, bh, why, why_size);
   if (ok && clFinish(fcl_context_queue(ctx)) != CL_SUCCESS) {

@@ -61,8 +61,8 @@
 #define KQ (DP / 8)
 #define NFW FCL_MMA_NFW(BLOCK_N)
 /* Output tiles per pass of P V: registers for the fresh sums against
- * splitting P once per pass (8 rather than 4: 4% faster at D=128 on the
- * H100, 2026-11-24). */
+ * splitting P once per pass (8 rather than 4 measured faster at D=128 on
+ * the H100: docs/defaults.md). */
 #ifndef TF32_OC
 #define TF32_OC (NT_O < 8 ? NT_O : 8)
 #endif
@@ -174,8 +174,9 @@ void fcl_attention_fwd_tf32(
       /* O += P V, TF32_OC output tiles at a time: the tile's products are
        * summed in fresh accumulators, then added to O in f32. The tensor cores
        * cut their sums toward zero, so one accumulator carried over all keys
-       * drifts by up to an ulp of O per mma (3 seqlen_k / 8 of them; 1.4e-6
-       * at 4096 keys, D=128, on the H100); over one tile's 3 BLOCK_N / 8 the
+       * drifts by up to an ulp of O per mma (3 seqlen_k / 8 of them:
+       * docs/defaults.md has what that came to); over one tile's
+       * 3 BLOCK_N / 8 the
        * cuts stay small and their signs vary from tile to tile. */
       MMA_UNROLL for (int c0 = 0; c0 < NT_O; c0 += TF32_OC) {
         float4 part[TF32_OC];

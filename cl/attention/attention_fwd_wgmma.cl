@@ -196,7 +196,8 @@ void fcl_attention_fwd_wgmma(ATTN_FWD_PARAMS(ushort), __global int *nf_work) {
      * during step it, a whole step ahead, into the buffers that steps it - 1
      * and it - 2 finished with; one barrier a step. (K in one buffer,
      * loaded half a step ahead after a second barrier, measured the same on
-     * the H100: what the copies cost is their instructions, wgmma.cl.) */
+     * the H100 and the H200, docs/defaults.md: what the copies cost is their
+     * instructions, wgmma.cl.) */
     if (ntiles > 0) {
       int it = 0;
       FWD_STEP(1, 0);

@@ -20,8 +20,8 @@
  * (g, g + 8) in each 32-bit word. A K row is read by 4 lanes, 64 bytes a
  * load; a V row by 8 lanes, 128 bytes a load. Loads run a block ahead,
  * page ids two blocks ahead. (Prefetching blocks further ahead into L2,
- * prefetch.global.L2 a sector at a time, measured 10-35% slower on the
- * H100.)
+ * prefetch.global.L2 a sector at a time, measured slower on the H100:
+ * docs/defaults.md.)
  *
  * The warps' (m, l, O) are merged in a fixed order at the end (run-to-run
  * identical results). Every loop has the same trip count in each warp, so

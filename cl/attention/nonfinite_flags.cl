@@ -2,9 +2,9 @@
 /* Which heads hold an inf or NaN, for the tensor-core kernels (prepend
  * dtype.cl). Their masked products multiply exact zeros by the other
  * operand, and 0 * inf is NaN (mma_common.cl, "Non-finite operands"); the
- * handling of that costs the kernels registers (the f16 forward at D=128:
- * 166 -> 204, 2 work-groups an SM instead of 3, 13% slower) even where it
- * never runs. So each is built twice (FCL_NONFINITE 0 and 1), both are
+ * handling of that costs the kernels registers, and so work-groups an SM
+ * (docs/defaults.md), even where it never runs. So each is built twice
+ * (FCL_NONFINITE 0 and 1), both are
  * launched, and each work-group runs in the one that its head's flag
  * chooses; this kernel sets the flags first, reading each tensor once.
  *

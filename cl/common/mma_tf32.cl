@@ -95,9 +95,9 @@ inline void mma_cp16f(__local float *dst, const __global float *src, uint src_by
  * x - big goes in as it stands: the tensor cores drop its low 13 bits, i.e.
  * cut it toward zero, an error below 2^-10 of small (2^-21 of x) where
  * rounding it too gave 2^-22. 3 instructions a value instead of 7 (cvt.rna
- * is 4 in SASS, the second 3); the 3xTF32 forward went from 36.4 to 43.3
- * TFLOP/s at D=128 on the H100 with the same err(o) (1.49e-7 against
- * 1.52e-7). Non-finite x: small is NaN (inf - inf, or NaN - big), so every
+ * is 4 in SASS, the second 3), which made the 3xTF32 forward faster with
+ * the same error (docs/defaults.md). Non-finite x: small is NaN (inf -
+ * inf, or NaN - big), so every
  * product with it is NaN, as with cvt.rna. */
 inline uint2 tf32_split(float x) {
   const uint big = (as_uint(x) + 0x1000u) & 0xffffe000u;

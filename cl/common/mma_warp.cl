@@ -177,8 +177,8 @@ inline int mma_next_bit(const uint *bits, int n, int from) {
  * 0, inf or NaN to values of a lane's fragment array (acc or s) chosen at
  * run time. Indexing the array at run time moves it to memory (NVIDIA's
  * compiler does), and a fix-up unrolled over the array keeps its loads in
- * flight, which costs the whole kernel registers (the f16 forward at D=128
- * went from 166 to 204: 2 work-groups an SM instead of 3, 13% slower). So a
+ * flight, which costs the whole kernel registers, and so work-groups an SM
+ * (docs/defaults.md). So a
  * fix-up sums its terms by class into 2-bit codes (0: none, 1: +inf,
  * 2: -inf, 3: NaN), a byte a float4, 16 float4 at most, and applies them in
  * one unrolled pass. Sums of such terms depend on their classes only. */

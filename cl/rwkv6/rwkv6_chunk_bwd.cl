@@ -275,8 +275,8 @@ void fcl_rwkv6_chunk_dk(
  * RW_DU_KEYS keys of a head, in parts of RW_DU_KEYS work-items (at most
  * RW_DU_PARTS, rwkv6_abi.h; the host picks their number by the device's
  * work-group size). Part p sums the partials (chunk, sequence) = e, e = p,
- * p + parts, ... (one walk of them all waits a load latency each: 0.44 ms
- * at 1024); then each key sums the parts in order. */
+ * p + parts, ... (one walk of them all waits a load latency each, which
+ * docs/defaults.md measures); then each key sums the parts in order. */
 __kernel void fcl_rwkv6_chunk_du(const __global float *dup, __global fcl_elem *du, int heads,
                                  int nchunk, int nseq) {
   __local float part_s[RW_DU_PARTS * RW_DU_KEYS];

@@ -57,13 +57,12 @@ static void shrink(const fcl_device_info *dev, const fcl_tuning_class *cls, int 
 void fcl_attention_bwd_mma_defaults(const fcl_device_info *dev, const fcl_tuning_class *cls,
                                     fcl_config *cfg) {
   bmma_params *c = FCL_PARAMS(bmma_params, cfg);
-  /* H100, f16 B4 H32 N 4096 (and 1024, 16384 at D=64), per-kernel times:
-   * up to head dim 64 both kernels take 4 warps and tiles of 32 with the
-   * next one loading (1.05-1.10x tiles of 64 in one stage); past it dQ
-   * takes 4 warps and tiles of 16 in two stages (5.67 ms against 6.32 with
-   * 48 in one) and dK/dV 2 warps and 48 in one stage (8.69 against 9.20
-   * with 4 warps). Two m16 tiles a warp measured 0.95-1.0x one at D=64
-   * and spill at D=128 (an override can still set MT=2). */
+  /* The fastest per kernel on the H100 (docs/defaults.md, "Attention
+   * backward on tensor cores"): up to head dim 64 both kernels take 4
+   * warps and tiles of 32 with the next one loading; past it dQ takes 4
+   * warps and tiles of 16 in two stages, dK/dV 2 warps and 48 in one
+   * stage. Two m16 tiles a warp paid nothing at D=64 and spill at D=128
+   * (an override can still set MT=2). */
   const bool small = FCL_MMA16_PAD(cls->head_dim) <= 64 && FCL_MMA16_PAD(cls->head_dim_v) <= 64;
   c->MT = 1;
   c->WARPS = 4, c->BLOCK_N = small ? 32 : 16, c->STAGES = 2;
@@ -100,8 +99,8 @@ static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const
   return bad == NULL;
 }
 
-/* MT stays as the defaults have it: 2 never paid on the H100 and would
- * double the space. */
+/* MT stays as the defaults have it: 2 never paid on the H100
+ * (docs/defaults.md) and would double the space. */
 static int axes(const fcl_tuning_class *cls, fcl_axis *a) {
   (void)cls;
   a[0] = (fcl_axis){"WARPS", 4, {1, 2, 4, 8}};

@@ -57,15 +57,14 @@ static wg_shape fit(const fcl_device_info *dev, const fcl_tuning_class *cls, wg_
 /* One warpgroup each. dK/dV overlaps each tile's gradient products with
  * the next tile's scores (WK_STAGES 2 or 3): at D = 64 in two stages of 64
  * queries, at D = 128 in two of 32 with K in registers (WK_LOCAL_OPS 1),
- * which leaves local memory room for the second. On the H200 (f16, B4 H32
- * N4096, call 80 in docs/data/h100_attention_wgmma_log.txt) that took the
- * backward from 10.79 to 9.24-9.32 ms at D = 128 (one stage of 32, K in
- * local memory) and from 5.69 to 4.98 at D = 64 (three stages of 32),
- * once the step's end had no branch (before, ptxas serialized the two-stage
- * step: C7513, calls 76-77). dQ takes tiles of 32 in three stages; at D =
- * 128 with Q and dO in registers, which frees the room for them: dQ 4.03 ->
- * 3.91 ms, and at N = 16384 the backward 23.10 -> 22.28 causal (call 57).
- * At D = 64, Q and dO in registers cost dQ 2.17 -> 2.56 ms (call 58). */
+ * which leaves local memory room for the second; the overlap is what made
+ * the backward faster at both head dims, once the step's end had no branch
+ * (with one, ptxas serialized the two-stage step: C7513). dQ takes tiles
+ * of 32 in three stages; at D = 128 with Q and dO in registers, which
+ * frees the room for them and made dQ faster; at D = 64 they made it
+ * slower, so there they stay in local memory. The figures and their
+ * entries in docs/data/h100_attention_wgmma_log.txt: docs/defaults.md,
+ * "Attention backward on wgmma". */
 static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fcl_config *cfg) {
   bwg_params *c = FCL_PARAMS(bwg_params, cfg);
   const bool small = cls->head_dim <= 64 && cls->head_dim_v <= 64;

@@ -39,7 +39,8 @@ static fcl_status scan_one(fcl_context *ctx, const cl_kernel kern[2], const fcl_
   FCL_ARG(&a, seqlen); FCL_ARG(&a, rows); FCL_ARG(&a, heads); FCL_ARG(&a, dim);
   FCL_ARG(&a, group); FCL_ARG(&a, flags);
   /* Work-groups of whole rows, about 256 work-items (the runtime's own
-   * choice was a few work-items a group on NVIDIA: 10x slower); rows and
+   * choice was a few work-items a group on NVIDIA, many times slower:
+   * docs/defaults.md); rows and
    * chunks share dimension 0, whose work-group size limit is the largest.
    * The kernel skips work-items past the last row. */
   const size_t chunks = (size_t)(vec ? dim / per : dim);

@@ -36,8 +36,8 @@ static const char *const asm_opts[2] = {"-DFCL_MMA_EMULATE=0",
 /* Emulated, the programs are built without optimisation: every helper is a
  * pair of work-group barriers there, over which PoCL's optimiser spends
  * minutes a program (the special paths for non-finite values tripled it),
- * while they only ever run the tests' small shapes (about 10 times slower,
- * built 10 times faster). */
+ * while they only ever run the tests' small shapes (slower to run, much
+ * faster to build: docs/defaults.md). */
 static const char emulate_opts[] = "-DFCL_MMA_EMULATE=1 -cl-opt-disable";
 
 /* Builds the probe of dtype t with the first asm keyword that works; NULL

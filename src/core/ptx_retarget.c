@@ -9,8 +9,8 @@
  * also gets .minnctapersm min_groups: ptxas then keeps the registers of a
  * work-item within what that many work-groups per SM leave (OpenCL C has
  * no launch bounds, and NVIDIA's compiler ignores -cl-nv-maxrregcount here:
- * at D=64 eight more registers than 128 halved the forward's work-groups
- * per SM, 28% of its time). */
+ * at D=64 a few registers over 128 halved the forward's work-groups per
+ * SM, a large part of its time; docs/defaults.md has the figure). */
 #include "core/core.h"
 
 #include <stdio.h>

@@ -65,25 +65,23 @@ static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fc
   const int K = cls->head_dim, V = cls->head_dim_v;
   /* Chunks of 32 where K or V is 128: what fa-tune chose on the H100 for
    * every K=V=128 class it tuned (bf16, T 1024 and 16384, forward and
-   * backward: TC=32 BK=16, 1.18-1.75x chunks of 64). Their checkpoints take
-   * twice the memory (K V 2 bytes a chunk: 512 MiB a state set at B2 H16
-   * T16384 bf16). */
+   * backward: TC=32 BK=16). Their checkpoints take twice the memory (K V
+   * 2 bytes a chunk). The figures behind this function's choices:
+   * docs/defaults.md, "RWKV6 chunked on tensor cores". */
   const bool wide = K >= 128 || V >= 128;
   c->TC = wide ? 32 : 64, c->BK = !wide && K % 32 == 0 ? 32 : 16;
-  /* Runs side by side past T = 4096 (where few sequence-heads leave the
-   * walk's latency exposed, as a rule): B2 H16 T16384 K=V=128 bf16 on the
-   * H100, 128 tiles, forward 2.28 ms with 8 runs against 2.46 with 2,
-   * backward 5.79 against 6.15 (one walk: 2.34 and 6.0 at best). */
+  /* Runs side by side past T = 4096, where few sequence-heads leave the
+   * walk's latency exposed, as a rule (measured faster there than one
+   * walk or two runs). */
   c->HK = tile_of(K), c->HV = tile_of(V), c->SST = 2, c->SEG = cls->bucket >= 3 ? 8 : 1;
   if (cls->dtype == FCL_F32) {
     /* Split f32: chunks as fa-tune chose on the H100 for the backward at
-     * K=V=64 (T 4096) and 128 (T 1024, 16384): 1.07-1.26x the shrunken
+     * K=V=64 (T 4096) and 128 (T 1024, 16384), faster than the shrunken
      * 16-bit defaults. Past T = 4096 (few sequence-heads, as a rule)
      * state tiles of 32: the pass walks a sequence's chunks one after
-     * another, so more tiles side by side pay (B2 H16 T16384 K=V=128
-     * backward: 12.0 ms with 32, 13.0 with 64; B8 H32 T4096 K=V=64: 6.95
-     * with 64, 7.20 with 32). */
-    c->TC = 32, c->BK = 16, c->SEG = 1; /* runs: 11.7 -> 13.9 ms at T16384, 2 to 8 */
+     * another, so more tiles side by side pay (at T 4096 the larger tiles
+     * were faster). Runs side by side measured slower for f32. */
+    c->TC = 32, c->BK = 16, c->SEG = 1;
     if (cls->bucket >= 3) c->HK = imin(c->HK, 32), c->HV = imin(c->HV, 32);
   }
   while (out_bytes(dev, cls, c) > budget(dev) && (c->BK > 16 || c->TC > 16)) {
@@ -213,8 +211,8 @@ fcl_dtype fcl_rwkv6_mma_operand(fcl_dtype dtype) { return dtype == FCL_F32 ? FCL
  * compute units, the chunks split into SEG runs walked side by side
  * (rwkv6_chunk_state_mma.cl), each of 4 chunks or more: the runs' own
  * walk costs one more pass, which pays only where the walk's latency,
- * not the device, was the bound (B8 H32 T4096 K=V=64, 256 tiles: 4.61 ms
- * backward in one run, 5.0-5.1 in 2 to 8). */
+ * not the device, was the bound (at 256 tiles, B8 H32 T4096 K=V=64, one
+ * run was the fastest: docs/defaults.md). */
 static fcl_rwkv6_chunk_launch state_launch(const fcl_context *ctx, const fcl_rwkv6_desc *d,
                                            const mma_params *c, fcl_dtype dtype) {
   fcl_rwkv6_chunk_launch l = {c->TC, c->HK, c->HV, (size_t)c->HK * 2, 0,

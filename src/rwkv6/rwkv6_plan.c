@@ -22,16 +22,12 @@ static void class_of(const void *problem, const fcl_variant *v, fcl_tuning_class
  * or tensor cores). Untuned: chunked where its tensor-core variants apply,
  * from T = 256 (four chunks) for the backward and T = 512 for the forward
  * (f32, split into bf16 pairs: from T = 256 at K >= 128, past T = 4096
- * below), else recurrent. What the
- * H100 measured (fa-bench, untuned), chunked against recurrent, ms:
- *   bf16 B8 H32 T4096 K=V=64:   forward 1.96 / 2.2, backward 4.9 / 46;
- *   bf16 B32 H16 T512 K=V=128:  forward 1.11 / 2.24,   backward 3.0 / 55;
- *   bf16 B2 H16 T16384 K=V=128: forward 2.42 / 10.9,   backward 6.9 / 119;
- *   f32  B8 H32 T4096 K=V=64:   backward 7.6 / 45 (2026-11-26).
- * The f32 forward on 2026-11-27: K=V=64 B32 H32 T1024 2.34 / 1.54, B8
- * H32 T4096 2.36 / 2.13, B4 H32 T8192 2.54 / 3.65; K=V=128 B64 H16 T256
- * 1.81 / 2.21, B32 H16 T512 1.81 / 2.23, B8 H16 T2048 1.80 / 2.23, B2 H16
- * T16384 3.98 / 10.5. */
+ * below), else recurrent: on the H100 the chunked backward is many times
+ * faster than the recurrent one at every shape measured, the chunked
+ * forward faster from those lengths on, and the recurrent f32 forward
+ * faster at K=V=64 up to T = 4096 (untuned fa-bench, chunked against
+ * recurrent: docs/defaults.md, "RWKV6: AUTO's choice", which has the
+ * figures, their log and the command). */
 static bool auto_chunked(fcl_context *ctx, const fcl_rwkv6_problem *p, bool backward) {
   const fcl_rwkv6_desc *d = p->d;
   const fcl_dtype dtype = p->dtype;

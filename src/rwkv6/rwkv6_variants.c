@@ -94,9 +94,9 @@ static bool fwd_worth_trying(const fcl_device_info *dev, const fcl_tuning_class 
                              const fcl_config *cfg) {
   const fwd_params *r = FCL_CPARAMS(fwd_params, cfg);
   if (dev->is_cpu) return true;
-  /* A GPU keeps the state block in registers: past 64 floats it spills.
-   * On the H100 a 128-float block (TC=16 KS=4 VS=2 VC=4, K=128) took
-   * 166 s to build and ran 40x slower than the defaults. */
+  /* A GPU keeps the state block in registers: past 64 floats it spills,
+   * and such a block takes minutes to build and runs far slower than the
+   * defaults (the H100's figures: docs/defaults.md), so fa-tune skips it. */
   const int kr = (c->head_dim + r->KS - 1) / r->KS;
   if (kr * r->VC > 64) return false;
   return fcl_whole_warps(dev, (size_t)r->VS * r->KS);

@@ -136,7 +136,7 @@ void fcl_config_info_fill(fcl_config_info *out, const fcl_tuning_class *cls,
  * opaque pointer. The choice of a row (fa-tune's override included), its
  * configuration and build options, and the run with its fallbacks are
  * written once, here; fa-tune's registry of variants is made of the tables
- * (tuning_api.c). */
+ * (src/variant_registry.c). */
 
 /* What a row makes of a problem. */
 typedef enum {
