@@ -48,8 +48,8 @@
 #define FCL_KV_MAX_SPLITS 1024
 
 /* Kernels' scalar arguments passed as one struct argument: each scalar
- * argument costs a launch host time (NVIDIA's driver about 0.06 us, PoCL's
- * more), and a forward or decode kernel has 30 to 41. Every field's offset
+ * argument costs a launch host time (docs/defaults.md, "Kernel
+ * arguments"), and a forward or decode kernel has 28 to 41. Every field's offset
  * is a multiple of its size, longs first, so host C and OpenCL C lay a
  * struct out alike, and its size is a multiple of 8 without tail padding
  * (pad_: Mesa 22's rusticl takes a struct's size without it and refuses the

@@ -127,8 +127,8 @@ static int next_pow2(int64_t x) {
 
 /* The arguments the KV-cache kernels share, in their order: the
  * device-side index buffers and rotary tables (NULL where unused: a buffer
- * argument costs NVIDIA's driver about 0.2 us a launch, a NULL one almost
- * nothing) ... */
+ * argument costs a launch host time, a NULL one almost none;
+ * docs/defaults.md) ... */
 static void arg_index_buffers(fcl_args *a, const fcl_kvcache_problem *p) {
   const fcl_kvcache_desc *d = p->d;
   const cl_mem bufs[] = {d->cache_seqlens, d->cache_batch_idx, d->block_table,

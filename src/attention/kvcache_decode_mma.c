@@ -21,7 +21,8 @@ static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fc
   decode_mma_params *c = FCL_PARAMS(decode_mma_params, cfg);
   /* 150 registers a work-item at D=128 (ptxas): three work-groups an SM
    * on the H100, one wave. Splits of 64 keys and up: at 1024 cached keys
-   * B1 Hkv8 that is 16 splits a head (15.8 us on the H100, 18.8 with 256). */
+   * B1 Hkv8 that is 16 splits a head, which short contexts need to fill the
+   * GPU (docs/defaults.md). */
   c->WG = 128, c->KSUB = 1, c->WAVES = 3, c->SPLIT_KEYS = 64;
 }
 
