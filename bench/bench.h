@@ -93,8 +93,8 @@ double bench_time(fcl_context *ctx, bench_call call, bench_device_ms device_ms, 
  * (allocation), else 0; failed checks are only in the rows. */
 typedef void (*bench_emit)(const bench_row *row);
 int bench_attention(fcl_context *ctx, const bench_args *a, bench_op op, bench_emit emit);
-int bench_rwkv6(fcl_context *ctx, const bench_args *a, bench_op op, bench_emit emit);
-int bench_kvcache(fcl_context *ctx, const bench_args *a, bench_emit emit); /* decode.c */
+int bench_rwkv6(fcl_context *ctx, const bench_args *a, bench_op op, bench_emit emit); /* rwkv6_run.c */
+int bench_kvcache(fcl_context *ctx, const bench_args *a, bench_emit emit); /* decode_run.c */
 /* With a->layers, decode and rwkv6-fwd run in loop mode (decode_loop.c,
  * rwkv6_loop.c) instead, one row a case. */
 

@@ -229,8 +229,7 @@ int decode_poison_outputs(fcl_context *ctx, const dshape *s, const dinputs *in) 
          tu_buffer_repoison(queue, in->blse, n_lse(s) * sizeof(float));
 }
 
-/* Runs the call once on outputs set to NaN and compares sampled rows. */
-static const char *check(fcl_context *ctx, const dshape *s, const dinputs *in,
+const char *decode_check(fcl_context *ctx, const dshape *s, const dinputs *in,
                          bench_row *res) {
   call_args ca = {s, in};
   if (decode_poison_outputs(ctx, s, in) || kvcache_call(ctx, &ca) != FCL_OK ||
@@ -340,44 +339,9 @@ bench_row decode_row(const dshape *s) {
   return r;
 }
 
-int bench_kvcache(fcl_context *ctx, const bench_args *a, bench_emit emit) {
-  static const int causal_default[1] = {1};
-  const int *causal = a->causal_set ? a->causal : causal_default;
-  const int n_causal = a->causal_set ? a->n_causal : 1;
-  const int64_t one = 1, *news = a->seqlen_set ? a->seqlen_q : &one;
-  const int n_news = a->seqlen_set ? a->n_seqlen : 1;
-  int setup_failed = 0;
-  for (int ci = 0; ci < a->n_context; ci++)
-    for (int ni = 0; ni < n_news; ni++)
-      for (int ti = 0; ti < a->n_dtypes; ti++)
-        for (int pi = 0; pi < a->n_page_size; pi++) {
-          dshape s = decode_shape(a, a->context[ci], news[ni], a->dtypes[ti], a->page_size[pi]);
-          dinputs in;
-          if (decode_inputs_make(ctx, &s, &in)) {
-            setup_failed = 1;
-            continue;
-          }
-          call_args ca = {&s, &in};
-          for (int k = 0; k < n_causal; k++)
-            for (int si = 0; si < a->n_num_splits; si++) {
-              s.causal = causal[k], s.splits = a->num_splits[si];
-              bench_row r = decode_row(&s);
-              if (a->layers) {
-                for (int plans = 0; plans < 1 + a->plans; plans++) {
-                  if (plans) emit(&r), r = decode_row(&s);
-                  if (decode_loop_case(ctx, a, plans, &s, &in, &r)) setup_failed = 1;
-                }
-              } else if (a->check) {
-                r.check = check(ctx, &s, &in, &r);
-              }
-              if (!a->layers && strcmp(r.check, "ERROR")) {
-                r.ms = bench_time(ctx, kvcache_call, NULL, &ca, a->warmup, a->iters,
-                                  &r.wall_ms);
-                if (r.ms < 0) r.ms = r.wall_ms = NAN, r.check = "ERROR";
-              }
-              emit(&r);
-            }
-          decode_inputs_free(&in);
-        }
-  return setup_failed;
+void decode_time(fcl_context *ctx, const bench_args *a, const dshape *s, const dinputs *in,
+                 bench_row *r) {
+  call_args ca = {s, in};
+  r->ms = bench_time(ctx, kvcache_call, NULL, &ca, a->warmup, a->iters, &r->wall_ms);
+  if (r->ms < 0) r->ms = r->wall_ms = NAN, r->check = "ERROR";
 }

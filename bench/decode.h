@@ -47,6 +47,12 @@ const char *decode_check_outputs(fcl_context *ctx, const dshape *s, const dinput
                                  bench_row *res);
 /* A row with the case's shape and counts, nothing measured. */
 bench_row   decode_row(const dshape *s);
+/* Runs the call once on outputs set to NaN and compares sampled rows: the
+ * verdict, the errors in *res. */
+const char *decode_check(fcl_context *ctx, const dshape *s, const dinputs *in, bench_row *res);
+/* Times the call (a's warm-up and iterations) into r's ms and wall_ms. */
+void        decode_time(fcl_context *ctx, const bench_args *a, const dshape *s,
+                        const dinputs *in, bench_row *r);
 
 /* Loop mode on this case (decode_loop.c): times it into *r, checks the
  * last layer (r->check); plans: through public plans (impl flashcl-plan).

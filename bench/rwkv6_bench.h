@@ -41,6 +41,14 @@ int rwkv6_compare(const rshape *s, const char *op, const char *name, const void 
                   fcl_dtype raw_t, const double *ref, size_t n, int64_t dim, int relative,
                   double *err);
 
+/* Runs the call once and compares its outputs with the reference: the
+ * verdict, the errors in *res. */
+const char *rwkv6_check(fcl_context *ctx, const rshape *s, int bwd, rinputs *in,
+                        bench_row *res);
+/* Times the call (a's warm-up and iterations) into r's ms and wall_ms. */
+void rwkv6_time(fcl_context *ctx, const bench_args *a, const rshape *s, int bwd, rinputs *in,
+                bench_row *r);
+
 /* Loop mode on this case (rwkv6_loop.c): times it into *r, checks the last
  * layer (r->check); plans: through public plans (impl flashcl-plan). 1 if a
  * setup step failed, else 0. */
