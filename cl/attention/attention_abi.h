@@ -54,7 +54,7 @@
  * struct out alike, and its size is a multiple of 8 without tail padding
  * (pad_: Mesa 22's rusticl takes a struct's size without it and refuses the
  * host's). A list names its long (L), int (I) and float (F) fields. */
-#ifdef __OPENCL_VERSION__
+#if defined(__OPENCL_C_VERSION__) || defined(__OPENCL_VERSION__) /* OpenCL C */
 #define FCL_ABI_LONG_(n) long n;
 #define FCL_ABI_INT_(n) int n;
 #else
