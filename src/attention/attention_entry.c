@@ -26,8 +26,8 @@ void fcl_key_attention_desc(fcl_key *key, const fcl_attention_desc *d) {
   fcl_key_mem(key, d->alibi_slopes);
   fcl_key_mem(key, d->cu_seqlens_q);
   fcl_key_mem(key, d->cu_seqlens_k);
-  fcl_key_host_ints(key, d->cu_seqlens_q_host, d->batch + 1);
-  fcl_key_host_ints(key, d->cu_seqlens_k_host, d->batch + 1);
+  fcl_key_host_offsets(key, d->cu_seqlens_q_host, d->batch);
+  fcl_key_host_offsets(key, d->cu_seqlens_k_host, d->batch);
 }
 
 /* One call's arguments (the backward's four NULL in a forward). */

@@ -313,8 +313,8 @@ void fcl_key_i64(fcl_key *key, int64_t v);
 void fcl_key_f32(fcl_key *key, float v);
 void fcl_key_mem(fcl_key *key, cl_mem m);          /* the handle (NULL allowed) */
 void fcl_key_tensor(fcl_key *key, const fcl_tensor *t); /* NULL allowed */
-/* n ints of the caller's host memory (NULL allowed): their values. */
-void fcl_key_host_ints(fcl_key *key, const int32_t *v, int64_t n);
+/* A varlen call's host offsets (NULL allowed): the batch + 1 values. */
+void fcl_key_host_offsets(fcl_key *key, const int32_t *v, int64_t batch);
 /* A public call: its plan from the context's cache when the key was seen,
  * else run (validation, choice, launches) while recording a plan that the
  * cache keeps. */

@@ -37,15 +37,18 @@ void fcl_key_mem(fcl_key *key, cl_mem m) {
   else key->mem[key->nmem++] = m;
 }
 
-void fcl_key_host_ints(fcl_key *key, const int32_t *v, int64_t n) {
+void fcl_key_host_offsets(fcl_key *key, const int32_t *v, int64_t batch) {
   if (!v) {
     fcl_key_i64(key, -1);
     return;
   }
-  if (n < 1 || n > (int64_t)(FCL_KEY_MAX / sizeof *v)) { /* invalid, or too long to key */
+  /* batch is not checked yet: one no call accepts keys nothing (and
+   * batch + 1 must not overflow) */
+  if (batch < 0 || batch >= (int64_t)(FCL_KEY_MAX / sizeof *v)) {
     key->ok = false;
     return;
   }
+  const int64_t n = batch + 1;
   fcl_key_i64(key, n);
   fcl_key_bytes(key, v, (size_t)n * sizeof *v);
 }

@@ -34,7 +34,7 @@ static void key(fcl_key *key, const rwkv6_call *c, bool bwd) {
                        d->head_dim_v, d->reverse, (int64_t)d->algorithm};
   fcl_key_bytes(key, f, sizeof f);
   fcl_key_f32(key, d->scale);
-  fcl_key_host_ints(key, d->cu_seqlens_host, d->batch + 1);
+  fcl_key_host_offsets(key, d->cu_seqlens_host, d->batch);
   const cl_mem m[] = {d->cu_seqlens, c->u, c->h0, c->ht, c->dht, c->du, c->dh0};
   for (size_t i = 0; i < FCL_COUNT(m); ++i) fcl_key_mem(key, m[i]);
   const fcl_tensor *t[] = {c->r, c->k, c->v, c->w, c->o, c->dout, c->dr, c->dk, c->dv, c->dw};
