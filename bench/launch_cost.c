@@ -23,9 +23,10 @@ static cl_int set_args(cl_kernel k, cl_mem buf) {
   return err;
 }
 
-/* Mean host time of one enqueue over `launches`, with or without an event;
- * negative on error. */
-static double time_launches(cl_command_queue queue, cl_kernel k, int launches, int event) {
+/* Mean host time of one enqueue over `launches` in bursts of `burst`, with
+ * or without an event; negative on error. */
+static double time_launches(cl_command_queue queue, cl_kernel k, int launches, int burst,
+                            int event) {
   const size_t global = 128, local = 128;
   double total = 0;
   for (int j = -LAUNCH_WARMUP; j < launches; j++) {
@@ -39,7 +40,7 @@ static double time_launches(cl_command_queue queue, cl_kernel k, int launches, i
       fprintf(stderr, "fa-bench: empty kernel launch: OpenCL error %d\n", err);
       return -1;
     }
-    if (j == -1 && clFinish(queue)) return -1; /* the warm-up's kernels are done */
+    if ((j == -1 || (j >= 0 && (j + 1) % burst == 0)) && clFinish(queue)) return -1;
     if (j >= 0) total += t;
   }
   return clFinish(queue) ? -1 : total / launches;
@@ -67,7 +68,7 @@ static double device_time(cl_command_queue queue, cl_kernel k, int n) {
   return total / n;
 }
 
-int bench_launch_cost(fcl_context *ctx, int launches, double *ms, double *event_ms,
+int bench_launch_cost(fcl_context *ctx, int launches, int burst, double *ms, double *event_ms,
                       double *dev_ms) {
   cl_program prog = bench_cl_build(ctx, "launch.cl", "");
   cl_kernel k = NULL;
@@ -83,8 +84,8 @@ int bench_launch_cost(fcl_context *ctx, int launches, double *ms, double *event_
     goto done;
   }
   cl_command_queue queue = fcl_context_queue(ctx);
-  *ms = time_launches(queue, k, launches, 0);
-  *event_ms = *ms < 0 ? -1 : time_launches(queue, k, launches, 1);
+  *ms = time_launches(queue, k, launches, burst > 0 ? burst : launches, 0);
+  *event_ms = *ms < 0 ? -1 : time_launches(queue, k, launches, burst > 0 ? burst : launches, 1);
   *dev_ms = *event_ms < 0 ? -1 : device_time(queue, k, launches / 10 + 1);
   rc = *ms < 0 || *event_ms < 0 || *dev_ms < 0;
 done:

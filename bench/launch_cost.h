@@ -6,14 +6,17 @@
 #include "flashcl.h"
 
 /* The kernel's arguments set once, then `launches` clEnqueueNDRangeKernel
- * back to back (global 128, local 128), each timed alone on the host:
+ * (global 128, local 128) in bursts of `burst` back to back, a clFinish
+ * after each (untimed), as the loop mode's steps run their layers; each
+ * launch timed alone on the host (a queue thousands deep costs the driver
+ * more a launch than the loop's ever is):
  * *ms is their mean without an event, *event_ms with one requested (and
  * released right after, as a library that keeps only some of them would).
- * A clFinish ends each run, outside the times. *dev_ms: the kernel's mean
+ * *dev_ms: the kernel's mean
  * device time (its event's end - start, one launch at a time), the floor
  * of any kernel's time as events report it; NAN where the queue does not
  * profile. 0 on success. */
-int bench_launch_cost(fcl_context *ctx, int launches, double *ms, double *event_ms,
+int bench_launch_cost(fcl_context *ctx, int launches, int burst, double *ms, double *event_ms,
                       double *dev_ms);
 
 #endif

@@ -48,7 +48,7 @@ int bench_loop_time(bench_loop *lp, int steps, int kernels_per_call, bench_row *
   }
   r->wall_ms = bench_median(wall, steps);
   r->host_ms = bench_median(host, steps);
-  if (bench_launch_cost(lp->ctx, BARE_LAUNCHES, &r->launch_ms, &r->launch_event_ms,
+  if (bench_launch_cost(lp->ctx, BARE_LAUNCHES, lp->layers, &r->launch_ms, &r->launch_event_ms,
                         &r->empty_dev_ms))
     r->launch_ms = r->launch_event_ms = r->empty_dev_ms = NAN; /* the row keeps the rest */
   rc = 0;
