@@ -64,13 +64,19 @@
 #endif
 #define FCL_ABI_FLOAT_(n) float n;
 
-/* The forward kernels' (attention_common.cl's ATTN_FWD_PARAMS): the views
- * of q, k, v, o, the lse layout (batch, head strides), windows with causal
+/* The views (offset in elements, batch, sequence and head strides) of q,
+ * k, v and o: the first 16 longs of both lists below (the host fills them
+ * in one place, fcl_attention_views). */
+#define FCL_ABI_VIEWS(L)                                                            \
+  L(q_off) L(q_sb) L(q_ss) L(q_sh) L(k_off) L(k_sb) L(k_ss) L(k_sh) L(v_off) L(v_sb) \
+  L(v_ss) L(v_sh) L(o_off) L(o_sb) L(o_ss) L(o_sh)
+
+/* The forward kernels' (attention_common.cl's ATTN_FWD_PARAMS): the views,
+ * the lse layout (batch, head strides), windows with causal
  * folded in, qk_scale (scale*log2(e), or scale/softcap with a softcap) and
  * softcap_l2 (softcap*log2(e), 0: none), FCL_ATTN_* flags. */
 #define FCL_ATTN_FWD_SCALARS(L, I, F)                                               \
-  L(q_off) L(q_sb) L(q_ss) L(q_sh) L(k_off) L(k_sb) L(k_ss) L(k_sh) L(v_off) L(v_sb) \
-  L(v_ss) L(v_sh) L(o_off) L(o_sb) L(o_ss) L(o_sh) L(lse_sb) L(lse_sh)             \
+  FCL_ABI_VIEWS(L) L(lse_sb) L(lse_sh)                                              \
   I(seqlen_q) I(seqlen_k) I(heads_q) I(group) I(window_left) I(window_right)       \
   I(diag_shift) F(qk_scale) F(softcap_l2) I(flags)
 typedef struct {
@@ -79,8 +85,7 @@ typedef struct {
 
 /* The decode kernels' (kvcache_tile.cl's KV_DECODE_PARAMS). */
 #define FCL_KV_DECODE_SCALARS(L, I, F)                                              \
-  L(q_off) L(q_sb) L(q_ss) L(q_sh) L(k_off) L(k_sb) L(k_ss) L(k_sh) L(v_off) L(v_sb) \
-  L(v_ss) L(v_sh) L(o_off) L(o_sb) L(o_ss) L(o_sh) L(q_tokens) L(lse_len)           \
+  FCL_ABI_VIEWS(L) L(q_tokens) L(lse_len)                                           \
   I(batch) I(seqlen_q) I(heads_q) I(group) I(heads_kv) I(capacity) I(cache_batch)   \
   I(page_size) I(num_pages) I(pages_per_seq) I(rotary_dim) I(rotary_positions)      \
   I(window_left) I(window_right) F(qk_scale) F(softcap_l2) I(num_splits)             \

@@ -63,6 +63,10 @@ void fcl_attention_scalars_init(const fcl_attention_desc *d, bool varlen, int64_
 /* q, k, v, o, lse, alibi, cu_q, cu_k, their views, the lse layout, the
  * scalars and flags: every forward kernel's leading arguments. */
 void fcl_attention_fwd_args(fcl_args *a, const fcl_attention_problem *p, cl_int flags);
+/* The views of q, k, v and o (FCL_ABI_VIEWS) into the first 16 longs of a
+ * kernel's scalar struct `sc` (fcl_attn_fwd_scalars, fcl_kv_decode_scalars). */
+void fcl_attention_views(void *sc, const fcl_tensor *q, const fcl_tensor *k,
+                         const fcl_tensor *v, const fcl_tensor *o);
 /* The dQ and dK/dV kernels' leading arguments: q, k, v, dout, lse, delta,
  * alibi, cu_q, cu_k, their views, the lse layout, the scalars, the scale
  * and flags. */

@@ -4,6 +4,8 @@
 #include "attention/attention.h"
 
 #include <math.h>
+#include <stddef.h>
+#include <string.h>
 
 /* A window no row can use up is unlimited: clamped to limit, which keeps
  * the kernels' bounds (i + diag +- window) inside int. */
@@ -69,6 +71,17 @@ static void arg_side_buffers(fcl_args *a, const fcl_attention_problem *p) {
 
 _Static_assert(sizeof(fcl_attn_fwd_scalars) == 18 * 8 + 10 * 4,
                "fcl_attn_fwd_scalars: no padding, as the kernels lay it out");
+_Static_assert(offsetof(fcl_attn_fwd_scalars, o_sh) == 15 * 8 &&
+                   offsetof(fcl_kv_decode_scalars, o_sh) == 15 * 8,
+               "the scalar structs begin with FCL_ABI_VIEWS");
+
+void fcl_attention_views(void *sc, const fcl_tensor *q, const fcl_tensor *k,
+                         const fcl_tensor *v, const fcl_tensor *o) {
+  cl_long views[16];
+  fcl_tensor_view(q, views), fcl_tensor_view(k, views + 4);
+  fcl_tensor_view(v, views + 8), fcl_tensor_view(o, views + 12);
+  memcpy(sc, views, sizeof views);
+}
 
 void fcl_attention_fwd_args(fcl_args *a, const fcl_attention_problem *p, cl_int flags) {
   FCL_ARG(a, p->q->buffer);
@@ -77,20 +90,14 @@ void fcl_attention_fwd_args(fcl_args *a, const fcl_attention_problem *p, cl_int 
   FCL_ARG(a, p->o->buffer);
   FCL_ARG(a, p->lse);
   arg_side_buffers(a, p);
-  cl_long q[4], k[4], v[4], o[4];
-  fcl_tensor_view(p->q, q), fcl_tensor_view(p->k, k);
-  fcl_tensor_view(p->v, v), fcl_tensor_view(p->o, o);
   const fcl_attention_scalars *sc = &p->sc;
-  const fcl_attn_fwd_scalars f = {
-      .q_off = q[0], .q_sb = q[1], .q_ss = q[2], .q_sh = q[3],
-      .k_off = k[0], .k_sb = k[1], .k_ss = k[2], .k_sh = k[3],
-      .v_off = v[0], .v_sb = v[1], .v_ss = v[2], .v_sh = v[3],
-      .o_off = o[0], .o_sb = o[1], .o_ss = o[2], .o_sh = o[3],
+  fcl_attn_fwd_scalars f = {
       .lse_sb = sc->stat_sb, .lse_sh = sc->stat_sh,
       .seqlen_q = sc->seqlen_q, .seqlen_k = sc->seqlen_k, .heads_q = sc->heads_q,
       .group = sc->group, .window_left = sc->window_left, .window_right = sc->window_right,
       .diag_shift = sc->diag_shift, .qk_scale = sc->qk_scale, .softcap_l2 = sc->softcap_l2,
       .flags = flags};
+  fcl_attention_views(&f, p->q, p->k, p->v, p->o);
   fcl_arg_struct(a, sizeof f, &f);
 }
 

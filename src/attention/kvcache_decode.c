@@ -160,16 +160,9 @@ static void decode_args(fcl_args *a, const fcl_kvcache_problem *p, cl_mem counte
                          p->lse, counters, parts, d->alibi_slopes};
   for (size_t i = 0; i < FCL_COUNT(bufs); ++i) FCL_ARG(a, bufs[i]);
   arg_index_buffers(a, p);
-  cl_long q[4], k[4], v[4], o[4];
-  fcl_tensor_view(p->q, q), fcl_tensor_view(p->k_cache, k);
-  fcl_tensor_view(p->v_cache, v), fcl_tensor_view(p->o, o);
   cl_int l[5];
   cache_layout(d, l);
-  const fcl_kv_decode_scalars sc = {
-      .q_off = q[0], .q_sb = q[1], .q_ss = q[2], .q_sh = q[3],
-      .k_off = k[0], .k_sb = k[1], .k_ss = k[2], .k_sh = k[3],
-      .v_off = v[0], .v_sb = v[1], .v_ss = v[2], .v_sh = v[3],
-      .o_off = o[0], .o_sb = o[1], .o_ss = o[2], .o_sh = o[3],
+  fcl_kv_decode_scalars sc = {
       .q_tokens = p->tokens, .lse_len = p->lse_len,
       .batch = (cl_int)d->batch, .seqlen_q = (cl_int)d->seqlen_q, .heads_q = (cl_int)d->heads_q,
       .group = (cl_int)(d->heads_q / d->heads_kv), .heads_kv = (cl_int)d->heads_kv,
@@ -181,6 +174,7 @@ static void decode_args(fcl_args *a, const fcl_kvcache_problem *p, cl_mem counte
       .min_split_keys = min_split_keys,
       .fixed_len = (cl_int)(p->fixed_len >= 0 ? p->fixed_len : 0), .kv_flags = kv_flags,
       .flags = flags};
+  fcl_attention_views(&sc, p->q, p->k_cache, p->v_cache, p->o);
   fcl_arg_struct(a, sizeof sc, &sc);
 }
 
