@@ -70,22 +70,43 @@ typedef enum {
   FCL_ERROR_INTERNAL          /* a bug in flashcl; please report it           */
 } fcl_status;
 
-typedef enum { FCL_F32 = 0, FCL_F16 = 1, FCL_BF16 = 2 } fcl_dtype;
+typedef enum {
+  FCL_F32 = 0,
+  FCL_F16 = 1,
+  FCL_BF16 = 2,
+  /* KV-cache formats: k_cache and v_cache of fcl_attention_kvcache only
+   * (K and V may differ; q, k_new, v_new and o stay f32, f16 or bf16).
+   * Block formats hold 32 values a block along the head dim, byte for byte
+   * ggml's: */
+  FCL_Q8_0 = 3,     /* f16 d, then 32 int8 q (34 bytes): value d * q[i]       */
+  FCL_Q4_0 = 4,     /* f16 d, then 16 bytes, byte j: value j in its low nibble,
+                       value j + 16 in its high one (18 bytes): d * (nibble - 8) */
+  /* One byte a value, times an f32 scale (fcl_kvcache_desc's k_scale, v_scale): */
+  FCL_FP8_E4M3 = 5, /* OCP E4M3 "fn": bias 7, max 448, no infinities, 0x7f NaN */
+  FCL_FP8_E5M2 = 6  /* OCP E5M2: bias 15, max 57344, infinities                */
+} fcl_dtype;
+#define FCL_HAS_QUANTIZED_KV 1
 
-/* A strided view of an OpenCL buffer. Strides are in elements, for the
- * dimensions (batch, seq, head, dim); strides[3] must be 1. Varlen calls
- * index tensors by token and ignore strides[0]. */
+/* A strided view of an OpenCL buffer. Strides are in elements (values),
+ * for the dimensions (batch, seq, head, dim); strides[3] must be 1. Varlen
+ * calls index tensors by token and ignore strides[0]. Block formats: the
+ * head dim and strides[0..2] are multiples of 32, and the head vector that
+ * starts at value index r starts at byte offset + r / 32 * block bytes. */
 typedef struct {
   cl_mem    buffer;
-  size_t    offset; /* bytes, a multiple of the element size */
+  size_t    offset; /* bytes, a multiple of the element size (block formats: of 2) */
   fcl_dtype dtype;
   int64_t   strides[4];
 } fcl_tensor;
 
 /* A fixed English string for each status; never NULL. */
 FCL_API const char *fcl_status_string(fcl_status s);
-/* Size in bytes of one element of a dtype (0 for an unknown dtype). */
+/* Size in bytes of one element of a dtype, or of one block of a block
+ * format (FCL_Q8_0: 34, FCL_Q4_0: 18); 0 for an unknown dtype. */
 FCL_API size_t      fcl_dtype_size(fcl_dtype t);
+/* Values in fcl_dtype_size(t) bytes: 32 for the block formats, 1 for the
+ * other dtypes, 0 for an unknown one. */
+FCL_API int64_t     fcl_dtype_block(fcl_dtype t);
 
 /* device: NULL -> $FCL_DEVICE, else the first GPU, else the first CPU.
  * Otherwise "P:D" (platform and device indices) or a case-insensitive
@@ -282,11 +303,18 @@ typedef struct {
   int64_t rotary_dim, rotary_positions; /* rotary_dim even, <= head_dim         */
   int     rotary_interleaved; /* 1: pairs (2i, 2i+1); 0: pairs (i, i + rotary_dim/2) */
   int     num_splits;     /* 0: the library chooses; n >= 1: keys split n ways  */
+  /* fp8 caches (FCL_FP8_E4M3, FCL_FP8_E5M2): NULL (a scale of 1) or an f32
+   * buffer of scale_count scales; byte x of the cache holds scale * fp8(x),
+   * and the append stores x / scale, rounded to nearest even and saturated
+   * to the format's largest finite value. Block formats carry their own
+   * scales and take none. */
+  cl_mem  k_scale, v_scale;
+  int64_t scale_count;    /* 0 or 1: one scale a tensor; heads_kv: one a kv head */
 } fcl_kvcache_desc;
 
 #define FCL_KVCACHE_DESC_INIT                                                       \
   { sizeof(fcl_kvcache_desc), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, -1, -1, 0.0f, \
-    NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0 }
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL, NULL, 0 }
 
 /* Attention of new query tokens against a key/value cache, appending k_new
  * and v_new (both or neither) to the cache first.
@@ -306,6 +334,13 @@ typedef struct {
  * may be rounded to the dtype before use (as flash-attn's kernels do; the
  * chunked-prefill path does). cache_seqlens is never changed.
  * lse: NULL or f32 laid out as for fcl_attention_forward.
+ *
+ * Each cache holds q's dtype or a KV-cache format (FCL_Q8_0, FCL_Q4_0,
+ * FCL_FP8_E4M3, FCL_FP8_E5M2; fcl_dtype). The append quantizes each new
+ * token's head vector as ggml's reference quantizers do (q8_0, q4_0: a
+ * cache written by llama.cpp reads as it is, and the other way round) or
+ * divides it by its scale (fp8); attention uses the values the cache then
+ * holds, dequantized to f32, the new tokens included.
  *
  * Device-side indices (cache_seqlens, block_table, cache_batch_idx,
  * cu_seqlens_q) are checked in the kernels: out of range, nothing outside

@@ -65,7 +65,7 @@ typedef struct {
 bool        fcl_tuning_class_valid(const fcl_tuning_class *c);
 int         fcl_seqlen_bucket(int64_t seqlen);
 int64_t     fcl_seqlen_bucket_length(int bucket); /* the length fa-tune times */
-const char *fcl_dtype_name(fcl_dtype t);          /* "f32", "f16", "bf16" */
+const char *fcl_dtype_name(fcl_dtype t); /* "f32", "f16", "bf16", "q8_0", "q4_0", "fp8_e4m3", "fp8_e5m2" */
 bool        fcl_dtype_from_name(const char *s, fcl_dtype *t);
 
 /* "NAME=v,NAME=v" of cfg, and back (every parameter, nothing else). */

@@ -37,7 +37,7 @@ static fcl_status run(fcl_context *ctx, const void *args) {
 
 /* Every field of the descriptor and every argument: what the plan of a
  * call depends on. */
-_Static_assert(sizeof(void *) != 8 || sizeof(fcl_kvcache_desc) == 200, "a new field of fcl_kvcache_desc: key it");
+_Static_assert(sizeof(void *) != 8 || sizeof(fcl_kvcache_desc) == 224, "a new field of fcl_kvcache_desc: key it");
 static void key(fcl_key *key, const kvcache_call *c) {
   const fcl_kvcache_desc *d = c->d;
   fcl_key_init(key, 0x6b766361); /* "kvca" */
@@ -49,12 +49,13 @@ static void key(fcl_key *key, const kvcache_call *c) {
                        d->head_dim_v, d->cache_capacity, d->page_size, d->num_pages,
                        d->cache_batch, d->causal, d->window_left, d->window_right,
                        d->rotary_dim, d->rotary_positions, d->rotary_interleaved,
-                       d->num_splits};
+                       d->num_splits, d->scale_count};
   fcl_key_bytes(key, f, sizeof f);
   fcl_key_f32(key, d->softmax_scale);
   fcl_key_f32(key, d->softcap);
   const cl_mem m[] = {d->alibi_slopes, d->cache_seqlens, d->cache_batch_idx, d->block_table,
-                      d->cu_seqlens_q, d->rotary_cos, d->rotary_sin, c->lse};
+                      d->cu_seqlens_q, d->rotary_cos, d->rotary_sin, d->k_scale,
+                      d->v_scale, c->lse};
   for (size_t i = 0; i < FCL_COUNT(m); ++i) fcl_key_mem(key, m[i]);
   const fcl_tensor *t[] = {c->q, c->k_cache, c->v_cache, c->k_new, c->v_new, c->o};
   for (size_t i = 0; i < FCL_COUNT(t); ++i) fcl_key_tensor(key, t[i]);

@@ -258,7 +258,8 @@ void fcl_arg_kind(fcl_args *a, size_t size, const void *value, bool mem);
 #define fcl_arg(a, size, value) fcl_arg_kind((a), (size), (value), false)
 #define FCL_ARG(a, x) \
   fcl_arg_kind((a), sizeof(x), &(x), _Generic(&(x), cl_mem *: true, const cl_mem *: true, default: false))
-/* A tensor's view: (offset in elements, strides[0..2]); appended as
+/* A tensor's view: (offset in elements (block formats: in bytes),
+ * strides[0..2]); appended as
  * arguments. */
 void fcl_tensor_view(const fcl_tensor *t, cl_long view[4]);
 void fcl_arg_tensor(fcl_args *a, const fcl_tensor *t);
@@ -363,6 +364,12 @@ typedef struct {
   const char *name;   /* "q", "k", ... for messages */
   int64_t     dims[4];/* extents for (batch, seq, head, dim) */
 } fcl_tensor_shape;
+/* Whether t is one of the KV-cache formats (not f32, f16 or bf16). */
+static inline bool fcl_dtype_cache_format(fcl_dtype t) {
+  return t == FCL_Q8_0 || t == FCL_Q4_0 || t == FCL_FP8_E4M3 || t == FCL_FP8_E5M2;
+}
+/* Its name ("q8_0", ...; "f16" ...) for messages and build logs. */
+const char *fcl_dtype_name(fcl_dtype t);
 fcl_status fcl_check_tensor(fcl_context *ctx, const fcl_tensor *t,
                             const fcl_tensor_shape *shape);
 fcl_status fcl_check_buffer(fcl_context *ctx, cl_mem buf, const char *name,
@@ -372,6 +379,11 @@ fcl_status fcl_check_buffer(fcl_context *ctx, cl_mem buf, const char *name,
 fcl_status fcl_check_view(fcl_context *ctx, const fcl_tensor *t,
                           const fcl_tensor_shape *shape, bool varlen,
                           const fcl_tensor *like, const char *like_name);
+/* A KV cache's view: fcl_check_view (not varlen), where the dtype may
+ * also be a KV-cache format; else it must be like's. */
+fcl_status fcl_check_cache_view(fcl_context *ctx, const fcl_tensor *t,
+                                const fcl_tensor_shape *shape, const fcl_tensor *like,
+                                const char *like_name);
 size_t     fcl_buffer_size(cl_mem buf);
 /* Whether a view's offset and strides (strides[0] unless varlen) are
  * multiples of n elements of esize bytes. */

@@ -30,8 +30,23 @@ size_t fcl_dtype_size(fcl_dtype t) {
   case FCL_F32: return 4;
   case FCL_F16:
   case FCL_BF16: return 2;
+  case FCL_Q8_0: return 34;
+  case FCL_Q4_0: return 18;
+  case FCL_FP8_E4M3:
+  case FCL_FP8_E5M2: return 1;
   }
   return 0;
+}
+
+const char *fcl_dtype_name(fcl_dtype t) {
+  static const char *const names[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "fp8_e4m3",
+                                      "fp8_e5m2"};
+  return (unsigned)t < sizeof names / sizeof names[0] ? names[t] : "?";
+}
+
+int64_t fcl_dtype_block(fcl_dtype t) {
+  if (t == FCL_Q8_0 || t == FCL_Q4_0) return 32;
+  return fcl_dtype_size(t) ? 1 : 0;
 }
 
 const char *fcl_context_last_error(const fcl_context *ctx) {

@@ -70,7 +70,8 @@ fcl_status fcl_counters(fcl_context *ctx, size_t n, cl_mem *out) {
 }
 
 void fcl_tensor_view(const fcl_tensor *t, cl_long view[4]) {
-  view[0] = (cl_long)(t->offset / fcl_dtype_size(t->dtype));
+  view[0] = (cl_long)(fcl_dtype_block(t->dtype) > 1 ? t->offset
+                                                     : t->offset / fcl_dtype_size(t->dtype));
   for (int j = 0; j < 3; ++j) view[j + 1] = t->strides[j];
 }
 

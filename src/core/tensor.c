@@ -68,14 +68,45 @@ static bool view_span(const int64_t *dims, const int64_t *strides, int64_t *lo,
   return true;
 }
 
-fcl_status fcl_check_tensor(fcl_context *ctx, const fcl_tensor *t,
-                            const fcl_tensor_shape *shape) {
+/* A block format's view, which reaches values lo .. hi from its start:
+ * whole blocks of bv values (es bytes), as its head vectors start at
+ * multiples of bv and span whole blocks, from byte offset + lo / bv * es
+ * up to offset + (hi + 1) / bv * es. */
+static fcl_status check_blocks(fcl_context *ctx, const fcl_tensor *t,
+                               const fcl_tensor_shape *shape, int64_t lo, int64_t hi,
+                               size_t es, int64_t bv) {
+  const int64_t before = lo / bv, blocks = (hi + 1) / bv; /* lo <= 0 < hi + 1 */
+  const int64_t off = (int64_t)t->offset, size = (int64_t)fcl_buffer_size(t->buffer);
+  if (before < -(off / (int64_t)es))
+    return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
+                    "%s.strides: negative strides reach %" PRId64
+                    " blocks before the buffer", shape->name, -before - off / (int64_t)es);
+  if (blocks > (size - off) / (int64_t)es || off > size)
+    return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
+                    "%s: the view (offset %zu bytes, shape [%" PRId64 ",%" PRId64
+                    ",%" PRId64 ",%" PRId64 "], strides [%" PRId64 ",%" PRId64
+                    ",%" PRId64 ",1], blocks of %" PRId64 " values in %zu bytes) ends "
+                    "past its buffer of %zu bytes",
+                    shape->name, t->offset, shape->dims[0], shape->dims[1], shape->dims[2],
+                    shape->dims[3], t->strides[0], t->strides[1], t->strides[2], bv, es,
+                    fcl_buffer_size(t->buffer));
+  return FCL_OK;
+}
+
+static fcl_status check_tensor(fcl_context *ctx, const fcl_tensor *t,
+                               const fcl_tensor_shape *shape, bool cache_format) {
   const char *name = shape->name;
   if (!t) return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT, "%s: is NULL", name);
-  size_t es = fcl_dtype_size(t->dtype);
+  const size_t es = fcl_dtype_size(t->dtype);
   if (es == 0)
     return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT, "%s.dtype: unknown value %d",
                     name, (int)t->dtype);
+  if (fcl_dtype_cache_format(t->dtype) && !cache_format)
+    return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
+                    "%s.dtype: is %s, a KV-cache format; %s must be f32, f16 or bf16", name,
+                    fcl_dtype_name(t->dtype), name);
+  /* Block formats: values in blocks of bv, a block es bytes. */
+  const int64_t bv = fcl_dtype_block(t->dtype);
   if (!t->buffer)
     return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT, "%s.buffer: is NULL", name);
   fcl_status s = check_same_context(ctx, t->buffer, name);
@@ -83,16 +114,31 @@ fcl_status fcl_check_tensor(fcl_context *ctx, const fcl_tensor *t,
   if (t->strides[3] != 1)
     return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
                     "%s.strides[3]: is %" PRId64 ", must be 1", name, t->strides[3]);
-  if (t->offset % es != 0)
+  const size_t align = bv > 1 ? 2 : es; /* blocks: their f16 scale's */
+  if (t->offset % align != 0)
     return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
-                    "%s.offset: %zu is not a multiple of the element size %zu",
-                    name, t->offset, es);
+                    "%s.offset: %zu is not a multiple of %s %zu", name, t->offset,
+                    bv > 1 ? "2 (a block's f16 scale)" : "the element size", align);
+  if (bv > 1) {
+    if (shape->dims[3] % bv)
+      return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
+                      "%s: its head dim %" PRId64 " is not a multiple of %" PRId64
+                      " (the blocks of %s)", name, shape->dims[3], bv,
+                      fcl_dtype_name(t->dtype));
+    for (int i = 0; i < 3; ++i)
+      if (t->strides[i] % bv)
+        return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
+                        "%s.strides[%d]: %" PRId64 " is not a multiple of %" PRId64
+                        " (a block of %s would straddle two head vectors)",
+                        name, i, t->strides[i], bv, fcl_dtype_name(t->dtype));
+  }
   for (int i = 0; i < 4; ++i)
     if (shape->dims[i] == 0) return FCL_OK; /* an empty view reaches nothing */
   int64_t lo, hi;
   if (!view_span(shape->dims, t->strides, &lo, &hi))
     return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
                     "%s.strides: the view's extent overflows 64 bits", name);
+  if (bv > 1) return check_blocks(ctx, t, shape, lo, hi, es, bv);
   const int64_t first = (int64_t)(t->offset / es);
   const size_t  have = fcl_buffer_size(t->buffer) / es;
   if (first + lo < 0)
@@ -108,6 +154,11 @@ fcl_status fcl_check_tensor(fcl_context *ctx, const fcl_tensor *t,
                     shape->dims[2], shape->dims[3], t->strides[0], t->strides[1],
                     t->strides[2], fcl_buffer_size(t->buffer));
   return FCL_OK;
+}
+
+fcl_status fcl_check_tensor(fcl_context *ctx, const fcl_tensor *t,
+                            const fcl_tensor_shape *shape) {
+  return check_tensor(ctx, t, shape, false);
 }
 
 fcl_status fcl_check_cu_seqlens(fcl_context *ctx, cl_mem buf, const int32_t *host,
@@ -158,5 +209,19 @@ fcl_status fcl_check_view(fcl_context *ctx, const fcl_tensor *t,
     s = fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
                  "%s.dtype: is %d but %s.dtype is %d; they must match", shape->name,
                  (int)t->dtype, like_name, (int)like->dtype);
+  return s;
+}
+
+fcl_status fcl_check_cache_view(fcl_context *ctx, const fcl_tensor *t,
+                                const fcl_tensor_shape *shape, const fcl_tensor *like,
+                                const char *like_name) {
+  if (!t) return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT, "%s: is NULL", shape->name);
+  fcl_status s = check_tensor(ctx, t, shape, true);
+  if (s == FCL_OK && t->dtype != like->dtype && !fcl_dtype_cache_format(t->dtype))
+    s = fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
+                 "%s.dtype: is %s but %s.dtype is %s; a cache holds its queries' dtype "
+                 "or a KV-cache format (q8_0, q4_0, fp8_e4m3, fp8_e5m2)",
+                 shape->name, fcl_dtype_name(t->dtype), like_name,
+                 fcl_dtype_name(like->dtype));
   return s;
 }

@@ -100,16 +100,13 @@ int64_t fcl_seqlen_bucket_length(int bucket) {
   return len[bucket < 0 ? 0 : bucket >= FCL_SEQLEN_BUCKETS ? FCL_SEQLEN_BUCKETS - 1 : bucket];
 }
 
-const char *fcl_dtype_name(fcl_dtype t) {
-  return t == FCL_F32 ? "f32" : t == FCL_F16 ? "f16" : t == FCL_BF16 ? "bf16" : "?";
-}
-
 bool fcl_dtype_from_name(const char *s, fcl_dtype *t) {
-  if (strcmp(s, "f32") == 0) *t = FCL_F32;
-  else if (strcmp(s, "f16") == 0) *t = FCL_F16;
-  else if (strcmp(s, "bf16") == 0) *t = FCL_BF16;
-  else return false;
-  return true;
+  for (int i = FCL_F32; i <= FCL_FP8_E5M2; ++i)
+    if (strcmp(s, fcl_dtype_name((fcl_dtype)i)) == 0) {
+      *t = (fcl_dtype)i;
+      return true;
+    }
+  return false;
 }
 
 void fcl_config_info_fill(fcl_config_info *out, const fcl_tuning_class *cls,
