@@ -37,13 +37,21 @@
 #define FCL_TF32_FWD_LOCAL(d, dv, block_n)                                       \
   (4 * (block_n) * (FCL_TF32_LDK(d) + FCL_TF32_LDV(dv)) + 8 * FCL_MMA_NFW(block_n))
 
-/* Bits of the KV-cache kernels' `kv_flags` argument (kvcache.cl). */
+/* Bits of the KV-cache kernels' `kv_flags` argument (kvcache_*.cl). */
 #define FCL_KV_PAGED 1        /* block_table maps positions to pages          */
 #define FCL_KV_BATCH_IDX 2    /* cache_batch_idx maps sequences to cache rows */
 #define FCL_KV_ROTARY 4       /* rotate q and k_new                           */
 #define FCL_KV_INTERLEAVED 8  /* rotary pairs (2i, 2i+1), else (i, i + rd/2)  */
 #define FCL_KV_APPEND 16      /* k_new, v_new were appended: keys c + n       */
 #define FCL_KV_FIXED_LEN 32   /* every sequence caches fixed_len tokens (no cache_seqlens) */
+#define FCL_KV_K_SCALE 64     /* k_scale given (fp8 K cache)                  */
+#define FCL_KV_V_SCALE 128    /* v_scale given (fp8 V cache)                  */
+/* The caches' formats (KV_K_FMT, KV_V_FMT): q's dtype (FCL_DTYPE, 0..2) or
+ * one of these, flashcl.h's fcl_dtype values. */
+#define FCL_KV_Q8_0 3
+#define FCL_KV_Q4_0 4
+#define FCL_KV_FP8_E4M3 5
+#define FCL_KV_FP8_E5M2 6
 /* The most splits of the keys (num_splits). */
 #define FCL_KV_MAX_SPLITS 1024
 
@@ -52,8 +60,8 @@
  * arguments"), and a forward or decode kernel has 28 to 41. Every field's offset
  * is a multiple of its size, longs first, so host C and OpenCL C lay a
  * struct out alike, and its size is a multiple of 8 without tail padding
- * (pad_: Mesa 22's rusticl takes a struct's size without it and refuses the
- * host's). A list names its long (L), int (I) and float (F) fields. */
+ * (an even count of ints and floats: Mesa 22's rusticl takes a struct's
+ * size without it and refuses the host's). A list names its long (L), int (I) and float (F) fields. */
 #if defined(__OPENCL_C_VERSION__) || defined(__OPENCL_VERSION__) /* OpenCL C */
 #define FCL_ABI_LONG_(n) long n;
 #define FCL_ABI_INT_(n) int n;
@@ -89,10 +97,23 @@ typedef struct {
   I(batch) I(seqlen_q) I(heads_q) I(group) I(heads_kv) I(capacity) I(cache_batch)   \
   I(page_size) I(num_pages) I(pages_per_seq) I(rotary_dim) I(rotary_positions)      \
   I(window_left) I(window_right) F(qk_scale) F(softcap_l2) I(num_splits)             \
-  I(min_split_keys) I(fixed_len) I(kv_flags) I(flags) I(pad_)
+  I(min_split_keys) I(fixed_len) I(kv_flags) I(flags) I(scale_heads)
 typedef struct {
   FCL_KV_DECODE_SCALARS(FCL_ABI_LONG_, FCL_ABI_INT_, FCL_ABI_FLOAT_)
 } fcl_kv_decode_scalars;
+
+/* The append kernel's (kvcache_append.cl): the views of k_new, v_new and
+ * the caches (block formats: their offsets in bytes), the cache's layout,
+ * rotary, scale_heads (1: k_scale, v_scale hold one scale a kv head). */
+#define FCL_KV_APPEND_SCALARS(L, I, F)                                              \
+  L(kn_off) L(kn_sb) L(kn_ss) L(kn_sh) L(vn_off) L(vn_sb) L(vn_ss) L(vn_sh) L(kc_off) \
+  L(kc_sb) L(kc_ss) L(kc_sh) L(vc_off) L(vc_sb) L(vc_ss) L(vc_sh) L(q_tokens)         \
+  I(head_dim) I(head_dim_v) I(heads_kv) I(seqlen_q) I(capacity) I(cache_batch)        \
+  I(page_size) I(num_pages) I(pages_per_seq) I(rotary_dim) I(rotary_positions)        \
+  I(scale_heads) I(kv_flags) I(flags)
+typedef struct {
+  FCL_KV_APPEND_SCALARS(FCL_ABI_LONG_, FCL_ABI_INT_, FCL_ABI_FLOAT_)
+} fcl_kv_append_scalars;
 
 /* Bits of the merge kernel's `step` argument (attention_merge.cl). */
 #define FCL_MERGE_FIRST 1 /* no running result yet */

@@ -1,39 +1,70 @@
-/* requires: attention/kvcache_common.cl */
+/* requires: attention/kvcache_format.cl */
 /* Appends the new tokens' keys (rotated) and values to a KV cache
- * (prepend kvcache_common.cl): work-item (d, t, b * heads_kv + hk) writes
- * element d of token t, kv head hk, of sequence b at position c + t. The
- * attention kernel runs after it on the same in-order queue. */
-__kernel void fcl_kv_append(
-    const __global fcl_elem *k_new, const __global fcl_elem *v_new, __global fcl_elem *k_cache,
-    __global fcl_elem *v_cache, const __global int *cache_seqlens,
-    const __global int *batch_idx, const __global int *block_table, const __global int *cu_q,
-    const __global float *rcos, const __global float *rsin, long kn_off, long kn_sb,
-    long kn_ss, long kn_sh, long vn_off, long vn_sb, long vn_ss, long vn_sh, long kc_off,
-    long kc_sb, long kc_ss, long kc_sh, long vc_off, long vc_sb, long vc_ss, long vc_sh,
-    int head_dim, int head_dim_v, int heads_kv, int seqlen_q, int capacity, int cache_batch,
-    int page_size, int num_pages, int pages_per_seq, long q_tokens, int rotary_dim,
-    int rotary_positions, int kv_flags, int flags) {
+ * (prepend kvcache_format.cl): work-item (d, t, b * heads_kv + hk) writes
+ * element d of token t, kv head hk, of sequence b at position c + t; for a
+ * block format, work-items d = 0, 32, ... write the block of values d ..
+ * d + 31 (quantized from all 32). The attention kernel runs after it on
+ * the same in-order queue. */
+__kernel void fcl_kv_append(const __global fcl_elem *k_new, const __global fcl_elem *v_new,
+                            __global kc_elem *k_cache, __global vc_elem *v_cache,
+                            const __global int *cache_seqlens, const __global int *batch_idx,
+                            const __global int *block_table, const __global int *cu_q,
+                            const __global float *rcos, const __global float *rsin,
+                            const __global float *k_scale, const __global float *v_scale,
+                            const fcl_kv_append_scalars kv_args_) {
+  FCL_KV_APPEND_SCALARS(KV_UNPACK_L_, KV_UNPACK_I_, KV_UNPACK_F_)
   const int d = get_global_id(0), t = get_global_id(1);
   const int b = get_global_id(2) / heads_kv, hk = get_global_id(2) % heads_kv;
   const kv_seq s = kv_seq_info(b, kv_flags, flags, cache_seqlens, batch_idx, cu_q, seqlen_q,
                                capacity, cache_batch, 0, q_tokens);
   const int pos = s.c + t;
   if (t >= s.n || pos >= capacity || (!(kv_flags & FCL_KV_PAGED) && s.row < 0)) return;
-  if (d < head_dim) {
+  const bool k_block = KV_BLOCK_FMT(KV_K_FMT), v_block = KV_BLOCK_FMT(KV_V_FMT);
+  if (d < head_dim && (!k_block || d % 32 == 0)) {
     const long src = kv_token_index(&s, b, t, hk, kn_off, kn_sb, kn_ss, kn_sh);
     const long dst = kv_cache_index(&s, b, pos, kv_flags, block_table, pages_per_seq,
-                                    num_pages, page_size, kc_off, kc_sb, kc_ss);
-    float x = FCL_LOAD(k_new, src + d);
-    if (kv_rotates(d, pos, kv_flags, rotary_dim, rotary_positions))
-      x = kv_rotate(x, FCL_LOAD(k_new, src + kv_partner(d, rotary_dim, kv_flags)), d, pos,
-                    rotary_dim, kv_flags, rcos, rsin);
-    if (dst >= 0) FCL_STORE(k_cache, dst + (long)hk * kc_sh + d, x);
+                                    num_pages, page_size, KC_IDX_OFF(kc_off), kc_sb, kc_ss);
+    float x[32];
+    const int n = k_block ? 32 : 1;
+    for (int e = 0; e < n; ++e) {
+      const int de = d + e;
+      x[e] = FCL_LOAD(k_new, src + de);
+      if (kv_rotates(de, pos, kv_flags, rotary_dim, rotary_positions))
+        x[e] = kv_rotate(x[e], FCL_LOAD(k_new, src + kv_partner(de, rotary_dim, kv_flags)), de,
+                         pos, rotary_dim, kv_flags, rcos, rsin);
+    }
+    if (dst >= 0) {
+      const long i = dst + (long)hk * kc_sh + d;
+#if KV_BLOCK_FMT(KV_K_FMT)
+      __global uchar *blk = k_cache + kc_off + i / 32 * KV_BLOCK_BYTES(KV_K_FMT);
+      if (KV_K_FMT == FCL_KV_Q8_0) kvq_store_q8_0(blk, x);
+      else kvq_store_q4_0(blk, x);
+#elif KV_K_FMT > 2
+      k_cache[i] = fcl_f32_to_fp8(fcl_div_rn(x[0], KV_K_SCALE(hk)), KV_K_FMT);
+#else
+      FCL_STORE(k_cache, i, x[0]);
+#endif
+    }
   }
-  if (d < head_dim_v) {
+  if (d < head_dim_v && (!v_block || d % 32 == 0)) {
     const long src = kv_token_index(&s, b, t, hk, vn_off, vn_sb, vn_ss, vn_sh);
     const long dst = kv_cache_index(&s, b, pos, kv_flags, block_table, pages_per_seq,
-                                    num_pages, page_size, vc_off, vc_sb, vc_ss);
-    if (dst >= 0) FCL_STORE(v_cache, dst + (long)hk * vc_sh + d, FCL_LOAD(v_new, src + d));
+                                    num_pages, page_size, VC_IDX_OFF(vc_off), vc_sb, vc_ss);
+    float x[32];
+    const int n = v_block ? 32 : 1;
+    for (int e = 0; e < n; ++e) x[e] = FCL_LOAD(v_new, src + d + e);
+    if (dst >= 0) {
+      const long i = dst + (long)hk * vc_sh + d;
+#if KV_BLOCK_FMT(KV_V_FMT)
+      __global uchar *blk = v_cache + vc_off + i / 32 * KV_BLOCK_BYTES(KV_V_FMT);
+      if (KV_V_FMT == FCL_KV_Q8_0) kvq_store_q8_0(blk, x);
+      else kvq_store_q4_0(blk, x);
+#elif KV_V_FMT > 2
+      v_cache[i] = fcl_f32_to_fp8(fcl_div_rn(x[0], KV_V_SCALE(hk)), KV_V_FMT);
+#else
+      FCL_STORE(v_cache, i, x[0]);
+#endif
+    }
   }
 }
 
@@ -61,19 +92,21 @@ __kernel void fcl_kv_prefill_prep(
   FCL_STORE(q_rot, r_off + (long)b * r_sb + (long)t * r_ss + (long)h * r_sh + d, x);
 }
 
-/* Chunked prefill on a paged cache, or one mapped by cache_batch_idx:
- * work-item (d, pos, b * heads_kv + hk) copies element d of K and V at
- * position pos < c + n of sequence b into contiguous rows (b, pos, hk) of
- * k_out and v_out, which the forward's kernels then read (a page id out of
- * range copies zeros). */
+/* Chunked prefill on a paged cache, one mapped by cache_batch_idx, or a
+ * quantized one: work-item (d, pos, b * heads_kv + hk) copies element d of
+ * K and V at position pos < c + n of sequence b into contiguous rows (b,
+ * pos, hk) of k_out and v_out in q's dtype (dequantized, times the fp8
+ * scales), which the forward's kernels then read (a page id out of range
+ * copies zeros). */
 __kernel void fcl_kv_gather(
-    const __global fcl_elem *k_cache, const __global fcl_elem *v_cache,
+    const __global kc_elem *k_cache, const __global vc_elem *v_cache,
     __global fcl_elem *k_out, __global fcl_elem *v_out, const __global int *cache_seqlens,
-    const __global int *batch_idx, const __global int *block_table, long kc_off, long kc_sb,
+    const __global int *batch_idx, const __global int *block_table,
+    const __global float *k_scale, const __global float *v_scale, long kc_off, long kc_sb,
     long kc_ss, long kc_sh, long vc_off, long vc_sb, long vc_ss, long vc_sh, long ko_sb,
     long ko_ss, long ko_sh, long vo_off, long vo_sb, long vo_ss, long vo_sh, int head_dim,
     int head_dim_v, int heads_kv, int seqlen_q, int capacity, int cache_batch,
-    int page_size, int num_pages, int pages_per_seq, int kv_flags) {
+    int page_size, int num_pages, int pages_per_seq, int kv_flags, int scale_heads) {
   const int d = get_global_id(0), pos = get_global_id(1);
   const int b = get_global_id(2) / heads_kv, hk = get_global_id(2) % heads_kv;
   const kv_seq s = kv_seq_info(b, kv_flags, 0, cache_seqlens, batch_idx, cache_seqlens,
@@ -81,14 +114,16 @@ __kernel void fcl_kv_gather(
   if (pos >= s.sk) return;
   if (d < head_dim) {
     const long src = kv_cache_index(&s, b, pos, kv_flags, block_table, pages_per_seq,
-                                    num_pages, page_size, kc_off, kc_sb, kc_ss);
-    const float x = src >= 0 ? FCL_LOAD(k_cache, src + (long)hk * kc_sh + d) : 0.0f;
+                                    num_pages, page_size, KC_IDX_OFF(kc_off), kc_sb, kc_ss);
+    const float x =
+        src >= 0 ? KC_VALUE(k_cache, kc_off, src + (long)hk * kc_sh + d) * KV_K_SCALE(hk) : 0.0f;
     FCL_STORE(k_out, (long)b * ko_sb + (long)pos * ko_ss + (long)hk * ko_sh + d, x);
   }
   if (d < head_dim_v) {
     const long src = kv_cache_index(&s, b, pos, kv_flags, block_table, pages_per_seq,
-                                    num_pages, page_size, vc_off, vc_sb, vc_ss);
-    const float x = src >= 0 ? FCL_LOAD(v_cache, src + (long)hk * vc_sh + d) : 0.0f;
+                                    num_pages, page_size, VC_IDX_OFF(vc_off), vc_sb, vc_ss);
+    const float x =
+        src >= 0 ? VC_VALUE(v_cache, vc_off, src + (long)hk * vc_sh + d) * KV_V_SCALE(hk) : 0.0f;
     FCL_STORE(v_out, vo_off + (long)b * vo_sb + (long)pos * vo_ss + (long)hk * vo_sh + d, x);
   }
 }

@@ -8,6 +8,12 @@
  * clamped or the position is skipped: nothing outside a buffer is read or
  * written, and what is computed is unspecified (DESIGN.md). */
 
+/* The fields of a kernel's scalar struct argument kv_args_ (attention_abi.h)
+ * as constants of their names: a list's L, I and F. */
+#define KV_UNPACK_L_(n) const long n = kv_args_.n;
+#define KV_UNPACK_I_(n) const int n = kv_args_.n;
+#define KV_UNPACK_F_(n) const float n = kv_args_.n;
+
 /* One sequence of a KV-cache call. */
 typedef struct {
   int  c;    /* cached tokens before the call, in [0, capacity]          */

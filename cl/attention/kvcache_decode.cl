@@ -51,6 +51,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
   if (split >= splits) return; /* no keys: the tile's merge does not wait for it */
   KV_TILE_Q(q_s);
 
+  const float qk_s = qk_scale * KV_K_SCALE(hk); /* an fp8 K's scale folded in */
   const int key = lid / TPK, chunk = lid % TPK; /* K: keys key + i KW, a slice */
   const int vcol = lid % DVT, kgrp = lid / DVT; /* V: a vector column, a key group */
   float m_r = -INFINITY, l_r = 0.0f;            /* row lid's state (lid < ROWS)   */
@@ -66,13 +67,14 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
     FCL_UNROLL for (int w_ = 0; w_ < KPW; ++w_) {                                  \
       const int j_ = lo + (blkx) * BN + key + w_ * KW;                             \
       const long kb_ = j_ < hi ? kv_slot_index(&s, j_, PAGE(blkx, key + w_ * KW),   \
-                                               kv_flags, page_size, k_off, k_sb, k_ss) \
+                                               kv_flags, page_size, KC_IDX_OFF(k_off), \
+                                               k_sb, k_ss)                         \
                                : -1;                                               \
       FCL_UNROLL for (int i_ = 0; i_ < KPT; ++i_) {                                \
         const int vi_ = chunk + i_ * TPK;                                          \
-        kr[w_][i_] = (kv_raw)(0);                                                  \
+        kr[w_][i_] = KC_ZERO;                                                      \
         if (kb_ >= 0 && vi_ < NVK)                                                 \
-          kr[w_][i_] = KV_LOAD_RAW(k_cache, kb_ + (long)hk * k_sh + vi_ * VEC);    \
+          kr[w_][i_] = KC_LOAD(k_cache, k_off, kb_ + (long)hk * k_sh + vi_ * VEC);  \
       }                                                                            \
     }                                                                              \
   } while (0)
@@ -96,7 +98,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
 
   /* Loads run a block ahead: V of block i and K of block i + 1 are in
    * flight while block i's scores and softmax are formed. */
-  kv_raw kr[KPW][KPT];
+  kc_raw kr[KPW][KPT];
   FETCH_PAGES(blk0);
   FETCH_PAGES(blk0 + 1);
   barrier(CLK_LOCAL_MEM_FENCE);
@@ -105,16 +107,18 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
   for (int blk = blk0; blk < blk1; ++blk) {
     const int j0 = lo + blk * BN;
     FETCH_PAGES(blk + 2); /* its slot's last reader, block blk - 1, is past a barrier */
-    kv_raw vr[KPG][NDV];
+    vc_raw vr[KPG][NDV];
     FCL_UNROLL for (int i = 0; i < KPG; ++i) {
       const int kk = kgrp + i * KG, j = j0 + kk;
       const long vb = kk < BN && j < hi ? kv_slot_index(&s, j, PAGE(blk, kk), kv_flags,
-                                                        page_size, v_off, v_sb, v_ss)
+                                                        page_size, VC_IDX_OFF(v_off), v_sb,
+                                                        v_ss)
                                         : -1;
       FCL_UNROLL for (int n = 0; n < NDV; ++n) {
         const int vi = vcol + n * DVT;
-        vr[i][n] = (kv_raw)(0);
-        if (vb >= 0 && vi < NVV) vr[i][n] = KV_LOAD_RAW(v_cache, vb + (long)hk * v_sh + vi * VEC);
+        vr[i][n] = VC_ZERO;
+        if (vb >= 0 && vi < NVV)
+          vr[i][n] = VC_LOAD(v_cache, v_off, vb + (long)hk * v_sh + vi * VEC);
       }
     }
     { /* partial dot products of KPW keys with every row */
@@ -126,7 +130,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
         if (vi < NVK) {
           FCL_UNROLL for (int w = 0; w < KPW; ++w) {
             float x[VEC];
-            KV_CONVERT(x, kr[w][i]);
+            KC_CONVERT(x, kr[w][i]);
             FCL_UNROLL for (int r = 0; r < ROWS; ++r)
               FCL_UNROLL for (int e = 0; e < VEC; ++e)
                 dots[w][r] = fma(x[e], q_s[r * HEAD_DIM + vi * VEC + e], dots[w][r]);
@@ -147,7 +151,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
         float sum = 0.0f, tt;
         for (int c = 0; c < TPK; ++c) sum += part_s[(r * BN + kk) * PLD + c];
         const float slope = (flags & FCL_ATTN_ALIBI) ? alibi[h] * FCL_LOG2E : 0.0f;
-        x = attn_score(sum, t, j, s.diag, qk_scale, softcap_l2, slope, &tt);
+        x = attn_score(sum, t, j, s.diag, qk_s, softcap_l2, slope, &tt);
       }
       p_s[i] = x;
     }
@@ -179,7 +183,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
       if (kk < BN)
         FCL_UNROLL for (int n = 0; n < NDV; ++n) {
           float x[VEC];
-          KV_CONVERT(x, vr[i][n]);
+          VC_CONVERT(x, vr[i][n]);
           FCL_UNROLL for (int r = 0; r < ROWS; ++r) {
             const float p = p_s[r * BN + kk];
             FCL_UNROLL for (int e = 0; e < VEC; ++e) acc[r][n][e] = fma(p, x[e], acc[r][n][e]);

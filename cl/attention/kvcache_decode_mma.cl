@@ -148,6 +148,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
                     ? alibi[hk * group + gr % group] * FCL_LOG2E : 0.0f;
   }
 
+  const float qk_s = qk_scale * KV_K_SCALE(hk); /* an fp8 K's scale folded in */
   float m_r[2] = {-INFINITY, -INFINITY}, l_r[2] = {0.0f, 0.0f};
   float4 acc[NRT][NDT];
   FCL_UNROLL for (int nr = 0; nr < NRT; ++nr)
@@ -179,7 +180,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
           float tt;
           x[e] = live[hh] && j < hi && attn_visible(tok[hh], j, s.diag, s.sk, window_left,
                                                     window_right)
-                     ? attn_score(kvm_elem(sc[u][nt], e), tok[hh], j, s.diag, qk_scale,
+                     ? attn_score(kvm_elem(sc[u][nt], e), tok[hh], j, s.diag, qk_s,
                                   softcap_l2, slope[hh], &tt)
                      : -INFINITY;
           mx[hh] = fmax(mx[hh], x[e]);

@@ -1,4 +1,4 @@
-/* requires: attention/kvcache_common.cl */
+/* requires: attention/kvcache_format.cl */
 /* What the decode kernels (kvcache_decode.cl, kvcache_decode_mma.cl)
  * share (prepend kvcache_common.cl): the arguments, a tile's query rows,
  * the keys a split of a tile reads, and the store of a tile's rows (to the
@@ -15,17 +15,15 @@
  * unless KV_PART_PTX, which keeps them in parts) and leaves it at zero
  * again. */
 #define KV_DECODE_PARAMS                                                           \
-  const __global fcl_elem *q, const __global fcl_elem *k_cache,                     \
-      const __global fcl_elem *v_cache, __global fcl_elem *o, __global float *lse,  \
+  const __global fcl_elem *q, const __global kc_elem *k_cache,                      \
+      const __global vc_elem *v_cache, __global fcl_elem *o, __global float *lse,   \
       __global int *counters, __global float *parts, const __global float *alibi,   \
       const __global int *cache_seqlens,                                            \
       const __global int *batch_idx, const __global int *block_table,               \
       const __global int *cu_q, const __global float *rcos, const __global float *rsin, \
+      const __global float *k_scale, const __global float *v_scale,                 \
       const fcl_kv_decode_scalars kv_args_
 /* The kernel's first statement: the scalar arguments by their names. */
-#define KV_UNPACK_L_(n) const long n = kv_args_.n;
-#define KV_UNPACK_I_(n) const int n = kv_args_.n;
-#define KV_UNPACK_F_(n) const float n = kv_args_.n;
 #define KV_DECODE_UNPACK FCL_KV_DECODE_SCALARS(KV_UNPACK_L_, KV_UNPACK_I_, KV_UNPACK_F_)
 
 /* The work-group's split, first row, sequence and kv head. The kv heads
@@ -153,7 +151,8 @@ inline float kv_part_peek(__global float *p) { /* leaves it */
 #endif
 
 /* The tile's rows out: out_s[ROWS * HEAD_DIM_V] holds each row's sum of
- * p V, m_of[r] its running maximum (log2 domain) and l_of[r] its sum of p:
+ * p V (V without its fp8 scale, applied here), m_of[r] its running maximum
+ * (log2 domain) and l_of[r] its sum of p:
  * the normalised rows and lse to o and lse, or, when the tile has more
  * than one split, to the partial results. */
 #define KV_TILE_STORE(out_s, m_of, l_of)                                           \
@@ -162,7 +161,7 @@ inline float kv_part_peek(__global float *p) { /* leaves it */
     const int t_ = g_ / group, h_ = hk * group + g_ % group;                       \
     if (t_ >= s.n) continue;                                                       \
     const float l_ = (l_of)[r_];                                                   \
-    const float val_ = l_ > 0.0f ? (out_s)[i_] / l_ : 0.0f;                        \
+    const float val_ = l_ > 0.0f ? (out_s)[i_] * KV_V_SCALE(hk) / l_ : 0.0f;       \
     const float lse_ = l_ > 0.0f ? ((m_of)[r_] + log2(l_)) * FCL_LN2 : -INFINITY;  \
     if (splits > 1) {                                                              \
       const long pi_ = KV_PART_INDEX(split, t_, h_);                               \

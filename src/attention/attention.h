@@ -155,7 +155,8 @@ fcl_status fcl_attention_mma_applies(fcl_context *ctx, const fcl_attention_desc 
  * of few query rows against many keys, which runs the same kernels. */
 typedef struct {
   const fcl_kvcache_desc *d;
-  fcl_dtype               dtype;
+  fcl_dtype               dtype;        /* q's, k_new's, v_new's and o's */
+  fcl_dtype               k_fmt, v_fmt; /* the caches': dtype or a KV-cache format */
   bool                    varlen, paged, append, rotary;
   const fcl_tensor       *q, *k_cache, *v_cache, *k_new, *v_new, *o;
   cl_mem                  lse;

@@ -112,6 +112,29 @@ static fcl_status check_buffers(fcl_context *ctx, const fcl_kvcache_desc *d) {
   return FCL_OK;
 }
 
+/* The fp8 caches' scales: only for fp8 caches, scale_count floats. */
+static fcl_status check_scales(fcl_context *ctx, const fcl_kvcache_desc *d,
+                               const fcl_tensor *k_cache, const fcl_tensor *v_cache) {
+  const struct { cl_mem m; const fcl_tensor *t; const char *name, *cache; } sc[] = {
+      {d->k_scale, k_cache, "d->k_scale", "k_cache"},
+      {d->v_scale, v_cache, "d->v_scale", "v_cache"}};
+  if (d->scale_count != 0 && d->scale_count != 1 && d->scale_count != d->heads_kv)
+    return BAD("d->scale_count: is %" PRId64 ", must be 0 or 1 (one scale a tensor) or "
+               "d->heads_kv %" PRId64 " (one a kv head)", d->scale_count, d->heads_kv);
+  fcl_status s;
+  for (int i = 0; i < 2; ++i) {
+    if (!sc[i].m) continue;
+    const fcl_dtype f = sc[i].t->dtype;
+    if (f != FCL_FP8_E4M3 && f != FCL_FP8_E5M2)
+      return BAD("%s: is set, but %s.dtype is %s: only fp8 caches take a scale%s", sc[i].name,
+                 sc[i].cache, fcl_dtype_name(f),
+                 fcl_dtype_block(f) > 1 ? " (blocks carry their own)" : "");
+    const size_t n = (size_t)(d->scale_count > 1 ? d->scale_count : 1);
+    if ((s = fcl_check_buffer(ctx, sc[i].m, sc[i].name, n * 4))) return s;
+  }
+  return FCL_OK;
+}
+
 static const fcl_desc_kind kvcache_desc_kind = {
     "fcl_kvcache_desc", "FCL_KVCACHE_DESC_INIT",
     offsetof(fcl_kvcache_desc, num_splits) + sizeof(int), sizeof(fcl_kvcache_desc)};
@@ -146,8 +169,9 @@ fcl_status fcl_check_kvcache(fcl_context *ctx, const fcl_kvcache_desc *d, const 
   const fcl_tensor_shape skn = {"k_new", {B, T, d->heads_kv, d->head_dim}};
   const fcl_tensor_shape svn = {"v_new", {B, T, d->heads_kv, d->head_dim_v}};
   if ((s = fcl_check_view(ctx, q, &sq, varlen, NULL, NULL)) ||
-      (s = fcl_check_view(ctx, k_cache, &skc, false, q, "q")) ||
-      (s = fcl_check_view(ctx, v_cache, &svc, false, q, "q")) ||
+      (s = fcl_check_cache_view(ctx, k_cache, &skc, q, "q")) ||
+      (s = fcl_check_cache_view(ctx, v_cache, &svc, q, "q")) ||
+      (s = check_scales(ctx, d, k_cache, v_cache)) ||
       (s = fcl_check_view(ctx, o, &so, varlen, q, "q")) ||
       (k_new && (s = fcl_check_view(ctx, k_new, &skn, varlen, q, "q"))) ||
       (v_new && (s = fcl_check_view(ctx, v_new, &svn, varlen, q, "q"))))
@@ -167,7 +191,8 @@ fcl_status fcl_check_kvcache(fcl_context *ctx, const fcl_kvcache_desc *d, const 
   }
   if (lse && (s = fcl_check_buffer(ctx, lse, "lse", (size_t)(varlen ? d->heads_q : lse_len) * 4)))
     return s;
-  *p = (fcl_kvcache_problem){.d = d, .dtype = q->dtype, .varlen = varlen, .paged = paged,
+  *p = (fcl_kvcache_problem){.d = d, .dtype = q->dtype, .k_fmt = k_cache->dtype,
+                             .v_fmt = v_cache->dtype, .varlen = varlen, .paged = paged,
                              .append = k_new != NULL, .rotary = d->rotary_cos != NULL,
                              .q = q, .k_cache = k_cache, .v_cache = v_cache, .k_new = k_new,
                              .v_new = v_new, .o = o, .lse = lse, .tokens = tokens,

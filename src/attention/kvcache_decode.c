@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 /* Work-group size, work-items a key, keys a work-item, the most query rows
  * a work-group, splits: the work-groups a compute unit runs at once (the
@@ -107,14 +108,22 @@ void fcl_kvcache_class(const void *problem, const fcl_variant *v, fcl_tuning_cla
                                                                 : p->d->cache_capacity)};
 }
 
-/* Elements a load: 16 bytes where the head dims and the caches' views
- * allow, else less. */
+/* Whether a cache's view lets a load take vec values (at most 8 in a
+ * quantized format): 16 bytes of q's dtype, or an aligned load of fp8
+ * bytes; a block's values are two-byte aligned, whatever vec. */
+static bool cache_loads(const fcl_tensor *t, int vec, size_t es) {
+  if (fcl_dtype_block(t->dtype) > 1) return vec <= 8;
+  if (fcl_dtype_cache_format(t->dtype)) return vec <= 8 && fcl_tensor_aligned(t, 1, false, vec);
+  return (size_t)vec * es <= 16 && fcl_tensor_aligned(t, es, false, vec);
+}
+
+/* Values a load: 16 bytes of q's dtype (8 values of a quantized cache)
+ * where the head dims and the caches' views allow, else fewer. */
 int fcl_kvcache_vector_width(const fcl_kvcache_problem *p) {
   const size_t es = fcl_dtype_size(p->dtype);
-  for (int vec = (int)(16 / es); vec > 1; vec /= 2)
+  for (int vec = 8; vec > 1; vec /= 2)
     if (p->d->head_dim % vec == 0 && p->d->head_dim_v % vec == 0 &&
-        fcl_tensor_aligned(p->k_cache, es, false, vec) &&
-        fcl_tensor_aligned(p->v_cache, es, false, vec))
+        cache_loads(p->k_cache, vec, es) && cache_loads(p->v_cache, vec, es))
       return vec;
   return 1;
 }
@@ -126,13 +135,14 @@ static int next_pow2(int64_t x) {
 }
 
 /* The arguments the KV-cache kernels share, in their order: the
- * device-side index buffers and rotary tables (NULL where unused: a buffer
+ * device-side index buffers, rotary tables and fp8 scales (NULL where unused: a buffer
  * argument costs a launch host time, a NULL one almost none;
  * docs/defaults.md) ... */
 static void arg_index_buffers(fcl_args *a, const fcl_kvcache_problem *p) {
   const fcl_kvcache_desc *d = p->d;
   const cl_mem bufs[] = {d->cache_seqlens, d->cache_batch_idx, d->block_table,
-                         d->cu_seqlens_q,  d->rotary_cos,      d->rotary_sin};
+                         d->cu_seqlens_q,  d->rotary_cos,      d->rotary_sin,
+                         d->k_scale,       d->v_scale};
   for (size_t i = 0; i < FCL_COUNT(bufs); ++i) FCL_ARG(a, bufs[i]);
 }
 /* ... and the cache's layout: capacity, rows, page size, pages, pages a
@@ -173,11 +183,13 @@ static void decode_args(fcl_args *a, const fcl_kvcache_problem *p, cl_mem counte
       .qk_scale = p->sc.qk_scale, .softcap_l2 = p->sc.softcap_l2, .num_splits = ns,
       .min_split_keys = min_split_keys,
       .fixed_len = (cl_int)(p->fixed_len >= 0 ? p->fixed_len : 0), .kv_flags = kv_flags,
-      .flags = flags};
+      .flags = flags, .scale_heads = d->scale_count > 1};
   fcl_attention_views(&sc, p->q, p->k_cache, p->v_cache, p->o);
   fcl_arg_struct(a, sizeof sc, &sc);
 }
 
+_Static_assert(sizeof(fcl_kv_append_scalars) == 17 * 8 + 14 * 4,
+               "fcl_kv_append_scalars: no padding, as the kernel lays it out");
 static void append_args(fcl_args *a, const fcl_kvcache_problem *p, cl_int kv_flags,
                         cl_int flags) {
   const fcl_kvcache_desc *d = p->d;
@@ -185,18 +197,20 @@ static void append_args(fcl_args *a, const fcl_kvcache_problem *p, cl_int kv_fla
                          p->v_cache->buffer};
   for (size_t i = 0; i < FCL_COUNT(bufs); ++i) FCL_ARG(a, bufs[i]);
   arg_index_buffers(a, p);
-  fcl_arg_tensor(a, p->k_new);
-  fcl_arg_tensor(a, p->v_new);
-  fcl_arg_tensor(a, p->k_cache);
-  fcl_arg_tensor(a, p->v_cache);
-  const cl_int ints[] = {(cl_int)d->head_dim, (cl_int)d->head_dim_v, (cl_int)d->heads_kv,
-                         (cl_int)d->seqlen_q};
-  for (size_t i = 0; i < FCL_COUNT(ints); ++i) FCL_ARG(a, ints[i]);
-  fcl_kvcache_layout_args(a, d);
-  const cl_long tokens = p->tokens;
-  FCL_ARG(a, tokens);
-  const cl_int tail[] = {(cl_int)d->rotary_dim, (cl_int)d->rotary_positions, kv_flags, flags};
-  for (size_t i = 0; i < FCL_COUNT(tail); ++i) FCL_ARG(a, tail[i]);
+  cl_long v[16];
+  fcl_tensor_view(p->k_new, v), fcl_tensor_view(p->v_new, v + 4);
+  fcl_tensor_view(p->k_cache, v + 8), fcl_tensor_view(p->v_cache, v + 12);
+  cl_int l[5];
+  cache_layout(d, l);
+  fcl_kv_append_scalars sc = {
+      .q_tokens = p->tokens, .head_dim = (cl_int)d->head_dim,
+      .head_dim_v = (cl_int)d->head_dim_v, .heads_kv = (cl_int)d->heads_kv,
+      .seqlen_q = (cl_int)d->seqlen_q, .capacity = l[0], .cache_batch = l[1],
+      .page_size = l[2], .num_pages = l[3], .pages_per_seq = l[4],
+      .rotary_dim = (cl_int)d->rotary_dim, .rotary_positions = (cl_int)d->rotary_positions,
+      .scale_heads = d->scale_count > 1, .kv_flags = kv_flags, .flags = flags};
+  memcpy(&sc, v, sizeof v); /* the four views lead, as FCL_ABI_VIEWS's do */
+  fcl_arg_struct(a, sizeof sc, &sc);
 }
 
 fcl_status fcl_kvcache_append(fcl_context *ctx, cl_kernel k, const fcl_kvcache_problem *p,
@@ -215,7 +229,8 @@ cl_int fcl_kvcache_flags(const fcl_kvcache_problem *p) {
   const fcl_kvcache_desc *d = p->d;
   return (p->paged ? FCL_KV_PAGED : 0) | (d->cache_batch_idx ? FCL_KV_BATCH_IDX : 0) |
          (p->rotary ? FCL_KV_ROTARY : 0) | (d->rotary_interleaved ? FCL_KV_INTERLEAVED : 0) |
-         (p->append ? FCL_KV_APPEND : 0) | (p->fixed_len >= 0 ? FCL_KV_FIXED_LEN : 0);
+         (p->append ? FCL_KV_APPEND : 0) | (p->fixed_len >= 0 ? FCL_KV_FIXED_LEN : 0) |
+         (d->k_scale ? FCL_KV_K_SCALE : 0) | (d->v_scale ? FCL_KV_V_SCALE : 0);
 }
 
 /* Splits of the keys: the caller's, or (flash-attn's rule) the fewest
@@ -275,7 +290,9 @@ fcl_status fcl_kvcache_options(fcl_context *ctx, const fcl_tuning_class *cls,
                               {"VEC", fcl_kvcache_vector_width(p)},
                               {"FCL_UNROLL_HINTS", !ctx->info.is_cpu},
                               {"KV_PTX_CVT", ptx && p->dtype == FCL_F16},
-                              {"KV_PART_PTX", ptx}};
+                              {"KV_PART_PTX", ptx},
+                              {"KV_K_FMT", (int)p->k_fmt},
+                              {"KV_V_FMT", (int)p->v_fmt}};
   fcl_build_options(cls, cfg, extra, (int)FCL_COUNT(extra),
                     ptx ? fcl_mma_build_options(ctx, FCL_F16) : NULL, out, size);
   return FCL_OK;
@@ -373,7 +390,8 @@ void fcl_kvcache_from_forward(const fcl_attention_problem *p, fcl_kvcache_desc *
       .cache_capacity = a->seqlen_k, .cache_batch = a->batch,
       .softmax_scale = a->softmax_scale, .causal = a->causal, .window_left = a->window_left,
       .window_right = a->window_right, .softcap = a->softcap, .alibi_slopes = a->alibi_slopes};
-  *kp = (fcl_kvcache_problem){.d = d, .dtype = p->dtype, .q = p->q, .k_cache = p->k,
+  *kp = (fcl_kvcache_problem){.d = d, .dtype = p->dtype, .k_fmt = p->dtype,
+                              .v_fmt = p->dtype, .q = p->q, .k_cache = p->k,
                               .v_cache = p->v, .o = p->o, .lse = p->lse,
                               .tokens = p->total_q, .lse_len = a->heads_q * p->total_q,
                               .fixed_len = a->seqlen_k, .attn = *a, .sc = p->sc};

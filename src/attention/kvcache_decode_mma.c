@@ -95,7 +95,8 @@ bool fcl_kvcache_mma_suits(fcl_context *ctx, fcl_dtype dtype, int64_t head_dim,
 fcl_status fcl_kvcache_mma_applies(fcl_context *ctx, const void *problem, fcl_fit *fit) {
   const fcl_kvcache_problem *p = problem;
   *fit = fcl_fit_if(fcl_kvcache_mma_suits(ctx, p->dtype, p->d->head_dim, p->d->head_dim_v) &&
-                    fcl_kvcache_vector_width(p) == 8 &&
+                    fcl_kvcache_vector_width(p) == 8 && p->k_fmt == p->dtype &&
+                    p->v_fmt == p->dtype &&
                     (!p->paged || p->d->page_size % 16 == 0) &&
                     p->d->heads_q / p->d->heads_kv * p->d->seqlen_q >= 2);
   return FCL_OK;

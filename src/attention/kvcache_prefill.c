@@ -2,14 +2,17 @@
  * forward's kernels (tensor cores on NVIDIA), which read each cache row up
  * to its used length (FCL_ATTN_SEQUSED_K). The decode program appends the
  * new tokens, writes the used lengths and, with rotary, the rotated q; a
- * paged cache, or one mapped by cache_batch_idx, is first gathered into
- * contiguous rows. Nothing is read back to the host. */
+ * paged cache, one mapped by cache_batch_idx, or a quantized one is first
+ * gathered into contiguous rows of q's dtype (llama.cpp's Vulkan backend
+ * dequantizes so for many rows too). Nothing is read back to the host. */
 #include "attention/attention.h"
 
-/* Bytes of the contiguous copy a paged or mapped cache needs (0: none). */
+/* Bytes of the contiguous copy in q's dtype that a paged, mapped or
+ * quantized cache needs (0: none). */
 static size_t gather_bytes(const fcl_kvcache_problem *p) {
   const fcl_kvcache_desc *d = p->d;
-  if (!p->paged && !d->cache_batch_idx) return 0;
+  if (!p->paged && !d->cache_batch_idx && p->k_fmt == p->dtype && p->v_fmt == p->dtype)
+    return 0;
   return fcl_bytes(d->batch * d->cache_capacity, d->heads_kv, d->head_dim + d->head_dim_v,
                    (int64_t)fcl_dtype_size(p->dtype), 1);
 }
@@ -77,7 +80,8 @@ fcl_status fcl_kvcache_prefill_launch(fcl_context *ctx, const fcl_variant_plan *
   for (size_t i = 0; i < FCL_COUNT(ints); ++i) FCL_ARG(&ap, ints[i]);
   if (kg) {
     const cl_mem gb[] = {p->k_cache->buffer, p->v_cache->buffer, gathered, gathered,
-                         d->cache_seqlens, bidx, d->block_table ? d->block_table : any};
+                         d->cache_seqlens, bidx, d->block_table ? d->block_table : any,
+                         d->k_scale, d->v_scale};
     for (size_t i = 0; i < FCL_COUNT(gb); ++i) FCL_ARG(&ag, gb[i]);
     fcl_arg_tensor(&ag, p->k_cache);
     fcl_arg_tensor(&ag, p->v_cache);
@@ -91,7 +95,9 @@ fcl_status fcl_kvcache_prefill_launch(fcl_context *ctx, const fcl_variant_plan *
                          (cl_int)d->seqlen_q};
     for (size_t i = 0; i < FCL_COUNT(gi); ++i) FCL_ARG(&ag, gi[i]);
     fcl_kvcache_layout_args(&ag, d);
+    const cl_int scale_heads = d->scale_count > 1;
     FCL_ARG(&ag, kv_flags);
+    FCL_ARG(&ag, scale_heads);
   }
   if (ap.err || ag.err) return fcl_fail_cl(ctx, ap.err ? ap.err : ag.err, "clSetKernelArg");
 
