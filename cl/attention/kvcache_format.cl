@@ -184,6 +184,7 @@ inline void kvq_store_q8_0(__global uchar *blk, const float *x) {
   for (int j = 0; j < 32; ++j) blk[2 + j] = (uchar)(char)round(x[j] * id);
 }
 inline void kvq_store_q4_0(__global uchar *blk, const float *x) {
+#pragma OPENCL FP_CONTRACT OFF /* x * id + 8.5f rounds twice, as in C: never one fma */
   float amax = 0.0f, mx = 0.0f; /* the first value of largest magnitude */
   for (int j = 0; j < 32; ++j)
     if (amax < fabs(x[j])) amax = fabs(x[j]), mx = x[j];
