@@ -29,7 +29,8 @@
  *
  * Build: HEAD_DIM (a multiple of 32), HEAD_DIM_V (of 64), WG (a multiple
  * of 32), KSUB (16-key steps a warp iteration), ROWS (at most 16), VEC 8. Paged caches: pages of a
- * multiple of 16 tokens. */
+ * multiple of 16 tokens. Quantized caches (kvcache_format.cl): their loads
+ * kept raw, dequantized and rounded to the operand dtype where used. */
 #define NW (WG / 32)
 #define KB (16 * KSUB)
 #define BN (NW * KB)
@@ -50,6 +51,32 @@
 #define V_COL(j, g, hi) (64 * ((j) / 4) + 8 * (g) + 2 * ((j) % 4) + (hi))
 
 inline uint kvm_word(uint4 x, int w) { return w == 0 ? x.x : w == 1 ? x.y : w == 2 ? x.z : x.w; }
+
+/* A load's eight values as pairs of the operand dtype: a 16-bit cache's as
+ * loaded, a quantized one's dequantized (its fp8 scale left out) and
+ * rounded to the dtype. */
+#if KV_K_FMT > 2
+inline uint4 kvm_k_pairs(kc_raw r) {
+  float x[8];
+  KC_CONVERT(x, r);
+  return (uint4)(mma_pack(x[0], x[1]), mma_pack(x[2], x[3]), mma_pack(x[4], x[5]),
+                 mma_pack(x[6], x[7]));
+}
+#define KC_PAIRS(r) kvm_k_pairs(r)
+#else
+#define KC_PAIRS(r) (r)
+#endif
+#if KV_V_FMT > 2
+inline uint4 kvm_v_pairs(vc_raw r) {
+  float x[8];
+  VC_CONVERT(x, r);
+  return (uint4)(mma_pack(x[0], x[1]), mma_pack(x[2], x[3]), mma_pack(x[4], x[5]),
+                 mma_pack(x[6], x[7]));
+}
+#define VC_PAIRS(r) kvm_v_pairs(r)
+#else
+#define VC_PAIRS(r) (r)
+#endif
 inline float kvm_elem(float4 x, int e) { return e == 0 ? x.x : e == 1 ? x.y : e == 2 ? x.z : x.w; }
 
 /* The page id of cache position j (-1: not paged, past the keys or out
@@ -91,28 +118,29 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
                          pages_per_seq, page_size, num_pages);                     \
   }
   int pg[KSUB];
-  uint4 kr[KSUB][2][NKL], vr[KSUB][4][NVL];
+  kc_raw kr[KSUB][2][NKL];
+  vc_raw vr[KSUB][4][NVL];
 #define LOAD_K(x)                                                                  \
   FCL_UNROLL for (int u_ = 0; u_ < KSUB; ++u_)                                     \
     FCL_UNROLL for (int n_ = 0; n_ < 2; ++n_) {                                    \
       const int j_ = K_KEY(x, u_, n_);                                             \
       const long kb_ = (x) < blk1 && j_ < hi ? kv_slot_index(&s, j_, pg[u_],        \
-                          kv_flags, page_size, k_off, k_sb, k_ss) : -1;            \
+                          kv_flags, page_size, KC_IDX_OFF(k_off), k_sb, k_ss) : -1; \
       FCL_UNROLL for (int i_ = 0; i_ < NKL; ++i_)                                  \
-        kr[u_][n_][i_] = kb_ >= 0 ? KV_LOAD_RAW(k_cache, kb_ + (long)hk * k_sh +     \
-                                                         32 * i_ + 8 * t)          \
-                                  : (uint4)(0u);                                   \
+        kr[u_][n_][i_] = kb_ >= 0 ? KC_LOAD(k_cache, k_off, kb_ + (long)hk * k_sh +  \
+                                                            32 * i_ + 8 * t)       \
+                                  : KC_ZERO;                                       \
     }
 #define LOAD_V(x)                                                                  \
   FCL_UNROLL for (int u_ = 0; u_ < KSUB; ++u_)                                     \
     FCL_UNROLL for (int k_ = 0; k_ < 4; ++k_) {                                    \
       const int j_ = V_KEY(x, u_, k_);                                             \
       const long vb_ = (x) < blk1 && j_ < hi ? kv_slot_index(&s, j_, pg[u_],        \
-                          kv_flags, page_size, v_off, v_sb, v_ss) : -1;            \
+                          kv_flags, page_size, VC_IDX_OFF(v_off), v_sb, v_ss) : -1; \
       FCL_UNROLL for (int i_ = 0; i_ < NVL; ++i_)                                  \
-        vr[u_][k_][i_] = vb_ >= 0 ? KV_LOAD_RAW(v_cache, vb_ + (long)hk * v_sh +     \
-                                                         64 * i_ + 8 * g)          \
-                                  : (uint4)(0u);                                   \
+        vr[u_][k_][i_] = vb_ >= 0 ? VC_LOAD(v_cache, v_off, vb_ + (long)hk * v_sh +  \
+                                                            64 * i_ + 8 * g)       \
+                                  : VC_ZERO;                                       \
     }
   /* The first block's loads go out before Q is staged: its latency hides
    * behind theirs. */
@@ -162,7 +190,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
       FCL_UNROLL for (int nt = 0; nt < 2; ++nt) {
         float4 c = (float4)(0.0f);
         FCL_UNROLL for (int ks = 0; ks < NKS; ++ks) {
-          const uint4 w = kr[u][nt][ks / 2];
+          const uint4 w = KC_PAIRS(kr[u][nt][ks / 2]);
           c = mma_16816(qa_s[ks * 32 + lane], (uint2)(kvm_word(w, 2 * (ks % 2)), kvm_word(w, 2 * (ks % 2) + 1)),
                         c);
         }
@@ -223,8 +251,10 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
     /* O^T += V^T P^T: V^T's A fragment pairs two keys' halves of a word. */
     FCL_UNROLL for (int u = 0; u < KSUB; ++u)
       FCL_UNROLL for (int j = 0; j < NDT; ++j) {
-        const uint w0 = kvm_word(vr[u][0][j / 4], j % 4), w1 = kvm_word(vr[u][1][j / 4], j % 4);
-        const uint w2 = kvm_word(vr[u][2][j / 4], j % 4), w3 = kvm_word(vr[u][3][j / 4], j % 4);
+        const uint w0 = kvm_word(VC_PAIRS(vr[u][0][j / 4]), j % 4);
+        const uint w1 = kvm_word(VC_PAIRS(vr[u][1][j / 4]), j % 4);
+        const uint w2 = kvm_word(VC_PAIRS(vr[u][2][j / 4]), j % 4);
+        const uint w3 = kvm_word(VC_PAIRS(vr[u][3][j / 4]), j % 4);
         const uint4 a = (uint4)((w0 & 0xffffu) | (w1 << 16), (w0 >> 16) | (w1 & 0xffff0000u),
                                 (w2 & 0xffffu) | (w3 << 16), (w2 >> 16) | (w3 & 0xffff0000u));
         FCL_UNROLL for (int nr = 0; nr < NRT; ++nr) acc[nr][j] = mma_16816(a, pb[u][nr], acc[nr][j]);

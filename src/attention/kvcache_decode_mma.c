@@ -95,8 +95,7 @@ bool fcl_kvcache_mma_suits(fcl_context *ctx, fcl_dtype dtype, int64_t head_dim,
 fcl_status fcl_kvcache_mma_applies(fcl_context *ctx, const void *problem, fcl_fit *fit) {
   const fcl_kvcache_problem *p = problem;
   *fit = fcl_fit_if(fcl_kvcache_mma_suits(ctx, p->dtype, p->d->head_dim, p->d->head_dim_v) &&
-                    fcl_kvcache_vector_width(p) == 8 && p->k_fmt == p->dtype &&
-                    p->v_fmt == p->dtype &&
+                    fcl_kvcache_vector_width(p) == 8 &&
                     (!p->paged || p->d->page_size % 16 == 0) &&
                     p->d->heads_q / p->d->heads_kv * p->d->seqlen_q >= 2);
   return FCL_OK;
@@ -113,8 +112,9 @@ fcl_status fcl_kvcache_mma_launch(fcl_context *ctx, const fcl_variant_plan *pl,
   bool ptx;
   fcl_status s = fcl_kvcache_ptx(ctx, &ptx);
   if (s) return s;
-  const fcl_define extra[] = {{"ROWS", rows}, {"VEC", 8}, {"FCL_UNROLL_HINTS", 1},
-                              {"KV_PART_PTX", ptx}};
+  const fcl_define extra[] = {{"ROWS", rows},         {"VEC", 8},
+                              {"FCL_UNROLL_HINTS", 1}, {"KV_PART_PTX", ptx},
+                              {"KV_K_FMT", (int)p->k_fmt}, {"KV_V_FMT", (int)p->v_fmt}};
   char options[512];
   fcl_build_options(cls, cfg, extra, (int)FCL_COUNT(extra),
                     fcl_mma_build_options(ctx, p->dtype), options, sizeof options);
