@@ -56,6 +56,10 @@ const char *tu_dtype_name(fcl_dtype t) {
   case FCL_F32: return "f32";
   case FCL_F16: return "f16";
   case FCL_BF16: return "bf16";
+  case FCL_Q8_0: return "q8_0";
+  case FCL_Q4_0: return "q4_0";
+  case FCL_FP8_E4M3: return "fp8_e4m3";
+  case FCL_FP8_E5M2: return "fp8_e5m2";
   }
   return "?";
 }
@@ -65,6 +69,7 @@ size_t tu_dtype_size(fcl_dtype t) {
   case FCL_F32: return 4;
   case FCL_F16:
   case FCL_BF16: return 2;
+  default: break; /* the KV-cache formats have no element size */
   }
   return 0;
 }
@@ -96,6 +101,7 @@ double tu_round(double x, fcl_dtype t) {
   case FCL_F32: return (double)(float)x;
   case FCL_F16: return round_format(x, 10, -14, F16_MAX);
   case FCL_BF16: return round_format(x, 7, -126, BF16_MAX);
+  default: break;
   }
   return NAN;
 }
@@ -369,6 +375,7 @@ tu_tol tu_tol_output(fcl_dtype t) {
   case FCL_F32: return (tu_tol){1e-5, 1e-4, 0.0};
   case FCL_F16: return (tu_tol){1e-3, 2e-3, 0.0};
   case FCL_BF16: return (tu_tol){8e-3, 1.6e-2, 0.0};
+  default: break;
   }
   return (tu_tol){0, 0, 0};
 }
@@ -387,6 +394,7 @@ tu_tol tu_tol_grad(fcl_dtype t) {
   case FCL_F32: return (tu_tol){2e-4, 0.0, 0.0};
   case FCL_F16: return (tu_tol){5e-3, 0.0, 0.0};
   case FCL_BF16: return (tu_tol){3e-2, 0.0, 0.0};
+  default: break;
   }
   return (tu_tol){0, 0, 0};
 }
@@ -396,6 +404,7 @@ tu_tol tu_tol_rwkv6(fcl_dtype t) {
   case FCL_F32: return (tu_tol){1e-4, 0.0, 0.0};
   case FCL_F16: return (tu_tol){3e-3, 0.0, 0.0};
   case FCL_BF16: return (tu_tol){2e-2, 0.0, 0.0};
+  default: break;
   }
   return (tu_tol){0, 0, 0};
 }
