@@ -38,6 +38,9 @@ static const char usage[] =
     "  --num-splits LIST decode: 0 (the library chooses), or split the keys n ways (0)\n"
     "  --append          decode: the call also writes the new tokens' k and v\n"
     "                    (k_new, v_new) to the cache and attends to them\n"
+    "  --cache-dtype LIST decode: the caches' format: same (q's dtype), q8_0, q4_0,\n"
+    "                    fp8_e4m3, fp8_e5m2, or K:V for each its own (same); fp8\n"
+    "                    caches get a scale of 1/64 a tensor\n"
     "  --iters N         timed iterations (10)\n"
     "  --warmup N        untimed iterations before them (2)\n"
     "  --check 0|1       compare with the reference (1)\n"
@@ -162,6 +165,31 @@ static int one_dtype(const char *opt, const char *s, int i, void *dst) {
   return 0;
 }
 
+/* A cache format: same (q's dtype), q8_0, q4_0, fp8_e4m3 (fp8e4m3, e4m3),
+ * fp8_e5m2 (fp8e5m2, e5m2); K:V gives K and V their own. */
+static int one_format(const char *s, int *f) {
+  static const struct { const char *name; int f; } names[] = {
+      {"same", -1},          {"q8_0", FCL_Q8_0},    {"q4_0", FCL_Q4_0},
+      {"fp8_e4m3", FCL_FP8_E4M3}, {"fp8e4m3", FCL_FP8_E4M3}, {"e4m3", FCL_FP8_E4M3},
+      {"fp8_e5m2", FCL_FP8_E5M2}, {"fp8e5m2", FCL_FP8_E5M2}, {"e5m2", FCL_FP8_E5M2}};
+  for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+    if (!strcmp(s, names[k].name)) return *f = names[k].f, 0;
+  return -1;
+}
+
+static int one_cache(const char *opt, const char *s, int i, void *dst) {
+  int *kv = (int *)dst; /* cache_k, then cache_v at BENCH_MAX_LIST */
+  char k[32];
+  const char *colon = strchr(s, ':');
+  snprintf(k, sizeof k, "%.*s", colon ? (int)(colon - s) : (int)strlen(s), s);
+  if (one_format(k, &kv[i]) || one_format(colon ? colon + 1 : k, &kv[BENCH_MAX_LIST + i])) {
+    fprintf(stderr, "fa-bench: %s: unknown cache format '%s' (same, q8_0, q4_0, fp8_e4m3, "
+            "fp8_e5m2, or K:V)\n", opt, s);
+    return -1;
+  }
+  return 0;
+}
+
 static int one_causal(const char *opt, const char *s, int i, void *dst) {
   int64_t v;
   if (parse_int(opt, s, 0, 1, &v)) return -1;
@@ -224,7 +252,8 @@ static int one_count(const char *opt, const char *s, int i, void *dst) { /* 0 al
 int bench_parse_args(int argc, char **argv, bench_args *a) {
   bench_args d = {NULL, 1, 8, 0, 64, 0, {1024}, {1024}, 1, {FCL_F32, FCL_F16}, 2,
                   {0, 1}, 2, {OP_FWD, OP_RWKV6_FWD}, 2, {FCL_RWKV6_AUTO}, 1, 0, 0, 0,
-                  OUT_TABLE, 0, 1, 0.0, 0, 0, {0}, 0, {0}, 0, {0}, 0, 0, {0}, 0, NULL, 0, 0, 0, 0, 0};
+                  OUT_TABLE, 0, 1, 0.0, 0, 0, {0}, 0, {0}, 0, {0}, 0, 0, {0}, 0, NULL, 0, 0, 0, 0, 0,
+                  {0}, {0}, 0};
   int64_t sq = 0, sk = 0, iters = 10, warmup = 2, check = 1, peak = 1;
   int64_t layers = 0, steps = 0, kpc = 0;
   const struct { const char *name; int64_t *dst, min, max; } ints[] = {
@@ -238,7 +267,8 @@ int bench_parse_args(int argc, char **argv, bench_args *a) {
       {"--steps", &steps, 1, INT_MAX},          {"--kernels-per-call", &kpc, 1, 1000}};
   const char *const others[] = {"--device", "--seqlen", "--dtype", "--causal", "--op",
                                 "--algorithm", "--context", "--page-size", "--num-splits",
-                                "--peak-gbps", "--varlen", "--params", "--f32-precision"};
+                                "--peak-gbps", "--varlen", "--params", "--f32-precision",
+                                "--cache-dtype"};
   const int n_others = (int)(sizeof others / sizeof others[0]);
   *a = d;
   for (int i = 1; i < argc; i++) {
@@ -300,6 +330,11 @@ int bench_parse_args(int argc, char **argv, bench_args *a) {
       rc = (a->n_ops = parse_list(arg, val, one_op, a->ops)) < 0;
     } else if (!strcmp(arg, "--context")) {
       rc = (a->n_context = parse_list(arg, val, one_count, a->context)) < 0;
+    } else if (!strcmp(arg, "--cache-dtype")) {
+      int kv[2 * BENCH_MAX_LIST];
+      rc = (a->n_cache = parse_list(arg, val, one_cache, kv)) < 0;
+      memcpy(a->cache_k, kv, sizeof a->cache_k);
+      memcpy(a->cache_v, kv + BENCH_MAX_LIST, sizeof a->cache_v);
     } else if (!strcmp(arg, "--page-size")) {
       rc = (a->n_page_size = parse_list(arg, val, one_count, a->page_size)) < 0;
     } else if (!strcmp(arg, "--num-splits")) {
@@ -324,6 +359,7 @@ int bench_parse_args(int argc, char **argv, bench_args *a) {
   if (sq) a->seqlen_set = 1;
   if (!a->n_context) a->context[0] = 4096, a->n_context = 1;
   if (!a->n_page_size) a->page_size[0] = 0, a->n_page_size = 1;
+  if (!a->n_cache) a->cache_k[0] = a->cache_v[0] = -1, a->n_cache = 1;
   if (!a->n_num_splits) a->num_splits[0] = 0, a->n_num_splits = 1;
   a->iters = (int)iters, a->warmup = (int)warmup, a->check = (int)check, a->peak = (int)peak;
   if (!layers && (steps || kpc || a->plans)) {

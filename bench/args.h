@@ -56,6 +56,9 @@ typedef struct {
   int         kernels_per_call; /* --kernels-per-call: kernels one call launches (1) */
   int         plans;     /* --plans: each loop case also through public plans */
   int         f32_precision; /* --f32-precision: an fcl_f32_precision (0 highest) */
+  /* decode, --cache-dtype: the caches' formats, K's and V's (-1: q's dtype) */
+  int         cache_k[BENCH_MAX_LIST], cache_v[BENCH_MAX_LIST];
+  int         n_cache;
 } bench_args;
 
 /* Fills *a from argv. Returns 0 to go on, 1 when --help was printed (exit 0),

@@ -34,6 +34,7 @@ typedef struct {
   int64_t     page_size;      /* 0: contiguous */
   int64_t     num_splits;     /* 0: the library's choice */
   int         append;         /* 1: k_new, v_new appended in the call */
+  fcl_dtype   cache_k, cache_v; /* the caches' formats (t: q's dtype) */
   /* loop mode only (layers 0 otherwise; see loop.h): ms is then the mean
    * device time of a call and wall_ms the step's wall time / layers */
   int         layers, steps, kernels_per_call;

@@ -19,10 +19,17 @@
  * --append also the cache entries written for the first and the last
  * sequence, which must equal k_new and v_new bit for bit.
  *
+ * Quantized caches (--cache-dtype) hold the same uniform values, quantized
+ * by the host reference (tests/ref/ref_quant.h; fp8 with the scale
+ * DECODE_FP8_SCALE); the check's keys are the cache's values dequantized,
+ * the appended ones quantized from k_new and v_new, whose bytes in the
+ * cache must be the reference's.
+ *
  * GB/s counts the least traffic: the cache's C tokens read once, q read, o
  * and lse (f32) written, and with --append k_new, v_new read and written to
- * the cache: es * (B*Hkv*(C + 2n*append)*(D+Dv) + B*n*H*(D+Dv)) + 4*B*H*n
- * bytes. TFLOP/s counts 2*(D+Dv) FLOPs per visible (query, key) pair and
+ * the cache: kb*B*Hkv*(C + n*append)*(D+Dv) + es*(B*Hkv*n*append*(D+Dv) +
+ * B*n*H*(D+Dv)) + 4*B*H*n bytes, kb the cache's bytes a value (K's and
+ * V's each their own). TFLOP/s counts 2*(D+Dv) FLOPs per visible (query, key) pair and
  * query head.
  *
  * Loop mode (--layers) runs each case as decode_loop.c describes. */
@@ -35,10 +42,12 @@
 #include "decode.h"
 #include "model.h"
 #include "ref_attention.h"
+#include "ref_quant.h"
 #include "test_util.h"
 
 #define CHECK_ROWS 64
 #define CHECK_HEADS 32 /* heads of sequence 0's last query among the rows */
+#define FCL_MAX_HEAD_DIM_BENCH 512 /* flashcl's largest head dim */
 
 static size_t n_q(const dshape *s) { return (size_t)(s->b * s->n * s->h * s->d); }
 static size_t n_o(const dshape *s) { return (size_t)(s->b * s->n * s->h * s->dv); }
@@ -48,9 +57,15 @@ size_t decode_cache_elems(const dshape *s, int64_t dim) {
 }
 static size_t n_lse(const dshape *s) { return (size_t)(s->b * s->h * s->n); }
 
-dshape decode_shape(const bench_args *a, int64_t c, int64_t n, fcl_dtype t, int64_t ps) {
-  dshape s = {a->batch, a->heads, a->heads_kv, n, c, a->head_dim, a->head_dim_v, t, 1,
-              a->append, ps, 0, 0, 0, 0, 0, 0};
+size_t decode_cache_bytes(const dshape *s, int64_t dim, fcl_dtype f) {
+  return decode_cache_elems(s, dim) / (size_t)ref_quant_unit_values(f) * ref_quant_unit_bytes(f);
+}
+
+dshape decode_shape(const bench_args *a, int64_t c, int64_t n, fcl_dtype t, int64_t ps,
+                    int kf, int vf) {
+  dshape s = {a->batch, a->heads, a->heads_kv, n, c, a->head_dim, a->head_dim_v, t,
+              kf < 0 ? t : (fcl_dtype)kf, vf < 0 ? t : (fcl_dtype)vf, 1, a->append, ps,
+              0, 0, 0, 0, 0, 0};
   s.keys = c + (s.append ? n : 0);
   s.cap = s.keys > 0 ? s.keys : 1;
   if (ps) {
@@ -63,8 +78,9 @@ dshape decode_shape(const bench_args *a, int64_t c, int64_t n, fcl_dtype t, int6
   return s;
 }
 
-/* Element index of (token pos, kv head kh, dim 0) of sequence b in a cache
- * array whose rows have dim elements. */
+/* Value index of (token pos, kv head kh, dim 0) of sequence b in a cache
+ * array whose rows have dim values (its byte offset in format f:
+ * cache_byte). */
 static size_t cache_at(const dshape *s, const int32_t *bt, int64_t b, int64_t pos, int64_t kh,
                        int64_t dim) {
   const int64_t slot = s->ps ? bt[b * s->pps + pos / s->ps] : b;
@@ -72,9 +88,27 @@ static size_t cache_at(const dshape *s, const int32_t *bt, int64_t b, int64_t po
   return (size_t)(((slot * s->slot_len + tok) * s->hkv + kh) * dim);
 }
 
+static size_t cache_byte(size_t value_index, fcl_dtype f) {
+  return value_index / (size_t)ref_quant_unit_values(f) * ref_quant_unit_bytes(f);
+}
+
+void *decode_cache_values(const dshape *s, int64_t dim, fcl_dtype f, uint64_t seed) {
+  const double a = sqrt(3.0); /* uniform on [-a, a): variance 1 */
+  const size_t n = decode_cache_elems(s, dim);
+  if (!ref_quant_format(f)) return bench_uniform(f, n, seed, -a, a);
+  float *x = bench_uniform(FCL_F32, n, seed, -a, a);
+  unsigned char *q = malloc(decode_cache_bytes(s, dim, f) + 1);
+  for (size_t i = 0; x && q && i < n; i += (size_t)dim) /* head vector by head vector */
+    ref_quantize_vec(f, x + i, dim, DECODE_FP8_SCALE, q + cache_byte(i, f));
+  free(x);
+  if (!x) free(q), q = NULL;
+  return q;
+}
+
 void decode_inputs_free(dinputs *in) {
   free(in->q), free(in->kc), free(in->vc), free(in->kn), free(in->vn), free(in->bt);
-  cl_mem m[] = {in->bq, in->bkc, in->bvc, in->bkn, in->bvn, in->bo, in->blse, in->bseq, in->bbt};
+  cl_mem m[] = {in->bq, in->bkc, in->bvc, in->bkn, in->bvn, in->bo, in->blse, in->bseq, in->bbt,
+                in->bscale};
   for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
     if (m[i]) clReleaseMemObject(m[i]);
   memset(in, 0, sizeof *in);
@@ -85,8 +119,8 @@ int decode_inputs_make(fcl_context *ctx, const dshape *s, dinputs *in) {
   const double a = sqrt(3.0); /* uniform on [-a, a): variance 1 */
   memset(in, 0, sizeof *in);
   in->q = bench_uniform(s->t, n_q(s), 1, -a, a);
-  in->kc = bench_uniform(s->t, decode_cache_elems(s, s->d), 2, -a, a);
-  in->vc = bench_uniform(s->t, decode_cache_elems(s, s->dv), 3, -a, a);
+  in->kc = decode_cache_values(s, s->d, s->kf, 2);
+  in->vc = decode_cache_values(s, s->dv, s->vf, 3);
   in->kn = bench_uniform(s->t, n_new(s, s->d), 6, -a, a);
   in->vn = bench_uniform(s->t, n_new(s, s->dv), 7, -a, a);
   int32_t *seqlens = malloc((size_t)s->b * sizeof *seqlens);
@@ -108,12 +142,16 @@ int decode_inputs_make(fcl_context *ctx, const dshape *s, dinputs *in) {
   const void *host[9] = {in->q, in->kc, in->vc, in->kn, in->vn, NULL, NULL, seqlens, in->bt};
   cl_mem *dev[9] = {&in->bq, &in->bkc, &in->bvc, &in->bkn, &in->bvn, &in->bo, &in->blse,
                     &in->bseq, &in->bbt};
-  const size_t bytes[9] = {n_q(s) * es, decode_cache_elems(s, s->d) * es,
-                           decode_cache_elems(s, s->dv) * es, n_new(s, s->d) * es,
+  const size_t bytes[9] = {n_q(s) * es, decode_cache_bytes(s, s->d, s->kf),
+                           decode_cache_bytes(s, s->dv, s->vf), n_new(s, s->d) * es,
                            n_new(s, s->dv) * es, n_o(s) * es, n_lse(s) * sizeof(float),
                            (size_t)s->b * sizeof(int32_t), (size_t)s->slots * sizeof(int32_t)};
   for (int i = 0; i < (s->ps ? 9 : 8) && err == CL_SUCCESS; i++)
     *dev[i] = bench_upload(ctx, host[i], bytes[i], &err);
+  const float scale = DECODE_FP8_SCALE;
+  if (err == CL_SUCCESS && (s->kf == FCL_FP8_E4M3 || s->kf == FCL_FP8_E5M2 ||
+                            s->vf == FCL_FP8_E4M3 || s->vf == FCL_FP8_E5M2))
+    in->bscale = bench_upload(ctx, &scale, sizeof scale, &err);
   free(seqlens);
   if (err != CL_SUCCESS) {
     fprintf(stderr, "fa-bench: decode: could not allocate or upload the inputs (%.3g GB of "
@@ -135,8 +173,13 @@ void decode_call_make(const dshape *s, const dinputs *in, decode_call *c) {
   c->d = d;
   c->q = (fcl_tensor){in->bq, 0, s->t, {s->n * s->h * s->d, s->h * s->d, s->d, 1}};
   c->o = (fcl_tensor){in->bo, 0, s->t, {s->n * s->h * s->dv, s->h * s->dv, s->dv, 1}};
-  c->kc = (fcl_tensor){in->bkc, 0, s->t, {s->slot_len * kvd, kvd, s->d, 1}};
-  c->vc = (fcl_tensor){in->bvc, 0, s->t, {s->slot_len * kvdv, kvdv, s->dv, 1}};
+  c->kc = (fcl_tensor){in->bkc, 0, s->kf, {s->slot_len * kvd, kvd, s->d, 1}};
+  c->vc = (fcl_tensor){in->bvc, 0, s->vf, {s->slot_len * kvdv, kvdv, s->dv, 1}};
+  /* fp8: one scale a tensor */
+  const int kfp8 = s->kf == FCL_FP8_E4M3 || s->kf == FCL_FP8_E5M2;
+  const int vfp8 = s->vf == FCL_FP8_E4M3 || s->vf == FCL_FP8_E5M2;
+  c->d.k_scale = kfp8 ? in->bscale : NULL, c->d.v_scale = vfp8 ? in->bscale : NULL;
+  c->d.scale_count = kfp8 || vfp8;
   c->kn = (fcl_tensor){in->bkn, 0, s->t, {s->n * kvd, kvd, s->d, 1}};
   c->vn = (fcl_tensor){in->bvn, 0, s->t, {s->n * kvdv, kvdv, s->dv, 1}};
   c->lse = in->blse;
@@ -189,26 +232,57 @@ static int pick_rows(const dshape *s, bench_qrow *r) {
   return n;
 }
 
+/* A new token's head vector (dim values of dtype t at x) as a cache of
+ * format f stores it: its bytes into q (f quantized; else a copy). */
+static void stored_bytes(const dshape *s, fcl_dtype f, const void *x, int64_t dim,
+                         unsigned char *q) {
+  const size_t es = tu_dtype_size(s->t);
+  if (!ref_quant_format(f)) {
+    memcpy(q, x, (size_t)dim * es);
+    return;
+  }
+  float v[FCL_MAX_HEAD_DIM_BENCH];
+  for (int64_t e = 0; e < dim; e++) v[e] = (float)bench_elem(x, s->t, (size_t)e);
+  ref_quantize_vec(f, v, dim, DECODE_FP8_SCALE, q);
+}
+
+/* dim values of a cache of format f at p (bytes), as doubles. */
+static void cache_values(const dshape *s, fcl_dtype f, const unsigned char *p, int64_t dim,
+                         double *out) {
+  if (!ref_quant_format(f)) {
+    bench_decode(p, s->t, (size_t)dim, out);
+    return;
+  }
+  float v[FCL_MAX_HEAD_DIM_BENCH];
+  ref_dequantize_vec(f, p, dim, DECODE_FP8_SCALE, v);
+  for (int64_t e = 0; e < dim; e++) out[e] = v[e];
+}
+
 /* The cache entries the call wrote for sequence b (positions c .. c+n-1)
- * must be k_new and v_new exactly. Returns the count of tokens that
+ * must be k_new and v_new exactly, as the cache's format stores them. Returns the count of tokens that
  * differ, or -1 on an OpenCL error. */
 static long check_append(fcl_context *ctx, const dshape *s, const dinputs *in, int64_t b) {
   const size_t es = tu_dtype_size(s->t);
   cl_command_queue queue = fcl_context_queue(ctx);
-  unsigned char *raw = malloc((size_t)s->hkv * (size_t)(s->d > s->dv ? s->d : s->dv) * es);
+  const int64_t width = s->d > s->dv ? s->d : s->dv;
+  unsigned char *raw = malloc((size_t)(s->hkv * width) * es);
+  unsigned char *want = malloc((size_t)(s->hkv * width) * es);
   long bad = 0;
-  if (!raw) return -1;
+  if (!raw || !want) return free(raw), free(want), -1;
   for (int64_t i = 0; i < s->n; i++)
     for (int kv = 0; kv < 2; kv++) {
       const int64_t dim = kv ? s->dv : s->d;
-      const size_t len = (size_t)(s->hkv * dim) * es;
-      const size_t at = cache_at(s, in->bt, b, s->c + i, 0, dim) * es;
-      const unsigned char *want = (const unsigned char *)(kv ? in->vn : in->kn) +
-                                  (size_t)((b * s->n + i) * s->hkv * dim) * es;
+      const fcl_dtype f = kv ? s->vf : s->kf;
+      const size_t len = cache_byte((size_t)(s->hkv * dim), f);
+      const size_t at = cache_byte(cache_at(s, in->bt, b, s->c + i, 0, dim), f);
+      const unsigned char *x = (const unsigned char *)(kv ? in->vn : in->kn) +
+                               (size_t)((b * s->n + i) * s->hkv * dim) * es;
+      for (int64_t h = 0; h < s->hkv; h++)
+        stored_bytes(s, f, x + (size_t)(h * dim) * es, dim, want + cache_byte((size_t)(h * dim), f));
       if (clEnqueueReadBuffer(queue, kv ? in->bvc : in->bkc, CL_TRUE, at, len, raw, 0, NULL,
                               NULL)) {
         fprintf(stderr, "fa-bench: decode: reading the cache failed\n");
-        free(raw);
+        free(raw), free(want);
         return -1;
       }
       if (memcmp(raw, want, len)) {
@@ -219,7 +293,7 @@ static long check_append(fcl_context *ctx, const dshape *s, const dinputs *in, i
         bad++;
       }
     }
-  free(raw);
+  free(raw), free(want);
   return bad;
 }
 
@@ -261,22 +335,25 @@ const char *decode_check_outputs(fcl_context *ctx, const dshape *s, const dinput
 
   const int64_t group = s->h / s->hkv;
   int64_t kb = -1, kh = -1;
+  unsigned char kbuf[FCL_MAX_HEAD_DIM_BENCH * 4], vbuf[FCL_MAX_HEAD_DIM_BENCH * 4];
   for (int j = 0; j < n; j++) {
     const bench_qrow *r = &rows[j];
     if (r->b != kb || r->h / group != kh) { /* rows are sorted: each kv slice once */
       kb = r->b, kh = r->h / group;
       for (int64_t t = 0; t < s->keys; t++) {
-        const void *ks = in->kc, *vs = in->vc;
-        size_t ka, va;
+        const unsigned char *kp, *vp;
         if (t < s->c) {
-          ka = cache_at(s, in->bt, kb, t, kh, s->d), va = cache_at(s, in->bt, kb, t, kh, s->dv);
-        } else { /* appended: the ref reads k_new, v_new */
-          ks = in->kn, vs = in->vn;
-          ka = (size_t)(((kb * s->n + t - s->c) * s->hkv + kh) * s->d);
-          va = (size_t)(((kb * s->n + t - s->c) * s->hkv + kh) * s->dv);
+          kp = (const unsigned char *)in->kc + cache_byte(cache_at(s, in->bt, kb, t, kh, s->d), s->kf);
+          vp = (const unsigned char *)in->vc + cache_byte(cache_at(s, in->bt, kb, t, kh, s->dv), s->vf);
+        } else { /* appended: k_new, v_new as the cache stores them */
+          stored_bytes(s, s->kf, (const unsigned char *)in->kn +
+                       (size_t)(((kb * s->n + t - s->c) * s->hkv + kh) * s->d) * es, s->d, kbuf);
+          stored_bytes(s, s->vf, (const unsigned char *)in->vn +
+                       (size_t)(((kb * s->n + t - s->c) * s->hkv + kh) * s->dv) * es, s->dv, vbuf);
+          kp = kbuf, vp = vbuf;
         }
-        bench_decode((const unsigned char *)ks + ka * es, s->t, d, k + t * (int64_t)d);
-        bench_decode((const unsigned char *)vs + va * es, s->t, dv, v + t * (int64_t)dv);
+        cache_values(s, s->kf, kp, s->d, k + t * (int64_t)d);
+        cache_values(s, s->vf, vp, s->dv, v + t * (int64_t)dv);
       }
     }
     const size_t at = (size_t)((r->b * s->n + r->i) * s->h + r->h);
@@ -328,14 +405,17 @@ bench_row decode_row(const dshape *s) {
   const double es = (double)tu_dtype_size(s->t);
   const attn_shape as = {s->b, s->h, s->hkv, s->n, s->keys, s->d, s->dv, s->t, s->causal, NULL};
   r.b = s->b, r.h = s->h, r.hkv = s->hkv, r.sq = s->n, r.sk = s->keys, r.d = s->d, r.dv = s->dv;
-  r.t = s->t, r.causal = s->causal;
+  r.t = s->t, r.causal = s->causal, r.cache_k = s->kf, r.cache_v = s->vf;
   r.context = s->c, r.page_size = s->ps, r.num_splits = s->splits, r.append = s->append;
   r.flops = 2.0 * (double)(s->d + s->dv) * attn_pairs(&as) * (double)s->b * (double)s->h;
   r.instrs = attn_instrs(&as, 0);
-  r.bytes = es * ((double)(s->b * s->hkv) * (double)(s->c + 2 * s->n * s->append) *
-                      (double)(s->d + s->dv) +
-                  (double)(s->b * s->n * s->h) * (double)(s->d + s->dv)) +
-            4.0 * (double)n_lse(s);
+  /* the caches' bytes a value in their formats */
+  const double kvb = (double)ref_quant_unit_bytes(s->kf) / (double)ref_quant_unit_values(s->kf);
+  const double vvb = (double)ref_quant_unit_bytes(s->vf) / (double)ref_quant_unit_values(s->vf);
+  r.bytes = (double)(s->b * s->hkv) * (double)s->c * (kvb * (double)s->d + vvb * (double)s->dv) +
+            (double)(s->b * s->hkv) * (double)s->n * (double)s->append *
+                (es * (double)(s->d + s->dv) + kvb * (double)s->d + vvb * (double)s->dv) +
+            es * (double)(s->b * s->n * s->h) * (double)(s->d + s->dv) + 4.0 * (double)n_lse(s);
   return r;
 }
 

@@ -8,6 +8,7 @@
 typedef struct {
   int64_t   b, h, hkv, n, c, d, dv; /* n new tokens, c cached tokens per sequence */
   fcl_dtype t;
+  fcl_dtype kf, vf;                 /* the caches' formats: t, or a quantized one */
   int       causal, append;
   int64_t   ps, splits;             /* page size (0: contiguous), num_splits */
   int64_t   keys;                   /* c, or c + n with append */
@@ -20,6 +21,7 @@ typedef struct {
   void    *q, *kc, *vc, *kn, *vn;   /* host copies in the dtype; kc, vc as laid out */
   int32_t *bt;                      /* block table [b][pps] (paged) */
   cl_mem   bq, bkc, bvc, bkn, bvn, bo, blse, bseq, bbt;
+  cl_mem   bscale;                  /* fp8 caches: their scale (DECODE_FP8_SCALE) */
 } dinputs;
 
 /* The arguments of one fcl_attention_kvcache call. */
@@ -30,9 +32,21 @@ typedef struct {
   int              append;
 } decode_call;
 
-dshape decode_shape(const bench_args *a, int64_t c, int64_t n, fcl_dtype t, int64_t ps);
-/* Elements of the k (dim D) or v (dim Dv) cache, every slot. */
+/* An fp8 cache's scale, one a tensor: the uniform inputs (|x| < 1.74)
+ * span [-111, 111] of the format. */
+#define DECODE_FP8_SCALE (1.0f / 64)
+
+/* The case: cache formats kf, vf (-1: t). */
+dshape decode_shape(const bench_args *a, int64_t c, int64_t n, fcl_dtype t, int64_t ps,
+                    int kf, int vf);
+/* Values of the k (dim D) or v (dim Dv) cache, every slot, and its bytes
+ * in format f. */
 size_t decode_cache_elems(const dshape *s, int64_t dim);
+size_t decode_cache_bytes(const dshape *s, int64_t dim, fcl_dtype f);
+/* A cache's host bytes in format f: uniform values of variance 1 (seed),
+ * quantized by the host reference where f is a KV-cache format; NULL when
+ * out of memory. */
+void  *decode_cache_values(const dshape *s, int64_t dim, fcl_dtype f, uint64_t seed);
 /* Random inputs (fixed seeds) on host and device; 0, or -1 with a message. */
 int    decode_inputs_make(fcl_context *ctx, const dshape *s, dinputs *in);
 void   decode_inputs_free(dinputs *in);

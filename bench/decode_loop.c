@@ -40,11 +40,9 @@ static int plans_make(fcl_context *ctx, const decode_call *calls, int layers, fc
 /* Layers 0 .. L-2's caches, two buffers a layer (k, v), from other seeds
  * than the last layer's; 0, or -1 with a message. */
 static int other_layers_make(fcl_context *ctx, const dshape *s, int layers, cl_mem *caches) {
-  const size_t es = tu_dtype_size(s->t);
-  const size_t kb = decode_cache_elems(s, s->d) * es, vb = decode_cache_elems(s, s->dv) * es;
-  const double a = sqrt(3.0); /* variance 1, as decode.c's */
-  void *k = bench_uniform(s->t, decode_cache_elems(s, s->d), 102, -a, a);
-  void *v = bench_uniform(s->t, decode_cache_elems(s, s->dv), 103, -a, a);
+  const size_t kb = decode_cache_bytes(s, s->d, s->kf), vb = decode_cache_bytes(s, s->dv, s->vf);
+  void *k = decode_cache_values(s, s->d, s->kf, 102);
+  void *v = decode_cache_values(s, s->dv, s->vf, 103);
   cl_int err = k && v ? CL_SUCCESS : CL_OUT_OF_HOST_MEMORY;
   for (int l = 0; l < layers - 1 && err == CL_SUCCESS; l++) {
     caches[2 * l] = bench_upload(ctx, k, kb, &err);

@@ -75,7 +75,7 @@ void out_begin(bench_output format, const char *device, const bench_peak *peak, 
     printf("op,impl,device,batch,heads,heads_kv,seqlen_q,seqlen_k,head_dim,head_dim_v,dtype,"
            "causal,algorithm,ms,tflops,gbps,err_o,err_lse,err_grad,check,wall_ms,alu_pct,"
            "bw_pct,gain,peak_gflops,peak_gbps%s%s\n",
-           g_decode_cols ? ",page_size,num_splits,append,context,us" : "",
+           g_decode_cols ? ",page_size,num_splits,append,context,us,cache_dtype" : "",
            loop ? ",layers,steps,kernels_per_call,timing_events,wall_us,device_us,host_us,"
                   "launch_us,launch_event_us,lib_host_us,empty_kernel_us"
                 : "");
@@ -109,17 +109,29 @@ static void table_header(int kind) {
            "check");
 }
 
-/* A decode cache's layout: contig or pageN, +append. */
+/* A decode cache's format: q's dtype, a format, or K's/V's. */
+static void cache_format(const bench_row *r, char *buf, size_t size) {
+  if (r->cache_k == r->cache_v) snprintf(buf, size, "%s", tu_dtype_name(r->cache_k));
+  else snprintf(buf, size, "%s/%s", tu_dtype_name(r->cache_k), tu_dtype_name(r->cache_v));
+}
+
+/* A decode cache's layout: contig or pageN, +append, and its format where
+ * it is not q's dtype. */
 static void cache_layout(const bench_row *r, char *buf, size_t size) {
   if (r->page_size > 0) snprintf(buf, size, "page%lld", (long long)r->page_size);
   else snprintf(buf, size, "contig");
   if (r->append > 0) strncat(buf, "+append", size - strlen(buf) - 1);
+  if (r->cache_k != r->t || r->cache_v != r->t) {
+    char f[32];
+    cache_format(r, f, sizeof f);
+    snprintf(buf + strlen(buf), size - strlen(buf), " %s", f);
+  }
 }
 
 /* A decode row of the table: the time in us, the cache's layout. */
 static void table_decode_row(const bench_row *r, const bench_rates *x, double err_o,
                              double err_lse) {
-  char cache[32], splits[24];
+  char cache[64], splits[24];
   cache_layout(r, cache, sizeof cache);
   if (r->num_splits > 0) snprintf(splits, sizeof splits, "%lld", (long long)r->num_splits);
   else snprintf(splits, sizeof splits, "auto");
@@ -138,7 +150,7 @@ static void table_decode_row(const bench_row *r, const bench_rates *x, double er
 
 /* A loop-mode row of the table: per-call times in us. */
 static void table_loop_row(const bench_row *r, const bench_rates *x, double err_o) {
-  char kind[40];
+  char kind[64];
   const int decode = r->op == OP_DECODE;
   if (decode) {
     cache_layout(r, kind, sizeof kind);
@@ -223,11 +235,14 @@ void out_row(const bench_row *r) {
       else printf(",%.6g", v2[i]);
     }
     if (g_decode_cols && decode) {
+      char f[32];
+      cache_format(r, f, sizeof f);
       printf(",%lld,%lld,%d,%lld,", (long long)r->page_size, (long long)r->num_splits,
              r->append, (long long)r->context);
       if (!isnan(r->ms)) printf("%.6g", r->ms * 1e3);
+      printf(",%s", f);
     } else if (g_decode_cols)
-      printf(",,,,,");
+      printf(",,,,,,");
     if (g_loop_cols && loop) {
       printf(",%d,%d,%d,%s", r->layers, r->steps, r->kernels_per_call,
              r->events_off ? "off" : "on");
@@ -269,9 +284,12 @@ void out_row(const bench_row *r) {
     if (decode) { /* extra members of decode rows */
       printf(", ");
       json_number("us", r->ms * 1e3, "");
-      printf(", \"page_size\": %lld, \"num_splits\": %lld, \"append\": %d, \"context\": %lld",
+      char f[32];
+      cache_format(r, f, sizeof f);
+      printf(", \"page_size\": %lld, \"num_splits\": %lld, \"append\": %d, \"context\": %lld, "
+             "\"cache_dtype\": \"%s\"",
              (long long)r->page_size, (long long)r->num_splits, r->append,
-             (long long)r->context);
+             (long long)r->context, f);
     }
     if (loop) { /* extra members of loop-mode rows, per call, in us */
       printf(", \"layers\": %d, \"steps\": %d, \"kernels_per_call\": %d, "
