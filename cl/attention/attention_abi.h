@@ -46,6 +46,7 @@
 #define FCL_KV_FIXED_LEN 32   /* every sequence caches fixed_len tokens (no cache_seqlens) */
 #define FCL_KV_K_SCALE 64     /* k_scale given (fp8 K cache)                  */
 #define FCL_KV_V_SCALE 128    /* v_scale given (fp8 V cache)                  */
+#define FCL_KV_APPEND_FUSED 256 /* the decode kernel appends k_new, v_new itself */
 /* The caches' formats (KV_K_FMT, KV_V_FMT): q's dtype (FCL_DTYPE, 0..2) or
  * one of these, flashcl.h's fcl_dtype values. */
 #define FCL_KV_Q8_0 3
@@ -91,9 +92,11 @@ typedef struct {
   FCL_ATTN_FWD_SCALARS(FCL_ABI_LONG_, FCL_ABI_INT_, FCL_ABI_FLOAT_)
 } fcl_attn_fwd_scalars;
 
-/* The decode kernels' (kvcache_tile.cl's KV_DECODE_PARAMS). */
+/* The decode kernels' (kvcache_tile.cl's KV_DECODE_PARAMS); kn_*, vn_*:
+ * the views of k_new and v_new, for the fused append. */
 #define FCL_KV_DECODE_SCALARS(L, I, F)                                              \
-  FCL_ABI_VIEWS(L) L(q_tokens) L(lse_len)                                           \
+  FCL_ABI_VIEWS(L) L(q_tokens) L(lse_len) L(kn_off) L(kn_sb) L(kn_ss) L(kn_sh)      \
+  L(vn_off) L(vn_sb) L(vn_ss) L(vn_sh)                                              \
   I(batch) I(seqlen_q) I(heads_q) I(group) I(heads_kv) I(capacity) I(cache_batch)   \
   I(page_size) I(num_pages) I(pages_per_seq) I(rotary_dim) I(rotary_positions)      \
   I(window_left) I(window_right) F(qk_scale) F(softcap_l2) I(num_splits)             \

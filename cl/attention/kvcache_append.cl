@@ -1,10 +1,80 @@
 /* requires: attention/kvcache_format.cl */
+/* The cache's layout and what an append needs besides the buffers, for
+ * kv_append_elem (the append kernel's and the decode kernels' fused
+ * append, each from its own scalars). */
+typedef struct {
+  long4 kn, vn, kc, vc; /* views (offset, batch, token, head strides) of k_new, v_new, caches */
+  int   head_dim, head_dim_v, capacity, page_size, num_pages, pages_per_seq;
+  int   rotary_dim, rotary_positions, scale_heads, kv_flags;
+} kv_append_args;
+
+/* Element d of new token t's key (rotated) and value, kv head hk, of
+ * sequence b (s) to cache position c + t; for a block format, d = 0, 32, ...
+ * write the block of values d .. d + 31 (quantized from all 32) and the
+ * others nothing. */
+inline void kv_append_elem(int d, int t, int b, int hk, const kv_seq *s,
+                           const __global fcl_elem *k_new, const __global fcl_elem *v_new,
+                           __global kc_elem *k_cache, __global vc_elem *v_cache,
+                           const __global int *block_table, const __global float *rcos,
+                           const __global float *rsin, const __global float *k_scale,
+                           const __global float *v_scale, const kv_append_args *a) {
+  const int pos = s->c + t, kv_flags = a->kv_flags, scale_heads = a->scale_heads;
+  if (t >= s->n || pos >= a->capacity || (!(kv_flags & FCL_KV_PAGED) && s->row < 0)) return;
+  const bool k_block = KV_BLOCK_FMT(KV_K_FMT), v_block = KV_BLOCK_FMT(KV_V_FMT);
+  if (d < a->head_dim && (!k_block || d % 32 == 0)) {
+    const long src = kv_token_index(s, b, t, hk, a->kn.s0, a->kn.s1, a->kn.s2, a->kn.s3);
+    const long dst = kv_cache_index(s, b, pos, kv_flags, block_table, a->pages_per_seq,
+                                    a->num_pages, a->page_size, KC_IDX_OFF(a->kc.s0), a->kc.s1,
+                                    a->kc.s2);
+    float x[32];
+    const int n = k_block ? 32 : 1;
+    for (int e = 0; e < n; ++e) {
+      const int de = d + e;
+      x[e] = FCL_LOAD(k_new, src + de);
+      if (kv_rotates(de, pos, kv_flags, a->rotary_dim, a->rotary_positions))
+        x[e] = kv_rotate(x[e], FCL_LOAD(k_new, src + kv_partner(de, a->rotary_dim, kv_flags)),
+                         de, pos, a->rotary_dim, kv_flags, rcos, rsin);
+    }
+    if (dst >= 0) {
+      const long i = dst + (long)hk * a->kc.s3 + d;
+#if KV_BLOCK_FMT(KV_K_FMT)
+      __global uchar *blk = k_cache + a->kc.s0 + i / 32 * KV_BLOCK_BYTES(KV_K_FMT);
+      if (KV_K_FMT == FCL_KV_Q8_0) kvq_store_q8_0(blk, x);
+      else kvq_store_q4_0(blk, x);
+#elif KV_K_FMT > 2
+      k_cache[i] = fcl_f32_to_fp8(fcl_div_rn(x[0], KV_K_SCALE(hk)), KV_K_FMT);
+#else
+      FCL_STORE(k_cache, i, x[0]);
+#endif
+    }
+  }
+  if (d < a->head_dim_v && (!v_block || d % 32 == 0)) {
+    const long src = kv_token_index(s, b, t, hk, a->vn.s0, a->vn.s1, a->vn.s2, a->vn.s3);
+    const long dst = kv_cache_index(s, b, pos, kv_flags, block_table, a->pages_per_seq,
+                                    a->num_pages, a->page_size, VC_IDX_OFF(a->vc.s0), a->vc.s1,
+                                    a->vc.s2);
+    float x[32];
+    const int n = v_block ? 32 : 1;
+    for (int e = 0; e < n; ++e) x[e] = FCL_LOAD(v_new, src + d + e);
+    if (dst >= 0) {
+      const long i = dst + (long)hk * a->vc.s3 + d;
+#if KV_BLOCK_FMT(KV_V_FMT)
+      __global uchar *blk = v_cache + a->vc.s0 + i / 32 * KV_BLOCK_BYTES(KV_V_FMT);
+      if (KV_V_FMT == FCL_KV_Q8_0) kvq_store_q8_0(blk, x);
+      else kvq_store_q4_0(blk, x);
+#elif KV_V_FMT > 2
+      v_cache[i] = fcl_f32_to_fp8(fcl_div_rn(x[0], KV_V_SCALE(hk)), KV_V_FMT);
+#else
+      FCL_STORE(v_cache, i, x[0]);
+#endif
+    }
+  }
+}
+
 /* Appends the new tokens' keys (rotated) and values to a KV cache
- * (prepend kvcache_format.cl): work-item (d, t, b * heads_kv + hk) writes
- * element d of token t, kv head hk, of sequence b at position c + t; for a
- * block format, work-items d = 0, 32, ... write the block of values d ..
- * d + 31 (quantized from all 32). The attention kernel runs after it on
- * the same in-order queue. */
+ * (prepend kvcache_format.cl): work-item (d, t, b * heads_kv + hk) does
+ * kv_append_elem. The attention kernel runs after it on the same in-order
+ * queue. */
 __kernel void fcl_kv_append(const __global fcl_elem *k_new, const __global fcl_elem *v_new,
                             __global kc_elem *k_cache, __global vc_elem *v_cache,
                             const __global int *cache_seqlens, const __global int *batch_idx,
@@ -17,55 +87,12 @@ __kernel void fcl_kv_append(const __global fcl_elem *k_new, const __global fcl_e
   const int b = get_global_id(2) / heads_kv, hk = get_global_id(2) % heads_kv;
   const kv_seq s = kv_seq_info(b, kv_flags, flags, cache_seqlens, batch_idx, cu_q, seqlen_q,
                                capacity, cache_batch, 0, q_tokens);
-  const int pos = s.c + t;
-  if (t >= s.n || pos >= capacity || (!(kv_flags & FCL_KV_PAGED) && s.row < 0)) return;
-  const bool k_block = KV_BLOCK_FMT(KV_K_FMT), v_block = KV_BLOCK_FMT(KV_V_FMT);
-  if (d < head_dim && (!k_block || d % 32 == 0)) {
-    const long src = kv_token_index(&s, b, t, hk, kn_off, kn_sb, kn_ss, kn_sh);
-    const long dst = kv_cache_index(&s, b, pos, kv_flags, block_table, pages_per_seq,
-                                    num_pages, page_size, KC_IDX_OFF(kc_off), kc_sb, kc_ss);
-    float x[32];
-    const int n = k_block ? 32 : 1;
-    for (int e = 0; e < n; ++e) {
-      const int de = d + e;
-      x[e] = FCL_LOAD(k_new, src + de);
-      if (kv_rotates(de, pos, kv_flags, rotary_dim, rotary_positions))
-        x[e] = kv_rotate(x[e], FCL_LOAD(k_new, src + kv_partner(de, rotary_dim, kv_flags)), de,
-                         pos, rotary_dim, kv_flags, rcos, rsin);
-    }
-    if (dst >= 0) {
-      const long i = dst + (long)hk * kc_sh + d;
-#if KV_BLOCK_FMT(KV_K_FMT)
-      __global uchar *blk = k_cache + kc_off + i / 32 * KV_BLOCK_BYTES(KV_K_FMT);
-      if (KV_K_FMT == FCL_KV_Q8_0) kvq_store_q8_0(blk, x);
-      else kvq_store_q4_0(blk, x);
-#elif KV_K_FMT > 2
-      k_cache[i] = fcl_f32_to_fp8(fcl_div_rn(x[0], KV_K_SCALE(hk)), KV_K_FMT);
-#else
-      FCL_STORE(k_cache, i, x[0]);
-#endif
-    }
-  }
-  if (d < head_dim_v && (!v_block || d % 32 == 0)) {
-    const long src = kv_token_index(&s, b, t, hk, vn_off, vn_sb, vn_ss, vn_sh);
-    const long dst = kv_cache_index(&s, b, pos, kv_flags, block_table, pages_per_seq,
-                                    num_pages, page_size, VC_IDX_OFF(vc_off), vc_sb, vc_ss);
-    float x[32];
-    const int n = v_block ? 32 : 1;
-    for (int e = 0; e < n; ++e) x[e] = FCL_LOAD(v_new, src + d + e);
-    if (dst >= 0) {
-      const long i = dst + (long)hk * vc_sh + d;
-#if KV_BLOCK_FMT(KV_V_FMT)
-      __global uchar *blk = v_cache + vc_off + i / 32 * KV_BLOCK_BYTES(KV_V_FMT);
-      if (KV_V_FMT == FCL_KV_Q8_0) kvq_store_q8_0(blk, x);
-      else kvq_store_q4_0(blk, x);
-#elif KV_V_FMT > 2
-      v_cache[i] = fcl_f32_to_fp8(fcl_div_rn(x[0], KV_V_SCALE(hk)), KV_V_FMT);
-#else
-      FCL_STORE(v_cache, i, x[0]);
-#endif
-    }
-  }
+  const kv_append_args a = {(long4)(kn_off, kn_sb, kn_ss, kn_sh), (long4)(vn_off, vn_sb, vn_ss, vn_sh),
+                            (long4)(kc_off, kc_sb, kc_ss, kc_sh), (long4)(vc_off, vc_sb, vc_ss, vc_sh),
+                            head_dim, head_dim_v, capacity, page_size, num_pages, pages_per_seq,
+                            rotary_dim, rotary_positions, scale_heads, kv_flags};
+  kv_append_elem(d, t, b, hk, &s, k_new, v_new, k_cache, v_cache, block_table, rcos, rsin,
+                 k_scale, v_scale, &a);
 }
 
 /* Before many new rows run on the forward's kernels: work-item (d, t,

@@ -49,6 +49,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
   const kv_seq s = KV_SEQ(b);
   KV_TILE_KEYS(BN);
   if (split >= splits) return; /* no keys: the tile's merge does not wait for it */
+  KV_FUSED_APPEND(lo + blk0 * BN, min(hi, lo + blk1 * BN));
   KV_TILE_Q(q_s);
 
   const float qk_s = qk_scale * KV_K_SCALE(hk); /* an fp8 K's scale folded in */

@@ -104,6 +104,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
   const kv_seq s = KV_SEQ(b);
   KV_TILE_KEYS_FROM(BN, 16);
   if (split >= splits) return; /* no keys: the tile's merge does not wait for it */
+  KV_FUSED_APPEND(lo + blk0 * BN, min(hi, lo + blk1 * BN));
   /* This lane's keys of block x: K of key tile nt (key g), V of keys
    * 2t, 2t + 1, 2t + 8, 2t + 9 (kk = 0 .. 3) of each 16-key step u. A step
    * starts at a multiple of 16 and lies in one page (pages of a multiple

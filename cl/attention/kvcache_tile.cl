@@ -1,4 +1,4 @@
-/* requires: attention/kvcache_format.cl */
+/* requires: attention/kvcache_append.cl */
 /* What the decode kernels (kvcache_decode.cl, kvcache_decode_mma.cl)
  * share (prepend kvcache_common.cl): the arguments, a tile's query rows,
  * the keys a split of a tile reads, and the store of a tile's rows (to the
@@ -15,13 +15,14 @@
  * unless KV_PART_PTX, which keeps them in parts) and leaves it at zero
  * again. */
 #define KV_DECODE_PARAMS                                                           \
-  const __global fcl_elem *q, const __global kc_elem *k_cache,                      \
-      const __global vc_elem *v_cache, __global fcl_elem *o, __global float *lse,   \
+  const __global fcl_elem *q, __global kc_elem *k_cache, __global vc_elem *v_cache, \
+      __global fcl_elem *o, __global float *lse,                                    \
       __global int *counters, __global float *parts, const __global float *alibi,   \
       const __global int *cache_seqlens,                                            \
       const __global int *batch_idx, const __global int *block_table,               \
       const __global int *cu_q, const __global float *rcos, const __global float *rsin, \
       const __global float *k_scale, const __global float *v_scale,                 \
+      const __global fcl_elem *k_new, const __global fcl_elem *v_new,               \
       const fcl_kv_decode_scalars kv_args_
 /* The kernel's first statement: the scalar arguments by their names. */
 #define KV_DECODE_UNPACK FCL_KV_DECODE_SCALARS(KV_UNPACK_L_, KV_UNPACK_I_, KV_UNPACK_F_)
@@ -37,6 +38,27 @@
 #define KV_SEQ(b)                                                                  \
   kv_seq_info(b, kv_flags, flags, cache_seqlens, batch_idx, cu_q, seqlen_q, capacity, \
               cache_batch, fixed_len, q_tokens)
+
+/* The fused append (FCL_KV_APPEND_FUSED, which the host sets where the
+ * launch has one tile a kv head): the work-group writes the new tokens of
+ * its kv head at the positions of [key_lo, key_hi), the keys it reads, as
+ * the append kernel would (so each is written by the one work-group that
+ * reads it), before it reads any: its barrier orders them before its own
+ * loads. */
+#define KV_FUSED_APPEND(key_lo, key_hi)                                            \
+  if (kv_flags & FCL_KV_APPEND_FUSED) {                                            \
+    const kv_append_args ka_ = {                                                   \
+        (long4)(kn_off, kn_sb, kn_ss, kn_sh), (long4)(vn_off, vn_sb, vn_ss, vn_sh), \
+        (long4)(k_off, k_sb, k_ss, k_sh), (long4)(v_off, v_sb, v_ss, v_sh),       \
+        HEAD_DIM, HEAD_DIM_V, capacity, page_size, num_pages, pages_per_seq,       \
+        rotary_dim, rotary_positions, scale_heads, kv_flags};                      \
+    const int p0_ = max(s.c, key_lo), p1_ = min(s.sk, key_hi);                     \
+    const int w_ = HEAD_DIM > HEAD_DIM_V ? HEAD_DIM : HEAD_DIM_V;                  \
+    for (int i_ = lid; i_ < max(0, p1_ - p0_) * w_; i_ += WG)                      \
+      kv_append_elem(i_ % w_, p0_ - s.c + i_ / w_, b, hk, &s, k_new, v_new, k_cache, \
+                     v_cache, block_table, rcos, rsin, k_scale, v_scale, &ka_);    \
+    barrier(CLK_GLOBAL_MEM_FENCE);                                                 \
+  }
 
 /* lse's index of token t, head h (as fcl_attention_forward lays it out), or
  * -1 past the buffer. */

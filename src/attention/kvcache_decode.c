@@ -160,7 +160,7 @@ void fcl_kvcache_layout_args(fcl_args *a, const fcl_kvcache_desc *d) {
 
 /* The decode kernels' arguments (KV_DECODE_PARAMS): the buffers, then the
  * scalars in one struct (attention_abi.h). */
-_Static_assert(sizeof(fcl_kv_decode_scalars) == 18 * 8 + 22 * 4,
+_Static_assert(sizeof(fcl_kv_decode_scalars) == 26 * 8 + 22 * 4,
                "fcl_kv_decode_scalars: no padding, as the kernels lay it out");
 static void decode_args(fcl_args *a, const fcl_kvcache_problem *p, cl_mem counters,
                         cl_mem parts, cl_int ns, cl_int min_split_keys, cl_int kv_flags,
@@ -170,9 +170,17 @@ static void decode_args(fcl_args *a, const fcl_kvcache_problem *p, cl_mem counte
                          p->lse, counters, parts, d->alibi_slopes};
   for (size_t i = 0; i < FCL_COUNT(bufs); ++i) FCL_ARG(a, bufs[i]);
   arg_index_buffers(a, p);
+  /* k_new, v_new: for the fused append (NULL without an append) */
+  const cl_mem news[] = {p->append ? p->k_new->buffer : NULL,
+                         p->append ? p->v_new->buffer : NULL};
+  for (size_t i = 0; i < FCL_COUNT(news); ++i) FCL_ARG(a, news[i]);
+  cl_long kn[4] = {0}, vn[4] = {0};
+  if (p->append) fcl_tensor_view(p->k_new, kn), fcl_tensor_view(p->v_new, vn);
   cl_int l[5];
   cache_layout(d, l);
   fcl_kv_decode_scalars sc = {
+      .kn_off = kn[0], .kn_sb = kn[1], .kn_ss = kn[2], .kn_sh = kn[3],
+      .vn_off = vn[0], .vn_sb = vn[1], .vn_ss = vn[2], .vn_sh = vn[3],
       .q_tokens = p->tokens, .lse_len = p->lse_len,
       .batch = (cl_int)d->batch, .seqlen_q = (cl_int)d->seqlen_q, .heads_q = (cl_int)d->heads_q,
       .group = (cl_int)(d->heads_q / d->heads_kv), .heads_kv = (cl_int)d->heads_kv,
@@ -315,7 +323,10 @@ fcl_status fcl_kvcache_run(fcl_context *ctx, const fcl_variant *v, const char *o
                                 &min_split_keys);
   const cl_int flags = (p->lse ? FCL_ATTN_LSE : 0) | (d->alibi_slopes ? FCL_ATTN_ALIBI : 0) |
                        (p->varlen ? FCL_ATTN_VARLEN : 0);
-  const cl_int kv_flags = fcl_kvcache_flags(p);
+  /* With one tile a kv head, the decode kernel appends the new tokens
+   * itself (KV_FUSED_APPEND): one launch. */
+  const bool fused = p->append && tiles == 1;
+  const cl_int kv_flags = fcl_kvcache_flags(p) | (fused ? FCL_KV_APPEND_FUSED : 0);
   fcl_status s;
 
   /* Every kernel and buffer first: on error nothing is enqueued. Split,
@@ -328,7 +339,7 @@ fcl_status fcl_kvcache_run(fcl_context *ctx, const fcl_variant *v, const char *o
   cl_mem counters = p->q->buffer, parts = p->q->buffer;
   bool ptx;
   if ((s = fcl_get_kernel(ctx, v->tops, options, sh->kernel, &kd)) ||
-      (p->append &&
+      (p->append && !fused &&
        (s = fcl_get_kernel(ctx, v->tops, options, "fcl_kv_append", &ka))) ||
       (s = fcl_kvcache_ptx(ctx, &ptx)))
     return s;
@@ -342,8 +353,8 @@ fcl_status fcl_kvcache_run(fcl_context *ctx, const fcl_variant *v, const char *o
                                  &parts))))
       return s;
   }
-  fcl_log(ctx, "kvcache: %s %s rows %d, %d split(s)%s", sh->kernel, options, sh->rows, ns,
-          min_split_keys ? " (automatic)" : "");
+  fcl_log(ctx, "kvcache: %s %s rows %d, %d split(s)%s%s", sh->kernel, options, sh->rows, ns,
+          min_split_keys ? " (automatic)" : "", fused ? ", the append fused" : "");
   fcl_args ad = FCL_ARGS(kd);
   decode_args(&ad, p, counters, parts, ns, min_split_keys, kv_flags, flags);
   if (ad.err) return fcl_fail_cl(ctx, ad.err, "clSetKernelArg");
