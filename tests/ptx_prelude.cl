@@ -37,3 +37,12 @@ int __attribute__((overloadable)) clamp(int x, int lo, int hi) { return x < lo ?
 size_t __attribute__((overloadable)) get_global_id(uint d) { return get_group_id(d) * (d == 0 ? __nvvm_read_ptx_sreg_ntid_x() : d == 1 ? __nvvm_read_ptx_sreg_ntid_y() : __nvvm_read_ptx_sreg_ntid_z()) + get_local_id(d); }
 float __attribute__((overloadable)) log2(float x) { float r; __asm__("lg2.approx.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
 float __attribute__((overloadable)) vload_half(size_t i, const __global half *p) { float r; __asm__("{ .reg .f16 t; mov.b16 t, %1; cvt.f32.f16 %0, t; }" : "=f"(r) : "h"(((const __global ushort *)p)[i])); return r; }
+ushort4 __attribute__((overloadable)) vload4(size_t i, const __global ushort *p) { return (ushort4)(p[4 * i], p[4 * i + 1], p[4 * i + 2], p[4 * i + 3]); }
+ushort2 __attribute__((overloadable)) vload2(size_t i, const __global ushort *p) { return (ushort2)(p[2 * i], p[2 * i + 1]); }
+int __attribute__((overloadable)) atomic_xchg(volatile __global int *p, int v) { int r; __asm__ volatile("atom.global.exch.b32 %0, [%1], %2;" : "=r"(r) : "l"(p), "r"(v) : "memory"); return r; }
+int __attribute__((overloadable)) atomic_or(volatile __global int *p, int v) { int r; __asm__ volatile("atom.global.or.b32 %0, [%1], %2;" : "=r"(r) : "l"(p), "r"(v) : "memory"); return r; }
+float __attribute__((overloadable)) round(float x) { return __builtin_roundf(x); }
+float __attribute__((overloadable)) rint(float x) { return __builtin_rintf(x); }
+float __attribute__((overloadable)) nextafter(float x, float y) { int i = as_int(x); return x == y ? y : as_float(x == 0.0f ? (y > 0.0f ? 1 : (int)0x80000001) : (x < y) == (x > 0.0f) ? i + 1 : i - 1); }
+void __attribute__((overloadable)) vstore_half_rte(float x, size_t i, __global ushort *p) { vstore_half_rte(x, i, (__global half *)p); }
+void __attribute__((overloadable)) mem_fence(cl_mem_fence_flags f) { __asm__ volatile("membar.cta;" ::: "memory"); }

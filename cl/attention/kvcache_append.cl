@@ -12,7 +12,7 @@ typedef struct {
  * sequence b (s) to cache position c + t; for a block format, d = 0, 32, ...
  * write the block of values d .. d + 31 (quantized from all 32) and the
  * others nothing. */
-inline void kv_append_elem(int d, int t, int b, int hk, const kv_seq *s,
+inline __attribute__((always_inline)) void kv_append_elem(int d, int t, int b, int hk, const kv_seq *s,
                            const __global fcl_elem *k_new, const __global fcl_elem *v_new,
                            __global kc_elem *k_cache, __global vc_elem *v_cache,
                            const __global int *block_table, const __global float *rcos,
