@@ -35,42 +35,20 @@
 #define KB (16 * KSUB)
 #define BN (NW * KB)
 #define NKS (HEAD_DIM / 16)   /* k-steps of S */
+#define NKL (HEAD_DIM / 32)   /* 16-byte loads of a K row, a lane */
 #define NDT (HEAD_DIM_V / 16) /* m-tiles of O^T */
-#define NKH (HEAD_DIM / 32)   /* a lane's K row as 8-value pieces (16 bytes of f16) */
-#define NVH (HEAD_DIM_V / 64) /* a lane's V row as 8-value pieces */
-/* KV_WIDE_K, KV_WIDE_V (fp8 caches whose head dims and views allow it):
- * a lane's loads take 16 values (16 bytes) rather than 8, so an fp8 cache
- * takes as many loads as an f16 one for half the bytes; the dims a lane
- * holds follow (K_COL, V_COL). */
-#ifndef KV_WIDE_K
-#define KV_WIDE_K 0
-#endif
-#ifndef KV_WIDE_V
-#define KV_WIDE_V 0
-#endif
-#define NKL (KV_WIDE_K ? HEAD_DIM / 64 : HEAD_DIM / 32)     /* loads of a K row, a lane */
-#define NVL (KV_WIDE_V ? HEAD_DIM_V / 128 : HEAD_DIM_V / 64) /* loads of a V row, a lane */
+#define NVL (HEAD_DIM_V / 64) /* 16-byte loads of a V row, a lane */
 #define NRT ((ROWS + 7) / 8)  /* n-tiles of O^T: query rows 0-7, 8-15 */
 /* The warps' O merged through a slice each (16 KiB at most), one barrier,
  * rather than one warp after another. */
 #define KV_WARP_SLICES (NW * ROWS * HEAD_DIM_V <= 4096)
 
 /* The head dim of k-step s's slots (2t, 2t + 1) for w = 0, (2t + 8, 2t + 9)
- * for w = 1 (lane quad t): word 2 (s % 2) + w of piece s / 2 (of load s / 2,
- * or wide, of load s / 4). */
-#if KV_WIDE_K
-#define K_COL(s, t, w) (64 * ((s) / 4) + 16 * (t) + 4 * ((s) % 4) + 2 * (w))
-#else
+ * for w = 1 (lane quad t): word 2 (s % 2) + w of load s / 2. */
 #define K_COL(s, t, w) (32 * ((s) / 2) + 8 * (t) + 4 * ((s) % 2) + 2 * (w))
-#endif
 /* The output dim of m-tile j's row g (hi = 0) or g + 8 (hi = 1) for lane
- * group g: half hi of word j % 4 of V piece j / 4 (of load j / 4, or wide,
- * of load j / 8). */
-#if KV_WIDE_V
-#define V_COL(j, g, hi) (128 * ((j) / 8) + 16 * (g) + 2 * ((j) % 8) + (hi))
-#else
+ * group g: half hi of word j % 4 of V load j / 4. */
 #define V_COL(j, g, hi) (64 * ((j) / 4) + 8 * (g) + 2 * ((j) % 4) + (hi))
-#endif
 
 inline uint kvm_word(uint4 x, int w) { return w == 0 ? x.x : w == 1 ? x.y : w == 2 ? x.z : x.w; }
 
@@ -225,28 +203,8 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
                          pages_per_seq, page_size, num_pages);                     \
   }
   int pg[KSUB];
-#if KV_WIDE_K
-  uint4 kr[KSUB][2][NKL]; /* 16 fp8 values a load */
-#define KLOAD_(i) (*(const __global uint4 *)((const __global uchar *)k_cache + (i)))
-#define KOFF_(i) (64 * (i) + 16 * t)
-#define KZERO_ ((uint4)(0u))
-#else
   kc_raw kr[KSUB][2][NKL];
-#define KLOAD_(i) KC_LOAD(k_cache, k_off, i)
-#define KOFF_(i) (32 * (i) + 8 * t)
-#define KZERO_ KC_ZERO
-#endif
-#if KV_WIDE_V
-  uint4 vr[KSUB][4][NVL];
-#define VLOAD_(i) (*(const __global uint4 *)((const __global uchar *)v_cache + (i)))
-#define VOFF_(i) (128 * (i) + 16 * g)
-#define VZERO_ ((uint4)(0u))
-#else
   vc_raw vr[KSUB][4][NVL];
-#define VLOAD_(i) VC_LOAD(v_cache, v_off, i)
-#define VOFF_(i) (64 * (i) + 8 * g)
-#define VZERO_ VC_ZERO
-#endif
 #define LOAD_K(x)                                                                  \
   FCL_UNROLL for (int u_ = 0; u_ < KSUB; ++u_)                                     \
     FCL_UNROLL for (int n_ = 0; n_ < 2; ++n_) {                                    \
@@ -254,7 +212,9 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
       const long kb_ = (x) < blk1 && j_ < hi ? kv_slot_index(&s, j_, pg[u_],        \
                           kv_flags, page_size, KC_IDX_OFF(k_off), k_sb, k_ss) : -1; \
       FCL_UNROLL for (int i_ = 0; i_ < NKL; ++i_)                                  \
-        kr[u_][n_][i_] = kb_ >= 0 ? KLOAD_(kb_ + (long)hk * k_sh + KOFF_(i_)) : KZERO_; \
+        kr[u_][n_][i_] = kb_ >= 0 ? KC_LOAD(k_cache, k_off, kb_ + (long)hk * k_sh +  \
+                                                            32 * i_ + 8 * t)       \
+                                  : KC_ZERO;                                       \
     }
 #define LOAD_V(x)                                                                  \
   FCL_UNROLL for (int u_ = 0; u_ < KSUB; ++u_)                                     \
@@ -263,7 +223,9 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
       const long vb_ = (x) < blk1 && j_ < hi ? kv_slot_index(&s, j_, pg[u_],        \
                           kv_flags, page_size, VC_IDX_OFF(v_off), v_sb, v_ss) : -1; \
       FCL_UNROLL for (int i_ = 0; i_ < NVL; ++i_)                                  \
-        vr[u_][k_][i_] = vb_ >= 0 ? VLOAD_(vb_ + (long)hk * v_sh + VOFF_(i_)) : VZERO_; \
+        vr[u_][k_][i_] = vb_ >= 0 ? VC_LOAD(v_cache, v_off, vb_ + (long)hk * v_sh +  \
+                                                            64 * i_ + 8 * g)       \
+                                  : VC_ZERO;                                       \
     }
   /* The first block's loads go out before Q is staged: its latency hides
    * behind theirs. */
@@ -311,13 +273,8 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
     float4 sc[KSUB][2];
     FCL_UNROLL for (int u = 0; u < KSUB; ++u)
       FCL_UNROLL for (int nt = 0; nt < 2; ++nt) {
-        uint4 kh[NKH]; /* each piece's pairs once (a quantized cache's converted) */
-#if KV_WIDE_K
-        FCL_UNROLL for (int i = 0; i < NKL; ++i)
-          kh[2 * i] = KC_PAIRS(kr[u][nt][i].xy), kh[2 * i + 1] = KC_PAIRS(kr[u][nt][i].zw);
-#else
+        uint4 kh[NKL]; /* each load's pairs once (a quantized cache's converted) */
         FCL_UNROLL for (int i = 0; i < NKL; ++i) kh[i] = KC_PAIRS(kr[u][nt][i]);
-#endif
         float4 c = (float4)(0.0f);
         FCL_UNROLL for (int ks = 0; ks < NKS; ++ks) {
           const uint4 w = kh[ks / 2];
@@ -380,14 +337,9 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
     }
     /* O^T += V^T P^T: V^T's A fragment pairs two keys' halves of a word. */
     FCL_UNROLL for (int u = 0; u < KSUB; ++u) {
-      uint4 vh[4][NVH]; /* each piece's pairs once */
+      uint4 vh[4][NVL]; /* each load's pairs once */
       FCL_UNROLL for (int k = 0; k < 4; ++k)
-#if KV_WIDE_V
-        FCL_UNROLL for (int i = 0; i < NVL; ++i)
-          vh[k][2 * i] = VC_PAIRS(vr[u][k][i].xy), vh[k][2 * i + 1] = VC_PAIRS(vr[u][k][i].zw);
-#else
         FCL_UNROLL for (int i = 0; i < NVL; ++i) vh[k][i] = VC_PAIRS(vr[u][k][i]);
-#endif
       FCL_UNROLL for (int j = 0; j < NDT; ++j) {
         const uint w0 = kvm_word(vh[0][j / 4], j % 4), w1 = kvm_word(vh[1][j / 4], j % 4);
         const uint w2 = kvm_word(vh[2][j / 4], j % 4), w3 = kvm_word(vh[3][j / 4], j % 4);
@@ -401,12 +353,6 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
   }
 #undef LOAD_K
 #undef LOAD_V
-#undef KLOAD_
-#undef KOFF_
-#undef KZERO_
-#undef VLOAD_
-#undef VOFF_
-#undef VZERO_
 #undef PAGE_IDS
 #undef K_KEY
 #undef V_KEY

@@ -101,14 +101,6 @@ fcl_status fcl_kvcache_mma_applies(fcl_context *ctx, const void *problem, fcl_fi
   return FCL_OK;
 }
 
-/* Whether an fp8 cache's lanes load 16 values at a time (KV_WIDE_K,
- * KV_WIDE_V in kvcache_decode_mma.cl): the head dim a multiple of `dims`,
- * the view of 16 bytes. */
-static int wide(const fcl_tensor *t, int64_t dim, int64_t dims) {
-  return (t->dtype == FCL_FP8_E4M3 || t->dtype == FCL_FP8_E5M2) && dim % dims == 0 &&
-         fcl_tensor_aligned(t, 1, false, 16);
-}
-
 fcl_status fcl_kvcache_mma_launch(fcl_context *ctx, const fcl_variant_plan *pl,
                                   const void *problem, bool *fallback) {
   const fcl_kvcache_problem *p = problem;
@@ -122,9 +114,7 @@ fcl_status fcl_kvcache_mma_launch(fcl_context *ctx, const fcl_variant_plan *pl,
   if (s) return s;
   const fcl_define extra[] = {{"ROWS", rows},         {"VEC", 8},
                               {"FCL_UNROLL_HINTS", 1}, {"KV_PART_PTX", ptx},
-                              {"KV_K_FMT", (int)p->k_fmt}, {"KV_V_FMT", (int)p->v_fmt},
-                              {"KV_WIDE_K", wide(p->k_cache, p->d->head_dim, 64)},
-                              {"KV_WIDE_V", wide(p->v_cache, p->d->head_dim_v, 128)}};
+                              {"KV_K_FMT", (int)p->k_fmt}, {"KV_V_FMT", (int)p->v_fmt}};
   char options[512];
   fcl_build_options(cls, cfg, extra, (int)FCL_COUNT(extra),
                     fcl_mma_build_options(ctx, p->dtype), options, sizeof options);
