@@ -40,8 +40,18 @@
 # Each part's CSV goes to OUT/sweep_PART*.csv; OUT/sweep_params.txt names
 # the parameters of the numbered mma_N and portable_N files.
 #
+# quant: decode on quantized caches (--cache-dtype q8_0, q4_0, fp8_e4m3,
+# fp8_e5m2, q8_0:q4_0) beside the f16 cache in the same run, f16 queries,
+# head dim 128, Hq=32 Hkv=8 (fa-bench only; bench/py/cache_ratio.py prints
+# each time over the f16 cache's):
+#   b1        B=1, 32768, 4096 and 1024 cached tokens
+#   b8        B=8, 8192 cached tokens
+#   append    B=1, 32768 cached tokens, the new token appended in the call
+#   prefill   B=1, 512 new tokens (causal) on 8192 cached ones, q8_0
+# Each case's JSON goes to OUT/quant_CASE.json.
+#
 # usage: bench/suites/decode.sh [--device SEL] [--build DIR] [--out DIR]
-#                               [--part table,loop,sweep] [--dry-run]
+#                               [--part table,loop,sweep,quant] [--dry-run]
 #   defaults: the library's default device, build, results/<device name>,
 #   --part table,loop (bench/suites/common.sh has the details)
 #
@@ -54,8 +64,8 @@ suite_arg() {
       parts=$2
       for p in ${parts//,/ }; do
         case $p in
-          table | loop | sweep) ;;
-          *) echo "decode.sh: --part $p: not table, loop or sweep" >&2; exit 2 ;;
+          table | loop | sweep | quant) ;;
+          *) echo "decode.sh: --part $p: not table, loop, sweep or quant" >&2; exit 2 ;;
         esac
       done ;;
     *) return 1 ;;
@@ -111,6 +121,23 @@ if part loop; then
   done
   step_json "$out/loop_rwkv6.json" "${fab[@]}" --op rwkv6-fwd --layers 32 --steps 20 \
     --batch 1 --heads 32 --head-dim 64 --dtype bf16,f16,f32 --peak 0 --plans
+fi
+
+if part quant; then
+  quant=(--op decode --heads 32 --heads-kv 8 --head-dim 128 --dtype f16 --iters 50 --warmup 10
+         --peak 0)
+  declare -A qcases=(
+    [b1]="--batch 1 --context 32768,4096,1024 --cache-dtype same,q8_0,q4_0,fp8_e4m3,fp8_e5m2,q8_0:q4_0"
+    [b8]="--batch 8 --context 8192 --cache-dtype same,q8_0,q4_0,fp8_e4m3,fp8_e5m2"
+    [append]="--batch 1 --context 32768 --append --cache-dtype same,q8_0,q4_0,fp8_e4m3"
+    [prefill]="--batch 1 --context 8192 --seqlen 512 --causal 1 --cache-dtype same,q8_0"
+  )
+  for name in b1 b8 append prefill; do
+    read -ra args <<<"${qcases[$name]}"
+    step_json "$out/quant_$name.json" "${fab[@]}" "${quant[@]}" "${args[@]}"
+  done
+  step python3 "$py/cache_ratio.py" "$out/quant_b1.json" "$out/quant_b8.json" \
+    "$out/quant_append.json" "$out/quant_prefill.json"
 fi
 
 if part sweep; then
