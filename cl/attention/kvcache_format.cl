@@ -154,11 +154,13 @@ typedef kv_raw vc_raw;
 #define VC_ZERO ((kv_raw)(0))
 #endif
 
-/* The fp8 scales of kv head hk (1 without). */
+/* The fp8 scales of kv head hk (1 without; a constant in a program of no
+ * fp8 cache). */
+#define KV_FP8_FMT(f) ((f) == FCL_KV_FP8_E4M3 || (f) == FCL_KV_FP8_E5M2)
 #define KV_K_SCALE(hk) \
-  ((kv_flags & FCL_KV_K_SCALE) ? k_scale[scale_heads ? (hk) : 0] : 1.0f)
+  (KV_FP8_FMT(KV_K_FMT) && (kv_flags & FCL_KV_K_SCALE) ? k_scale[scale_heads ? (hk) : 0] : 1.0f)
 #define KV_V_SCALE(hk) \
-  ((kv_flags & FCL_KV_V_SCALE) ? v_scale[scale_heads ? (hk) : 0] : 1.0f)
+  (KV_FP8_FMT(KV_V_FMT) && (kv_flags & FCL_KV_V_SCALE) ? v_scale[scale_heads ? (hk) : 0] : 1.0f)
 
 /* ---- writing (the append) ------------------------------------------------ */
 

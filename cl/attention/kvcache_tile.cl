@@ -45,8 +45,11 @@
  * the append kernel would (so each is written by the one work-group that
  * reads it), before it reads any: its barrier orders them before its own
  * loads. */
+#ifndef KV_APPEND_FUSED /* the host's build option: 0 compiles the fused append out */
+#define KV_APPEND_FUSED 0
+#endif
 #define KV_FUSED_APPEND(key_lo, key_hi)                                            \
-  if (kv_flags & FCL_KV_APPEND_FUSED) {                                            \
+  if (KV_APPEND_FUSED && (kv_flags & FCL_KV_APPEND_FUSED)) {                       \
     const kv_append_args ka_ = {                                                   \
         (long4)(kn_off, kn_sb, kn_ss, kn_sh), (long4)(vn_off, vn_sb, vn_ss, vn_sh), \
         (long4)(k_off, k_sb, k_ss, k_sh), (long4)(v_off, v_sb, v_ss, v_sh),       \

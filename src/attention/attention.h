@@ -216,6 +216,9 @@ fcl_status fcl_kvcache_run(fcl_context *ctx, const fcl_variant *v, const char *o
 /* Query rows a tile: a kv head's rows (its query heads times the new
  * tokens) rounded up to a power of two, at most max_rows. */
 int fcl_kvcache_tile_rows(int max_rows, const fcl_kvcache_desc *d);
+/* Whether the decode kernel appends the new tokens itself (one tile a kv
+ * head of at most max_rows rows). */
+int fcl_kvcache_fused_append(int max_rows, const fcl_kvcache_problem *p);
 /* Elements of the caches' 16-byte (or narrower) loads. */
 int fcl_kvcache_vector_width(const fcl_kvcache_problem *p);
 /* The forward of few rows as a KV-cache problem over a full contiguous

@@ -279,6 +279,13 @@ static cl_int split_count(const fcl_context *ctx, const fcl_kv_shape *sh,
   return (cl_int)(ns < 1 ? 1 : ns > FCL_KV_MAX_SPLITS ? FCL_KV_MAX_SPLITS : ns);
 }
 
+/* With one tile a kv head (all its rows in one work-group), the decode
+ * kernel appends the new tokens itself (KV_FUSED_APPEND): one launch. */
+int fcl_kvcache_fused_append(int max_rows, const fcl_kvcache_problem *p) {
+  return p->append && p->d->heads_q / p->d->heads_kv * p->d->seqlen_q <=
+                          fcl_kvcache_tile_rows(max_rows, p->d);
+}
+
 int fcl_kvcache_tile_rows(int max_rows, const fcl_kvcache_desc *d) {
   const int rows = next_pow2(d->heads_q / d->heads_kv * d->seqlen_q);
   return rows > max_rows ? max_rows : rows;
@@ -300,7 +307,8 @@ fcl_status fcl_kvcache_options(fcl_context *ctx, const fcl_tuning_class *cls,
                               {"KV_PTX_CVT", ptx && p->dtype == FCL_F16},
                               {"KV_PART_PTX", ptx},
                               {"KV_K_FMT", (int)p->k_fmt},
-                              {"KV_V_FMT", (int)p->v_fmt}};
+                              {"KV_V_FMT", (int)p->v_fmt},
+                              {"KV_APPEND_FUSED", fcl_kvcache_fused_append(c->MAX_ROWS, p)}};
   fcl_build_options(cls, cfg, extra, (int)FCL_COUNT(extra),
                     ptx ? fcl_mma_build_options(ctx, FCL_F16) : NULL, out, size);
   return FCL_OK;
@@ -323,9 +331,7 @@ fcl_status fcl_kvcache_run(fcl_context *ctx, const fcl_variant *v, const char *o
                                 &min_split_keys);
   const cl_int flags = (p->lse ? FCL_ATTN_LSE : 0) | (d->alibi_slopes ? FCL_ATTN_ALIBI : 0) |
                        (p->varlen ? FCL_ATTN_VARLEN : 0);
-  /* With one tile a kv head, the decode kernel appends the new tokens
-   * itself (KV_FUSED_APPEND): one launch. */
-  const bool fused = p->append && tiles == 1;
+  const bool fused = fcl_kvcache_fused_append(sh->max_rows, p);
   const cl_int kv_flags = fcl_kvcache_flags(p) | (fused ? FCL_KV_APPEND_FUSED : 0);
   fcl_status s;
 
