@@ -1,6 +1,7 @@
 /* One fcl_attention_kvcache case on the device, checked against the double
  * reference; see kvcache_harness.h. */
 #include "kvcache_harness.h"
+#include "kvcache_quant_cache.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 
 #define KV_CANARY 0x5Au /* guard bytes around the cache views */
+#define FCL_KV_MAX_DIM 512 /* head dims */
 
 static void *xcalloc(size_t n, size_t size) {
   void *p = calloc(n ? n : 1, size);
@@ -27,6 +29,11 @@ kv_opts kv_default_opts(void) {
   return o;
 }
 
+fcl_dtype kv_fmt_dtype(kv_fmt f, fcl_dtype dt) {
+  static const fcl_dtype formats[] = {FCL_F32, FCL_Q8_0, FCL_Q4_0, FCL_FP8_E4M3, FCL_FP8_E5M2};
+  return f == KV_AS_Q ? dt : formats[f];
+}
+
 /* ---- shape of a case ------------------------------------------------------- */
 typedef struct {
   int64_t  B, HQ, HK, D, DV, total, sq; /* sq: desc.seqlen_q */
@@ -39,13 +46,26 @@ typedef struct {
   int64_t  rd, positions;
 } kv_shape;
 
-/* One cache buffer: a view of (slot, token, head, dim) inside guards. */
+/* One cache buffer: a view of (slot, token, head, dim) inside guards. Its
+ * values come in units of uv values in ub bytes: 1 element (f32, f16, bf16,
+ * fp8) or a block (q8_0, q4_0). */
 typedef struct {
   cl_mem         m;
-  size_t         bytes, off; /* off: elements */
+  size_t         bytes, off, gd; /* off (the view's start), gd (each guard): values */
+  size_t         shift;          /* bytes before value 0 (quantized: kv_case.cache_skew) */
+  size_t         view_end;       /* the byte after the view */
   int64_t        st[4], width;
+  fcl_dtype      dt;
+  int64_t        uv;
+  size_t         ub;
+  float         *scale; /* [heads_kv]: fp8 scales, else 1 */
   unsigned char *init, *after, *legal; /* legal: bytes of some element of the view */
 } kv_cache;
+
+/* The byte at which the unit holding value index v starts. */
+static size_t cache_byte(const kv_cache *cb, int64_t v) {
+  return cb->shift + (size_t)(v / cb->uv) * cb->ub;
+}
 
 static int64_t cache_at(const kv_shape *s, const kv_cache *cb, int64_t b, int64_t pos, int64_t h,
                         int64_t e) {
@@ -60,9 +80,11 @@ static int64_t cache_at(const kv_shape *s, const kv_cache *cb, int64_t b, int64_
   return (int64_t)cb->off + slot * cb->st[0] + tok * cb->st[1] + h * cb->st[2] + e;
 }
 
-static void cache_strides(const kv_case *c, const kv_shape *s, int64_t width, int64_t st[4]) {
-  const int64_t pd = c->pad ? 3 : 0, pt = c->pad ? 2 : 0, ph = c->pad ? 5 : 0,
-                ps = c->pad ? 7 : 0;
+static void cache_strides(const kv_case *c, const kv_shape *s, int64_t width, int blocks,
+                          int64_t st[4]) {
+  /* Gaps; for block formats whole blocks, so a block never straddles. */
+  const int64_t pd = c->pad ? (blocks ? 32 : 3) : 0, pt = c->pad ? (blocks ? 64 : 2) : 0,
+                ph = c->pad ? (blocks ? 32 : 5) : 0, ps = c->pad ? (blocks ? 96 : 7) : 0;
   st[3] = 1;
   if (c->head_major) {
     st[1] = width + pd;
@@ -75,39 +97,58 @@ static void cache_strides(const kv_case *c, const kv_shape *s, int64_t width, in
   }
 }
 
-/* A cache buffer filled with random dtype values in [-amp, amp], guards of
- * canary bytes before and after the view. */
+/* A cache buffer of dtype dt filled with random values in [-amp, amp]
+ * (quantized: kvq_fill_vec's, at the head's scale[h]), guards of canary
+ * bytes before and after the view. */
 static int cache_create(fcl_context *ctx, const kv_case *c, const kv_shape *s, int64_t width,
-                        fcl_dtype dt, double amp, int guard, tu_rng *g, kv_cache *cb) {
+                        fcl_dtype dt, const float *scale, double amp, int guard, tu_rng *g,
+                        kv_cache *cb) {
   memset(cb, 0, sizeof *cb);
   cb->width = width;
-  cache_strides(c, s, width, cb->st);
+  cb->dt = dt;
+  cb->uv = ref_quant_unit_values(dt);
+  cb->ub = ref_quant_unit_bytes(dt);
+  const int quant = ref_quant_format(dt);
+  cb->scale = xcalloc((size_t)s->HK, sizeof *cb->scale);
+  for (int64_t h = 0; h < s->HK; ++h) cb->scale[h] = scale ? scale[h] : 1.0f;
+  cache_strides(c, s, width, cb->uv > 1, cb->st);
   const int64_t extent = (s->slots - 1) * cb->st[0] + (s->T - 1) * cb->st[1] +
                          (s->HK - 1) * cb->st[2] + width;
-  /* Guards of a row and more, a multiple of 16 elements: the views stay
-   * as aligned as their strides (the library loads 16 bytes at a time
-   * from aligned caches). */
-  const size_t es = tu_dtype_size(dt), gd = guard ? ((size_t)cb->st[0] + 13 + 15) / 16 * 16 : 0;
-  const size_t elems = gd + (size_t)extent + gd;
-  cb->off = gd;
-  cb->bytes = elems * es;
+  /* Guards of a row and more, a multiple of 16 elements (of 32 for the
+   * block formats): the views stay as aligned as their strides (the library
+   * loads 16 bytes at a time from aligned caches). */
+  const size_t al = cb->uv > 1 ? 32 : 16;
+  const size_t gd = guard ? ((size_t)cb->st[0] + 13 + al - 1) / al * al : 0;
+  cb->gd = cb->off = gd;
+  cb->shift = quant ? (size_t)c->cache_skew : 0;
+  const size_t elems = gd + (size_t)extent + gd, view_end = cache_byte(cb, (int64_t)gd + extent);
+  cb->view_end = view_end;
+  cb->bytes = cache_byte(cb, (int64_t)elems);
   cb->init = xcalloc(cb->bytes, 1);
   cb->legal = xcalloc(cb->bytes, 1);
-  for (size_t i = 0; i < elems; ++i) tu_encode(cb->init + i * es, tu_rng_range(g, -amp, amp), dt);
-  memset(cb->init, KV_CANARY, gd * es);
-  memset(cb->init + (gd + (size_t)extent) * es, KV_CANARY, gd * es);
+  if (quant) {
+    for (size_t i = 0; i < cb->bytes; ++i) cb->init[i] = (unsigned char)tu_rng_int(g, 0, 255);
+  } else {
+    const size_t es = cb->ub;
+    for (size_t i = 0; i < elems; ++i) tu_encode(cb->init + i * es, tu_rng_range(g, -amp, amp), dt);
+  }
+  memset(cb->init, KV_CANARY, cache_byte(cb, (int64_t)gd));
+  memset(cb->init + view_end, KV_CANARY, cb->bytes - view_end);
   for (int64_t sl = 0; sl < s->slots; ++sl)
     for (int64_t t = 0; t < s->T; ++t)
-      for (int64_t h = 0; h < s->HK; ++h)
-        memset(cb->legal + (gd + (size_t)(sl * cb->st[0] + t * cb->st[1] + h * cb->st[2])) * es,
-               1, (size_t)width * es);
+      for (int64_t h = 0; h < s->HK; ++h) {
+        const size_t at = cache_byte(cb, (int64_t)cb->off + sl * cb->st[0] + t * cb->st[1] +
+                                             h * cb->st[2]);
+        memset(cb->legal + at, 1, cache_byte(cb, width));
+        if (quant) kvq_fill_vec(dt, cb->init + at, width, cb->scale[h], amp, g);
+      }
   cb->m = tu_buffer_from(fcl_context_cl(ctx), fcl_context_queue(ctx), cb->init, cb->bytes);
   return cb->m == NULL;
 }
 
 static void cache_free(kv_cache *cb) {
   if (cb->m) clReleaseMemObject(cb->m);
-  free(cb->init); free(cb->after); free(cb->legal);
+  free(cb->init); free(cb->after); free(cb->legal); free(cb->scale);
   memset(cb, 0, sizeof *cb);
 }
 
@@ -205,6 +246,12 @@ static void describe(const kv_case *c, const kv_shape *s, fcl_dtype dt, char *bu
   if (c->lq != TU_BSHD) ADD(" %s", tu_layout_name(c->lq));
   if (c->off) ADD(" off%zu", c->off);
   if (c->junk_stride0) ADD(" junk-strides[0]");
+  if (c->kfmt || c->vfmt) {
+    static const char *const sc[] = {"", " scale/tensor", " scale/tensor (count 0)", " scale/head"};
+    ADD(" | K %s V %s%s", tu_dtype_name(kv_fmt_dtype(c->kfmt, dt)),
+        tu_dtype_name(kv_fmt_dtype(c->vfmt, dt)), sc[c->scales]);
+    if (c->cache_skew) ADD(" skew %lld", (long long)c->cache_skew);
+  }
 #undef ADD
 }
 
@@ -217,14 +264,14 @@ static double rot_allowed(fcl_dtype dt, double r, double t1, double t2) {
   return ldexp(fabs(r), -mant) + 0x1p-22 * (fabs(t1) + fabs(t2)) + tiny;
 }
 
-/* Checks cb->after against cb->init: the appended elements (mark[] set)
- * hold what check_elem accepts; every other byte is unchanged (strict) or
- * every byte of no element is unchanged (!strict: out-of-range runs). */
-static int cache_unchanged_elsewhere(const kv_cache *cb, const unsigned char *mark, size_t es,
-                                     int strict, const char *name, char *why, size_t nwhy) {
+/* Checks cb->after against cb->init: every byte not of the appended
+ * tokens (mark[] set, per byte; checked elsewhere) is unchanged (strict), or
+ * every byte of no element is (!strict: out-of-range runs). */
+static int cache_unchanged_elsewhere(const kv_cache *cb, const unsigned char *mark, int strict,
+                                     const char *name, char *why, size_t nwhy) {
   size_t bad = 0, first = 0;
   for (size_t i = 0; i < cb->bytes; ++i) {
-    if (mark && mark[i / es]) continue;
+    if (mark && mark[i]) continue;
     if (!strict && cb->legal[i]) continue;
     if (cb->after[i] != cb->init[i]) {
       if (!bad) first = i;
@@ -232,14 +279,31 @@ static int cache_unchanged_elsewhere(const kv_cache *cb, const unsigned char *ma
     }
   }
   if (bad) {
-    const size_t elem = first / es, end = cb->bytes / es - cb->off;
-    oh_append(why, nwhy, " %s: %zu bytes changed %s (first at element %zu%s);", name, bad,
-              strict ? "outside the appended tokens" : "outside the cache elements", elem,
-              elem < cb->off ? ", guard before the view"
-              : elem >= end  ? ", guard after the view"
-              : cb->legal[first] ? "" : ", a gap between rows");
+    /* Elements (bytes of the block formats) counted from the buffer's start. */
+    const size_t unit = cb->uv == 1 ? cb->ub : 1;
+    oh_append(why, nwhy, " %s: %zu bytes changed %s (first at %s %zu%s);", name, bad,
+              strict ? "outside the appended tokens" : "outside the cache elements",
+              unit == 1 && cb->uv > 1 ? "byte" : "element", first / unit,
+              first < cache_byte(cb, (int64_t)cb->off)           ? ", guard before the view"
+              : first >= cb->view_end                            ? ", guard after the view"
+              : cb->legal[first]                                 ? ""
+                                                                 : ", a gap between rows");
   }
   return bad != 0;
+}
+
+/* Head vector (b, pos, h) of a cache as the bytes buf (init or after) hold
+ * it, dequantized for the KV-cache formats. */
+static void cache_read_vec(const kv_shape *s, const kv_cache *cb, const unsigned char *buf,
+                           int64_t b, int64_t pos, int64_t h, double *out) {
+  const int64_t at = cache_at(s, cb, b, pos, h, 0);
+  if (ref_quant_format(cb->dt)) {
+    float y[FCL_KV_MAX_DIM];
+    ref_dequantize_vec(cb->dt, buf + cache_byte(cb, at), cb->width, cb->scale[h], y);
+    for (int64_t e = 0; e < cb->width; ++e) out[e] = y[e];
+  } else {
+    for (int64_t e = 0; e < cb->width; ++e) out[e] = tu_decode(buf + cache_byte(cb, at + e), cb->dt);
+  }
 }
 
 /* ---- the run ----------------------------------------------------------------- */
@@ -280,7 +344,6 @@ int kv_case_run(fcl_context *ctx, const kv_case *c, fcl_dtype dt, uint64_t seed,
   cl_context clc = fcl_context_cl(ctx);
   cl_command_queue queue = fcl_context_queue(ctx);
   const int64_t B = s.B, HQ = s.HQ, HK = s.HK, D = s.D, DV = s.DV, TN = s.total;
-  const size_t es = tu_dtype_size(dt);
   const int with_lse = !c->no_lse;
   int ok = 1;
 
@@ -315,10 +378,25 @@ int kv_case_run(fcl_context *ctx, const kv_case *c, fcl_dtype dt, uint64_t seed,
       }
   }
 
+  /* The caches' formats, and the fp8 scales (one a tensor: every head's). */
+  const fcl_dtype kdt = kv_fmt_dtype(c->kfmt, dt), vdt = kv_fmt_dtype(c->vfmt, dt);
+  const int kfp8 = kdt == FCL_FP8_E4M3 || kdt == FCL_FP8_E5M2,
+            vfp8 = vdt == FCL_FP8_E4M3 || vdt == FCL_FP8_E5M2;
+  const int scaled = c->scales != KV_SCALE_NONE && (kfp8 || vfp8);
+  const int64_t n_sc = c->scales == KV_SCALE_HEAD ? HK : 1;
+  float *ksc = xcalloc((size_t)HK, 4), *vsc = xcalloc((size_t)HK, 4);
+  for (int64_t h = 0; h < HK; ++h) {
+    ksc[h] = scaled && h < n_sc ? kvq_pick_scale(kdt, 2.5, &g) : scaled ? ksc[0] : 1.0f;
+    vsc[h] = scaled && h < n_sc ? kvq_pick_scale(vdt, 1.0, &g) : scaled ? vsc[0] : 1.0f;
+  }
+
   /* Device buffers. */
   kv_cache kc, vc;
-  int fail_setup = cache_create(ctx, c, &s, D, dt, 2.5, opts.guard, &g, &kc);
-  fail_setup |= cache_create(ctx, c, &s, DV, dt, 1.0, opts.guard, &g, &vc);
+  int fail_setup = cache_create(ctx, c, &s, D, kdt, ksc, 2.5, opts.guard, &g, &kc);
+  fail_setup |= cache_create(ctx, c, &s, DV, vdt, vsc, 1.0, opts.guard, &g, &vc);
+  cl_mem bks = scaled && kfp8 ? tu_buffer_from(clc, queue, ksc, (size_t)n_sc * 4) : NULL;
+  cl_mem bvs = scaled && vfp8 ? tu_buffer_from(clc, queue, vsc, (size_t)n_sc * 4) : NULL;
+  fail_setup |= (scaled && kfp8 && !bks) || (scaled && vfp8 && !bvs);
   const int64_t tb = c->ragged ? 1 : B, ts = c->ragged ? TN : s.sq;
   const size_t off = c->off;
   const size_t in_tail = opts.guard && (off || (c->lq != TU_BSHD && c->lq != TU_BHSD)) ? 7 : 0;
@@ -367,7 +445,7 @@ int kv_case_run(fcl_context *ctx, const kv_case *c, fcl_dtype dt, uint64_t seed,
   }
   if (c->junk_stride0 && c->ragged) /* indexed by token: strides[0] is not used */
     tq.t.strides[0] = tkn.t.strides[0] = tvn.t.strides[0] = to.t.strides[0] = (int64_t)1 << 30;
-  oh_watch w[12];
+  oh_watch w[14];
   int nw = 0;
   oh_watch_add(ctx, w, &nw, tq.buffer, "q");
   oh_watch_add(ctx, w, &nw, tkn.buffer, "k_new");
@@ -379,6 +457,8 @@ int kv_case_run(fcl_context *ctx, const kv_case *c, fcl_dtype dt, uint64_t seed,
   oh_watch_add(ctx, w, &nw, bcos, "rotary_cos");
   oh_watch_add(ctx, w, &nw, bsin, "rotary_sin");
   oh_watch_add(ctx, w, &nw, balibi, "alibi_slopes");
+  oh_watch_add(ctx, w, &nw, bks, "k_scale");
+  oh_watch_add(ctx, w, &nw, bvs, "v_scale");
 
   fcl_kvcache_desc kd = FCL_KVCACHE_DESC_INIT;
   kd.batch = B; kd.seqlen_q = s.sq;
@@ -401,12 +481,14 @@ int kv_case_run(fcl_context *ctx, const kv_case *c, fcl_dtype dt, uint64_t seed,
   kd.rotary_dim = s.rd; kd.rotary_positions = c->rot ? s.positions : 0;
   kd.rotary_interleaved = c->rot == KV_ROT_INTERLEAVED;
   kd.num_splits = c->splits;
+  kd.k_scale = bks; kd.v_scale = bvs;
+  kd.scale_count = scaled && c->scales != KV_SCALE_TENSOR0 ? n_sc : 0;
   fcl_tensor tkc, tvc;
   memset(&tkc, 0, sizeof tkc);
-  tkc.buffer = kc.m; tkc.offset = kc.off * es; tkc.dtype = dt;
+  tkc.buffer = kc.m; tkc.offset = cache_byte(&kc, (int64_t)kc.off); tkc.dtype = kdt;
   memcpy(tkc.strides, kc.st, sizeof kc.st);
   tvc = tkc;
-  tvc.buffer = vc.m; tvc.offset = vc.off * es;
+  tvc.buffer = vc.m; tvc.offset = cache_byte(&vc, (int64_t)vc.off); tvc.dtype = vdt;
   memcpy(tvc.strides, vc.st, sizeof vc.st);
 
   /* The runs. */
@@ -517,12 +599,14 @@ int kv_case_run(fcl_context *ctx, const kv_case *c, fcl_dtype dt, uint64_t seed,
   ok &= !oh_watch_changed(ctx, w, nw, why, sizeof why);
 
   if (ok && bad_run) {
-    ok &= !cache_unchanged_elsewhere(&kc, NULL, es, 0, "k_cache", why, sizeof why);
-    ok &= !cache_unchanged_elsewhere(&vc, NULL, es, 0, "v_cache", why, sizeof why);
+    ok &= !cache_unchanged_elsewhere(&kc, NULL, 0, "k_cache", why, sizeof why);
+    ok &= !cache_unchanged_elsewhere(&vc, NULL, 0, "v_cache", why, sizeof why);
   } else if (ok) {
-    /* The appended tokens in the caches. */
-    unsigned char *kmark = xcalloc(kc.bytes / es, 1), *vmark = xcalloc(vc.bytes / es, 1);
-    double *k_stored = xcalloc(nk + 1, 8);
+    /* The appended tokens in the caches (marks: their bytes). */
+    unsigned char *kmark = xcalloc(kc.bytes, 1), *vmark = xcalloc(vc.bytes, 1);
+    double *k_stored = xcalloc(nk + 1, 8), *v_stored = xcalloc(nv + 1, 8);
+    const int kq = ref_quant_format(kdt), vq = ref_quant_format(vdt);
+    kvq_stats kst = {0, 0, 0}, vst = {0, 0, 0};
     size_t k_bad = 0, v_bad = 0;
     double k_worst = 0.0;
     ref_kvcache_problem rp;
@@ -545,9 +629,28 @@ int kv_case_run(fcl_context *ctx, const kv_case *c, fcl_dtype dt, uint64_t seed,
             const double *kr = kn + (t * HK + h) * D;
             const double *cs = cosd ? cosd + (s.c[b] + i) * half : NULL;
             const double *sn = sind ? sind + (s.c[b] + i) * half : NULL;
-            for (int64_t e = 0; e < D; ++e) {
-              const int64_t at = cache_at(&s, &kc, b, s.c[b] + i, h, e);
-              kmark[at] = 1;
+            const int64_t pos = s.c[b] + i;
+            if (kq) { /* the f32 values the append quantized, within err of x */
+              double x[FCL_KV_MAX_DIM], err[FCL_KV_MAX_DIM];
+              for (int64_t e = 0; e < D; ++e) {
+                x[e] = kr[e], err[e] = 0.0;
+                if (e >= s.rd) continue;
+                int64_t partner, j;
+                double sign;
+                ref_kvcache_rotary_pair(&rp, e, &partner, &j, &sign);
+                const double t1 = kr[e] * cs[j], t2 = sign * kr[partner] * sn[j];
+                x[e] = t1 + t2;
+                err[e] = 0x1p-22 * (fabs(t1) + fabs(t2)) + 0x1p-149;
+              }
+              const size_t at = cache_byte(&kc, cache_at(&s, &kc, b, pos, h, 0));
+              memset(kmark + at, 1, cache_byte(&kc, D));
+              k_bad += kvq_check_vec(kdt, kc.after + at, x, err, D, kc.scale[h], &kst);
+              cache_read_vec(&s, &kc, kc.after, b, pos, h, k_stored + (t * HK + h) * D);
+            }
+            for (int64_t e = 0; e < D && !kq; ++e) {
+              const int64_t at = cache_at(&s, &kc, b, pos, h, e);
+              const size_t es = kc.ub;
+              memset(kmark + cache_byte(&kc, at), 1, es);
               const double got = tu_decode(kc.after + (size_t)at * es, dt);
               k_stored[(t * HK + h) * D + e] = got;
               if (e >= s.rd) {
@@ -564,23 +667,37 @@ int kv_case_run(fcl_context *ctx, const kv_case *c, fcl_dtype dt, uint64_t seed,
               if (!(err <= allowed)) ++k_bad;
               if (err / allowed > k_worst) k_worst = err / allowed;
             }
-            for (int64_t e = 0; e < DV; ++e) {
-              const int64_t at = cache_at(&s, &vc, b, s.c[b] + i, h, e);
-              vmark[at] = 1;
+            if (vq) { /* exactly ref_quant's bytes */
+              double x[FCL_KV_MAX_DIM], err[FCL_KV_MAX_DIM];
+              for (int64_t e = 0; e < DV; ++e) x[e] = vn[(t * HK + h) * DV + e], err[e] = 0.0;
+              const size_t at = cache_byte(&vc, cache_at(&s, &vc, b, pos, h, 0));
+              memset(vmark + at, 1, cache_byte(&vc, DV));
+              v_bad += kvq_check_vec(vdt, vc.after + at, x, err, DV, vc.scale[h], &vst);
+              cache_read_vec(&s, &vc, vc.after, b, pos, h, v_stored + (t * HK + h) * DV);
+            }
+            for (int64_t e = 0; e < DV && !vq; ++e) {
+              const int64_t at = cache_at(&s, &vc, b, pos, h, e);
+              const size_t es = vc.ub;
+              memset(vmark + cache_byte(&vc, at), 1, es);
               unsigned char want[4];
               tu_encode(want, vn[(t * HK + h) * DV + e], dt);
               v_bad += memcmp(want, vc.after + (size_t)at * es, es) != 0;
+              v_stored[(t * HK + h) * DV + e] = vn[(t * HK + h) * DV + e];
             }
           }
       if (k_bad || v_bad) {
-        oh_append(why, sizeof why, " appended tokens wrong in the cache: %zu of k, %zu of v;",
-                  k_bad, v_bad);
+        oh_append(why, sizeof why, " appended tokens wrong in the cache: %zu of k, %zu of v%s;",
+                  k_bad, v_bad, kq || vq ? " (blocks or fp8 values where quantized)" : "");
         ok = 0;
       }
-      if (c->rot) oh_append(notes, sizeof notes, " k rot err %.0f%% of 1 ulp", 100.0 * k_worst);
+      if (c->rot && !kq)
+        oh_append(notes, sizeof notes, " k rot err %.0f%% of 1 ulp", 100.0 * k_worst);
+      if (c->rot && kq)
+        oh_append(notes, sizeof notes, " k rot: %zu of %zu units not those of the exact rotation",
+                  kst.inexact, kst.units);
     }
-    ok &= !cache_unchanged_elsewhere(&kc, kmark, es, 1, "k_cache", why, sizeof why);
-    ok &= !cache_unchanged_elsewhere(&vc, vmark, es, 1, "v_cache", why, sizeof why);
+    ok &= !cache_unchanged_elsewhere(&kc, kmark, 1, "k_cache", why, sizeof why);
+    ok &= !cache_unchanged_elsewhere(&vc, vmark, 1, "v_cache", why, sizeof why);
 
     /* The reference, from the cache as it was before the call and the
      * appended keys the cache now holds. */
@@ -591,20 +708,15 @@ int kv_case_run(fcl_context *ctx, const kv_case *c, fcl_dtype dt, uint64_t seed,
     for (int64_t b = 0, t = 0; b < B; ++b)
       for (int64_t pos = 0; pos < s.c[b]; ++pos, ++t)
         for (int64_t h = 0; h < HK; ++h) {
-          for (int64_t e = 0; e < D; ++e)
-            kcd[(t * HK + h) * D + e] =
-                tu_decode(kc.init + (size_t)cache_at(&s, &kc, b, pos, h, e) * es, dt);
-          for (int64_t e = 0; e < DV; ++e) {
-            const double x = tu_decode(vc.init + (size_t)cache_at(&s, &vc, b, pos, h, e) * es, dt);
-            vcd[(t * HK + h) * DV + e] = x;
-            vmax = fmax(vmax, fabs(x));
-          }
+          cache_read_vec(&s, &kc, kc.init, b, pos, h, kcd + (t * HK + h) * D);
+          cache_read_vec(&s, &vc, vc.init, b, pos, h, vcd + (t * HK + h) * DV);
+          for (int64_t e = 0; e < DV; ++e) vmax = fmax(vmax, fabs(vcd[(t * HK + h) * DV + e]));
         }
     if (s.append)
-      for (size_t i = 0; i < nv; ++i) vmax = fmax(vmax, fabs(vn[i]));
+      for (size_t i = 0; i < nv; ++i) vmax = fmax(vmax, fabs(v_stored[i]));
     double *qr = xcalloc(nq + 1, 8), *o_ref = xcalloc(no + 1, 8), *l_ref = xcalloc(nl + 1, 8);
     ref_kvcache_rotate_new(&rp, q, HQ, qr);
-    double bound = ref_kvcache_forward(&rp, qr, kcd, vcd, k_stored, vn, o_ref, l_ref);
+    double bound = ref_kvcache_forward(&rp, qr, kcd, vcd, k_stored, v_stored, o_ref, l_ref);
     tu_tol tol_o = tu_tol_with_logits(tu_tol_output(dt), bound, D, vmax);
     tu_tol tol_l = tu_tol_with_logits(tu_tol_lse(), bound, D, 0.0);
     tu_cmp co, cl;
@@ -613,7 +725,7 @@ int kv_case_run(fcl_context *ctx, const kv_case *c, fcl_dtype dt, uint64_t seed,
     if (c->rot) { /* the other reading: the rotated q rounded to the dtype */
       double *o2 = xcalloc(no + 1, 8), *l2 = xcalloc(nl + 1, 8);
       tu_round_array(qr, nq, dt);
-      const double bound2 = ref_kvcache_forward(&rp, qr, kcd, vcd, k_stored, vn, o2, l2);
+      const double bound2 = ref_kvcache_forward(&rp, qr, kcd, vcd, k_stored, v_stored, o2, l2);
       const tu_tol to2 = tu_tol_with_logits(tu_tol_output(dt), bound2, D, vmax);
       const tu_tol tl2 = tu_tol_with_logits(tu_tol_lse(), bound2, D, 0.0);
       tu_cmp co2, cl2;
@@ -678,7 +790,7 @@ int kv_case_run(fcl_context *ctx, const kv_case *c, fcl_dtype dt, uint64_t seed,
       res->tol_o = tol_o; res->tol_l = tol_l;
       res->read = 1;
     }
-    free(kmark); free(vmark); free(k_stored); free(kcd); free(vcd);
+    free(kmark); free(vmark); free(k_stored); free(v_stored); free(kcd); free(vcd);
     free(qr); free(o_ref); free(l_ref);
   }
   free(o); free(l);
@@ -698,10 +810,11 @@ done:
     if (extra_ob[i]) clReleaseMemObject(extra_ob[i]);
     if (extra_lb[i]) clReleaseMemObject(extra_lb[i]);
   }
-  cl_mem bufs[] = {lse, bseq, bbt, bcbi, bcuq, bcos, bsin, balibi};
+  cl_mem bufs[] = {lse, bseq, bbt, bcbi, bcuq, bcos, bsin, balibi, bks, bvs};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; ++i)
     if (bufs[i]) clReleaseMemObject(bufs[i]);
   free(q); free(kn); free(vn); free(cosf_); free(sinf_); free(cosd); free(sind);
+  free(ksc); free(vsc);
   free(s.bt); free(bt_dev);
   return ok;
 }

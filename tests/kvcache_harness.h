@@ -30,6 +30,26 @@
  * with the rotated q rounded to the dtype, and o and lse must match one of
  * the two in full.
  *
+ * Quantized caches (kv_case.kfmt, vfmt: q8_0, q4_0, fp8; DESIGN.md,
+ * "Quantized KV caches"; kvcache_quant_cache.h): strides stay in values
+ * (the block formats' pads are whole blocks), the head vector at value r
+ * starts at byte offset + r / 32 * block bytes (fp8: offset + r), views may
+ * start cache_skew bytes past their guard, and fp8 scales come
+ * as f32 buffers (one a tensor, scale_count 1 or 0, or one a kv head). The
+ * caches hold random bytes of sane values (random f16 d and q; fp8: encoded
+ * random values). After the call:
+ *  - v_new's head vectors are in the cache exactly as ref_quant quantizes
+ *    them; k_new's too where a block (fp8: a value) is not rotated; a
+ *    rotated one holds what some f32 values within the rotation's error
+ *    bounds (4 f32 roundings of its two terms) quantize to: fp8 between the
+ *    bounds' encodings, q8_0 / q4_0 d between the f16 roundings of d's
+ *    bounds and every q between those at the corners of x's and id's
+ *    bounds (kvq_check_vec); every other byte of both buffers unchanged;
+ *  - o and lse against the double reference over the dequantized cache (the
+ *    appended tokens as the cache now holds them), at the tolerance of q's
+ *    dtype;
+ *  - the rest as above (second run bit-identical, poison, inputs).
+ *
  * With kv_corrupt, an index buffer gets an out-of-range value on the device
  * only: the call must return FCL_OK and finish, and write nothing outside
  * the views (guards, poison, unchanged inputs); its results are not
@@ -44,6 +64,11 @@
 #define KV_MAX_CALLS 8 /* kv_opts.calls */
 
 typedef enum { KV_ROT_NONE = 0, KV_ROT_NEOX, KV_ROT_INTERLEAVED } kv_rot;
+/* A cache's format: q's dtype, or a KV-cache format. */
+typedef enum { KV_AS_Q = 0, KV_Q8_0, KV_Q4_0, KV_E4M3, KV_E5M2 } kv_fmt;
+/* The scales of fp8 caches: none (NULL: 1.0), one a tensor (scale_count 1,
+ * or 0), one a kv head (scale_count heads_kv). */
+typedef enum { KV_SCALE_NONE = 0, KV_SCALE_TENSOR, KV_SCALE_TENSOR0, KV_SCALE_HEAD } kv_scales;
 
 typedef struct {
   const char *name;
@@ -74,7 +99,13 @@ typedef struct {
   tu_layout   lq;                /* q, k_new, v_new, o */
   size_t      off;               /* > 0: those views start off, off+1, ... elements in */
   int         junk_stride0;      /* ragged: strides[0] of q, k_new, v_new, o is garbage */
+  kv_fmt      kfmt, vfmt;        /* k_cache, v_cache (block formats: d, dv multiples of 32) */
+  kv_scales   scales;            /* k_scale, v_scale of the fp8 caches among them */
+  int64_t     cache_skew;        /* quantized caches: views start this many bytes later (blocks: even) */
 } kv_case;
+
+/* The dtype of a cache of format f when q is dt. */
+fcl_dtype kv_fmt_dtype(kv_fmt f, fcl_dtype dt);
 
 /* An out-of-range device-side index (kv_case_run's corrupt argument). */
 typedef enum {

@@ -40,6 +40,17 @@ static float get_f16(const uint8_t *src) {
   return (float)tu_f16_value(b);
 }
 
+int ref_q8_0_q(float x, float id) {
+  const float x0 = x * id;
+  return (int8_t)roundf(x0); /* half away from zero */
+}
+
+int ref_q4_0_nibble(float x, float id) {
+  const float x0 = x * id;
+  const int8_t t = (int8_t)(x0 + 8.5f);
+  return t < 15 ? t : 15;
+}
+
 void ref_quantize_q8_0(const float x[32], uint8_t out[34]) {
   float amax = 0.0f;
   for (int j = 0; j < 32; ++j) {
@@ -49,10 +60,7 @@ void ref_quantize_q8_0(const float x[32], uint8_t out[34]) {
   const float d = amax / 127;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   put_f16(out, d);
-  for (int j = 0; j < 32; ++j) {
-    const float x0 = x[j] * id;
-    out[2 + j] = (uint8_t)(int8_t)roundf(x0); /* half away from zero */
-  }
+  for (int j = 0; j < 32; ++j) out[2 + j] = (uint8_t)(int8_t)ref_q8_0_q(x[j], id);
 }
 
 void ref_quantize_q4_0(const float x[32], uint8_t out[18]) {
@@ -67,12 +75,8 @@ void ref_quantize_q4_0(const float x[32], uint8_t out[18]) {
   const float d = max / -8;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   put_f16(out, d);
-  for (int j = 0; j < 16; ++j) {
-    const float x0 = x[j] * id, x1 = x[j + 16] * id;
-    const int8_t t0 = (int8_t)(x0 + 8.5f), t1 = (int8_t)(x1 + 8.5f);
-    const uint8_t q0 = (uint8_t)(t0 < 15 ? t0 : 15), q1 = (uint8_t)(t1 < 15 ? t1 : 15);
-    out[2 + j] = (uint8_t)(q0 | q1 << 4);
-  }
+  for (int j = 0; j < 16; ++j)
+    out[2 + j] = (uint8_t)(ref_q4_0_nibble(x[j], id) | ref_q4_0_nibble(x[j + 16], id) << 4);
 }
 
 void ref_dequantize_q8_0(const uint8_t in[34], float y[32]) {

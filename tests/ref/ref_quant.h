@@ -23,6 +23,12 @@ int     ref_quant_format(fcl_dtype t);
 int64_t ref_quant_unit_values(fcl_dtype t);
 size_t  ref_quant_unit_bytes(fcl_dtype t);
 
+/* One value of a block, given the block's f32 id (1 / d, or 0): q8_0's
+ * q = roundf(x * id) and q4_0's nibble min(15, (int8_t)(x * id + 8.5f)),
+ * each product and sum rounded to f32 on its own. */
+int ref_q8_0_q(float x, float id);
+int ref_q4_0_nibble(float x, float id);
+
 void ref_quantize_q8_0(const float x[32], uint8_t out[34]);
 void ref_quantize_q4_0(const float x[32], uint8_t out[18]);
 void ref_dequantize_q8_0(const uint8_t in[34], float y[32]); /* f32(d * q) */
