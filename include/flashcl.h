@@ -340,7 +340,9 @@ typedef struct {
  * token's head vector as ggml's reference quantizers do (q8_0, q4_0: a
  * cache written by llama.cpp reads as it is, and the other way round) or
  * divides it by its scale (fp8); attention uses the values the cache then
- * holds, dequantized to f32, the new tokens included.
+ * holds, dequantized, the new tokens included; like the rotated q, they may
+ * be rounded to q's dtype first (the tensor-core decode and the chunked
+ * prefill take them so, as an f16 or bf16 cache would hold them).
  *
  * Device-side indices (cache_seqlens, block_table, cache_batch_idx,
  * cu_seqlens_q) are checked in the kernels: out of range, nothing outside

@@ -721,24 +721,45 @@ int kv_case_run(fcl_context *ctx, const kv_case *c, fcl_dtype dt, uint64_t seed,
     tu_tol tol_l = tu_tol_with_logits(tu_tol_lse(), bound, D, 0.0);
     tu_cmp co, cl;
     int match = compare_ref(o, l, o_ref, l_ref, no, nl, tol_o, tol_l, with_lse, &co, &cl);
-    int which = 1;
-    if (c->rot) { /* the other reading: the rotated q rounded to the dtype */
-      double *o2 = xcalloc(no + 1, 8), *l2 = xcalloc(nl + 1, 8);
-      tu_round_array(qr, nq, dt);
-      const double bound2 = ref_kvcache_forward(&rp, qr, kcd, vcd, k_stored, v_stored, o2, l2);
+    /* The other readings the contract allows: the rotated q rounded to the
+     * dtype (bit 0), a quantized cache's dequantized values rounded to the
+     * dtype, as the tensor-core and chunked-prefill paths take them (bit 1).
+     * The one that matches, the closest where several do. */
+    int which = 0;
+    const int readings = (c->rot ? 1 : 0) | (kq || vq ? 2 : 0);
+    for (int r = 1; r <= 3; ++r) {
+      if ((r & readings) != r) continue;
+      double *q2 = xcalloc(nq + 1, 8), *o2 = xcalloc(no + 1, 8), *l2 = xcalloc(nl + 1, 8);
+      double *k2 = NULL, *v2 = NULL, *ks2 = NULL, *vs2 = NULL;
+      memcpy(q2, qr, sizeof(double) * nq);
+      if (r & 1) tu_round_array(q2, nq, dt);
+      const double *kk = kcd, *vv = vcd, *kst2 = k_stored, *vst2 = v_stored;
+      if (r & 2) {
+        const size_t nkc = (size_t)(TC * HK * D), nvc = (size_t)(TC * HK * DV);
+        k2 = xcalloc(nkc + 1, 8), v2 = xcalloc(nvc + 1, 8);
+        memcpy(k2, kcd, sizeof(double) * nkc), memcpy(v2, vcd, sizeof(double) * nvc);
+        tu_round_array(k2, nkc, dt), tu_round_array(v2, nvc, dt);
+        kk = k2, vv = v2;
+        if (s.append) {
+          ks2 = xcalloc(nk + 1, 8), vs2 = xcalloc(nv + 1, 8);
+          memcpy(ks2, k_stored, sizeof(double) * nk), memcpy(vs2, v_stored, sizeof(double) * nv);
+          tu_round_array(ks2, nk, dt), tu_round_array(vs2, nv, dt);
+          kst2 = ks2, vst2 = vs2;
+        }
+      }
+      const double bound2 = ref_kvcache_forward(&rp, q2, kk, vv, kst2, vst2, o2, l2);
       const tu_tol to2 = tu_tol_with_logits(tu_tol_output(dt), bound2, D, vmax);
       const tu_tol tl2 = tu_tol_with_logits(tu_tol_lse(), bound2, D, 0.0);
       tu_cmp co2, cl2;
       const int match2 = compare_ref(o, l, o2, l2, no, nl, to2, tl2, with_lse, &co2, &cl2);
-      /* The reading that matches, the closer one where both do. */
       if (match2 && (!match || fmax(co2.worst_ratio, cl2.worst_ratio) <
                                    fmax(co.worst_ratio, cl.worst_ratio))) {
-        match = 1; which = 2;
+        match = 1; which = r;
         co = co2; cl = cl2; tol_o = to2; tol_l = tl2; bound = bound2;
         memcpy(o_ref, o2, sizeof(double) * no);
         memcpy(l_ref, l2, sizeof(double) * nl);
       }
-      free(o2); free(l2);
+      free(q2); free(o2); free(l2); free(k2); free(v2); free(ks2); free(vs2);
     }
     const int64_t odims[4] = {tb, ts, HQ, DV};
     const int64_t ldims[3] = {c->ragged ? 1 : B, HQ, c->ragged ? TN : s.sq};
@@ -775,12 +796,14 @@ int kv_case_run(fcl_context *ctx, const kv_case *c, fcl_dtype dt, uint64_t seed,
                             100.0 * cl.worst_ratio);
     if (empty) oh_append(notes, sizeof notes, " empty rows %zu", empty);
     if (c->rot && match) {
-      oh_append(notes, sizeof notes, " q-rot %s", which == 1 ? "exact" : "rounded");
+      oh_append(notes, sizeof notes, " q-rot %s", which & 1 ? "rounded" : "exact");
       if (st && ok) {
-        if (which == 1) ++st->q_exact;
-        else ++st->q_rounded;
+        if (which & 1) ++st->q_rounded;
+        else ++st->q_exact;
       }
     }
+    if ((kq || vq) && match)
+      oh_append(notes, sizeof notes, " cache %s", which & 2 ? "rounded to the dtype" : "exact");
     if (res) {
       res->o = xcalloc(no + 1, 8);
       res->lse = xcalloc(nl + 1, 8);
