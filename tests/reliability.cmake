@@ -83,7 +83,8 @@ if(FCL_OCLGRIND)
       fcl_attention_bwd_mma_dq fcl_attention_bwd_mma_dkdv)
   set(_ocl_kernels__mma_rwkv6 fcl_mma_probe fcl_rwkv6_chunk_state_mma fcl_rwkv6_chunk_out_mma
       fcl_rwkv6_chunk_dk fcl_rwkv6_chunk_du)
-  set(_ocl_kernels__kvcache_mma fcl_mma_probe fcl_kv_append fcl_kv_decode_mma)
+  # (on tensor cores every case appends in the decode kernel: one tile a kv head)
+  set(_ocl_kernels__kvcache_mma fcl_mma_probe fcl_kv_decode_mma)
   set(_ocl_kernels__kvcache fcl_kv_append fcl_kv_decode fcl_kv_prefill_prep
       fcl_attention_fwd_cpu)
   set(_ocl_env_ "")
