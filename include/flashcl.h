@@ -245,11 +245,25 @@ typedef struct {
    * reads cu_seqlens back with a blocking read. */
   const int32_t *cu_seqlens_q_host;
   const int32_t *cu_seqlens_k_host;
+  /* Dropout (training): each visible probability is kept with probability
+   * 1 - dropout_p and then scaled by 1 / (1 - dropout_p); lse stays that of
+   * the softmax before dropout, and the backward pass regenerates the same
+   * mask. 0: none; else in (0, 1). The mask is a function of (seed, offset,
+   * b, h, i, j) only: for n = ((b * heads_q + h) * seqlen_q + i) * seqlen_k
+   * + j (varlen: i, j within the sequence, seqlen_q/k the maxima),
+   * Philox-4x32-10 with key (seed lo, seed hi) and counter (n/4 lo, n/4 hi,
+   * offset lo, offset hi) gives four words, and word n % 4 = r keeps the
+   * element iff r >= (uint32_t)(dropout_p * 2^32). The same on every
+   * device, kernel and tuning. Not with fcl_ring's context parallelism. */
+  float    dropout_p;
+  uint32_t reserved0;      /* 0: keeps the layout free of padding */
+  uint64_t dropout_seed;
+  uint64_t dropout_offset;
 } fcl_attention_desc;
 
 #define FCL_ATTENTION_DESC_INIT \
   { sizeof(fcl_attention_desc), 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, -1, -1, 0.0f, NULL, NULL, NULL, 0, \
-    NULL, NULL }
+    NULL, NULL, 0.0f, 0, 0, 0 }
 
 /* o = softmax(scale * q k^T + bias, masked) v. lse: NULL or an f32 buffer
  * [batch, heads_q, seqlen_q] (varlen: [heads_q, total_q]) receiving the
@@ -277,6 +291,18 @@ FCL_API fcl_status fcl_attention_backward(fcl_context *ctx,
                                           const fcl_tensor *dq,
                                           const fcl_tensor *dk,
                                           const fcl_tensor *dv);
+
+/* The attention probabilities, for tests and inspection (flash-attn's
+ * return_attn_probs): writes f32 [batch, heads_q, seqlen_q, seqlen_k],
+ * contiguous, to p (at least that many floats): exp(s - lse) at visible
+ * positions and 0 elsewhere (varlen: 0 past a sequence's lengths), lse
+ * being the forward's (required, as fcl_attention_forward wrote it). With
+ * dropout (d->dropout_p > 0) a dropped position holds -exp(s - lse),
+ * flash-attn's sign encoding of the mask; values are not rescaled. An
+ * output of more than 2^31 - 1 floats is FCL_ERROR_INVALID_ARGUMENT. */
+FCL_API fcl_status fcl_attention_probs(fcl_context *ctx, const fcl_attention_desc *d,
+                                       const fcl_tensor *q, const fcl_tensor *k, cl_mem lse,
+                                       cl_mem p);
 
 /* ------------------------------------------------------------------ */
 /* Attention against a KV cache (inference: decode, chunked prefill)    */

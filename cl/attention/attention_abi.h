@@ -80,14 +80,25 @@
   L(q_off) L(q_sb) L(q_ss) L(q_sh) L(k_off) L(k_sb) L(k_ss) L(k_sh) L(v_off) L(v_sb) \
   L(v_ss) L(v_sh) L(o_off) L(o_sb) L(o_ss) L(o_sh)
 
+/* Dropout (attention_dropout.cl): the threshold a Philox word must reach to
+ * keep its element ((uint)(p * 2^32), as an int's bits), the seed and offset
+ * in 32-bit halves, and the scale 1 / (1 - p) of the kept elements. The
+ * kernels read them in builds with FCL_DROPOUT only. */
+#define FCL_ATTN_DROPOUT_SCALARS(I, F)                                              \
+  I(drop_threshold) I(drop_seed_lo) I(drop_seed_hi) I(drop_offset_lo)              \
+  I(drop_offset_hi) F(drop_scale)
+typedef struct {
+  FCL_ATTN_DROPOUT_SCALARS(FCL_ABI_INT_, FCL_ABI_FLOAT_)
+} fcl_attn_dropout_scalars;
+
 /* The forward kernels' (attention_common.cl's ATTN_FWD_PARAMS): the views,
  * the lse layout (batch, head strides), windows with causal
  * folded in, qk_scale (scale*log2(e), or scale/softcap with a softcap) and
- * softcap_l2 (softcap*log2(e), 0: none), FCL_ATTN_* flags. */
+ * softcap_l2 (softcap*log2(e), 0: none), FCL_ATTN_* flags, dropout. */
 #define FCL_ATTN_FWD_SCALARS(L, I, F)                                               \
   FCL_ABI_VIEWS(L) L(lse_sb) L(lse_sh)                                              \
   I(seqlen_q) I(seqlen_k) I(heads_q) I(group) I(window_left) I(window_right)       \
-  I(diag_shift) F(qk_scale) F(softcap_l2) I(flags)
+  I(diag_shift) F(qk_scale) F(softcap_l2) I(flags) FCL_ATTN_DROPOUT_SCALARS(I, F)
 typedef struct {
   FCL_ATTN_FWD_SCALARS(FCL_ABI_LONG_, FCL_ABI_INT_, FCL_ABI_FLOAT_)
 } fcl_attn_fwd_scalars;

@@ -1,4 +1,4 @@
-/* requires: attention/attention_common.cl */
+/* requires: attention/attention_common.cl attention/attention_dropout.cl */
 /* FlashAttention-2 backward without float atomics (prepend dtype.cl and
  * attention_common.cl).
  *
@@ -16,6 +16,10 @@
  * BLOCK_K, then P = exp2(S - lse) and dS = P (dP - delta). Gradients are
  * accumulated for one slice of BLOCK_K output columns per work-group (grid
  * dim 1), so head dims up to 512 need no more registers than 64.
+ *
+ * With FCL_DROPOUT the forward's mask Z is regenerated (attention_dropout.cl)
+ * and, with s = 1/(1-p): dV sums Z P s dO, and dP becomes Z s dP, which
+ * dS = P (dP - delta) then takes (delta = rowsum(dO O) of the dropped O).
  */
 #ifndef HEAD_DIM
 #define HEAD_DIM 64
@@ -37,6 +41,18 @@
 #endif
 #ifndef WG_COLS
 #define WG_COLS 8
+#endif
+#ifndef FCL_DROPOUT
+#define FCL_DROPOUT 0 /* 1: dropout (attention_dropout.cl) */
+#endif
+
+/* dP of a kept (b, h, i, j) scaled by 1/(1-p), of a dropped one 0; p of a
+ * kept one scaled, of a dropped one 0 (selected, not multiplied: a NaN of
+ * a dropped pair stays out). */
+#if FCL_DROPOUT
+#define BWD_KEPT(b, h, i, j)                                                     \
+  attn_drop_keep(attn_drop_index(b, h, i, j, heads_q, seqlen_q, seqlen_k), drop_args_)
+#define BWD_DROP(x, kept) ((kept) ? (x) * drop_args_.drop_scale : 0.0f)
 #endif
 
 #define WG_SIZE (WG_ROWS * WG_COLS)
@@ -187,7 +203,8 @@ __kernel void fcl_attention_bwd_delta(
       const __global int *cu_k, BWD_TENSOR_ARGS(q), BWD_TENSOR_ARGS(k),       \
       BWD_TENSOR_ARGS(v), BWD_TENSOR_ARGS(do), long stat_sb, long stat_sh,    \
       int seqlen_q, int seqlen_k, int heads_q, int group, int wl, int wr,     \
-      int diag_shift, float qk_scale, float softcap_l2, float scale, int flags, \
+      int diag_shift, float qk_scale, float softcap_l2, float scale,          \
+      int flags, const fcl_attn_dropout_scalars drop_args_,                   \
       int per_split, int nslice, __global float *part, __global float *part2, \
       long nrows
 
@@ -240,10 +257,13 @@ void fcl_attention_bwd_dq(BWD_COMMON_ARGS, __global fcl_elem *dq,
                  v_ss, j0, s.sk, lid, tx, ty);
     for (int r = 0; r < RR; ++r)
       for (int c = 0; c < CC; ++c) {
-        float ds;
-        bwd_element(sc[r][c], dp[r][c], i0 + ty * RR + r, j0 + tx + c * WG_COLS,
-                    diag, wl, wr, s.sk, qk_scale, softcap_l2, slope_l2, lse2[r],
-                    dlt[r], scale, &ds);
+        const int i = i0 + ty * RR + r, j = j0 + tx + c * WG_COLS;
+        float ds, dpv = dp[r][c];
+#if FCL_DROPOUT
+        dpv = BWD_DROP(dpv, BWD_KEPT(b, h, i, j));
+#endif
+        bwd_element(sc[r][c], dpv, i, j, diag, wl, wr, s.sk, qk_scale, softcap_l2,
+                    slope_l2, lse2[r], dlt[r], scale, &ds);
         t_s[(ty * RR + r) * LDC + tx + c * WG_COLS] = ds;
       }
     /* Every (row, key) pair of the tile visible: no masked entries. */
@@ -319,18 +339,25 @@ void fcl_attention_bwd_dkdv(BWD_COMMON_ARGS, __global fcl_elem *dk,
       for (int r = 0; r < RR; ++r)
         for (int c = 0; c < CC; ++c) {
           const int i = i0 + tx + c * WG_COLS, j = j0 + ty * RR + r;
+          float dpv = dp[r][c];
+#if FCL_DROPOUT
+          const bool kept = BWD_KEPT(b, h, i, j);
+          dpv = BWD_DROP(dpv, kept);
+#endif
           /* Columns past the sequence's queries contribute nothing. */
-          float p = bwd_element(sc[r][c], dp[r][c], i, j, diag, wl, wr, s.sk,
-                                qk_scale, softcap_l2, slope_l2, lse2[c], dlt[c],
-                                scale, &ds[r][c]);
+          float p = bwd_element(sc[r][c], dpv, i, j, diag, wl, wr, s.sk, qk_scale,
+                                softcap_l2, slope_l2, lse2[c], dlt[c], scale, &ds[r][c]);
+#if FCL_DROPOUT
+          p = BWD_DROP(p, kept); /* dV takes the dropped, rescaled P */
+#endif
           if (i >= s.sq) p = ds[r][c] = 0.0f;
           t_s[(ty * RR + r) * LDC + tx + c * WG_COLS] = p;
         }
       /* Every (key, query) pair of the tile visible: no masked entries. */
       const bool full = j0 >= i0 + BLOCK_C - 1 + diag - wl && j_last <= i0 + diag + wr;
-      if (col0 < HEAD_DIM_V)
+      if (col0 < HEAD_DIM_V) /* dropped pairs weigh 0 in dV: skipped as masked */
         bwd_accumulate(gv, t_s, b_s, HEAD_DIM_V, dout, dob, do_ss, i0, s.sq, col0,
-                       lid, tx, ty, !full);
+                       lid, tx, ty, FCL_DROPOUT || !full);
       for (int r = 0; r < RR; ++r)
         for (int c = 0; c < CC; ++c)
           t_s[(ty * RR + r) * LDC + tx + c * WG_COLS] = ds[r][c];

@@ -162,6 +162,7 @@ inline float bm_ds(float s, float dp, int i, int j, bool full, int diag, int sq,
       BM_TENSOR(k), BM_TENSOR(v), BM_TENSOR(do), long stat_sb, long stat_sh,    \
       int seqlen_q, int seqlen_k, int heads_q, int group, int wl, int wr,       \
       int diag_shift, float qk_scale, float softcap_l2, float scale, int flags, \
+      const fcl_attn_dropout_scalars drop_args_,                                \
       const __global int *nf_flags
 
 /* Packs two C fragments (n tiles 2c, 2c + 1) as the A fragment of chunk c. */

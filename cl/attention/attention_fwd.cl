@@ -1,4 +1,4 @@
-/* requires: attention/attention_common.cl */
+/* requires: attention/attention_common.cl attention/attention_dropout.cl */
 /* FlashAttention-2 forward, portable OpenCL C (prepend dtype.cl and
  * attention_common.cl).
  *
@@ -34,6 +34,9 @@
 #endif
 #ifndef WG_COLS
 #define WG_COLS 8
+#endif
+#ifndef FCL_DROPOUT
+#define FCL_DROPOUT 0 /* 1: dropout (attention_dropout.cl) */
 #endif
 
 #define WG_SIZE (WG_ROWS * WG_COLS)
@@ -180,9 +183,15 @@ void fcl_attention_fwd(
       m[r] = mx;
       l[r] *= alpha;
       for (int c = 0; c < CV; ++c) acc[r][c] *= alpha;
+#if FCL_DROPOUT
+      const ulong n0 = attn_drop_index(b, h, i0 + row, j0 + tx, heads_q, seqlen_q, seqlen_k);
+#endif
       for (int c = 0; c < CN; ++c) {
-        const float p = exp2(s[r][c] - m_use);
-        l[r] += p;
+        float p = exp2(s[r][c] - m_use);
+        l[r] += p; /* the denominator before dropout */
+#if FCL_DROPOUT /* a dropped key adds nothing; 1/(1-p) is applied at the end */
+        if (p != 0.0f && !attn_drop_keep(n0 + c * WG_COLS, ATTN_FWD_DROPOUT)) p = 0.0f;
+#endif
         p_s[row * LD_N + tx + c * WG_COLS] = p;
       }
     }
@@ -190,13 +199,13 @@ void fcl_attention_fwd(
 
     /* A masked key has p = 0 but may hold NaN or inf in V (a key outside
      * the window, or a future one): 0 * NaN must not reach the row, so
-     * tiles with masked entries skip zero weights. */
+     * tiles with masked entries skip zero weights; so do dropped keys. */
     for (int j = 0; j < BLOCK_N; ++j) {
       float vv[CV];
       for (int c = 0; c < CV; ++c) vv[c] = kv_s[j * LD_V + tx + c * WG_COLS];
       for (int r = 0; r < RM; ++r) {
         const float p = p_s[(ty * RM + r) * LD_N + j];
-        if (!full && p == 0.0f) continue;
+        if ((FCL_DROPOUT || !full) && p == 0.0f) continue;
         for (int c = 0; c < CV; ++c) acc[r][c] = fma(p, vv[c], acc[r][c]);
       }
     }
@@ -212,7 +221,11 @@ void fcl_attention_fwd(
     for (int t = 0; t < WG_COLS; ++t) sum += red_s[row * WG_COLS + t];
     if (i >= sq) continue;
     /* sum == 0: the row saw no key -> 0. A NaN sum stays NaN. */
+#if FCL_DROPOUT
+    const float inv = sum == 0.0f ? 0.0f : drop_scale / sum;
+#else
     const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
+#endif
     const long row_id = bi.lse + i;
     for (int c = 0; c < CV; ++c) {
       const int d = dv0 + tx + c * WG_COLS;

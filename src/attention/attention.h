@@ -15,6 +15,7 @@ typedef struct {
   cl_float qk_scale;   /* scale*log2(e), or scale/softcap with softcap      */
   cl_float softcap_l2; /* softcap*log2(e), 0 without softcap                */
   cl_long  stat_sb, stat_sh; /* lse layout: batch and head strides         */
+  fcl_attn_dropout_scalars drop; /* all 0 without dropout                   */
 } fcl_attention_scalars;
 
 /* One call's problem, validated: the descriptor, the tensors (the
@@ -53,6 +54,10 @@ fcl_status fcl_check_attention(fcl_context *ctx, const fcl_attention_desc *d,
                                const fcl_tensor *q, const fcl_tensor *k,
                                const fcl_tensor *v, const fcl_tensor *o,
                                fcl_attention_problem *p);
+/* The same without v and o (fcl_attention_probs). */
+fcl_status fcl_check_attention_qk(fcl_context *ctx, const fcl_attention_desc *d,
+                                  const fcl_tensor *q, const fcl_tensor *k,
+                                  fcl_attention_problem *p);
 /* The backward's views (dout, dq, dk, dv) and lse. */
 fcl_status fcl_check_attention_grads(fcl_context *ctx, fcl_attention_problem *p);
 

@@ -37,6 +37,17 @@ void fcl_attention_scalars_init(const fcl_attention_desc *d, bool varlen, int64_
   sc->softcap_l2 = (cl_float)(d->softcap > 0 ? d->softcap * log2e : 0.0);
   sc->stat_sb = varlen ? 0 : d->heads_q * d->seqlen_q;
   sc->stat_sh = varlen ? total_q : d->seqlen_q;
+  sc->drop = (fcl_attn_dropout_scalars){0};
+  if (d->dropout_p > 0.0f) {
+    /* p < 1, so p * 2^32 < 2^32; the bits of a uint in an int */
+    const uint32_t threshold = (uint32_t)((double)d->dropout_p * 4294967296.0);
+    memcpy(&sc->drop.drop_threshold, &threshold, sizeof threshold);
+    sc->drop.drop_seed_lo = (cl_int)(uint32_t)d->dropout_seed;
+    sc->drop.drop_seed_hi = (cl_int)(uint32_t)(d->dropout_seed >> 32);
+    sc->drop.drop_offset_lo = (cl_int)(uint32_t)d->dropout_offset;
+    sc->drop.drop_offset_hi = (cl_int)(uint32_t)(d->dropout_offset >> 32);
+    sc->drop.drop_scale = (cl_float)(1.0 / (1.0 - (double)d->dropout_p));
+  }
 }
 
 cl_int fcl_attention_flags(const fcl_attention_problem *p) {
@@ -69,7 +80,7 @@ static void arg_side_buffers(fcl_args *a, const fcl_attention_problem *p) {
   FCL_ARG(a, cuk);
 }
 
-_Static_assert(sizeof(fcl_attn_fwd_scalars) == 18 * 8 + 10 * 4,
+_Static_assert(sizeof(fcl_attn_fwd_scalars) == 18 * 8 + 16 * 4,
                "fcl_attn_fwd_scalars: no padding, as the kernels lay it out");
 _Static_assert(offsetof(fcl_attn_fwd_scalars, o_sh) == 15 * 8 &&
                    offsetof(fcl_kv_decode_scalars, o_sh) == 15 * 8,
@@ -97,6 +108,9 @@ void fcl_attention_fwd_args(fcl_args *a, const fcl_attention_problem *p, cl_int 
       .group = sc->group, .window_left = sc->window_left, .window_right = sc->window_right,
       .diag_shift = sc->diag_shift, .qk_scale = sc->qk_scale, .softcap_l2 = sc->softcap_l2,
       .flags = flags};
+#define DROP_FIELD_(n) f.n = sc->drop.n;
+  FCL_ATTN_DROPOUT_SCALARS(DROP_FIELD_, DROP_FIELD_)
+#undef DROP_FIELD_
   fcl_attention_views(&f, p->q, p->k, p->v, p->o);
   fcl_arg_struct(a, sizeof f, &f);
 }
@@ -117,4 +131,5 @@ void fcl_attention_bwd_args(fcl_args *a, const fcl_attention_problem *p, cl_mem 
   arg_scalars(a, &p->sc);
   FCL_ARG(a, p->sc.scale);
   FCL_ARG(a, flags);
+  fcl_arg_struct(a, sizeof p->sc.drop, &p->sc.drop);
 }

@@ -67,6 +67,12 @@ fcl_status fcl_check_attention_desc(fcl_context *ctx, const fcl_attention_desc *
     return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
                     "softcap: is %g, must be 0 (off) or a positive finite number",
                     (double)d->softcap);
+  if (!(d->dropout_p >= 0.0f && d->dropout_p < 1.0f))
+    return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
+                    "dropout_p: is %g, must be in [0, 1) (0: no dropout)", (double)d->dropout_p);
+  if (d->reserved0 != 0)
+    return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT, "reserved0: is %" PRIu32 ", must be 0",
+                    d->reserved0);
   if (!isfinite(d->softmax_scale))
     return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
                     "softmax_scale: is %g, must be finite", (double)d->softmax_scale);
@@ -77,13 +83,34 @@ fcl_status fcl_check_attention_desc(fcl_context *ctx, const fcl_attention_desc *
   return FCL_OK;
 }
 
-fcl_status fcl_check_attention(fcl_context *ctx, const fcl_attention_desc *d,
-                               const fcl_tensor *q, const fcl_tensor *k,
-                               const fcl_tensor *v, const fcl_tensor *o,
-                               fcl_attention_problem *p) {
+/* The views of ts[from .. to) of (q, k, v, o) against their shapes:
+ * varlen views span tokens 0 .. total-1 along dim 1 (dim 0 unused), and
+ * every one shares p->q's dtype. */
+static fcl_status check_views(fcl_context *ctx, const fcl_attention_problem *p,
+                              const fcl_tensor *const ts[4], int from, int to) {
+  const fcl_attention_desc *d = p->d;
+  const int64_t nb = p->varlen ? 1 : d->batch;
+  const int64_t nq = p->varlen ? p->total_q : d->seqlen_q;
+  const int64_t nk = p->varlen ? p->total_k : d->seqlen_k;
+  const fcl_tensor_shape shapes[4] = {
+      {"q", {nb, nq, d->heads_q, d->head_dim}},
+      {"k", {nb, nk, d->heads_kv, d->head_dim}},
+      {"v", {nb, nk, d->heads_kv, d->head_dim_v}},
+      {"o", {nb, nq, d->heads_q, d->head_dim_v}}};
+  fcl_status s;
+  for (int i = from; i < to; ++i)
+    if ((s = fcl_check_view(ctx, ts[i], &shapes[i], p->varlen, i ? p->q : NULL, "q")))
+      return s;
+  return FCL_OK;
+}
+
+/* The descriptor, the sequences and the views of q and k into p. */
+fcl_status fcl_check_attention_qk(fcl_context *ctx, const fcl_attention_desc *d,
+                                  const fcl_tensor *q, const fcl_tensor *k,
+                                  fcl_attention_problem *p) {
   fcl_status s = fcl_check_attention_desc(ctx, d);
   if (s != FCL_OK) return s;
-  *p = (fcl_attention_problem){.d = d, .q = q, .k = k, .v = v, .o = o};
+  *p = (fcl_attention_problem){.d = d, .q = q, .k = k};
   p->varlen = d->cu_seqlens_q || d->cu_seqlens_k;
   if (!p->varlen && (d->cu_seqlens_q_host || d->cu_seqlens_k_host))
     return fcl_fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
@@ -105,23 +132,22 @@ fcl_status fcl_check_attention(fcl_context *ctx, const fcl_attention_desc *d,
                                   d->batch, d->seqlen_k, &p->total_k)))
       return s;
   }
-
-  /* Varlen views span tokens 0 .. total-1 along dim 1; dim 0 is unused. */
-  const int64_t nb = p->varlen ? 1 : d->batch;
-  const int64_t nq = p->varlen ? p->total_q : d->seqlen_q;
-  const int64_t nk = p->varlen ? p->total_k : d->seqlen_k;
-  const fcl_tensor_shape shapes[4] = {
-      {"q", {nb, nq, d->heads_q, d->head_dim}},
-      {"k", {nb, nk, d->heads_kv, d->head_dim}},
-      {"v", {nb, nk, d->heads_kv, d->head_dim_v}},
-      {"o", {nb, nq, d->heads_q, d->head_dim_v}}};
-  const fcl_tensor *ts[4] = {q, k, v, o};
-  for (int i = 0; i < 4; ++i)
-    if ((s = fcl_check_view(ctx, ts[i], &shapes[i], p->varlen, i ? q : NULL, "q")))
-      return s;
+  const fcl_tensor *const ts[4] = {q, k, NULL, NULL};
+  if ((s = check_views(ctx, p, ts, 0, 2))) return s;
   p->dtype = q->dtype;
   fcl_attention_scalars_init(d, p->varlen, p->total_q, &p->sc);
   return FCL_OK;
+}
+
+fcl_status fcl_check_attention(fcl_context *ctx, const fcl_attention_desc *d,
+                               const fcl_tensor *q, const fcl_tensor *k,
+                               const fcl_tensor *v, const fcl_tensor *o,
+                               fcl_attention_problem *p) {
+  const fcl_tensor *const ts[4] = {q, k, v, o};
+  fcl_status s = fcl_check_attention_qk(ctx, d, q, k, p);
+  if (s == FCL_OK) s = check_views(ctx, p, ts, 2, 4);
+  p->v = v, p->o = o;
+  return s;
 }
 
 fcl_status fcl_check_attention_grads(fcl_context *ctx, fcl_attention_problem *p) {

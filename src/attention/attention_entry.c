@@ -10,7 +10,7 @@ fcl_status fcl_attention_run(fcl_context *ctx, const fcl_attention_problem *p, b
                              p);
 }
 
-_Static_assert(sizeof(void *) != 8 || sizeof(fcl_attention_desc) == 144,
+_Static_assert(sizeof(void *) != 8 || sizeof(fcl_attention_desc) == 168,
                "a new field of fcl_attention_desc: key it");
 void fcl_key_attention_desc(fcl_key *key, const fcl_attention_desc *d) {
   if (!d) {
@@ -28,6 +28,11 @@ void fcl_key_attention_desc(fcl_key *key, const fcl_attention_desc *d) {
   fcl_key_mem(key, d->cu_seqlens_k);
   fcl_key_host_offsets(key, d->cu_seqlens_q_host, d->batch);
   fcl_key_host_offsets(key, d->cu_seqlens_k_host, d->batch);
+  /* every call of a training run has its own offset: a plan each (the
+   * launch's arguments hold them) */
+  fcl_key_f32(key, d->dropout_p);
+  const uint64_t drop[] = {d->dropout_seed, d->dropout_offset, d->reserved0};
+  fcl_key_bytes(key, drop, sizeof drop);
 }
 
 /* One call's arguments (the backward's four NULL in a forward). */

@@ -21,11 +21,11 @@ static long private_floats(const cpu_params *c, int head_dim) {
 }
 
 fcl_status fcl_attention_fwd_cpu_applies(fcl_context *ctx, const void *problem, fcl_fit *fit) {
-  (void)problem;
+  const fcl_attention_problem *p = problem;
   /* llvmpipe stops work-items after a loop budget, which the portable
-   * kernel's split-keys path respects. */
+   * kernel's split-keys path respects; dropout is the portable kernel's. */
   *fit = fcl_fit_if(ctx->opt.cpu_kernel && ctx->info.is_cpu && !ctx->info.is_llvmpipe &&
-                    ctx->info.loop_budget <= 0);
+                    ctx->info.loop_budget <= 0 && p->d->dropout_p == 0.0f);
   return FCL_OK;
 }
 

@@ -89,8 +89,10 @@ fcl_status fcl_attention_mma_applies(fcl_context *ctx, const fcl_attention_desc 
                                      fcl_dtype dtype, bool *yes) {
   *yes = false;
   /* Head dims above 128 would not fit the registers; loop budgets (which
-   * split the keys) are the portable kernels'. */
-  if (d->head_dim > 128 || d->head_dim_v > 128 || ctx->info.loop_budget > 0) return FCL_OK;
+   * split the keys) are the portable kernels', and so is dropout for now. */
+  if (d->head_dim > 128 || d->head_dim_v > 128 || ctx->info.loop_budget > 0 ||
+      d->dropout_p > 0.0f)
+    return FCL_OK;
   return fcl_mma_ready(ctx, dtype, yes);
 }
 

@@ -3,8 +3,16 @@
  * problem. fcl_attention_config() reports exactly what the calls run. */
 #include "attention/attention.h"
 
-/* Build options of the tensor-core rows. */
+/* Build options: FCL_DROPOUT where the call drops (a build of its own, so
+ * a call without dropout runs the kernels as they were); the tensor-core
+ * rows' options. */
+static void dropout_options(const fcl_context *ctx, const void *problem, fcl_build_extra *x) {
+  (void)ctx;
+  if (((const fcl_attention_problem *)problem)->d->dropout_p > 0.0f)
+    x->defs[x->ndefs++] = (fcl_define){"FCL_DROPOUT", 1};
+}
 static void mma_options(const fcl_context *ctx, const void *problem, fcl_build_extra *x) {
+  dropout_options(ctx, problem, x);
   x->tail = fcl_mma_build_options(ctx, ((const fcl_attention_problem *)problem)->dtype);
 }
 
@@ -29,7 +37,8 @@ static const fcl_variant_row fwd_rows[] = {
      .skip_invalid = true, .options = mma_options, .launch = fcl_attention_fwd_mma_launch},
     {.variant = &fcl_variant_attention_fwd_cpu, .applies = fcl_attention_fwd_cpu_applies,
      .options = fcl_attention_fwd_cpu_options, .launch = fcl_attention_fwd_cpu_launch},
-    {.variant = &fcl_variant_attention_fwd, .launch = fcl_attention_fwd_launch},
+    {.variant = &fcl_variant_attention_fwd, .options = dropout_options,
+     .launch = fcl_attention_fwd_launch},
 };
 const fcl_variant_table fcl_attention_fwd_table = {"attention forward", fwd_rows,
                                                    (int)FCL_COUNT(fwd_rows), class_of};
@@ -41,7 +50,8 @@ static const fcl_variant_row bwd_rows[] = {
      .skip_invalid = true, .options = mma_options, .launch = fcl_attention_bwd_wgmma_launch},
     {.variant = &fcl_variant_attention_bwd_mma, .applies = fcl_attention_bwd_mma_applies,
      .skip_invalid = true, .options = mma_options, .launch = fcl_attention_bwd_mma_launch},
-    {.variant = &fcl_variant_attention_bwd, .launch = fcl_attention_bwd_launch},
+    {.variant = &fcl_variant_attention_bwd, .options = dropout_options,
+     .launch = fcl_attention_bwd_launch},
 };
 const fcl_variant_table fcl_attention_bwd_table = {"attention backward", bwd_rows,
                                                    (int)FCL_COUNT(bwd_rows), class_of};

@@ -387,13 +387,15 @@ fcl_status fcl_kvcache_decode_launch(fcl_context *ctx, const fcl_variant_plan *p
 
 /* The forward of few rows against many keys: a KV-cache call on k and v
  * as a full contiguous cache, without cache_seqlens. Its kernel aligns the
- * rows bottom-right: a shifted diagonal runs on the forward's kernels. */
+ * rows bottom-right: a shifted diagonal runs on the forward's kernels, and
+ * so does dropout (an inference kernel has none). */
 fcl_status fcl_attention_fwd_decode_applies(fcl_context *ctx, const void *problem,
                                             fcl_fit *fit) {
   const fcl_attention_desc *d = ((const fcl_attention_problem *)problem)->d;
   const int64_t rows = d->seqlen_q * (d->heads_q / d->heads_kv);
   (void)ctx;
-  *fit = fcl_fit_if(!d->cu_seqlens_q && !d->cu_seqlens_k && d->diag_shift == 0 && rows <= 16 &&
+  *fit = fcl_fit_if(!d->cu_seqlens_q && !d->cu_seqlens_k && d->diag_shift == 0 &&
+                    d->dropout_p == 0.0f && rows <= 16 &&
                     d->seqlen_k >= 256 && d->seqlen_k >= 16 * d->seqlen_q);
   return FCL_OK;
 }
