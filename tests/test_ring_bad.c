@@ -6,6 +6,7 @@
 #include "flashcl_mpi.h"
 #include "test_util.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,6 +193,22 @@ void ring_bad_input(fcl_context *ctx, fcl_ring *ring, const char *transport, int
     e.attn.head_dim = 0;
     const char *w[] = {"head_dim", "0", NULL};
     expect(&b, "head_dim 0", &e, &b.q.t, b.lse, 0, FCL_ERROR_INVALID_ARGUMENT, w);
+  }
+  { /* dropout: the mask would need the whole sequence's (i, j) on each rank */
+    fcl_ring_desc e = d;
+    e.attn.dropout_p = 0.1f;
+    const char *w[] = {"attn.dropout_p", "0.1", "not supported", NULL};
+    expect(&b, "dropout", &e, &b.q.t, b.lse, 0, FCL_ERROR_UNSUPPORTED, w);
+  }
+  { /* a descriptor of 0.2.0's size (attn ending with cu_seqlens_k_host) is
+     * read, zero-extended: it reaches the check of its head_dim */
+    fcl_ring_desc e = d;
+    e.attn.size = offsetof(fcl_attention_desc, cu_seqlens_k_host) + sizeof(void *);
+    e.size = offsetof(fcl_ring_desc, attn) + e.attn.size;
+    e.attn.head_dim = 0;
+    e.attn.dropout_p = 0.5f; /* past the caller's size: never read */
+    const char *w[] = {"head_dim", "0", NULL};
+    expect(&b, "0.2.0's descriptor size", &e, &b.q.t, b.lse, 0, FCL_ERROR_INVALID_ARGUMENT, w);
   }
   for (int i = 0; i < 3; ++i) tu_tensor_release(in[i]);
   for (int i = 0; i < 4; ++i) tu_tensor_release(out[i]);

@@ -85,6 +85,11 @@ static fcl_status check_local(fcl_ring *r, const ring_call *c, ring_slice *qs, r
   fcl_config_info info;
   fcl_status s = fcl_attention_config(r->ctx, d, c->q->dtype, c->backward, &info);
   if (s) return ring_fail(r, s, "%s", fcl_context_last_error(r->ctx));
+  /* the mask's (i, j) would have to be the whole sequence's on every rank */
+  if (d->dropout_p != 0.0f)
+    return ring_fail(r, FCL_ERROR_UNSUPPORTED,
+                     "attn.dropout_p: is %g; dropout is not supported by ring attention",
+                     (double)d->dropout_p);
   const int64_t chunks = rd->layout == FCL_RING_ZIGZAG ? 2 * (int64_t)r->size : r->size;
   if (d->seqlen_q < chunks || d->seqlen_k < chunks)
     return ring_fail(r, FCL_ERROR_INVALID_ARGUMENT,
@@ -149,7 +154,10 @@ static fcl_status agree(fcl_ring *r, fcl_status s, const int64_t *fp) {
 /* The ring's descriptor by flashcl.h's rule (its size first; flashcl's
  * own reader is internal to it), its attn read by fcl_attention_config. */
 static fcl_status desc_in(fcl_ring *r, ring_call *c) {
-  const size_t known = sizeof(fcl_ring_desc), oldest = sizeof(fcl_ring_desc);
+  /* oldest: 0.2.0's, whose attn ended with cu_seqlens_k_host */
+  const size_t known = sizeof(fcl_ring_desc),
+               oldest = offsetof(fcl_ring_desc, attn) +
+                        offsetof(fcl_attention_desc, cu_seqlens_k_host) + sizeof(void *);
   size_t size;
   if (!c->d) return FCL_OK;
   memcpy(&size, c->d, sizeof size);
