@@ -196,6 +196,9 @@ def parse_args():
                    help="fa-bench --json output: print its rows and the ratios")
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--dropout", type=float, default=0.0, metavar="P",
+                   help="SDPA's dropout_p (flash: FA2's dropout); outputs are then not checked "
+                        "against a reference (the mask is PyTorch's own)")
     p.add_argument("--bwd", action="store_true",
                    help="time the backward (dq, dk, dv) instead of the forward")
     p.add_argument("--deterministic", action="store_true",
@@ -302,7 +305,7 @@ def run_case(a, backend, seqlen, dtype, causal, device):
              batch=a.batch, heads=a.heads, heads_kv=a.heads_kv, seqlen_q=seqlen,
              seqlen_k=seqlen, head_dim=a.head_dim, head_dim_v=a.head_dim_v, dtype=dtype,
              causal=causal, algorithm=None, ms=None, tflops=None, gbps=None, err_o=None,
-             err_lse=None, err_grad=None, check="-", wall_ms=None, alu_pct=None, bw_pct=None,
+             err_lse=None, err_grad=None, check="-" if a.dropout == 0 else "dropout", wall_ms=None, alu_pct=None, bw_pct=None,
              gain=None, peak_gflops=None, peak_gbps=None)
     dev = a.device
     gen = torch.Generator(device=dev).manual_seed(1)
@@ -313,6 +316,8 @@ def run_case(a, backend, seqlen, dtype, causal, device):
     v = torch.randn(a.batch, a.heads_kv, seqlen, a.head_dim_v, device=dev, dtype=t,
                     generator=gen)
     extra = {"enable_gqa": True} if a.heads_kv != a.heads else {}
+    if a.dropout > 0:
+        extra["dropout_p"] = a.dropout
     if a.bwd:
         for x in (q, k, v):
             x.requires_grad_(True)
@@ -329,13 +334,16 @@ def run_case(a, backend, seqlen, dtype, causal, device):
                 dout = torch.randn(o.shape, device=dev, dtype=t, generator=gen)
                 grads = torch.autograd.grad(o, (q, k, v), dout, retain_graph=True)
                 sync(dev)
-                r["err_grad"] = grad_error(q, k, v, dout, grads, causal)
+                if a.dropout == 0:
+                    r["err_grad"] = grad_error(q, k, v, dout, grads, causal)
                 del grads
 
                 def timed():
                     torch.autograd.grad(o, (q, k, v), dout, retain_graph=True)
             else:
-                r["err_o"] = max_error(q, k, v, o, causal, torch.Generator().manual_seed(4))
+                if a.dropout == 0:
+                    r["err_o"] = max_error(q, k, v, o, causal,
+                                           torch.Generator().manual_seed(4))
                 timed = call
             for _ in range(a.warmup):
                 timed()
