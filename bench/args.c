@@ -64,6 +64,9 @@ static const char usage[] =
     "                    through public plans: each layer's call planned once\n"
     "                    (fcl_attention_kvcache_plan, fcl_rwkv6_forward_plan) and\n"
     "                    run with fcl_plan_run, as an engine that plans once does\n"
+    "  --dropout P       fwd, bwd: attention dropout with probability P (a fixed\n"
+    "                    seed); the outputs are then not checked (test_attention_dropout\n"
+    "                    checks them against the reference)\n"
     "  --f32-precision P highest, high or medium: FCL_OPTION_F32_PRECISION for\n"
     "                    every f32 call (highest); the check takes the level's\n"
     "                    tolerance (flashcl.h)\n"
@@ -253,7 +256,7 @@ int bench_parse_args(int argc, char **argv, bench_args *a) {
   bench_args d = {NULL, 1, 8, 0, 64, 0, {1024}, {1024}, 1, {FCL_F32, FCL_F16}, 2,
                   {0, 1}, 2, {OP_FWD, OP_RWKV6_FWD}, 2, {FCL_RWKV6_AUTO}, 1, 0, 0, 0,
                   OUT_TABLE, 0, 1, 0.0, 0, 0, {0}, 0, {0}, 0, {0}, 0, 0, {0}, 0, NULL, 0, 0, 0, 0, 0,
-                  {0}, {0}, 0};
+                  {0}, {0}, 0, 0.0};
   int64_t sq = 0, sk = 0, iters = 10, warmup = 2, check = 1, peak = 1;
   int64_t layers = 0, steps = 0, kpc = 0;
   const struct { const char *name; int64_t *dst, min, max; } ints[] = {
@@ -268,7 +271,7 @@ int bench_parse_args(int argc, char **argv, bench_args *a) {
   const char *const others[] = {"--device", "--seqlen", "--dtype", "--causal", "--op",
                                 "--algorithm", "--context", "--page-size", "--num-splits",
                                 "--peak-gbps", "--varlen", "--params", "--f32-precision",
-                                "--cache-dtype"};
+                                "--cache-dtype", "--dropout"};
   const int n_others = (int)(sizeof others / sizeof others[0]);
   *a = d;
   for (int i = 1; i < argc; i++) {
@@ -339,6 +342,15 @@ int bench_parse_args(int argc, char **argv, bench_args *a) {
       rc = (a->n_page_size = parse_list(arg, val, one_count, a->page_size)) < 0;
     } else if (!strcmp(arg, "--num-splits")) {
       rc = (a->n_num_splits = parse_list(arg, val, one_count, a->num_splits)) < 0;
+    } else if (!strcmp(arg, "--dropout")) {
+      char *end;
+      errno = 0;
+      a->dropout = strtod(val, &end);
+      if (errno || end == val || *end || !(a->dropout >= 0 && a->dropout < 1)) {
+        fprintf(stderr, "fa-bench: --dropout: expected a probability in [0, 1), got '%s'\n",
+                val);
+        rc = 1;
+      }
     } else if (!strcmp(arg, "--peak-gbps")) {
       char *end;
       errno = 0;

@@ -59,6 +59,7 @@ typedef struct {
   /* decode, --cache-dtype: the caches' formats, K's and V's (-1: q's dtype) */
   int         cache_k[BENCH_MAX_LIST], cache_v[BENCH_MAX_LIST];
   int         n_cache;
+  double      dropout;   /* --dropout: fwd and bwd's dropout_p (0: none) */
 } bench_args;
 
 /* Fills *a from argv. Returns 0 to go on, 1 when --help was printed (exit 0),

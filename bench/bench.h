@@ -19,6 +19,7 @@ typedef struct {
   int64_t     b, h, hkv, sq, sk, d, dv; /* RWKV6: hkv = h, sq = sk = T, d = K, dv = V */
   fcl_dtype   t;
   int         causal;    /* 0, 1; -1 for RWKV6 */
+  double      dropout;   /* attention's dropout_p (0: none) */
   int         algorithm; /* an fcl_rwkv6_algorithm; -1 for attention */
   double      ms;        /* median device time (OpenCL profiling events) */
   double      wall_ms;   /* median wall time of the same calls, clFinish to clFinish */

@@ -403,7 +403,8 @@ done:
 bench_row decode_row(const dshape *s) {
   bench_row r = bench_row_init(OP_DECODE);
   const double es = (double)tu_dtype_size(s->t);
-  const attn_shape as = {s->b, s->h, s->hkv, s->n, s->keys, s->d, s->dv, s->t, s->causal, NULL};
+  const attn_shape as = {s->b, s->h, s->hkv, s->n, s->keys, s->d, s->dv, s->t, s->causal, 0.0,
+                         NULL};
   r.b = s->b, r.h = s->h, r.hkv = s->hkv, r.sq = s->n, r.sk = s->keys, r.d = s->d, r.dv = s->dv;
   r.t = s->t, r.causal = s->causal, r.cache_k = s->kf, r.cache_v = s->vf;
   r.context = s->c, r.page_size = s->ps, r.num_splits = s->splits, r.append = s->append;

@@ -11,6 +11,7 @@ typedef struct {
   int64_t   b, h, hkv, sq, sk, d, dv; /* h: query heads */
   fcl_dtype t;
   int       causal;
+  double    dropout;    /* dropout_p (0: none) */
   const int32_t *cu; /* varlen: b + 1 offsets of packed sequences (sq = sk =
                       * the longest; queries and keys alike), else NULL */
 } attn_shape;

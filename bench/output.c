@@ -281,6 +281,7 @@ void out_row(const bench_row *r) {
     json_number("gain", r->gain, ", ");
     json_number("peak_gflops", g_peak.gflops, ", ");
     json_number("peak_gbps", g_peak.gbps, "");
+    if (r->dropout > 0) printf(", \"dropout\": %g", r->dropout);
     if (decode) { /* extra members of decode rows */
       printf(", ");
       json_number("us", r->ms * 1e3, "");
