@@ -305,7 +305,8 @@ def run_case(a, backend, seqlen, dtype, causal, device):
              batch=a.batch, heads=a.heads, heads_kv=a.heads_kv, seqlen_q=seqlen,
              seqlen_k=seqlen, head_dim=a.head_dim, head_dim_v=a.head_dim_v, dtype=dtype,
              causal=causal, algorithm=None, ms=None, tflops=None, gbps=None, err_o=None,
-             err_lse=None, err_grad=None, check="-" if a.dropout == 0 else "dropout", wall_ms=None, alu_pct=None, bw_pct=None,
+             err_lse=None, err_grad=None, check="-" if a.dropout == 0 else "dropout",
+             dropout=a.dropout, wall_ms=None, alu_pct=None, bw_pct=None,
              gain=None, peak_gflops=None, peak_gbps=None)
     dev = a.device
     gen = torch.Generator(device=dev).manual_seed(1)
@@ -604,6 +605,8 @@ def print_row(a, r, first):
         fields = FIELDS + decode_fields(a) if a.decode else FIELDS
     else:
         fields = FIELDS + decode_fields(a, r) if decode else FIELDS
+    if a.json and r.get("dropout"):  # as fa-bench's JSON: only where there is dropout
+        fields = fields + ["dropout"]
     r = {f: r.get(f) for f in fields}
     if a.csv:
         vals = ["" if r[f] is None else f'"{r[f]}"' if f == "device" else r[f] for f in fields]
