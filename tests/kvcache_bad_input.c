@@ -28,18 +28,12 @@ typedef struct {
 } bsetup;
 
 static cl_mem random_f32(bsetup *s, tu_rng *g, size_t n, double amp) {
-  float *x = malloc(n * 4);
-  if (!x) abort();
-  for (size_t i = 0; i < n; ++i) x[i] = (float)tu_rng_range(g, -amp, amp);
-  cl_mem m = tu_buffer_from(fcl_context_cl(s->ctx), s->queue, x, n * 4);
-  free(x);
-  return m;
+  return tu_buffer_random_f32(fcl_context_cl(s->ctx), s->queue, g, n, amp);
 }
 
 static unsigned char *snapshot(bsetup *s, cl_mem m, size_t bytes) {
-  unsigned char *h = malloc(bytes);
+  unsigned char *h = tu_buffer_snapshot(s->queue, m, bytes);
   if (!h) abort();
-  if (tu_buffer_read(s->queue, m, h, bytes)) memset(h, 0, bytes);
   return h;
 }
 

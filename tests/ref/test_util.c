@@ -313,6 +313,22 @@ int tu_buffer_read(cl_command_queue queue, cl_mem buf, void *dst, size_t bytes) 
                      "clEnqueueReadBuffer");
 }
 
+cl_mem tu_buffer_random_f32(cl_context ctx, cl_command_queue queue, tu_rng *g, size_t n,
+                            double amp) {
+  float *x = malloc(n ? n * 4 : 4);
+  if (!x) return NULL;
+  for (size_t i = 0; i < n; ++i) x[i] = (float)tu_rng_range(g, -amp, amp);
+  cl_mem m = tu_buffer_from(ctx, queue, x, n * 4);
+  free(x);
+  return m;
+}
+
+unsigned char *tu_buffer_snapshot(cl_command_queue queue, cl_mem buf, size_t bytes) {
+  unsigned char *h = malloc(bytes ? bytes : 1);
+  if (h && tu_buffer_read(queue, buf, h, bytes)) memset(h, 0, bytes);
+  return h;
+}
+
 int tu_buffer_repoison(cl_command_queue queue, cl_mem buf, size_t bytes) {
   unsigned char *host = malloc(bytes);
   if (!host) return 1;

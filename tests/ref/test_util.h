@@ -96,6 +96,12 @@ cl_mem tu_buffer_poison(cl_context ctx, cl_command_queue queue, size_t bytes);
 cl_mem tu_buffer_from(cl_context ctx, cl_command_queue queue, const void *data,
                       size_t bytes);
 int    tu_buffer_read(cl_command_queue queue, cl_mem buf, void *dst, size_t bytes);
+/* n f32 values uniform in [-amp, amp] from g (NULL on failure). */
+cl_mem tu_buffer_random_f32(cl_context ctx, cl_command_queue queue, tu_rng *g, size_t n,
+                            double amp);
+/* A malloc'd copy of the first bytes of buf (zeros where the read fails);
+ * NULL only when out of memory. */
+unsigned char *tu_buffer_snapshot(cl_command_queue queue, cl_mem buf, size_t bytes);
 int    tu_buffer_repoison(cl_command_queue queue, cl_mem buf, size_t bytes);
 /* Number of bytes in [from, to) that are not poison; -1 on error. */
 long   tu_buffer_poison_left(cl_command_queue queue, cl_mem buf, size_t from,
