@@ -90,13 +90,14 @@ int ref_attention_kept(const ref_attention_problem *p, int64_t b, int64_t h, int
 }
 
 void ref_attention_probs(const ref_attention_problem *p, const double *q, const double *k,
-                         double *probs) {
+                         const double *lse, double *probs) {
   const int64_t hq = p->heads_q, hkv = p->heads_kv, d = p->head_dim;
   const int64_t SQ = p->seqlen_q, SK = p->seqlen_k;
   const double scale = p->softmax_scale != 0.0 ? p->softmax_scale : 1.0 / sqrt((double)d);
   double *s = malloc(sizeof(double) * (size_t)max64(1, SK));
   if (!s) abort();
   memset(probs, 0, sizeof(double) * (size_t)(p->batch * hq * SQ * SK));
+  const int64_t total_q = p->cu_seqlens_q ? p->cu_seqlens_q[p->batch] : 0;
   for (int64_t b = 0; b < p->batch; ++b) {
     int64_t sq, sk, q0, k0;
     ref_attention_seq(p, b, &sq, &sk, &q0, &k0);
@@ -120,9 +121,11 @@ void ref_attention_probs(const ref_attention_problem *p, const double *q, const 
           m = x > m ? x : m;
         }
         for (int64_t j = lo; j <= hi; ++j) sum += exp(s[j] - m);
+        double l = m + log(sum);
+        if (lse) l = p->cu_seqlens_q ? lse[h * total_q + q0 + i] : lse[(b * hq + h) * SQ + i];
         double *row = probs + ((b * hq + h) * SQ + i) * SK;
         for (int64_t j = lo; j <= hi; ++j) {
-          const double pr = exp(s[j] - m) / sum;
+          const double pr = exp(s[j] - l);
           row[j] = ref_attention_kept(p, b, h, i, j) ? pr : -pr;
         }
       }

@@ -63,9 +63,10 @@ int ref_attention_kept(const ref_attention_problem *p, int64_t b, int64_t h, int
 /* The probabilities fcl_attention_probs returns: dense
  * [batch][heads_q][seqlen_q][seqlen_k], P = exp(s - lse) at visible
  * positions, -P where dropout drops them (not rescaled), 0 elsewhere and
- * past a sequence's lengths. */
+ * past a sequence's lengths. lse: NULL (the reference's own) or laid out as
+ * ref_attention_forward's (the one fcl_attention_probs is given). */
 void ref_attention_probs(const ref_attention_problem *p, const double *q, const double *k,
-                         double *probs);
+                         const double *lse, double *probs);
 #endif
 
 /* ---- Gradients (ref_attention_grad.c) -------------------------------------
