@@ -203,7 +203,7 @@ static const char *check_fwd(fcl_context *ctx, const shape *s, const inputs *in,
     return verdict;
 
   ref_attention_problem p = {1, s->sq, s->sk, 1, 1, s->d, s->dv, 0.0, s->causal,
-                             -1, -1, 0.0, NULL, NULL, NULL, 0};
+                             -1, -1, 0.0, NULL, NULL, NULL, 0, 0.0, 0, 0};
   double *q = calloc((size_t)(s->sq * s->d), sizeof *q);
   double *k = malloc((size_t)(s->sk * s->d) * sizeof *k);
   double *v = malloc((size_t)s->sk * dv * sizeof *v);

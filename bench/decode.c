@@ -321,7 +321,7 @@ const char *decode_check_outputs(fcl_context *ctx, const dshape *s, const dinput
   const char *verdict = "ERROR";
 
   const ref_attention_problem p = {1, s->n, s->keys, 1, 1, s->d, s->dv, 0.0, s->causal,
-                                   -1, -1, 0.0, NULL, NULL, NULL, 0};
+                                   -1, -1, 0.0, NULL, NULL, NULL, 0, 0.0, 0, 0};
   double *q = calloc((size_t)s->n * d, sizeof *q);
   double *k = malloc(((size_t)s->keys * d + 1) * sizeof *k);
   double *v = malloc(((size_t)s->keys * dv + 1) * sizeof *v);

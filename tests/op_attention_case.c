@@ -35,6 +35,7 @@ static void describe(const oh_attention_case *c, fcl_dtype dt, int bwd, char *bu
   if (c->softcap > 0) ADD(" cap%g", c->softcap);
   if (c->alibi) ADD(" alibi");
   if (c->scale != 0) ADD(" scale%g", c->scale);
+  if (c->dropout_p != 0) ADD(" dropout%g", c->dropout_p);
   const tu_layout ls[8] = {c->lq, c->lk, c->lv, c->lo, c->ldo, c->ldq, c->ldk, c->ldv};
   const int nl = bwd ? 8 : 4;
   int any = 0;
@@ -108,6 +109,9 @@ int oh_attention_case_run(fcl_context *ctx, const oh_attention_case *c, fcl_dtyp
   p.window_right = c->win ? c->wr : -1;
   p.diag_shift = c->shift;
   p.softcap = (double)c->softcap;
+  p.dropout_p = (double)c->dropout_p; /* exactly what the float desc holds */
+  p.dropout_seed = c->dropout_seed;
+  p.dropout_offset = c->dropout_offset;
   double slopes[64];
   for (int64_t h = 0; h < HQ && h < 64; ++h) /* the usual ALiBi slopes, as f32 */
     slopes[h] = (float)pow(2.0, -8.0 * (double)(h + 1) / (double)HQ);
@@ -136,6 +140,9 @@ int oh_attention_case_run(fcl_context *ctx, const oh_attention_case *c, fcl_dtyp
   const double bound = ref_attention_logit_bound(&p, q, k);
   double vmax = 0.0;
   for (size_t e = 0; e < n.v; ++e) vmax = fabs(v[e]) > vmax ? fabs(v[e]) : vmax;
+  /* Dropout weighs the kept values by 1 / (1 - p): the logits' error
+   * reaches o through s v as it would through v. */
+  vmax /= 1.0 - p.dropout_p;
   const tu_tol tol_o = tu_tol_with_logits(tu_tol_output(tdt), bound, D, vmax);
   const tu_tol tol_l = tu_tol_with_logits(tu_tol_lse(), bound, D, 0.0);
 

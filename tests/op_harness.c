@@ -345,6 +345,9 @@ int oh_attention_run(fcl_context *ctx, const ref_attention_problem *p, fcl_dtype
   desc.alibi_slopes = alibi;
   desc.cu_seqlens_q = cuq;
   desc.cu_seqlens_k = cuk;
+  desc.dropout_p = (float)p->dropout_p;
+  desc.dropout_seed = p->dropout_seed;
+  desc.dropout_offset = p->dropout_offset;
   a.desc = &desc;
   const double t0 = tu_now();
   int fail = finish(&pl, fcl_attention_forward(ctx, &desc, &a.q->t, &a.k->t, &a.v->t, &a.o->t,

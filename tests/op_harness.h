@@ -196,6 +196,8 @@ typedef struct {
   int          junk_stride0;
   oh_tol_class tol;
   int64_t      shift;   /* diag_shift */
+  float        dropout_p;                 /* 0: none */
+  uint64_t     dropout_seed, dropout_offset;
 } oh_attention_case;
 
 /* Worst err/tol per dtype and gradient, and the largest share of the

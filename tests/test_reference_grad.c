@@ -11,7 +11,11 @@
  *    problem with every kv head repeated per query head (MHA);
  *  - varlen: equal to one dense call per sequence;
  *  - ref_attention_backward_given_o: equal with the reference's own o, and
- *    with another o only dq/dk move, linearly (through delta). */
+ *    with another o only dq/dk move, linearly (through delta);
+ *  - dropout: with the mask fixed (a function of the positions, not of q, k,
+ *    v) the forward is smooth, and the same finite differences check the
+ *    backward's Z s dP and Z s P dout (varlen cases skip the per-sequence
+ *    split: the mask's index takes the sequence number b). */
 #include "ref_attention.h"
 #include "test_util.h"
 
@@ -46,6 +50,7 @@ typedef struct {
   int         nseq; /* > 0: varlen */
   int32_t     lens_q[MAXSEQ], lens_k[MAXSEQ];
   double      amp; /* q, k in [-amp, amp]; 0 -> 1.5 */
+  double      dropout_p; /* > 0: dropout, seed and offset from the case's seed */
 } grad_case;
 
 typedef struct {
@@ -97,6 +102,9 @@ static void prob_init(prob *P, const grad_case *c, uint64_t seed) {
   p->softcap = c->softcap;
   for (int h = 0; h < 16; ++h) P->slopes[h] = pow(2.0, -2.0 * (h + 1) / (double)c->hq);
   p->alibi_slopes = c->alibi ? P->slopes : NULL;
+  p->dropout_p = c->dropout_p;
+  p->dropout_seed = seed * 0x9E3779B97F4A7C15u;
+  p->dropout_offset = seed + 12345;
   P->nq = (size_t)(P->tq * c->hq * c->d);
   P->nk = (size_t)(P->tk * c->hkv * c->d);
   P->nv = (size_t)(P->tk * c->hkv * c->dv);
@@ -241,7 +249,7 @@ static void check_gqa_expansion(const grad_case *c, prob *P, const double *dk,
 static void check_varlen_split(const grad_case *c, prob *P, const double *dq,
                                const double *dk, const double *dv) {
   const ref_attention_problem *p = &P->p;
-  if (!p->cu_seqlens_q) return;
+  if (!p->cu_seqlens_q || p->dropout_p > 0.0) return;
   const int64_t hq = p->heads_q, hkv = p->heads_kv, D = p->head_dim, DV = p->head_dim_v;
   double err = 0.0;
   for (int64_t b = 0; b < p->batch; ++b) {
@@ -325,8 +333,11 @@ static const grad_case cases[] = {
   C(.name = "d 7 dv 1", .b = 1, .sq = 5, .sk = 6, .hq = 2, .hkv = 1, .d = 7, .dv = 1, .causal = 1),
   C(.name = "head dim 1", .b = 2, .sq = 4, .sk = 5, .hq = 1, .hkv = 1, .d = 1, .dv = 1, .amp = 2.5),
   C(.name = "large logits", .b = 1, .sq = 5, .sk = 6, .hq = 1, .hkv = 1, .d = 4, .dv = 4, .amp = 3.0, .scale = 1.0),
+  C(.name = "dropout 0.5 GQA causal", .b = 2, .sq = 5, .sk = 7, .hq = 4, .hkv = 2, .d = 3, .dv = 4, .causal = 1, .dropout_p = 0.5),
+  C(.name = "dropout 0.2 varlen softcap", .nseq = 3, .lens_q = {4, 0, 6}, .lens_k = {6, 3, 5}, .hq = 2, .hkv = 1, .d = 3, .dv = 3, .softcap = 1.5, .dropout_p = 0.2),
   C(.name = "everything varlen", .nseq = 4, .lens_q = {4, 0, 6, 3}, .lens_k = {6, 2, 4, 0}, .hq = 4, .hkv = 2, .d = 3, .dv = 5, .causal = 1, .win = 1, .wl = 2, .wr = -1, .softcap = 2.0, .alibi = 1, .scale = 0.6),
   C(.name = "everything dense", .b = 2, .sq = 5, .sk = 8, .hq = 3, .hkv = 1, .d = 4, .dv = 2, .win = 1, .wl = 3, .wr = 1, .softcap = 1.0, .alibi = 1),
+  C(.name = "everything dense dropout 0.3", .b = 2, .sq = 5, .sk = 8, .hq = 3, .hkv = 1, .d = 4, .dv = 2, .win = 1, .wl = 3, .wr = 1, .softcap = 1.0, .alibi = 1, .dropout_p = 0.3),
 };
 
 /* ref_attention_backward_given_o: with the reference's own o it agrees
@@ -402,8 +413,10 @@ int main(void) {
   const double t0 = tu_now();
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) run_case(&cases[i], 1000 + i);
   check_default_scale();
-  check_given_o(&cases[sizeof cases / sizeof cases[0] - 2]); /* everything varlen */
-  check_given_o(&cases[sizeof cases / sizeof cases[0] - 1]); /* everything dense */
+  const size_t nc = sizeof cases / sizeof cases[0];
+  check_given_o(&cases[nc - 3]); /* everything varlen */
+  check_given_o(&cases[nc - 2]); /* everything dense */
+  check_given_o(&cases[nc - 1]); /* everything dense, dropout */
   printf("test_reference_grad: %d cases, %d failures, %.1f s\n", g_cases, g_failures,
          tu_now() - t0);
   return g_failures ? 1 : 0;

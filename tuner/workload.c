@@ -174,7 +174,8 @@ static bool attention_create(tune_workload *w, int64_t T, int64_t H, char *why, 
   NEED(w->lse = make_buffer(w, nl, FCL_F32, NULL, 6, why, n));
   const double flops = 2.0 * H * (double)T * (double)T * (double)(D + Dv) * (c->causal ? 0.5 : 1.0);
   w->work = bwd ? 2.5 * flops : flops;
-  ref_attention_problem p = {1, T, T, H, H, D, Dv, 0.0, c->causal, -1, -1, 0.0, NULL, NULL, NULL, 0};
+  ref_attention_problem p = {1, T, T, H, H, D, Dv, 0.0, c->causal, -1, -1, 0.0, NULL, NULL, NULL, 0,
+                             0.0, 0, 0};
   if (!bwd) {
     if (w->check) NEED(expect_forward(w, &p, q, k, v, nv, nv, nl, w->o.buffer, w->lse));
     return true;
@@ -272,7 +273,8 @@ static bool decode_create(tune_workload *w, int64_t T, int64_t BH, char *why, si
                   (double)B * (double)hq * (double)(D + Dv));
   if (w->check) {
     NEED(w->kv_lse = make_buffer(w, nl, FCL_F32, NULL, 6, why, n));
-    ref_attention_problem p = {B, 1, T, hq, hkv, D, Dv, 0.0, 0, -1, -1, 0.0, NULL, NULL, NULL, 0};
+    ref_attention_problem p = {B, 1, T, hq, hkv, D, Dv, 0.0, 0, -1, -1, 0.0, NULL, NULL, NULL, 0,
+                               0.0, 0, 0};
     NEED(expect_forward(w, &p, q, k, v, nv, no, nl, w->o.buffer, w->kv_lse));
   }
   return true;

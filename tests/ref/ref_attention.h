@@ -20,6 +20,12 @@ typedef struct {
   const int32_t *cu_seqlens_q;       /* NULL or host [batch+1] */
   const int32_t *cu_seqlens_k;       /* NULL or host [batch+1] */
   int64_t        diag_shift;         /* query i sits at key i + sk - sq + diag_shift */
+  /* Dropout (0: none): a visible P_ij is kept where ref_dropout_keep of
+   * (seed, offset, p, n) says so, n from (b, h, i, j) within the sequence
+   * and seqlen_q, seqlen_k above, and then scaled by 1 / (1 - p); lse is
+   * the softmax's before dropout. Give p as the float the descriptor holds. */
+  double         dropout_p;
+  uint64_t       dropout_seed, dropout_offset;
 } ref_attention_problem;
 
 /* One output row: query i of sequence b, head h. out has head_dim_v values.
@@ -49,13 +55,28 @@ int64_t ref_attention_max_seqlen_k(const ref_attention_problem *p);
 void ref_attention_forward(const ref_attention_problem *p, const double *q,
                            const double *k, const double *v, double *o,
                            double *lse);
+
+/* Whether (b, h, i, j), i and j within sequence b, survives dropout (1
+ * without dropout). */
+int ref_attention_kept(const ref_attention_problem *p, int64_t b, int64_t h, int64_t i,
+                       int64_t j);
+/* The probabilities fcl_attention_probs returns: dense
+ * [batch][heads_q][seqlen_q][seqlen_k], P = exp(s - lse) at visible
+ * positions, -P where dropout drops them (not rescaled), 0 elsewhere and
+ * past a sequence's lengths. lse: NULL (the reference's own) or laid out as
+ * ref_attention_forward's (the one fcl_attention_probs is given). */
+void ref_attention_probs(const ref_attention_problem *p, const double *q, const double *k,
+                         const double *lse, double *probs);
 #endif
 
 /* ---- Gradients (ref_attention_grad.c) -------------------------------------
  * Appended block: the double-precision backward pass of the same semantics. */
 #ifndef FCL_REF_ATTENTION_GRAD_H
 #define FCL_REF_ATTENTION_GRAD_H
-/* dq, dk, dv of L = sum(dout * o) where o = ref_attention_forward(q, k, v):
+/* dq, dk, dv of L = sum(dout * o) where o = ref_attention_forward(q, k, v)
+ * (with dropout, for its fixed mask Z and s = 1 / (1 - p): dv sums Z s P
+ * dout, dP_ij = Z s <dout_i, v_j>, dS = P (dP - delta), delta from the
+ * dropped o):
  * dout is laid out like o, dq like q, dk like k, dv like v (dense, as
  * above). Every element of dq, dk, dv is written: a query row that sees no
  * key gets 0, a key that no query sees gets 0. dk/dv of a kv head sum over

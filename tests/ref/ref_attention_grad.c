@@ -10,7 +10,9 @@
  *   dS_j = P_j (dP_j - delta_i)
  *   dX_j = dS_j * (softcap > 0 ? 1 - tanh^2(x_j / softcap) : 1)
  *   dq_i += scale * dX_j * k_j;  dk_j += scale * dX_j * q_i;  dv_j += P_j dout_i
- * with k_j, v_j, dk_j, dv_j those of kv head h / (heads_q / heads_kv). */
+ * with k_j, v_j, dk_j, dv_j those of kv head h / (heads_q / heads_kv).
+ * Dropout (mask Z_j, s = 1 / (1 - p)): o_i = sum_j Z_j s P_j v_j, dP_j = Z_j s
+ * <dout_i, v_j> and dv_j += Z_j s P_j dout_i; the rest as above. */
 #include "ref_attention.h"
 
 #include <math.h>
@@ -68,8 +70,10 @@ void ref_attention_backward_terms(const ref_attention_problem *p, const double *
   double *x = malloc(sizeof(double) * nk);  /* scale * q.k            */
   double *s = malloc(sizeof(double) * nk);  /* the logit after cap/bias */
   double *pr = malloc(sizeof(double) * nk); /* P                      */
+  double *z = malloc(sizeof(double) * nk);  /* dropout: Z s (1 without) */
   double *o = malloc(sizeof(double) * (size_t)gmax64(1, dvd));
-  if (!x || !s || !pr || !o) abort();
+  if (!x || !s || !pr || !z || !o) abort();
+  const double keep_scale = 1.0 / (1.0 - p->dropout_p);
   const double scale =
       p->softmax_scale != 0.0 ? p->softmax_scale : 1.0 / sqrt((double)d);
 
@@ -107,8 +111,9 @@ void ref_attention_backward_terms(const ref_attention_problem *p, const double *
         for (int64_t c = 0; c < dvd; ++c) o[c] = 0.0;
         for (int64_t j = lo; j <= hi; ++j) {
           pr[j - lo] /= sum;
+          z[j - lo] = ref_attention_kept(p, b, h, i, j) ? keep_scale : 0.0;
           const double *vr = v + ((k0 + j) * hkv + hk) * dvd;
-          for (int64_t c = 0; c < dvd; ++c) o[c] += pr[j - lo] * vr[c];
+          for (int64_t c = 0; c < dvd; ++c) o[c] += pr[j - lo] * z[j - lo] * vr[c];
         }
         const double *od = o_given ? o_given + ((q0 + i) * hq + h) * dvd : o;
         double delta = 0.0;
@@ -122,6 +127,7 @@ void ref_attention_backward_terms(const ref_attention_problem *p, const double *
           const double pj = pr[j - lo];
           double dp = 0.0;
           for (int64_t c = 0; c < dvd; ++c) dp += dor[c] * vr[c];
+          dp *= z[j - lo]; /* dropout: the kept, rescaled dP; a dropped one 0 */
           double dx = pj * (dp - delta), tcap = 1.0;
           if (p->softcap > 0.0) {
             const double t = tanh(x[j - lo] / p->softcap);
@@ -142,7 +148,7 @@ void ref_attention_backward_terms(const ref_attention_problem *p, const double *
               mkr[c] += gm * fabs(qr[c]);
             }
           }
-          for (int64_t c = 0; c < dvd; ++c) dvr[c] += pj * dor[c];
+          for (int64_t c = 0; c < dvd; ++c) dvr[c] += pj * z[j - lo] * dor[c];
         }
       }
     }
@@ -150,5 +156,6 @@ void ref_attention_backward_terms(const ref_attention_problem *p, const double *
   free(x);
   free(s);
   free(pr);
+  free(z);
   free(o);
 }
