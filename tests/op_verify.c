@@ -130,7 +130,8 @@ int oh_attention_verify(fcl_context *ctx, const ref_attention_problem *p,
                         dv, why, nwhy) == 0;
   if (ok) {
     const double bound = ref_attention_logit_bound(p, q, k);
-    const double vmax = oh_max_abs(v, n.v);
+    /* kept values weigh 1/(1-p) with dropout */
+    const double vmax = oh_max_abs(v, n.v) / (1.0 - p->dropout_p);
     const tu_tol tol_o = tu_tol_with_logits(tu_tol_output(dt), bound, p->head_dim, vmax);
     const tu_tol tol_l = tu_tol_with_logits(tu_tol_lse(), bound, p->head_dim, 0.0);
     ok &= oh_check("o", o, o_ref, n.o, tol_o, 0, why, nwhy);

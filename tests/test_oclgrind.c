@@ -4,7 +4,7 @@
  * and fails on any report): attention forward and backward (causal,
  * windows, softcap, ALiBi, GQA/MQA, varlen, empty rows, lse or not, head
  * dims not powers of two, a contraction in chunks, several key tiles, a NaN
- * in v of a key that causal masking hides), RWKV6 forward and backward with
+ * in v of a key that causal masking hides, dropout), RWKV6 forward and backward with
  * the fused-recurrent and the chunked algorithm and the forward's step
  * kernel (h0/ht, dht/dh0, reverse, varlen with an empty sequence), in f32,
  * f16 and bf16. Run with
@@ -52,6 +52,7 @@ typedef struct {
   int         nseq;
   int32_t     lq[4], lk[4];
   int         nan_v; /* 1 + a key of sequence 0 whose v[kv head 0][0] is NaN */
+  double      dropout; /* dropout_p (0: none) */
 } acase;
 
 typedef struct {
@@ -83,6 +84,8 @@ static const acase att_cases[] = {
    * tensor-core kernels' non-finite variants run. */
   A("NaN in v of a key causal masking hides, varlen GQA", FCL_F16, 0, 0, 0, 2, 1, 16, 16,
     .causal = 1, .nseq = 2, .lq = {9, 4}, .lk = {9, 6}, .nan_v = 1 + 6),
+  A("dropout 0.3 varlen causal GQA", FCL_F16, 0, 0, 0, 4, 2, 12, 10, .causal = 1, .nseq = 2,
+    .lq = {7, 3}, .lk = {9, 5}, .dropout = 0.3),
 };
 
 #define R(...) {__VA_ARGS__}
@@ -200,6 +203,7 @@ static void run_attention(fcl_context *ctx, const acase *c, int fwd_only, uint64
   p.window_right = c->wl || c->wr ? c->wr : -1;
   for (int h = 0; h < c->hq && h < 8; ++h) slopes[h] = (double)(float)(0.3 / (h + 1));
   p.alibi_slopes = c->alibi ? slopes : NULL;
+  p.dropout_p = c->dropout, p.dropout_seed = 0x1234567890abcdefu, p.dropout_offset = 77;
   if (c->nseq) oh_attention_varlen(&p, c->nseq, c->lq, c->lk, cuq, cuk);
   const oh_attention_sizes n = oh_attention_count(&p);
   tu_rng g;
