@@ -1,4 +1,4 @@
-/* requires: attention/attention_common.cl */
+/* requires: attention/attention_common.cl attention/attention_dropout.cl */
 /* FlashAttention-2 forward for CPUs (PoCL), prepend dtype.cl and
  * attention_common.cl.
  *
@@ -17,7 +17,8 @@
  * register-blocked like a GEMM micro-kernel: one vector load per BLOCK_N
  * FMAs. head_dim_v above BLOCK_DV is split across work-items (grid dim 1),
  * each recomputing the scores. Work-items are independent: any work-group
- * size.
+ * size. With FCL_DROPOUT a dropped key's p leaves the block's P V (after
+ * it joined the row's sum), one Philox call a row and four keys.
  */
 #ifndef HEAD_DIM
 #define HEAD_DIM 64
@@ -42,6 +43,9 @@
 #endif
 #ifndef WG_SIZE
 #define WG_SIZE 1
+#endif
+#ifndef FCL_DROPOUT
+#define FCL_DROPOUT 0 /* 1: dropout (attention_dropout.cl) */
 #endif
 #if KEY_CHUNK % BLOCK_N
 #error "KEY_CHUNK must be a multiple of BLOCK_N"
@@ -209,8 +213,28 @@ void fcl_attention_fwd_cpu(
           s[jj] = exp2(s[jj] - m_use);
           lq += s[jj];
         }
+#if FCL_DROPOUT
+        /* Each row's keep bits of the block's keys, a Philox block of four
+         * keys at a time; dropped keys then weigh 0 like masked ones. */
+        {
+          int kept[BLOCK_N][ROWS];
+          for (int r = 0; r < ROWS; ++r) {
+            const ulong n0 = attn_drop_index(b, h, i0 + r, j0, heads_q, seqlen_q, seqlen_k);
+            ulong g = n0 >> 2;
+            uint bits = attn_drop_keep4(g, ATTN_FWD_DROPOUT);
+            for (int jj = 0; jj < BLOCK_N; ++jj) {
+              const ulong n = n0 + (ulong)jj;
+              if (n >> 2 != g) g = n >> 2, bits = attn_drop_keep4(g, ATTN_FWD_DROPOUT);
+              kept[jj][r] = (bits >> (uint)(n & 3)) & 1u ? -1 : 0;
+            }
+          }
+#pragma unroll
+          for (int jj = 0; jj < BLOCK_N; ++jj)
+            s[jj] = select((rvec)(0.0f), s[jj], CPU_CAT(vload, ROWS)(0, kept[jj]));
+        }
+#endif
 
-        if (full) {
+        if (full && !FCL_DROPOUT) {
           /* Two partial sums halve the chain of dependent FMAs. */
           for (int c = 0; c < ndv; ++c) {
             rvec acc0 = ot[qb][c] * alpha, acc1 = (rvec)(0.0f);
@@ -246,7 +270,11 @@ void fcl_attention_fwd_cpu(
     const int i0 = r0 + qb * ROWS, nrow = min(ROWS, sq - i0);
     /* l == 0: the row saw no key -> 0. A NaN sum stays NaN. */
     float inv[ROWS], lsev[ROWS];
+#if FCL_DROPOUT
+    VSTORE(select(drop_scale / l[qb], (rvec)(0.0f), l[qb] == (rvec)(0.0f)), 0, inv);
+#else
     VSTORE(select(1.0f / l[qb], (rvec)(0.0f), l[qb] == (rvec)(0.0f)), 0, inv);
+#endif
     VSTORE(select(m[qb] * FCL_LN2 + log(l[qb]), (rvec)(-INFINITY), l[qb] == (rvec)(0.0f)),
            0, lsev);
     const __private float *ot_f = (const __private float *)ot[qb];

@@ -21,11 +21,11 @@ static long private_floats(const cpu_params *c, int head_dim) {
 }
 
 fcl_status fcl_attention_fwd_cpu_applies(fcl_context *ctx, const void *problem, fcl_fit *fit) {
-  const fcl_attention_problem *p = problem;
+  (void)problem;
   /* llvmpipe stops work-items after a loop budget, which the portable
-   * kernel's split-keys path respects; dropout is the portable kernel's. */
+   * kernel's split-keys path respects. */
   *fit = fcl_fit_if(ctx->opt.cpu_kernel && ctx->info.is_cpu && !ctx->info.is_llvmpipe &&
-                    ctx->info.loop_budget <= 0 && p->d->dropout_p == 0.0f);
+                    ctx->info.loop_budget <= 0);
   return FCL_OK;
 }
 

@@ -11,6 +11,10 @@ static void dropout_options(const fcl_context *ctx, const void *problem, fcl_bui
   if (((const fcl_attention_problem *)problem)->d->dropout_p > 0.0f)
     x->defs[x->ndefs++] = (fcl_define){"FCL_DROPOUT", 1};
 }
+static void cpu_options(const fcl_context *ctx, const void *problem, fcl_build_extra *x) {
+  dropout_options(ctx, problem, x);
+  fcl_attention_fwd_cpu_options(ctx, problem, x);
+}
 static void mma_options(const fcl_context *ctx, const void *problem, fcl_build_extra *x) {
   dropout_options(ctx, problem, x);
   x->tail = fcl_mma_build_options(ctx, ((const fcl_attention_problem *)problem)->dtype);
@@ -36,7 +40,7 @@ static const fcl_variant_row fwd_rows[] = {
     {.variant = &fcl_variant_attention_fwd_mma, .applies = fcl_attention_fwd_mma_applies,
      .skip_invalid = true, .options = mma_options, .launch = fcl_attention_fwd_mma_launch},
     {.variant = &fcl_variant_attention_fwd_cpu, .applies = fcl_attention_fwd_cpu_applies,
-     .options = fcl_attention_fwd_cpu_options, .launch = fcl_attention_fwd_cpu_launch},
+     .options = cpu_options, .launch = fcl_attention_fwd_cpu_launch},
     {.variant = &fcl_variant_attention_fwd, .options = dropout_options,
      .launch = fcl_attention_fwd_launch},
 };
