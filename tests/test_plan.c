@@ -16,6 +16,7 @@
  *    and lets go of one a few calls after its caller releases it.
  *  - Public plans: bad arguments as the calls report them; a plan keeps
  *    its buffers alive after the caller releases them.
+ *  - Dropout: calls differing in seed or offset share a plan (plan_dropout.c).
  * It reads the context's plan counters (core.h), so it links the static
  * library. */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
@@ -31,6 +32,7 @@
 #include "test_util.h"
 
 static int failures;
+int test_dropout_plans(fcl_context *ctx); /* plan_dropout.c */
 #define CHECK(cond, ...)                                       \
   do {                                                         \
     if (!(cond)) {                                             \
@@ -695,6 +697,7 @@ int main(void) {
   test_public_plans(ctx);
   test_other_plans(ctx);
   test_varlen_host(ctx);
+  failures += test_dropout_plans(ctx);
   fcl_context_destroy(ctx);
   printf("%s\n", failures ? "FAILED" : "PASSED");
   return failures ? 1 : 0;

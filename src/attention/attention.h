@@ -36,6 +36,11 @@ typedef struct {
 
 /* attention_entry.c: the descriptor's part of a call's key (every field). */
 void fcl_key_attention_desc(fcl_key *key, const fcl_attention_desc *d);
+/* attention_entry.c: with dropout, the call's seed and offset as the four
+ * ints of the kernels' drop_seed_lo .. drop_offset_hi, which the key leaves
+ * out (a plan takes them from each call); returns their bytes, 0 without
+ * dropout. */
+size_t fcl_attention_drop_patch(const fcl_attention_desc *d, cl_int patch[4]);
 /* attention_entry.c: runs the plan of a validated problem (the next row
  * where a kernel does not build). */
 fcl_status fcl_attention_run(fcl_context *ctx, const fcl_attention_problem *p, bool backward);

@@ -80,6 +80,11 @@ static void arg_side_buffers(fcl_args *a, const fcl_attention_problem *p) {
   FCL_ARG(a, cuk);
 }
 
+_Static_assert(offsetof(fcl_attn_dropout_scalars, drop_offset_hi) ==
+                   offsetof(fcl_attn_dropout_scalars, drop_seed_lo) + 12 &&
+               offsetof(fcl_attn_fwd_scalars, drop_offset_hi) ==
+                   offsetof(fcl_attn_fwd_scalars, drop_seed_lo) + 12,
+               "the seed and offset: four ints in a row (fcl_attention_drop_patch)");
 _Static_assert(sizeof(fcl_attn_fwd_scalars) == 18 * 8 + 16 * 4,
                "fcl_attn_fwd_scalars: no padding, as the kernels lay it out");
 _Static_assert(offsetof(fcl_attn_fwd_scalars, o_sh) == 15 * 8 &&
@@ -113,6 +118,8 @@ void fcl_attention_fwd_args(fcl_args *a, const fcl_attention_problem *p, cl_int 
 #undef DROP_FIELD_
   fcl_attention_views(&f, p->q, p->k, p->v, p->o);
   fcl_arg_struct(a, sizeof f, &f);
+  if (p->d->dropout_p > 0.0f) /* the seed and offset: each call's (fcl_attention_drop_patch) */
+    a->patch_at = offsetof(fcl_attn_fwd_scalars, drop_seed_lo), a->patch_len = 16;
 }
 
 void fcl_attention_bwd_args(fcl_args *a, const fcl_attention_problem *p, cl_mem delta,
@@ -132,4 +139,6 @@ void fcl_attention_bwd_args(fcl_args *a, const fcl_attention_problem *p, cl_mem 
   FCL_ARG(a, p->sc.scale);
   FCL_ARG(a, flags);
   fcl_arg_struct(a, sizeof p->sc.drop, &p->sc.drop);
+  if (p->d->dropout_p > 0.0f)
+    a->patch_at = offsetof(fcl_attn_dropout_scalars, drop_seed_lo), a->patch_len = 16;
 }

@@ -28,11 +28,20 @@ void fcl_key_attention_desc(fcl_key *key, const fcl_attention_desc *d) {
   fcl_key_mem(key, d->cu_seqlens_k);
   fcl_key_host_offsets(key, d->cu_seqlens_q_host, d->batch);
   fcl_key_host_offsets(key, d->cu_seqlens_k_host, d->batch);
-  /* every call of a training run has its own offset: a plan each (the
-   * launch's arguments hold them) */
+  /* Not the dropout's seed and offset: every call of a training run has
+   * its own, and the calls' plans take them from each call instead
+   * (fcl_attention_drop_patch). */
   fcl_key_f32(key, d->dropout_p);
-  const uint64_t drop[] = {d->dropout_seed, d->dropout_offset, d->reserved0};
-  fcl_key_bytes(key, drop, sizeof drop);
+  fcl_key_i64(key, d->reserved0);
+}
+
+size_t fcl_attention_drop_patch(const fcl_attention_desc *d, cl_int patch[4]) {
+  if (!d || !(d->dropout_p > 0.0f)) return 0;
+  patch[0] = (cl_int)(uint32_t)d->dropout_seed;
+  patch[1] = (cl_int)(uint32_t)(d->dropout_seed >> 32);
+  patch[2] = (cl_int)(uint32_t)d->dropout_offset;
+  patch[3] = (cl_int)(uint32_t)(d->dropout_offset >> 32);
+  return 4 * sizeof(cl_int);
 }
 
 /* One call's arguments (the backward's four NULL in a forward). */
@@ -84,7 +93,9 @@ fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *d,
   const attention_call c = {d, q, k, v, o, lse, NULL, NULL, NULL, NULL};
   fcl_key kc;
   key(&kc, &c, false);
-  return fcl_plan_call(ctx, &kc, forward, &c);
+  cl_int patch[4];
+  const size_t len = fcl_attention_drop_patch(d, patch);
+  return fcl_plan_call_patched(ctx, &kc, forward, &c, patch, len);
 }
 
 fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *d,
@@ -100,7 +111,9 @@ fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *d,
   const attention_call c = {d, q, k, v, o, lse, dout, dq, dk, dv};
   fcl_key kc;
   key(&kc, &c, true);
-  return fcl_plan_call(ctx, &kc, backward, &c);
+  cl_int patch[4];
+  const size_t len = fcl_attention_drop_patch(d, patch);
+  return fcl_plan_call_patched(ctx, &kc, backward, &c, patch, len);
 }
 
 fcl_status fcl_attention_forward_plan(fcl_context *ctx, const fcl_attention_desc *d,

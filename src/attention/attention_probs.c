@@ -70,5 +70,7 @@ fcl_status fcl_attention_probs(fcl_context *ctx, const fcl_attention_desc *d,
   const probs_call c = {d, q, k, lse, p};
   fcl_key kc;
   key(&kc, &c);
-  return fcl_plan_call(ctx, &kc, run, &c);
+  cl_int patch[4];
+  const size_t len = fcl_attention_drop_patch(d, patch);
+  return fcl_plan_call_patched(ctx, &kc, run, &c, patch, len);
 }

@@ -252,6 +252,10 @@ typedef struct {
   cl_uint       struct_at;
   size_t        struct_size;
   unsigned char struct_value[FCL_MAX_STRUCT_ARG];
+  /* patch_len > 0: bytes [patch_at, patch_at + patch_len) of the struct
+   * are per-call values kept out of the plan's key (a dropout's seed and
+   * offset), which a cached plan takes from each call (fcl_plan_call_patched) */
+  size_t        patch_at, patch_len;
 } fcl_args;
 #define FCL_ARGS(kernel) {.k = (kernel), .i = 0, .err = CL_SUCCESS}
 void fcl_arg_kind(fcl_args *a, size_t size, const void *value, bool mem);
@@ -320,6 +324,11 @@ void fcl_key_host_offsets(fcl_key *key, const int32_t *v, int64_t batch);
  * else run (validation, choice, launches) while recording a plan that the
  * cache keeps. */
 fcl_status fcl_plan_call(fcl_context *ctx, const fcl_key *key, fcl_op_fn run, const void *args);
+/* The same where the call has per-call bytes that the key leaves out
+ * (patch, len: what the kernels' fcl_args.patch_* ranges hold this call),
+ * so that calls differing only in them share one plan. */
+fcl_status fcl_plan_call_patched(fcl_context *ctx, const fcl_key *key, fcl_op_fn run,
+                                 const void *args, const void *patch, size_t len);
 /* A public *_plan call: run records without enqueueing. */
 fcl_status fcl_plan_make(fcl_context *ctx, fcl_op_fn run, const void *args, fcl_plan **out);
 /* Hooks of the recording: the launch of kernel k; a zeroing; a buffer

@@ -15,7 +15,7 @@ fcl_plan *fcl_plan_new(fcl_context *ctx, bool hold_args) {
 void fcl_plan_free(fcl_plan *pl) {
   if (!pl) return;
   for (int i = 0; i < pl->ncmd; ++i)
-    if (pl->cmd[i].k) clReleaseKernel(pl->cmd[i].k);
+    if (pl->cmd[i].k) clReleaseKernel(pl->cmd[i].k), free(pl->cmd[i].patch_struct);
   for (int i = 0; i < pl->nheld; ++i) clReleaseMemObject(pl->held[i]);
   free(pl->cmd);
   free(pl->held);
@@ -132,6 +132,13 @@ fcl_status fcl_plan_record_kernel(fcl_context *ctx, cl_kernel k, const fcl_args 
     if (hs) return hs;
   }
   if (err != CL_SUCCESS) return fcl_fail_cl(ctx, err, "clSetKernelArg (a plan's kernel)");
+  if (a->has_struct && a->patch_len) {
+    c->patch_struct = malloc(a->struct_size);
+    if (!c->patch_struct) return fcl_fail(ctx, FCL_ERROR_OUT_OF_MEMORY, "recording a plan");
+    memcpy(c->patch_struct, a->struct_value, a->struct_size);
+    c->patch_arg = a->struct_at, c->patch_size = a->struct_size;
+    c->patch_at = a->patch_at, c->patch_len = a->patch_len;
+  }
   for (int d = 0; d < 3; ++d) c->global[d] = global[d], c->local[d] = local ? local[d] : 0;
   c->has_local = local != NULL;
   *copy = c->k;
@@ -150,11 +157,23 @@ fcl_status fcl_plan_record_zero(fcl_context *ctx, cl_mem buf, size_t bytes) {
  * plan holds its buffers, the context those of its cached plans
  * (buffer_refs.c). */
 fcl_status fcl_plan_replay(fcl_context *ctx, const fcl_plan *pl) {
+  return fcl_plan_replay_patched(ctx, pl, NULL, 0);
+}
+
+fcl_status fcl_plan_replay_patched(fcl_context *ctx, const fcl_plan *pl, const void *patch,
+                                   size_t len) {
   const bool events = fcl_events_wanted(ctx);
   for (int i = 0; i < pl->ncmd; ++i) {
     const fcl_plan_cmd *c = &pl->cmd[i];
     cl_event ev = NULL;
     cl_int   err;
+    if (c->k && c->patch_len) { /* this call's bytes into the recorded struct */
+      unsigned char s[FCL_MAX_STRUCT_ARG];
+      memcpy(s, c->patch_struct, c->patch_size);
+      if (patch && len == c->patch_len) memcpy(s + c->patch_at, patch, len);
+      err = clSetKernelArg(c->k, c->patch_arg, c->patch_size, s);
+      if (err != CL_SUCCESS) return fcl_fail_cl(ctx, err, "clSetKernelArg (a plan's kernel)");
+    }
     if (c->k) {
       err = clEnqueueNDRangeKernel(ctx->queue, c->k, 3, NULL, c->global,
                                    c->has_local ? c->local : NULL, 0, NULL,

@@ -11,6 +11,11 @@ typedef struct {
   bool      has_local;
   cl_mem    zero;
   size_t    zero_bytes;
+  /* a struct argument with per-call bytes (fcl_args.patch_*): its index,
+   * its recorded bytes (malloc'd) and where the per-call ones lie */
+  cl_uint        patch_arg;
+  size_t         patch_size, patch_at, patch_len;
+  unsigned char *patch_struct;
 } fcl_plan_cmd;
 
 struct fcl_plan {
@@ -37,6 +42,10 @@ struct fcl_plan {
 fcl_plan  *fcl_plan_new(fcl_context *ctx, bool hold_args);
 void       fcl_plan_free(fcl_plan *pl);
 fcl_status fcl_plan_replay(fcl_context *ctx, const fcl_plan *pl);
+/* The same with this call's per-call bytes (patch, len) in each kernel's
+ * struct argument that has them (fcl_args.patch_*). */
+fcl_status fcl_plan_replay_patched(fcl_context *ctx, const fcl_plan *pl, const void *patch,
+                                   size_t len);
 /* Runs op while recording into pl, enqueueing as it goes or not. */
 fcl_status fcl_plan_record(fcl_context *ctx, fcl_plan *pl, bool enqueue, fcl_op_fn run,
                            const void *args);

@@ -166,12 +166,17 @@ void fcl_plan_cache_clear(fcl_context *ctx) {
 /* A public call: its cached plan replayed, or run while a plan records. */
 fcl_status fcl_plan_call(fcl_context *ctx, const fcl_key *key, fcl_op_fn run,
                          const void *args) {
+  return fcl_plan_call_patched(ctx, key, run, args, NULL, 0);
+}
+
+fcl_status fcl_plan_call_patched(fcl_context *ctx, const fcl_key *key, fcl_op_fn run,
+                                 const void *args, const void *patch, size_t len) {
   fcl_clear_error(ctx);
   fcl_op_begin(ctx);
   const bool cache = key->ok && ctx->plan_cache > 0;
   if (cache) {
     const fcl_plan *pl = fcl_plan_cache_find(ctx, key);
-    if (pl) return ctx->plans_reused++, fcl_plan_replay(ctx, pl);
+    if (pl) return ctx->plans_reused++, fcl_plan_replay_patched(ctx, pl, patch, len);
   }
   fcl_plan *pl = cache ? fcl_plan_new(ctx, false) : NULL;
   if (!pl) return run(ctx, args);
