@@ -32,7 +32,7 @@ typedef struct {
   int         causal;
   int64_t     wl, wr;
   float       p;
-  int         nan_v; /* a NaN in v at key sk / 2 of batch 0, kv head 0 */
+  int         nan_v; /* a NaN in v at key sk / 2 (1) or dout at query sq / 2 (2), head 0 */
 } drop_case;
 
 /* mma.sync: two tile shapes each (forward: warps, key tile, m16 tiles a
@@ -44,13 +44,15 @@ typedef struct {
 
 static const drop_case cases[] = {
   /* GQA, causal, sk a multiple of 4 (aligned runs) and not */
-  {"attention_fwd_mma", M_A, NULL, NULL, FCL_F16, 1, 100, 128, 2, 1, 64, 64, 1, -1, -1, 0.2f, 0},
-  {"attention_fwd_mma", M_B, NULL, NULL, FCL_BF16, 1, 130, 130, 2, 1, 64, 64, 1, -1, -1, 0.5f, 0},
+  {"attention_fwd_mma", M_A, "attention_bwd_mma", B_A, FCL_F16, 1, 100, 128, 2, 1, 64, 64, 1, -1, -1, 0.2f, 0},
+  {"attention_fwd_mma", M_B, "attention_bwd_mma", B_B, FCL_BF16, 1, 130, 130, 2, 1, 64, 64, 1, -1, -1, 0.5f, 0},
   /* a window, a head dim of 40 */
-  {"attention_fwd_mma", M_B, NULL, NULL, FCL_F16, 1, 77, 99, 2, 2, 40, 40, 0, 30, 2, 0.5f, 0},
-  {"attention_fwd_mma", M_A, NULL, NULL, FCL_BF16, 1, 64, 71, 2, 1, 80, 80, 0, -1, -1, 0.2f, 0},
+  {"attention_fwd_mma", M_B, "attention_bwd_mma", B_A, FCL_F16, 1, 77, 99, 2, 2, 40, 40, 0, 30, 2, 0.5f, 0},
+  {"attention_fwd_mma", M_A, "attention_bwd_mma", B_B, FCL_BF16, 1, 64, 71, 2, 1, 80, 80, 0, -1, -1, 0.2f, 0},
   /* a NaN in v: rows that drop its key must not see it */
   {"attention_fwd_mma", M_A, NULL, NULL, FCL_F16, 1, 66, 90, 2, 1, 64, 64, 0, -1, -1, 0.5f, 1},
+  /* a NaN in dout: dV of the keys its row drops must not see it */
+  {"attention_fwd_mma", M_B, "attention_bwd_mma", B_A, FCL_BF16, 1, 70, 90, 2, 1, 64, 64, 1, -1, -1, 0.5f, 2},
 };
 
 static fcl_attention_desc desc_of(const drop_case *c, int idx) {
@@ -166,7 +168,8 @@ static int run(fcl_context *ctx, fcl_context *ref, const drop_case *c, int idx) 
   tu_fill_uniform(&r, dout, no, -1.0, 1.0);
   tu_round_array(q, nq, c->dt), tu_round_array(k, nk, c->dt);
   tu_round_array(v, nv, c->dt), tu_round_array(dout, no, c->dt);
-  if (c->nan_v) v[(c->sk / 2) * c->hkv * c->dv + 3] = NAN;
+  if (c->nan_v == 1) v[(c->sk / 2) * c->hkv * c->dv + 3] = NAN;
+  if (c->nan_v == 2) dout[(c->sq / 2) * c->hq * c->dv + 3] = NAN;
 
   const fcl_variant *fv = fcl_variant_find(c->fwd), *bv = c->bwd ? fcl_variant_find(c->bwd) : NULL;
   ok = ok && call(ref, &d, c->dt, q, k, v, o_r, lse_r, NULL, NULL, NULL, NULL, why, sizeof why);
@@ -202,7 +205,7 @@ static int run(fcl_context *ctx, fcl_context *ref, const drop_case *c, int idx) 
          c->bwd ? c->bwd : "-", c->bwd ? c->bwd_params : "", (long long)c->b, (long long)c->sq,
          (long long)c->sk, (long long)c->hq, (long long)c->hkv, (long long)c->d,
          (long long)c->dv, c->causal ? " causal" : "", c->wl >= 0 || c->wr >= 0 ? " window" : "",
-         c->nan_v ? " NaN-in-v" : "", why);
+         c->nan_v ? (c->nan_v == 1 ? " NaN-in-v" : " NaN-in-dout") : "", why);
   fflush(stdout);
   free(q), free(k), free(v), free(dout), free(o), free(lse), free(o_r), free(lse_r);
   for (int i = 0; i < 3; ++i) free(g[i]), free(g_r[i]);
