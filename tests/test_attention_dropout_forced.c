@@ -9,7 +9,8 @@
  *   test_attention_dropout_forced
  *
  * Each case forces one forward variant and one backward variant at its
- * tiles; fcl_attention_config must name them (and the portable kernels on
+ * tiles (mma.sync in f16 and bf16, 3xTF32 in f32: the row attention_fwd_mma;
+ * the backward's attention_bwd_mma); fcl_attention_config must name them (and the portable kernels on
  * the reference context) for the case's descriptor, dropout included, so
  * that no case passes by falling back. The backward calls of both contexts
  * take the reference's o and lse, so that they differ by the kernels only.
@@ -51,6 +52,10 @@ static const drop_case cases[] = {
   {"attention_fwd_mma", M_A, "attention_bwd_mma", B_B, FCL_BF16, 1, 64, 71, 2, 1, 80, 80, 0, -1, -1, 0.2f, 0},
   /* a NaN in v: rows that drop its key must not see it */
   {"attention_fwd_mma", M_A, NULL, NULL, FCL_F16, 1, 66, 90, 2, 1, 64, 64, 0, -1, -1, 0.5f, 1},
+  /* 3xTF32 (f32; the backward is the portable kernel's), a window, GQA, a NaN in v */
+  {"attention_fwd_mma", "WARPS=3,BLOCK_N=16,MT=1", NULL, NULL, FCL_F32, 1, 100, 77, 2, 1, 64, 64, 1, -1, -1, 0.2f, 0},
+  {"attention_fwd_mma", "WARPS=2,BLOCK_N=40,MT=1", NULL, NULL, FCL_F32, 1, 61, 130, 2, 2, 40, 40, 0, 30, 2, 0.5f, 0},
+  {"attention_fwd_mma", "WARPS=2,BLOCK_N=32,MT=1", NULL, NULL, FCL_F32, 1, 64, 90, 2, 1, 80, 80, 0, -1, -1, 0.5f, 1},
   /* a NaN in dout: dV of the keys its row drops must not see it */
   {"attention_fwd_mma", M_B, "attention_bwd_mma", B_A, FCL_BF16, 1, 70, 90, 2, 1, 64, 64, 1, -1, -1, 0.5f, 2},
 };

@@ -104,8 +104,7 @@ fcl_status fcl_attention_fwd_mma_applies(fcl_context *ctx, const void *problem, 
    * the portable kernel, with its accuracy). */
   fcl_status s = p->dtype == FCL_F32 && !ctx->opt.f32_tensor_cores
                      ? FCL_OK
-                     : fcl_attention_mma_applies(ctx, p->d, p->dtype,
-                                                 p->dtype != FCL_F32 /* drops */, &yes);
+                     : fcl_attention_mma_applies(ctx, p->d, p->dtype, true /* drops */, &yes);
   *fit = fcl_fit_if(yes);
   return s;
 }
