@@ -46,3 +46,4 @@ float __attribute__((overloadable)) rint(float x) { return __builtin_rintf(x); }
 float __attribute__((overloadable)) nextafter(float x, float y) { int i = as_int(x); return x == y ? y : as_float(x == 0.0f ? (y > 0.0f ? 1 : (int)0x80000001) : (x < y) == (x > 0.0f) ? i + 1 : i - 1); }
 void __attribute__((overloadable)) vstore_half_rte(float x, size_t i, __global ushort *p) { vstore_half_rte(x, i, (__global half *)p); }
 void __attribute__((overloadable)) mem_fence(cl_mem_fence_flags f) { __asm__ volatile("membar.cta;" ::: "memory"); }
+uint __attribute__((overloadable)) mul_hi(uint a, uint b) { return __nvvm_mulhi_ui(a, b); }

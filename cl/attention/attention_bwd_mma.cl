@@ -1,4 +1,4 @@
-/* requires: attention/attention_common.cl common/mma_common.cl */
+/* requires: attention/attention_common.cl common/mma_common.cl attention/attention_dropout_mma.cl */
 /* FlashAttention-2 backward on NVIDIA tensor cores (prepend dtype.cl,
  * attention_common.cl and mma_common.cl; append attention_bwd_mma_dq.cl
  * and attention_bwd_mma_dkdv.cl); f16 and bf16 storage, no float atomics:
@@ -28,6 +28,11 @@
  * built with and without it, a work-group runs in the build that its kv
  * head's flag (nf_flags, set by cl/nonfinite_flags.cl from K, Q and dO)
  * chooses.
+ * With FCL_DROPOUT the forward's mask Z is regenerated where the scores
+ * are (attention_dropout_mma.cl; BM_DROP): with s = 1/(1-p), dP becomes
+ * Z ? s dP : 0 before dS = P (dP - delta), and dV takes Z ? s P : 0
+ * (selected, so that a NaN of a dropped pair stays out; the fix-up of dV's
+ * non-finite products adds the kept pairs only).
  */
 #ifndef HEAD_DIM
 #define HEAD_DIM 64
@@ -152,6 +157,16 @@ inline float bm_ds(float s, float dp, int i, int j, bool full, int diag, int sq,
   *p_out = p;
   return hide ? 0.0f : g * scale;
 }
+
+/* Dropout: the element index of (query head h_, query i, key j) of the
+ * kernel's batch b; dP (or P) of n8 tile n scaled where kept and 0 where
+ * dropped, by the tile's keep bits kb (MMA_DROP_BITS_OF). */
+#if FCL_DROPOUT
+#define BM_DROP_INDEX(h_, i, j) attn_drop_index(b, h_, i, j, heads_q, seqlen_q, seqlen_k)
+#define BM_DROP(x, kb, n) mma_drop_apply(x, MMA_DROP_BITS_OF(kb, n), drop_args_.drop_scale)
+#else
+#define BM_DROP(x, kb, n) (x)
+#endif
 
 #define BM_TENSOR(n) long n##_off, long n##_sb, long n##_ss, long n##_sh
 #define BM_COMMON_ARGS                                                          \

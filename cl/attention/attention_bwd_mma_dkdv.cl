@@ -6,6 +6,13 @@
  * KV_STAGES in flight. */
 /* Key r seen by query c. */
 #define KV_VISIBLE(r, c) BM_VISIBLE(c, r)
+/* ... and kept (dropout): dV's fix-up of non-finite dO adds those only. */
+#if FCL_DROPOUT
+#define KV_VISIBLE_KEPT(r, c)                                                   \
+  (KV_VISIBLE(r, c) && attn_drop_keep(BM_DROP_INDEX(h, c, r), drop_args_))
+#else
+#define KV_VISIBLE_KEPT KV_VISIBLE
+#endif
 
 
 __kernel __attribute__((reqd_work_group_size(KV_WG, 1, 1)))
@@ -94,10 +101,11 @@ void fcl_attention_bwd_mma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR
     __local ushort *const q_s = qd_s + cur * KV_TILE, *const do_s = q_s + KV_BLOCK_N * LDK;
     __local const float *const stc = st_s[cur];
     __local uint *const nfc = nf_s[cur];
-    /* Some (query, key) pair is masked (queries past the end are zeros). */
+    /* Some (query, key) pair is masked (queries past the end are zeros), or
+     * dropped. */
     const int i_end = min(i0 + KV_BLOCK_N, s.sq) - 1;
     const bool some_masked =
-        FCL_NONFINITE && !(j0 >= i_end + diag - wl && j_last <= i0 + diag + wr);
+        FCL_NONFINITE && (FCL_DROPOUT || !(j0 >= i_end + diag - wl && j_last <= i0 + diag + wr));
     if (KV_STAGES == 1) {
       if (t > 0) barrier(CLK_LOCAL_MEM_FENCE); /* everyone is done with the last tiles */
       DKDV_LOAD(th, tr, 0);
@@ -127,6 +135,12 @@ void fcl_attention_bwd_mma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR
       nfq_any = mma_tile_flags(nfc, some_masked, nfq, KV_NFW);
       nfo_any = mma_tile_flags(nfc + KV_NFW, some_masked, nfo, KV_NFW);
     }
+#if FCL_DROPOUT /* keep bits of the lane's pairs, drawn before the scores live */
+    uint zb[MT][MMA_DROP_WORDS(KV_BLOCK_N)];
+    MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
+      MMA_DROP_ROWS_BITS(zb[mt], KV_BLOCK_N, BM_DROP_INDEX(h, i0, j0 + MT_ROW(mt)),
+                         (ulong)seqlen_k, drop_args_);
+#endif
     float4 sc[MT][KV_NT], dp[MT][KV_NT];
     MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
       MMA_UNROLL for (int n = 0; n < KV_NT; ++n) sc[mt][n] = dp[mt][n] = (float4)(0.0f);
@@ -150,6 +164,7 @@ void fcl_attention_bwd_mma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR
         const int ra = rk[mt][0], rb = rk[mt][1];
         float p0, p1, p2, p3;
         float4 ds;
+        dp[mt][n] = BM_DROP(dp[mt][n], zb[mt], n);
         ds.x = bm_ds(sc[mt][n].x, dp[mt][n].x, i, ra, full, diag, sq, sk, wl, wr, qk_scale,
                      softcap_l2, slope_l2, la, da, scale, &p0);
         ds.y = bm_ds(sc[mt][n].y, dp[mt][n].y, i + 1, ra, full, diag, sq, sk, wl, wr,
@@ -158,7 +173,7 @@ void fcl_attention_bwd_mma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR
                      softcap_l2, slope_l2, la, da, scale, &p2);
         ds.w = bm_ds(sc[mt][n].w, dp[mt][n].w, i + 1, rb, full, diag, sq, sk, wl, wr,
                      qk_scale, softcap_l2, slope_l2, lb, db, scale, &p3);
-        MMA_PACK_A(pf[mt], n, (float4)(p0, p1, p2, p3));
+        MMA_PACK_A(pf[mt], n, BM_DROP((float4)(p0, p1, p2, p3), zb[mt], n)); /* dV's P */
         MMA_PACK_A(dsf[mt], n, ds);
       }
     }
@@ -173,7 +188,7 @@ void fcl_attention_bwd_mma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENSOR
     MMA_SPECIAL(nfo_any)
       MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
         MMA_FIX_NONFINITE(gv[mt], DVP / 8, pf[mt], nfo, dout, dob, do_ss, i0, HEAD_DIM_V,
-                          rk[mt][0], rk[mt][1], KV_VISIBLE, KV_BLOCK_N);
+                          rk[mt][0], rk[mt][1], KV_VISIBLE_KEPT, KV_BLOCK_N);
     MMA_ACC_T(gk, dsf, q_s, LDK, DP / 16, KV_BLOCK_N);
     MMA_SPECIAL(nfq_any)
       MMA_UNROLL for (int mt = 0; mt < MT; ++mt)

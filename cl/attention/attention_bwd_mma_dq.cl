@@ -97,6 +97,12 @@ void fcl_attention_bwd_mma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR(d
       barrier(CLK_LOCAL_MEM_FENCE);
       nf_any = mma_tile_flags(nfc, some_masked, nfb, NFW);
     }
+#if FCL_DROPOUT /* keep bits of the lane's pairs, drawn before the scores live */
+    uint zb[MT][MMA_DROP_WORDS(BLOCK_N)];
+    MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
+      MMA_DROP_COLS_BITS(zb[mt], BLOCK_N, BM_DROP_INDEX(h, rr[mt][0], j0),
+                         BM_DROP_INDEX(h, rr[mt][1], j0), drop_args_);
+#endif
     float4 sc[MT][NT], dp[MT][NT];
     MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
       MMA_UNROLL for (int n = 0; n < NT; ++n) sc[mt][n] = dp[mt][n] = (float4)(0.0f);
@@ -111,6 +117,7 @@ void fcl_attention_bwd_mma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR(d
         const float la = lse2[mt][0], lb = lse2[mt][1], da = dl[mt][0], db = dl[mt][1];
         float4 ds;
         float p;
+        dp[mt][n] = BM_DROP(dp[mt][n], zb[mt], n);
         ds.x = bm_ds(sc[mt][n].x, dp[mt][n].x, ra, j, full, diag, sq, sk, wl, wr, qk_scale,
                      softcap_l2, slope_l2, la, da, scale, &p);
         ds.y = bm_ds(sc[mt][n].y, dp[mt][n].y, ra, j + 1, full, diag, sq, sk, wl, wr, qk_scale,

@@ -219,6 +219,14 @@ inline void attn_nf_list(__global int *list, int qblk, int bh) {
   } while (0)
 #endif
 
+/* o = acc * MMA_O_SCALE / l: with dropout, l sums every P (the denominator
+ * before dropout) and acc the kept ones, which count 1 / (1 - p) times
+ * (drop_scale, of the kernel's scalars). */
+#if FCL_DROPOUT
+#define MMA_O_SCALE drop_scale
+#else
+#define MMA_O_SCALE 1.0f
+#endif
 #define MMA_FWD_STORE_OF(acc, m0, m1, l0, l1, r0, r1, seen)                           \
   do {                                                                                \
     /* Each lane summed its own columns: add the four lanes of a row. */              \
@@ -227,8 +235,8 @@ inline void attn_nf_list(__global int *list, int qblk, int bh) {
     l0 += mma_shfl_xor(l0, 2);                                                        \
     l1 += mma_shfl_xor(l1, 2);                                                        \
     /* l == 0: the row saw no key -> 0. A NaN sum stays NaN. */                       \
-    const float inv0 = l0 == 0.0f ? 0.0f : 1.0f / l0;                                 \
-    const float inv1 = l1 == 0.0f ? 0.0f : 1.0f / l1;                                 \
+    const float inv0 = l0 == 0.0f ? 0.0f : MMA_O_SCALE / l0;                          \
+    const float inv1 = l1 == 0.0f ? 0.0f : MMA_O_SCALE / l1;                          \
     MMA_UNROLL for (int n = 0; n < NT_O; ++n) {                                       \
       const int d = n * 8 + 2 * t4;                                                   \
       if (r0 < sq && d < HEAD_DIM_V) {                                                \
@@ -293,6 +301,26 @@ inline void attn_nf_list(__global int *list, int qblk, int bh) {
   l0 *= al0;                                                                     \
   l1 *= al1;                                                                     \
   MMA_UNROLL for (int n = 0; n < NT_O; ++n) acc[n] *= (float4)(al0, al0, al1, al1)
+/* The forwards' dropout (attention_dropout_mma.cl): the keep bits of the
+ * lane's pairs in rows r0 and r1 of the tile of BLOCK_N keys from j0, four
+ * an n8 tile (mma_drop_cols), into kb[MMA_DROP_WORDS(BLOCK_N)]; drawn
+ * before S = Q K^T, whose results they would otherwise live beside (needs
+ * b, h, t4 of MMA_FWD_TILE). MMA_FWD_DROP: P of n8 tile n with the dropped
+ * pairs 0 (the row sums take them before). */
+#if FCL_DROPOUT
+#define MMA_FWD_DROP_BITS(kb, r0, r1)                                            \
+  MMA_DROP_COLS_BITS(kb, BLOCK_N, attn_drop_index(b, h, r0, j0, heads_q, seqlen_q, seqlen_k), \
+                     attn_drop_index(b, h, r1, j0, heads_q, seqlen_q, seqlen_k),     \
+                     ATTN_FWD_DROPOUT)
+#define MMA_FWD_DROP(p, kb, n) mma_drop_apply(p, MMA_DROP_BITS_OF(kb, n), 1.0f)
+/* The fix-up's visible pairs (MMA_FIX_NONFINITE): the kept ones. */
+#define FWD_VISIBLE_KEPT(i, j)                                                   \
+  (FWD_VISIBLE(i, j) &&                                                          \
+   attn_drop_keep(attn_drop_index(b, h, i, j, heads_q, seqlen_q, seqlen_k), ATTN_FWD_DROPOUT))
+#else
+#define MMA_FWD_DROP(p, kb, n) (p)
+#define FWD_VISIBLE_KEPT(i, j) FWD_VISIBLE(i, j)
+#endif
 /* P of one m16 tile after MMA_SOFTMAX_STEP_OF (whose mu0 and mu1 it
  * reads): exp2 of the scores s[NT_S] against the row maxima, as m16n8k16 A
  * fragments pf[NT_S / 2] of the storage type (S tiles 2c and 2c + 1 form
@@ -301,15 +329,17 @@ inline void attn_nf_list(__global int *list, int qblk, int bh) {
  * was (mu = max(x) * scale), so the largest score gives exp2(0) exactly:
  * fma's unrounded product differs from mu by up to half an ulp of mu,
  * which for logits near the f16 limit (~1e10) is thousands, and exp2 of
- * that overflows (the kernel keeps FP_CONTRACT off). */
-#define MMA_P_FRAGMENTS_OF(s, pf, l0, l1)                                        \
+ * that overflows (the kernel keeps FP_CONTRACT off). kb: MMA_FWD_DROP_BITS's
+ * words (dropout only). */
+#define MMA_P_FRAGMENTS_OF(s, pf, l0, l1, kb)                                    \
   MMA_UNROLL for (int n_ = 0; n_ < NT_S; ++n_) {                                 \
     const float4 x_ = MMA_GENERAL ? s[n_] : s[n_] * qk_scale;                    \
     const float4 p_ = (float4)(mma_exp2(x_.x - mu0), mma_exp2(x_.y - mu0),       \
                                mma_exp2(x_.z - mu1), mma_exp2(x_.w - mu1));      \
     l0 += p_.x + p_.y;                                                           \
     l1 += p_.z + p_.w;                                                           \
-    const uint lo_ = mma_pack(p_.x, p_.y), hi_ = mma_pack(p_.z, p_.w);           \
+    const float4 q_ = MMA_FWD_DROP(p_, kb, n_);                                  \
+    const uint lo_ = mma_pack(q_.x, q_.y), hi_ = mma_pack(q_.z, q_.w);           \
     if (n_ & 1) pf[n_ / 2].z = lo_, pf[n_ / 2].w = hi_;                          \
     else pf[n_ / 2].x = lo_, pf[n_ / 2].y = hi_;                                 \
   }

@@ -1,4 +1,4 @@
-/* requires: attention/attention_common.cl common/mma_common.cl */
+/* requires: attention/attention_common.cl common/mma_common.cl attention/attention_dropout_mma.cl */
 /* FlashAttention-2 forward on NVIDIA tensor cores (prepend dtype.cl,
  * attention_common.cl and mma_common.cl); f16 and bf16 storage.
  *
@@ -119,11 +119,15 @@ void fcl_attention_fwd_mma(
       mma_tile_load(qv_s, LDV, BLOCK_N, DVP, v, v_base, v_ss, j0, sk, HEAD_DIM_V, lid, WG);
       mma_cp_commit();
       /* Some (row, key) pair of the tile is masked (keys past the end are
-       * zeros): V is scanned below. */
-      const bool some_masked = FCL_NONFINITE && !(j0 >= i_last + diag - window_left &&
-                                 min(j0 + BLOCK_N, sk) - 1 <= i0 + diag + window_right);
+       * zeros), or dropped: V is scanned below. */
+      const bool some_masked = FCL_NONFINITE && (FCL_DROPOUT || !(j0 >= i_last + diag - window_left &&
+                                 min(j0 + BLOCK_N, sk) - 1 <= i0 + diag + window_right));
       if (some_masked && lid < NFW) nf_s[lid] = 0u;
 
+#if FCL_DROPOUT
+      uint kb[MT][MMA_DROP_WORDS(BLOCK_N)]; /* keep bits of the lane's pairs */
+      MMA_UNROLL for (int mt = 0; mt < MT; ++mt) MMA_FWD_DROP_BITS(kb[mt], rr[mt][0], rr[mt][1]);
+#endif
       float4 s[MT][NT_S];
       MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
         MMA_UNROLL for (int n = 0; n < NT_S; ++n) s[mt][n] = (float4)(0.0f);
@@ -143,7 +147,7 @@ void fcl_attention_fwd_mma(
         /* declares mu0, mu1 (attention_common.cl) */
         MMA_SOFTMAX_STEP_OF(s[mt], acc[mt], m[mt][0], m[mt][1], l[mt][0], l[mt][1], rr[mt][0],
                             rr[mt][1]);
-        MMA_P_FRAGMENTS_OF(s[mt], pf[mt], l[mt][0], l[mt][1]); /* attention_common.cl */
+        MMA_P_FRAGMENTS_OF(s[mt], pf[mt], l[mt][0], l[mt][1], kb[mt]); /* attention_common.cl */
       }
 
       mma_cp_wait_all(); /* V of this tile */
@@ -173,7 +177,7 @@ void fcl_attention_fwd_mma(
       MMA_SPECIAL(nf_any) /* uniform over the work-group */
         MMA_UNROLL for (int mt = 0; mt < MT; ++mt)
           MMA_FIX_NONFINITE(acc[mt], NT_O, pf[mt], nfb, v, v_base, v_ss, j0, HEAD_DIM_V,
-                            rr[mt][0], rr[mt][1], FWD_VISIBLE, BLOCK_N);
+                            rr[mt][0], rr[mt][1], FWD_VISIBLE_KEPT, BLOCK_N);
     }
 
     /* o and lse of the lane's rows (attention_common.cl) */

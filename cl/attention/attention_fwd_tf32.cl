@@ -1,4 +1,4 @@
-/* requires: attention/attention_common.cl common/mma_tf32.cl */
+/* requires: attention/attention_common.cl common/mma_tf32.cl attention/attention_dropout_mma.cl */
 /* FlashAttention-2 forward for f32 on NVIDIA tensor cores (prepend
  * dtype.cl, attention_common.cl and mma_tf32.cl): both products in 3xTF32,
  * so the result keeps f32 accuracy at tensor-core speed; in one TF32
@@ -129,6 +129,10 @@ void fcl_attention_fwd_tf32(
       uint nfb[NFW];
       bool nf_any = mma_tile_flags(nfk_s, FCL_NONFINITE, nfb, NFW);
 
+#if FCL_DROPOUT
+      uint zb[MMA_DROP_WORDS(BLOCK_N)]; /* keep bits of the lane's pairs (attention_common.cl) */
+      MMA_FWD_DROP_BITS(zb, r0, r1);
+#endif
       float4 s[NT_S];
       MMA_UNROLL for (int n = 0; n < NT_S; ++n) s[n] = (float4)(0.0f);
       MMA_UNROLL for (int kk = 0; kk < KQ; ++kk) {
@@ -157,7 +161,8 @@ void fcl_attention_fwd_tf32(
   #endif
         l0 += p.x + p.y;
         l1 += p.z + p.w;
-        s[n] = (float4)(p.x, p.z, p.y, p.w); /* A fragment order */
+        const float4 q = MMA_FWD_DROP(p, zb, n); /* dropped pairs 0 */
+        s[n] = (float4)(q.x, q.z, q.y, q.w); /* A fragment order */
       }
 
       mma_cp_wait_all(); /* V of this tile */
@@ -197,7 +202,7 @@ void fcl_attention_fwd_tf32(
       }
       MMA_SPECIAL(nf_any) /* uniform over the work-group */
         TF32_FIX_NONFINITE(acc, NT_O, s, nfb, v, v_base, v_ss, j0, HEAD_DIM_V, r0, r1,
-                           FWD_VISIBLE);
+                           FWD_VISIBLE_KEPT);
     }
 
     MMA_FWD_STORE(); /* o and lse of the lane's rows (attention_common.cl) */

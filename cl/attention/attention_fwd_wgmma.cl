@@ -130,7 +130,7 @@
       { /* declares al0, al1, mu0, mu1 (attention_common.cl) */                                    \
         MMA_SOFTMAX_STEP_OF(s, unscaled, m0, m1, l0, l1, r0, r1);                                  \
         alpha0 = al0, alpha1 = al1;                                                                \
-        MMA_P_FRAGMENTS_OF(s, pn, l0, l1); /* attention_common.cl */                               \
+        MMA_P_FRAGMENTS_OF(s, pn, l0, l1, kb); /* attention_common.cl */                           \
       }                                                                                            \
     }                                                                                              \
     wg_wait0(); /* P V of the tile before */                                                       \

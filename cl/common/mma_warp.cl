@@ -34,6 +34,13 @@ inline float mma_shfl_xor(float x, int m) {
                : "=r"(r) : "r"(as_uint(x)), "r"(m));
   return as_float(r);
 }
+/* The word of lane ^ m, bits as they are. */
+inline uint mma_shfl_xor_u(uint x, int m) {
+  uint r;
+  FCL_ASM volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;"
+               : "=r"(r) : "r"(x), "r"(m));
+  return r;
+}
 /* Two words of lane src (any lane of the warp, per lane). */
 inline uint2 mma_shfl_idx2(uint2 x, int src) {
   uint r0, r1;
@@ -86,6 +93,16 @@ inline float mma_shfl_xor_e(float x, int m, __local uint *emu) {
   return y;
 }
 #define mma_shfl_xor(x, m) mma_shfl_xor_e((x), (m), emu)
+inline uint mma_shfl_xor_u_e(uint x, int m, __local uint *emu) {
+  __local uint *w = MMA_WARP_S(emu);
+  const int lane = MMA_LANE;
+  w[lane] = x;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const uint y = w[lane ^ m];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return y;
+}
+#define mma_shfl_xor_u(x, m) mma_shfl_xor_u_e((x), (m), emu)
 inline uint2 mma_shfl_idx2_e(uint2 x, int src, __local uint *emu) {
   __local uint *w = MMA_WARP_S(emu);
   const int lane = MMA_LANE;
