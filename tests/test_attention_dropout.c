@@ -55,9 +55,11 @@ static fcl_dtype dtype_at(unsigned mask, int i) {
 }
 
 /* Whether a kernel of the registry implements dropout (the others stand
- * aside for it): the portable forward and backward, the CPU forward. */
+ * aside for it): the portable forward and backward, the CPU forward, the
+ * tensor cores' mma.sync (and 3xTF32) rows. */
 static int drops(const char *kernel) {
-  static const char *const with[] = {"attention_fwd", "attention_fwd_cpu", "attention_bwd"};
+  static const char *const with[] = {"attention_fwd", "attention_fwd_cpu", "attention_bwd",
+                                      "attention_fwd_mma", "attention_bwd_mma"};
   for (size_t i = 0; i < sizeof with / sizeof with[0]; ++i)
     if (!strcmp(kernel, with[i])) return 1;
   return 0;

@@ -1,6 +1,6 @@
 /* Dropout on the tensor-core kernels, forced through the tuning override,
  * against the same calls on the portable kernels (a second context with
- * FCL_DISABLE_FASTPATH=1, where the CPU forward stands aside for dropout):
+ * FCL_DISABLE_FASTPATH=1 and FCL_CPU_KERNEL=0):
  * the mask is a function of (seed, offset, b, h, i, j) only, so the two
  * must drop the same pairs, and o, lse, dq, dk and dv agree within the
  * forced tests' tolerances (op_verify.c; tolerances relative to the
@@ -225,8 +225,10 @@ int main(void) {
     return 1;
   }
   setenv("FCL_DISABLE_FASTPATH", "1", 1);
+  setenv("FCL_CPU_KERNEL", "0", 1);
   const fcl_status s = fcl_context_create(NULL, &ref);
   unsetenv("FCL_DISABLE_FASTPATH");
+  unsetenv("FCL_CPU_KERNEL");
   if (s != FCL_OK) {
     printf("FAIL: fcl_context_create (reference): %s\n", fcl_context_last_error(NULL));
     fcl_context_destroy(ctx);
