@@ -86,6 +86,7 @@ static void build_failure(fcl_context *ctx, const char *tmp) {
   /* Both forwards broken: the portable one and the CPU one (PoCL's). */
   static const char *const files[] = {"attention/attention_abi.h", "common/dtype.cl",
                                       "attention/attention_common.cl",
+                                      "attention/attention_dropout.cl",
                                       "attention/attention_fwd.cl", "attention/attention_fwd_cpu.cl",
                                       "attention/attention_bwd.cl", "common/probe.cl",
                                       "attention/kvcache_common.cl", "attention/kvcache_append.cl",
