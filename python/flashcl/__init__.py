@@ -12,9 +12,9 @@ from ._capi import (ERROR_BUILD, ERROR_INTERNAL, ERROR_INVALID_ARGUMENT, ERROR_N
 from ._config import ConfigInfo, config_info
 from ._context import Context, Option
 from ._errors import Error
-from .attention import attention, attention_backward
-from .kvcache import attention_with_kvcache, merge_states
-from .rwkv6 import rwkv6, rwkv6_backward
+from ._attention import attention, attention_backward
+from ._kvcache import attention_with_kvcache, merge_states
+from ._rwkv6 import rwkv6, rwkv6_backward
 from . import host  # noqa: E402  (the numpy layer)
 
 __version__ = _capi.lib.fcl_version_string().decode()

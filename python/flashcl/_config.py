@@ -24,8 +24,8 @@ def config_info(op, *args, **kwargs):
     the operation takes (attention: q, k, v; rwkv6: r, k, v, w, u) and
     returns the ConfigInfo the library chooses for them. The tuning itself
     is fa-tune's (the C tool): this reads what it stored."""
-    from .attention import attention_config
-    from .rwkv6 import rwkv6_config
+    from ._attention import attention_config
+    from ._rwkv6 import rwkv6_config
     ops = {"attention": (attention_config, False),
            "attention_backward": (attention_config, True),
            "rwkv6": (rwkv6_config, False), "rwkv6_backward": (rwkv6_config, True)}

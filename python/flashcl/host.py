@@ -11,9 +11,9 @@ dtype="bf16"; to_bf16 and from_bf16 convert from and to float32.
 import numpy as np
 import pyopencl.array as cl_array
 
-from . import attention as _att
-from . import kvcache as _kv
-from . import rwkv6 as _rw
+from . import _attention as _att
+from . import _kvcache as _kv
+from . import _rwkv6 as _rw
 from ._context import default_context
 
 _HOST_KEYWORDS = ("cu_seqlens", "cu_seqlens_q", "cu_seqlens_k")  # taken as host values

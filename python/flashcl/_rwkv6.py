@@ -10,7 +10,7 @@ from ._context import RWKV6_ALGORITHMS
 from ._errors import invalid
 from ._tensors import (check_dtype_arg, empty, expect_shape, fcl_dtype, output, raw,
                        resolve_context, scale_arg, tensor)
-from .attention import _cu_seqlens
+from ._attention import _cu_seqlens
 
 lib = _capi.lib
 

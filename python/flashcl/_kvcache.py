@@ -9,7 +9,7 @@ from . import _capi
 from ._errors import invalid
 from ._tensors import (check_dtype_arg, empty, expect_shape, int32_array, output, raw,
                        resolve_context, scale_arg, tensor, window_arg)
-from .attention import _cu_seqlens
+from ._attention import _cu_seqlens
 
 lib = _capi.lib
 
