@@ -22,10 +22,10 @@ def ones(ctx, shape, dtype=np.float32):
 
 
 def test_attention_library_errors_leave_out_untouched(ctx):
-    q = ones(ctx, (1, 4, 2, 8))
-    out = dev(ctx, np.full((1, 4, 2, 8), 3.0, np.float32))
+    q = ones(ctx, (1, 4, 2, 16))
+    out = dev(ctx, np.full((1, 4, 2, 16), 3.0, np.float32))
     cases = [
-        (dict(k=ones(ctx, (1, 4, 2, 8), np.float16)), "k.dtype: is 1 but q.dtype is 0"),
+        (dict(k=ones(ctx, (1, 4, 2, 16), np.float16)), "k.dtype: is 1 but q.dtype is 0"),
         (dict(window_size=(-5, 0)), "window_left: is -5, must be >= -1"),
         (dict(softcap=-1.0), "softcap: is -1"),
         (dict(dropout_p=1.5, seed=1), "dropout_p: is 1.5, must be in [0, 1)"),
@@ -40,7 +40,7 @@ def test_attention_library_errors_leave_out_untouched(ctx):
            "head_dim: is 600, must be in 1..512")
     # A view that reaches past its buffer (built by hand; slicing cannot).
     buf = ones(ctx, (64,))
-    past = cl_array.Array(ctx.queue, (1, 4, 2, 8), np.float32, strides=(256, 80, 32, 4),
+    past = cl_array.Array(ctx.queue, (1, 4, 2, 16), np.float32, strides=(256, 80, 32, 4),
                           data=buf.base_data)
     raises(lambda: flashcl.attention(past, q, q, out=out), flashcl.ERROR_INVALID_ARGUMENT,
            "ends past its buffer of 256 bytes")
@@ -51,12 +51,12 @@ def test_attention_library_errors_leave_out_untouched(ctx):
 
 
 def test_binding_errors(ctx):
-    q = ones(ctx, (1, 4, 2, 8))
+    q = ones(ctx, (1, 4, 2, 16))
     bad = [
-        (lambda: flashcl.attention(q, q, q[:, :, :1]), "v: has shape (1, 4, 1, 8), expected"),
-        (lambda: flashcl.attention(np.ones((1, 4, 2, 8), np.float32), q, q),
+        (lambda: flashcl.attention(q, q, q[:, :, :1]), "v: has shape (1, 4, 1, 16), expected"),
+        (lambda: flashcl.attention(np.ones((1, 4, 2, 16), np.float32), q, q),
          "q: is a ndarray, not a pyopencl.array.Array"),
-        (lambda: flashcl.attention(ones(ctx, (1, 4, 2, 8), np.uint16), q, q),
+        (lambda: flashcl.attention(ones(ctx, (1, 4, 2, 16), np.uint16), q, q),
          "q: is uint16; pass dtype='bf16'"),
         (lambda: flashcl.attention(q, q, q, dropout_p=0.1), "seed: dropout_p > 0 needs a seed"),
         (lambda: flashcl.attention(q, q, q, alibi_slopes=ones(ctx, (2,), np.float16)),

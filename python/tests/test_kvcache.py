@@ -64,7 +64,7 @@ def test_contiguous_append_rotary(ctx, rng, interleaved):
 
 
 def test_paged_append_splits_f16(ctx, rng):
-    B, n, hq, hkv, D, page, pages = 2, 3, 2, 1, 8, 4, 7
+    B, n, hq, hkv, D, page, pages = 2, 3, 2, 1, 16, 4, 7
     (qs, q), (kns, kn), (vns, vn) = (rand(rng, (B, n, hq, D), "f16"),
                                      rand(rng, (B, n, hkv, D), "f16"),
                                      rand(rng, (B, n, hkv, D), "f16"))
@@ -86,7 +86,7 @@ def test_paged_append_splits_f16(ctx, rng):
 def test_decode_head_major_cache_view(ctx, rng):
     """A head-major cache (slot, head, token, dim) passed as its transpose;
     an int cache_seqlens; no append; window and softcap."""
-    B, hq, hkv, D, cap = 3, 4, 2, 8, 10
+    B, hq, hkv, D, cap = 3, 4, 1, 16, 10
     qs, q = rand(rng, (B, 1, hq, D), "f32")
     (kcs, kc), (vcs, vc) = rand(rng, (B, hkv, cap, D), "f32"), rand(rng, (B, hkv, cap, D), "f32")
     kt = dev(ctx, kcs).transpose((0, 2, 1, 3))
@@ -101,7 +101,7 @@ def test_decode_head_major_cache_view(ctx, rng):
 @pytest.mark.parametrize("in_place", [False, True])
 def test_merge_states(ctx, rng, in_place):
     """Two halves of the keys, each with its lse, merge to the whole."""
-    (qs, q), (ks, k), (vs, v) = (rand(rng, (2, 4, 2, 8), "f32") for _ in range(3))
+    (qs, q), (ks, k), (vs, v) = (rand(rng, (2, 4, 2, 16), "f32") for _ in range(3))
     qd, kd, vd = dev(ctx, qs), dev(ctx, ks), dev(ctx, vs)
     parts = [flashcl.attention(qd, kd[:, a:b], vd[:, a:b], return_lse=True)
              for a, b in ((0, 1), (1, 4))]
