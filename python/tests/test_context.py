@@ -60,3 +60,7 @@ def test_config_info(ctx, rng):
         info = flashcl.config_info("rwkv6", x, x, x, x, algorithm=algorithm)
         assert ("chunk" in info.kernel) == (algorithm == "chunked"), info
     assert flashcl.config_info("rwkv6_backward", x, x, x, x).kernel.startswith("rwkv6")
+    # Only shapes and dtypes are read: numpy arrays do, given the context.
+    h = np.zeros((1, 64, 2, 16), np.float16)
+    assert flashcl.config_info("attention", h, h, h, causal=True, context=ctx) == \
+        flashcl.config_info("attention", x, x, x, causal=True)
