@@ -8,7 +8,7 @@
  *    softcap, ALiBi, seqlen_q != seqlen_k, head dim 40, the decode shape;
  *    and once with the portable kernels' tiles forced (the tuning override)
  *    to sizes that differ between forward and backward;
- *  - what runs: the portable kernels (the others stand aside for dropout);
+ *  - what runs: kernels that take dropout (drops(); the others stand aside);
  *  - fcl_attention_probs and the mask's statistics (dropout_probs.c);
  *  - reruns and p = 0 (dropout_runs.c); bad input (dropout_bad_input.c).
  *
@@ -56,10 +56,12 @@ static fcl_dtype dtype_at(unsigned mask, int i) {
 
 /* Whether a kernel of the registry implements dropout (the others stand
  * aside for it): the portable forward and backward, the CPU forward, the
- * tensor cores' mma.sync (and 3xTF32) rows. */
+ * tensor cores' mma.sync (and 3xTF32) rows and Hopper's wgmma rows. */
 static int drops(const char *kernel) {
-  static const char *const with[] = {"attention_fwd", "attention_fwd_cpu", "attention_bwd",
-                                      "attention_fwd_mma", "attention_bwd_mma"};
+  static const char *const with[] = {"attention_fwd",       "attention_fwd_cpu",
+                                      "attention_bwd",       "attention_fwd_mma",
+                                      "attention_bwd_mma",   "attention_fwd_wgmma",
+                                      "attention_bwd_wgmma"};
   for (size_t i = 0; i < sizeof with / sizeof with[0]; ++i)
     if (!strcmp(kernel, with[i])) return 1;
   return 0;

@@ -6,13 +6,16 @@
  * forced tests' tolerances (op_verify.c; tolerances relative to the
  * largest value, which a wrong mask bit breaks).
  *
- *   test_attention_dropout_forced
+ *   test_attention_dropout_forced [mma|wgmma]   (default mma)
  *
  * Each case forces one forward variant and one backward variant at its
- * tiles (mma.sync in f16 and bf16, 3xTF32 in f32: the row attention_fwd_mma;
- * the backward's attention_bwd_mma); fcl_attention_config must name them (and the portable kernels on
- * the reference context) for the case's descriptor, dropout included, so
- * that no case passes by falling back. The backward calls of both contexts
+ * tiles: mma, mma.sync in f16 and bf16, 3xTF32 in f32 (the row
+ * attention_fwd_mma; the backward's attention_bwd_mma); wgmma, Hopper's
+ * attention_fwd_wgmma and attention_bwd_wgmma (f16, bf16; one and two
+ * warpgroups, Q or K in registers, backward steps with and without the
+ * overlap of the gradient products). fcl_attention_config must name them
+ * (and the portable kernels on the reference context) for the case's
+ * descriptor, dropout included, so that no case passes by falling back. The backward calls of both contexts
  * take the reference's o and lse, so that they differ by the kernels only.
  * Run under FCL_MMA_EMULATE=1 on PoCL (tests/CMakeLists.txt); on a device
  * whose tensor-core rows do not apply the test is skipped (77). */
@@ -43,7 +46,7 @@ typedef struct {
 #define B_A "WARPS=2,BLOCK_N=32,MT=2,STAGES=2,KV_WARPS=3,KV_BLOCK_N=16,KV_STAGES=2"
 #define B_B "WARPS=3,BLOCK_N=48,MT=1,STAGES=1,KV_WARPS=2,KV_BLOCK_N=32,KV_STAGES=1"
 
-static const drop_case cases[] = {
+static const drop_case mma_cases[] = {
   /* GQA, causal, sk a multiple of 4 (aligned runs) and not */
   {"attention_fwd_mma", M_A, "attention_bwd_mma", B_A, FCL_F16, 1, 100, 128, 2, 1, 64, 64, 1, -1, -1, 0.2f, 0},
   {"attention_fwd_mma", M_B, "attention_bwd_mma", B_B, FCL_BF16, 1, 130, 130, 2, 1, 64, 64, 1, -1, -1, 0.5f, 0},
@@ -58,6 +61,32 @@ static const drop_case cases[] = {
   {"attention_fwd_mma", "WARPS=2,BLOCK_N=32,MT=1", NULL, NULL, FCL_F32, 1, 64, 90, 2, 1, 80, 80, 0, -1, -1, 0.5f, 1},
   /* a NaN in dout: dV of the keys its row drops must not see it */
   {"attention_fwd_mma", M_B, "attention_bwd_mma", B_A, FCL_BF16, 1, 70, 90, 2, 1, 64, 64, 1, -1, -1, 0.5f, 2},
+};
+
+/* wgmma: the forward with one warpgroup and Q in local memory (W_A) and
+ * two with Q in registers (W_B); the backward with both kernels' products
+ * overlapped over three stages (G_A), dK/dV's over two with K in registers
+ * and dQ's one stage with Q and dO in registers (G_B), and neither
+ * overlapped (G_C: one stage of dK/dV, two of dQ on two warpgroups). */
+#define W_A "WARPS=4,BLOCK_N=64,LOCAL_OPS=2"
+#define W_B "WARPS=8,BLOCK_N=32,LOCAL_OPS=1"
+#define G_A "WK_WARPS=4,WK_BLOCK_N=32,WK_STAGES=3,WQ_WARPS=4,WQ_BLOCK_N=32,WQ_STAGES=3,WQ_LOCAL_OPS=2,WK_LOCAL_OPS=2"
+#define G_B "WK_WARPS=8,WK_BLOCK_N=16,WK_STAGES=2,WQ_WARPS=4,WQ_BLOCK_N=48,WQ_STAGES=1,WQ_LOCAL_OPS=1,WK_LOCAL_OPS=1"
+#define G_C "WK_WARPS=4,WK_BLOCK_N=64,WK_STAGES=1,WQ_WARPS=8,WQ_BLOCK_N=16,WQ_STAGES=2,WQ_LOCAL_OPS=2,WK_LOCAL_OPS=2"
+
+static const drop_case wgmma_cases[] = {
+  /* causal, GQA, sk a multiple of 4 (aligned runs) and not */
+  {"attention_fwd_wgmma", W_A, "attention_bwd_wgmma", G_A, FCL_F16, 1, 100, 128, 2, 1, 64, 64, 1, -1, -1, 0.2f, 0},
+  {"attention_fwd_wgmma", W_B, "attention_bwd_wgmma", G_B, FCL_BF16, 1, 130, 130, 4, 2, 64, 64, 1, -1, -1, 0.5f, 0},
+  /* a window and head dims of 32; D = 128 */
+  {"attention_fwd_wgmma", W_A, "attention_bwd_wgmma", G_C, FCL_F16, 2, 77, 99, 2, 2, 32, 32, 0, 30, 2, 0.5f, 0},
+  {"attention_fwd_wgmma", W_B, "attention_bwd_wgmma", G_B, FCL_BF16, 1, 64, 71, 2, 1, 128, 128, 0, -1, -1, 0.2f, 0},
+  /* a NaN in v (forward and backward) and in dout: rows that drop its key
+   * must not see it (the flagged kv head of dout runs the mma.sync dQ and
+   * dK/dV kernels, the other the wgmma ones) */
+  {"attention_fwd_wgmma", W_A, "attention_bwd_wgmma", G_B, FCL_F16, 1, 66, 90, 2, 2, 64, 64, 0, -1, -1, 0.5f, 1},
+  {"attention_fwd_wgmma", W_B, "attention_bwd_wgmma", G_C, FCL_BF16, 1, 70, 90, 2, 2, 64, 64, 1, -1, -1, 0.5f, 2},
+  {"attention_fwd_wgmma", W_A, "attention_bwd_wgmma", G_A, FCL_F16, 1, 61, 93, 2, 2, 64, 64, 1, -1, -1, 0.5f, 2},
 };
 
 static fcl_attention_desc desc_of(const drop_case *c, int idx) {
@@ -217,8 +246,17 @@ static int run(fcl_context *ctx, fcl_context *ref, const drop_case *c, int idx) 
   return ok;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   const double t0 = tu_now();
+  const char *mode = argc > 1 ? argv[1] : "mma";
+  const int wg = strcmp(mode, "wgmma") == 0;
+  if (!wg && strcmp(mode, "mma") != 0) {
+    printf("usage: test_attention_dropout_forced [mma|wgmma]\n");
+    return 2;
+  }
+  const drop_case *cases = wg ? wgmma_cases : mma_cases;
+  const int n = wg ? (int)(sizeof wgmma_cases / sizeof *wgmma_cases)
+                   : (int)(sizeof mma_cases / sizeof *mma_cases);
   fcl_context *ctx = NULL, *ref = NULL;
   if (fcl_context_create(NULL, &ctx) != FCL_OK) {
     printf("FAIL: fcl_context_create: %s\n", fcl_context_last_error(NULL));
@@ -236,21 +274,22 @@ int main(void) {
   }
   printf("device: %s\n", fcl_context_device_name(ctx));
   /* Where the tensor-core rows cannot run, nothing here is tested: skipped,
-   * unless FCL_MMA_EMULATE=1 guarantees them (a broken probe must fail). */
+   * unless FCL_MMA_EMULATE=1 guarantees them (wgmma's too unless
+   * FCL_WGMMA=0; a broken probe must fail). */
   char got[256];
   const fcl_attention_desc d0 = desc_of(&cases[0], 0);
   if (!reports(ctx, &d0, cases[0].dt, 0, cases[0].fwd, cases[0].fwd_params, got, sizeof got)) {
-    const int guaranteed = oh_mma_guaranteed();
+    const int guaranteed = oh_mma_guaranteed() && (!wg || oh_env_flag("FCL_WGMMA", 1));
     printf("%s %s does not run here (%s)%s\n", guaranteed ? "FAIL" : "SKIP", cases[0].fwd, got,
            guaranteed ? " although FCL_MMA_EMULATE=1 guarantees it" : "");
     fcl_context_destroy(ctx), fcl_context_destroy(ref);
     return guaranteed ? 1 : OH_SKIP;
   }
-  const int n = (int)(sizeof cases / sizeof *cases);
   int failed = 0;
   for (int i = 0; i < n; ++i) failed += !run(ctx, ref, &cases[i], i);
   fcl_context_destroy(ctx);
   fcl_context_destroy(ref);
-  printf("test_attention_dropout_forced: %d cases, %d failed, %.1f s\n", n, failed, tu_now() - t0);
+  printf("test_attention_dropout_forced %s: %d cases, %d failed, %.1f s\n", mode, n, failed,
+         tu_now() - t0);
   return failed ? 1 : 0;
 }

@@ -21,9 +21,10 @@
  * forward's step). With three, tile t + 1 comes into the third buffer
  * meanwhile; with two, into tile t - 1's once its products are done.
  * Each warp keeps its 16 keys' accumulators in mma.sync's layouts, so the
- * scores, masks and stores are attention_bwd_mma.cl's. lse and delta come
- * to registers from global memory, a lane's columns only: 48 KiB holds K,
- * V and the tiles and nothing else (D = 128: 64 keys and 32 queries).
+ * scores, masks, stores and dropout (BM_DROP) are attention_bwd_mma.cl's.
+ * lse and delta come to registers from global memory, a lane's columns
+ * only: 48 KiB holds K, V and the tiles and nothing else (D = 128: 64 keys
+ * and 32 queries).
  * The walk over (query head, tile) advances by one each step, without a
  * division.
  * Only in the build without FCL_NONFINITE: heads whose flag is set (an inf
@@ -41,6 +42,21 @@
 #define WK_LOCAL_OPS 2
 #endif
 #define WK_KREG (WK_LOCAL_OPS == 1)
+/* The keep bits zb of this lane's pairs in tile (h, i0), as
+ * attention_bwd_mma_dkdv.cl draws them (rows keys, columns queries), where
+ * on_: before the tile's products are issued, as the wgmma forward draws
+ * its own (there, drawn between a product and its wait, they made ptxas
+ * serialize the products: C7513). Without dropout none (BM_DROP then
+ * ignores zb). */
+#if FCL_DROPOUT
+#define WK_DROP_BITS(on_)                                                                     \
+  uint zb[MMA_DROP_WORDS(WK_BLOCK_N)];                                                        \
+  if (on_)                                                                                    \
+  MMA_DROP_ROWS_BITS(zb, WK_BLOCK_N, BM_DROP_INDEX(h, i0, j0 + warp * 16), (ulong)seqlen_k,   \
+                     drop_args_)
+#else
+#define WK_DROP_BITS(on_) (void)0
+#endif
 
 #if MT != 1 || HEAD_DIM % 16 || HEAD_DIM_V % 16 || HEAD_DIM > 128 || HEAD_DIM_V > 128 || \
     WK_BLOCK_N % 16 || WK_BLOCK_N > 128 || WK_WARPS % 4 || WK_WARPS > 8 ||                \
@@ -195,6 +211,7 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
       const int i = i0 + n * 8 + 2 * t4;                                                      \
       float p0, p1, p2, p3;                                                                   \
       float4 ds;                                                                              \
+      dp[n] = BM_DROP(dp[n], zb, n);                                                          \
       ds.x = bm_ds(sc[n].x, dp[n].x, i, ra, full, diag, sq, sk, wl, wr, qk_scale, softcap_l2, \
                    slope_l2, l2[n].x, dl[n].x, scale, &p0);                                   \
       ds.y = bm_ds(sc[n].y, dp[n].y, i + 1, ra, full, diag, sq, sk, wl, wr, qk_scale,         \
@@ -203,7 +220,7 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
                    slope_l2, l2[n].x, dl[n].x, scale, &p2);                                   \
       ds.w = bm_ds(sc[n].w, dp[n].w, i + 1, rb, full, diag, sq, sk, wl, wr, qk_scale,         \
                    softcap_l2, slope_l2, l2[n].y, dl[n].y, scale, &p3);                       \
-      MMA_PACK_A(pf_, n, (float4)(p0, p1, p2, p3));                                           \
+      MMA_PACK_A(pf_, n, BM_DROP((float4)(p0, p1, p2, p3), zb, n)); /* dV's P */              \
       MMA_PACK_A(dsf_, n, ds);                                                                \
     }                                                                                         \
   }
@@ -233,6 +250,7 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
     if (WK_STAGES >= 2 && t + 1 < ntiles) WK_LOAD(nh, nr, cur ^ 1);
     __local const ushort *qt = q_s + cur * WK_BLOCK_N * HEAD_DIM;
     __local const ushort *ot = o_s + cur * WK_BLOCK_N * HEAD_DIM_V;
+    WK_DROP_BITS(1);
 
     /* S^T = K Q^T, dP^T = V dO^T */
     WK_SCORES_RUN(sc, dp, WK_KV_SCORES_ISSUE(sc, dp, qt, ot), WK_NT);
@@ -283,6 +301,7 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
       float p0, p1, p2, p3;                                                                   \
       float4 ds;                                                                              \
       const bool q0 = n * 8 < ql, q1 = n * 8 + 1 < ql;                                        \
+      dp[n] = BM_DROP(dp[n], zb, n);                                                          \
       ds.x = wk_ds_sel(sc[n].x, dp[n].x, q0 & ((uint)(da - 8 * n) <= range), qk_scale,        \
                        l2[n].x, dl[n].x, scale, &p0);                                         \
       ds.y = wk_ds_sel(sc[n].y, dp[n].y, q1 & ((uint)(da - 8 * n - 1) <= range), qk_scale,    \
@@ -291,7 +310,7 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
                        l2[n].x, dl[n].x, scale, &p2);                                         \
       ds.w = wk_ds_sel(sc[n].w, dp[n].w, q1 & ((uint)(db - 8 * n - 1) <= range), qk_scale,    \
                        l2[n].y, dl[n].y, scale, &p3);                                         \
-      MMA_PACK_A(pf_, n, (float4)(p0, p1, p2, p3));                                           \
+      MMA_PACK_A(pf_, n, BM_DROP((float4)(p0, p1, p2, p3), zb, n)); /* dV's P */              \
       MMA_PACK_A(dsf_, n, ds);                                                                \
     }                                                                                         \
   }
@@ -308,6 +327,7 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
     __local const ushort *ot = o_s + (t % WK_STAGES) * WK_BLOCK_N * HEAD_DIM_V;                   \
     __local const ushort *qp = q_s + ((t + WK_STAGES - 1) % WK_STAGES) * WK_BLOCK_N * HEAD_DIM;   \
     __local const ushort *op = o_s + ((t + WK_STAGES - 1) % WK_STAGES) * WK_BLOCK_N * HEAD_DIM_V; \
+    WK_DROP_BITS(HAS_S);                                                                          \
     WK_SCORES_DECL(sc, dp, WK_NT);                                                                \
     WG_TIE(gv, HEAD_DIM_V / 8);                                                                   \
     WG_TIE(gk, HEAD_DIM / 8);                                                                     \
@@ -378,5 +398,6 @@ void fcl_attention_bwd_wgmma_dkdv(BM_COMMON_ARGS, __global fcl_elem *dk, BM_TENS
 }
 
 #undef WK_KREG
+#undef WK_DROP_BITS
 
 #endif /* !FCL_NONFINITE */

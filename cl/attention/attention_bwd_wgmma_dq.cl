@@ -15,7 +15,8 @@
  * Three stages overlap dQ's product of key tile t - 1 with the scores of
  * tile t, as the dK/dV kernel's three-stage step does.
  * Each warp's 16 rows keep mma.sync's layouts (attention_bwd_mma.cl's
- * scores and stores). Only in the build without FCL_NONFINITE. */
+ * scores and stores, and its dropout: BM_DROP). Only in the build without
+ * FCL_NONFINITE. */
 #if !FCL_NONFINITE
 
 /* Its work-group and tiles (attention_bwd_mma.cl's BM_WG ...). */
@@ -27,6 +28,20 @@
 #define WQ_LOCAL_OPS 2
 #endif
 #define WQ_AREG (WQ_LOCAL_OPS == 1)
+/* The keep bits zb of this lane's pairs in the key tile from j0, as
+ * attention_bwd_mma_dq.cl draws them, where on_: before the tile's
+ * products are issued, as the wgmma forward draws its own (there, drawn
+ * between a product and its wait, they made ptxas serialize the products:
+ * C7513). Without dropout none (BM_DROP then ignores zb). */
+#if FCL_DROPOUT
+#define WQ_DROP_BITS(on_)                                                                     \
+  uint zb[MMA_DROP_WORDS(WQ_BLOCK_N)];                                                        \
+  if (on_)                                                                                    \
+  MMA_DROP_COLS_BITS(zb, WQ_BLOCK_N, BM_DROP_INDEX(h, ra, j0), BM_DROP_INDEX(h, rb, j0),      \
+                     drop_args_)
+#else
+#define WQ_DROP_BITS(on_) (void)0
+#endif
 #if MT != 1 || WQ_BLOCK_N % 16 || WQ_BLOCK_N > 128 || WQ_WARPS % 4 || WQ_WARPS > 8 || \
     WQ_STAGES < 1 || WQ_STAGES > 3 || WQ_LOCAL_OPS < 1 || WQ_LOCAL_OPS > 2
 #error "attention_bwd_wgmma_dq: WQ_BLOCK_N among wgmma's N, 4 or 8 warps, WQ_LOCAL_OPS 1 or 2"
@@ -126,6 +141,7 @@ void fcl_attention_bwd_wgmma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR
     if (WQ_STAGES >= 2 && it + 1 < ntiles) WQ_LOAD(it + 1, cur ^ 1);
     __local const ushort *kt = k_s + cur * WQ_BLOCK_N * HEAD_DIM;
     __local const ushort *vt = v_s + cur * WQ_BLOCK_N * HEAD_DIM_V;
+    WQ_DROP_BITS(1);
 
     WK_SCORES_RUN(sc, dp, WQ_SCORES_ISSUE(sc, dp, kt, vt), WQ_NT); /* S = Q K^T, dP = dO V^T */
     WQ_SCORES_DONE();
@@ -136,6 +152,7 @@ void fcl_attention_bwd_wgmma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR
       const int j = j0 + n * 8 + 2 * t4;
       float4 ds;
       float p;
+      dp[n] = BM_DROP(dp[n], zb, n);
       ds.x = bm_ds(sc[n].x, dp[n].x, ra, j, full, diag, sq, sk, wl, wr, qk_scale, softcap_l2,
                    slope_l2, lse2[0], dl[0], scale, &p);
       ds.y = bm_ds(sc[n].y, dp[n].y, ra, j + 1, full, diag, sq, sk, wl, wr, qk_scale, softcap_l2,
@@ -174,6 +191,7 @@ void fcl_attention_bwd_wgmma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR
       float4 ds;                                                                              \
       float p;                                                                                \
       const bool k0 = n * 8 < kl, k1 = n * 8 + 1 < kl;                                        \
+      dp[n] = BM_DROP(dp[n], zb, n);                                                          \
       ds.x = wk_ds_sel(sc[n].x, dp[n].x, k0 & ((uint)(da + 8 * n) <= range), qk_scale,        \
                        lse2[0], dl[0], scale, &p);                                            \
       ds.y = wk_ds_sel(sc[n].y, dp[n].y, k1 & ((uint)(da + 8 * n + 1) <= range), qk_scale,    \
@@ -197,6 +215,7 @@ void fcl_attention_bwd_wgmma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR
     __local const ushort *kt = k_s + (it % 3) * WQ_BLOCK_N * HEAD_DIM;                        \
     __local const ushort *vt = v_s + (it % 3) * WQ_BLOCK_N * HEAD_DIM_V;                      \
     __local const ushort *kp = k_s + ((it + 2) % 3) * WQ_BLOCK_N * HEAD_DIM;                  \
+    WQ_DROP_BITS(HAS_S);                                                                      \
     WK_SCORES_DECL(sc, dp, WQ_NT);                                                            \
     WG_TIE(acc, HEAD_DIM / 8);                                                                \
     WG_TIE_A(dsf, WQ_NT / 2);                                                                 \
@@ -244,6 +263,7 @@ void fcl_attention_bwd_wgmma_dq(BM_COMMON_ARGS, __global fcl_elem *dq, BM_TENSOR
 #undef WQ_SCORES_ISSUE
 #undef WQ_SCORES_DONE
 #undef WQ_AREG
+#undef WQ_DROP_BITS
 
   mma_cp_wait_all(); /* Q and dO, where no tile ran */
   const long dqb = bm_base(dq_off, dq_sb, dq_ss, dq_sh, b, s.q_tok, h);

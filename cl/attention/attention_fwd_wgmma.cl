@@ -1,4 +1,4 @@
-/* requires: attention/attention_common.cl common/wgmma.cl */
+/* requires: attention/attention_common.cl common/wgmma.cl attention/attention_dropout_mma.cl */
 /* FlashAttention-2 forward on Hopper's warpgroup products (prepend
  * dtype.cl, attention_common.cl, mma_warp.cl, mma_common.cl, wgmma_ops.cl,
  * wgmma.cl; built with -DFCL_SM90A=1 and rebuilt by the host for sm_90a,
@@ -23,6 +23,11 @@
  * Head dims: multiples of 16, HEAD_DIM_V and BLOCK_N among wgmma_ops.cl's
  * N (16, 32, 48, 64, 96, 128); every offset and stride of q, k and v a
  * multiple of 8 elements.
+ * With FCL_DROPOUT, attention_fwd_mma.cl's dropout: the keep bits of tile
+ * it drawn at its step's start, before any product is issued (drawn
+ * between S's issue and its wait, ptxas 13.0 serialized the products:
+ * C7513), P of dropped pairs 0 after the row sums, every V tile scanned in
+ * the build with FCL_NONFINITE, whose fix-up adds kept pairs only.
  */
 #ifndef HEAD_DIM
 #define HEAD_DIM 64
@@ -60,6 +65,17 @@
 #error "attention_fwd_wgmma: head dims and BLOCK_N multiples of 16 up to 128, 4 to 16 warps, LOCAL_OPS 1 or 2"
 #endif
 
+/* The keep bits zb of this lane's pairs in tile it (attention_common.cl's
+ * MMA_FWD_DROP_BITS), drawn where the step computes S (on_); none without
+ * dropout (MMA_P_FRAGMENTS_OF then ignores zb). */
+#if FCL_DROPOUT
+#define FWD_DROP_BITS(on_)                                                                         \
+  uint zb[MMA_DROP_WORDS(BLOCK_N)];                                                                \
+  if (on_) MMA_FWD_DROP_BITS(zb, r0, r1)
+#else
+#define FWD_DROP_BITS(on_) (void)0
+#endif
+
 /* One step of the loop below (step it: S of tile it where HAS_S, P V of
  * tile it - 1 where HAS_PV), written once for the three places it runs
  * with constants: the first step (S only) and the last (P V only) are
@@ -77,12 +93,13 @@
     mma_cp_wait_all(); /* K of tile it, V of tile it - 1 */                                        \
     wg_fence_proxy();                                                                              \
     barrier(CLK_LOCAL_MEM_FENCE);                                                                  \
-    /* V of the tile before, where some (row, key) pair of it is masked:                           \
+    /* V of the tile before, where some (row, key) pair of it is masked or dropped:                \
      * its inf and NaN zeroed and flagged (attention_fwd_mma.cl); the flags                        \
      * in kn's buffer, not yet loaded. */                                                          \
-    const bool some_masked = FCL_NONFINITE && has_pv &&                                            \
-                             !(jp >= i_last + diag - window_left &&                                \
-                               min(jp + BLOCK_N, sk) - 1 <= i0 + diag + window_right);             \
+    const bool some_masked =                                                                       \
+        FCL_NONFINITE && has_pv &&                                                                 \
+        (FCL_DROPOUT || !(jp >= i_last + diag - window_left &&                                     \
+                          min(jp + BLOCK_N, sk) - 1 <= i0 + diag + window_right));                 \
     uint nfb[NFW] = {0u};                                                                          \
     bool nf_any = false;                                                                           \
     MMA_SPECIAL(some_masked) {                                                                     \
@@ -102,6 +119,7 @@
                    j0, sk, lid, WG);                                                               \
       mma_cp_commit();                                                                             \
     }                                                                                              \
+    FWD_DROP_BITS(has_s); /* keep bits of tile it: zb */                                           \
                                                                                                    \
     float4 s[NT_S];                                                                                \
     MMA_UNROLL for (int n = 0; n < NT_S; ++n) s[n] = (float4)(0.0f);                               \
@@ -130,15 +148,15 @@
       { /* declares al0, al1, mu0, mu1 (attention_common.cl) */                                    \
         MMA_SOFTMAX_STEP_OF(s, unscaled, m0, m1, l0, l1, r0, r1);                                  \
         alpha0 = al0, alpha1 = al1;                                                                \
-        MMA_P_FRAGMENTS_OF(s, pn, l0, l1, kb); /* attention_common.cl */                           \
+        MMA_P_FRAGMENTS_OF(s, pn, l0, l1, zb); /* attention_common.cl */                           \
       }                                                                                            \
     }                                                                                              \
     wg_wait0(); /* P V of the tile before */                                                       \
     WG_TIE_A(pf, NT_S / 2); /* P stays in its registers until here, not under P of this tile */    \
     WG_TIE(acc, NT_O);                                                                             \
     MMA_SPECIAL(nf_any) /* uniform over the work-group */                                          \
-      MMA_FIX_NONFINITE(acc, NT_O, pf, nfb, v, v_base, v_ss, jp, HEAD_DIM_V, r0, r1, FWD_VISIBLE,  \
-                        BLOCK_N);                                                                  \
+      MMA_FIX_NONFINITE(acc, NT_O, pf, nfb, v, v_base, v_ss, jp, HEAD_DIM_V, r0, r1,               \
+                        FWD_VISIBLE_KEPT, BLOCK_N);                                                \
     if (has_s) {                                                                                   \
       MMA_UNROLL for (int n = 0; n < NT_O; ++n) acc[n] *= (float4)(alpha0, alpha0, alpha1, alpha1);\
       MMA_UNROLL for (int n = 0; n < NT_S / 2; ++n) pf[n] = pn[n];                                 \

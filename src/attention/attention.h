@@ -157,10 +157,10 @@ fcl_status fcl_attention_bwd_mma_run(fcl_context *ctx, const fcl_variant_plan *p
                                      const fcl_attention_bwd_kernels *kn, bool *fallback);
 
 /* Shared by the tensor-core rows: whether the problem's shape suits them
- * (head dims up to 128, no loop budget, no dropout unless the row's kernels
- * take it: drops) and the device's helpers work. */
+ * (head dims up to 128, no loop budget; dropout or not) and the device's
+ * helpers work. */
 fcl_status fcl_attention_mma_applies(fcl_context *ctx, const fcl_attention_desc *d,
-                                     fcl_dtype dtype, bool drops, bool *yes);
+                                     fcl_dtype dtype, bool *yes);
 
 /* Attention against a KV cache (fcl_attention_kvcache), and the forward
  * of few query rows against many keys, which runs the same kernels. */

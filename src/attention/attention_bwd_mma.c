@@ -129,7 +129,7 @@ fcl_status fcl_attention_bwd_mma_applies(fcl_context *ctx, const void *problem, 
   const fcl_attention_problem *p = problem;
   bool yes = false;
   fcl_status s =
-      p->dtype == FCL_F32 ? FCL_OK : fcl_attention_mma_applies(ctx, p->d, p->dtype, true, &yes);
+      p->dtype == FCL_F32 ? FCL_OK : fcl_attention_mma_applies(ctx, p->d, p->dtype, &yes);
   *fit = fcl_fit_if(yes);
   return s;
 }

@@ -86,14 +86,12 @@ const fcl_variant fcl_variant_attention_fwd_mma = {
     FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, NULL, 0};
 
 fcl_status fcl_attention_mma_applies(fcl_context *ctx, const fcl_attention_desc *d,
-                                     fcl_dtype dtype, bool drops, bool *yes) {
+                                     fcl_dtype dtype, bool *yes) {
   *yes = false;
   /* Head dims above 128 would not fit the registers; loop budgets (which
-   * split the keys) are the portable kernels', and so is dropout where the
-   * row's kernels do not take it (drops). */
-  if (d->head_dim > 128 || d->head_dim_v > 128 || ctx->info.loop_budget > 0 ||
-      (d->dropout_p > 0.0f && !drops))
-    return FCL_OK;
+   * split the keys) are the portable kernels'. Every tensor-core row takes
+   * dropout. */
+  if (d->head_dim > 128 || d->head_dim_v > 128 || ctx->info.loop_budget > 0) return FCL_OK;
   return fcl_mma_ready(ctx, dtype, yes);
 }
 
@@ -104,7 +102,7 @@ fcl_status fcl_attention_fwd_mma_applies(fcl_context *ctx, const void *problem, 
    * the portable kernel, with its accuracy). */
   fcl_status s = p->dtype == FCL_F32 && !ctx->opt.f32_tensor_cores
                      ? FCL_OK
-                     : fcl_attention_mma_applies(ctx, p->d, p->dtype, true /* drops */, &yes);
+                     : fcl_attention_mma_applies(ctx, p->d, p->dtype, &yes);
   *fit = fcl_fit_if(yes);
   return s;
 }

@@ -90,7 +90,7 @@ fcl_status fcl_attention_fwd_wgmma_applies(fcl_context *ctx, const void *problem
    * forced tests); the emulated forward stays mma.sync's. */
   if (ctx->info.mma_emulate && !fcl_tuning_overridden(ctx, &fcl_variant_attention_fwd_wgmma))
     return FCL_OK;
-  if (!(s = fcl_attention_mma_applies(ctx, d, p->dtype, false, &yes)) && yes)
+  if (!(s = fcl_attention_mma_applies(ctx, d, p->dtype, &yes)) && yes)
     s = fcl_wgmma_ready(ctx, p->dtype, &yes);
   *fit = fcl_fit_if(yes);
   return s;
