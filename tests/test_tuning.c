@@ -24,17 +24,29 @@
 
 static const char *g_tune, *g_cl, *g_dir;
 static int g_failed, g_checks;
+/* The last shell command run, printed with a failed check. */
+static char g_last_cmd[8192];
+
+/* Only failed checks are printed (with the command before them), so that
+ * CI's excerpt of a failed run shows them; FCL_TEST_VERBOSE=1 prints every
+ * check and command. */
+static bool verbose(void) {
+  const char *v = getenv("FCL_TEST_VERBOSE");
+  return v && *v && strcmp(v, "0") != 0;
+}
 
 static void check(bool ok, const char *fmt, ...) {
+  g_checks++;
+  g_failed += !ok;
+  if (ok && !verbose()) return;
   va_list ap;
   va_start(ap, fmt);
   printf("%s ", ok ? "PASS" : "FAIL");
   vprintf(fmt, ap);
   printf("\n");
   va_end(ap);
+  if (!ok && !verbose()) printf("  (the last command: %s)\n", g_last_cmd);
   fflush(stdout);
-  g_checks++;
-  g_failed += !ok;
 }
 
 static const char *path(const char *name) {
@@ -58,8 +70,11 @@ static int sh(const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(cmd, sizeof cmd, fmt, ap);
   va_end(ap);
-  printf("$ %s\n", cmd);
-  fflush(stdout);
+  snprintf(g_last_cmd, sizeof g_last_cmd, "%s", cmd);
+  if (verbose()) {
+    printf("$ %s\n", cmd);
+    fflush(stdout);
+  }
   int rc = system(cmd);
   return rc == -1 ? -1 : (rc >> 8) & 0xff;
 }
@@ -244,10 +259,13 @@ static void test_missing(void) {
 
 static void test_tuned(const char *db) {
   /* all: the kernels this device runs; the portable forward only when named. */
+  const char *log = path("tuned.log");
   int rc = sh("'%s' --db '%s' --ops all,attention_fwd --dtypes f32 --head-dims 16 --causal 1 "
-              "--buckets 0 --budget 600 --max-tries 3 --iters 2",
-              g_tune, db);
-  check(rc == 0, "tiny fa-tune of every kernel exits 0 (got %d)", rc);
+              "--buckets 0 --budget 600 --max-tries 3 --iters 2 2>'%s'",
+              g_tune, db, log);
+  char text[8192];
+  check(rc == 0, "tiny fa-tune of every kernel exits 0 (got %d)%s%s", rc, rc ? ":\n" : "",
+        rc ? slurp(log, text, sizeof text) : "");
   /* Every kernel the device runs: the tensor-core forward on NVIDIA, the
    * CPU forward on CPUs. */
   for (int k = 0; k < K_COUNT; ++k) {
@@ -544,7 +562,8 @@ static void test_exit_status(void) {
           "kill -TERM $pid; wait $pid",
           g_tune, db, tiny, log, log);
   check(rc == 3 && contains(slurp(log, text, sizeof text), "stopped by a signal"),
-        "exit 3: stopped by SIGTERM with classes left (rc %d)", rc);
+        "exit 3: stopped by SIGTERM with classes left (rc %d)%s%s", rc, rc == 3 ? "" : ":\n",
+        rc == 3 ? "" : text);
   rc = sh("'%s' --no-such-flag 2>/dev/null", g_tune);
   check(rc == 2, "exit 2: an unknown flag (rc %d)", rc);
   rc = sh("'%s' --db '%s' --budget soon 2>/dev/null", g_tune, db);
