@@ -111,3 +111,82 @@ int oh_rwkv7_run(fcl_context *ctx, const ref_rwkv7_problem *p, fcl_dtype dt,
   oh_pool_release(&pl);
   return fail;
 }
+
+/* ---- one case of a table ---------------------------------------------------- */
+static int check(const char *name, const double *got, const double *ref, size_t n, tu_tol tol,
+                 int verbose, char *why, size_t nwhy, char *errs, size_t nerrs) {
+  tu_cmp c;
+  const int ok = oh_check_dims(name, got, ref, n, tol, 0, NULL, 0, &c, why, nwhy);
+  if (verbose) tu_print_cmp(name, &c, NULL, 0);
+  oh_append(errs, nerrs, " %s %.1e", name, c.ref_max > 0 ? c.max_err / c.ref_max : c.max_err);
+  return ok;
+}
+
+int oh_rwkv7_case_run(fcl_context *ctx, const oh_rwkv7_case *c, fcl_dtype dt, int verbose) {
+  const double t0 = tu_now();
+  int32_t cu[OH_MAX_SEQS + 1] = {0};
+  ref_rwkv7_problem p = {c->b, c->t, c->h, c->dk ? c->dk : 64, c->dv ? c->dv : 64,
+                         (double)c->scale, c->reverse, NULL};
+  if (c->nseq) {
+    p.batch = c->nseq, p.seqlen = 0;
+    for (int i = 0; i < c->nseq; ++i) {
+      cu[i + 1] = cu[i] + c->lens[i];
+      if (c->lens[i] > p.seqlen) p.seqlen = c->lens[i];
+    }
+    p.seqlen += c->seqlen_extra;
+    p.cu_seqlens = cu;
+  }
+  const int64_t tokens = ref_rwkv7_tokens(&p), H = p.heads, K = p.head_dim_k, V = p.head_dim_v;
+  const size_t nk = (size_t)(tokens * H * K), nv = (size_t)(tokens * H * V),
+               ns = (size_t)(p.batch * H * K * V);
+  double *x[7], *dout = oh_dalloc(nv), *dht = oh_dalloc(ns);
+  for (int i = 0; i < 7; ++i) x[i] = oh_dalloc(i == 3 ? nv : i == 6 ? ns : nk);
+  tu_rng g;
+  tu_rng_seed(&g, oh_case_seed(c->name, dt));
+  ref_rwkv7_fill(&g, &p, c->decay, x[0], x[1], x[2], x[3], x[4], x[5]);
+  if (c->general) {
+    tu_fill_uniform(&g, x[4], nk, -0.6, 0.6);
+    tu_fill_uniform(&g, x[5], nk, -0.6, 0.6);
+  }
+  tu_fill_uniform(&g, x[6], ns, -1, 1);
+  tu_fill_uniform(&g, dout, nv, -1, 1);
+  tu_fill_uniform(&g, dht, ns, -1, 1);
+  for (int i = 0; i < 6; ++i) tu_round_array(x[i], i == 3 ? nv : nk, dt);
+  tu_round_array(dout, nv, dt);
+  tu_round_array(x[6], ns, FCL_F32);
+  tu_round_array(dht, ns, FCL_F32);
+  const ref_rwkv7_in rin = {x[0], x[1], x[2], x[3], x[4], x[5], c->no_h0 ? NULL : x[6]};
+  /* o, ht, dr, dw, dk, dv, da, db, dh0: reference and device. */
+  static const char *const names[9] = {"o", "ht", "dr", "dw", "dk", "dv", "da", "db", "dh0"};
+  const size_t cnt[9] = {nv, ns, nk, nk, nk, nv, nk, nk, ns};
+  double *ref[9], *got[9];
+  for (int i = 0; i < 9; ++i) ref[i] = oh_dalloc(cnt[i]), got[i] = oh_dalloc(cnt[i]);
+  ref_rwkv7_forward(&p, &rin, ref[0], ref[1]);
+  const ref_rwkv7_grads rg = {ref[2], ref[3], ref[4], ref[5], ref[6], ref[7], ref[8]};
+  if (ref_rwkv7_backward(&p, &rin, dout, c->no_dht ? NULL : dht, &rg)) abort();
+
+  oh_rwkv7_opts opts = {c->lin, c->lout, c->off, 0, 24, c->junk_stride0, 2, 1};
+  /* With no token the library still wants room for one token row. */
+  opts.tail = tokens ? 5 : (size_t)(H * (K > V ? K : V)) + 5;
+  const oh_rwkv7_in in = {x[0], x[1], x[2], x[3], x[4], x[5], rin.h0, dout,
+                          c->no_dht ? NULL : dht};
+  oh_rwkv7_out out = {got[0], c->no_ht ? NULL : got[1], got[2], got[3], got[4], got[5],
+                      got[6], got[7], c->no_dh0 ? NULL : got[8], 0, 0, 0, 0};
+  char why[2048] = "", errs[512] = "";
+  int ok = oh_rwkv7_run(ctx, &p, dt, &opts, &in, &out, why, sizeof why) == 0;
+  const int want[9] = {1, !c->no_ht, 1, 1, 1, 1, 1, 1, !c->no_dh0};
+  const tu_tol tol = tu_tol_rwkv6(dt), tol_state = tu_tol_rwkv6_state();
+  for (int i = 0; i < 9; ++i)
+    if (want[i] && (i < 2 ? out.fwd_read : out.bwd_read))
+      ok &= check(names[i], got[i], ref[i], cnt[i], i == 1 || i == 8 ? tol_state : tol, verbose,
+                  why, sizeof why, errs, sizeof errs);
+  ok &= out.fwd_read && out.bwd_read;
+  printf("%s %-4s %s |%s%s | fwd %.2f s bwd %.2f s, %.2f s\n", ok ? "PASS" : "FAIL",
+         tu_dtype_name(dt), c->name, why, errs, out.fwd_s, out.bwd_s, tu_now() - t0);
+  fflush(stdout);
+  for (int i = 0; i < 9; ++i) free(ref[i]), free(got[i]);
+  for (int i = 0; i < 7; ++i) free(x[i]);
+  free(dout), free(dht);
+  return ok;
+}
+

@@ -32,4 +32,27 @@ typedef struct {
 int oh_rwkv7_run(fcl_context *ctx, const ref_rwkv7_problem *p, fcl_dtype dt,
                  const oh_rwkv7_opts *opts, const oh_rwkv7_in *in, oh_rwkv7_out *out,
                  char *why, size_t nwhy);
+
+/* One case of a suite's table (test_rwkv7.c, test_rwkv7_forced.c): inputs
+ * as fla makes them (ref_rwkv7_fill) from a seed of the name and dtype,
+ * rounded to the dtype; forward and backward (twice, bit-identical)
+ * against the reference with test_rwkv6's tolerances (tu_tol_rwkv6 and
+ * tu_tol_rwkv6_state), poison outside every output, unmodified inputs.
+ * Prints one line; returns 1 on pass. */
+typedef struct {
+  const char     *name;
+  unsigned        dtypes;
+  int64_t         b, t, h, dk, dv; /* dk, dv 0: 64 */
+  int             nseq;            /* > 0: varlen with these lengths */
+  int32_t         lens[OH_MAX_SEQS];
+  float           scale;           /* 0: default */
+  int             reverse, no_h0, no_ht, no_dht, no_dh0;
+  ref_rwkv7_decay decay;
+  int             general;         /* a, b uniform, unrelated */
+  tu_layout       lin, lout;
+  size_t          off;
+  int             junk_stride0, seqlen_extra;
+} oh_rwkv7_case;
+
+int oh_rwkv7_case_run(fcl_context *ctx, const oh_rwkv7_case *c, fcl_dtype dt, int verbose);
 #endif

@@ -98,13 +98,15 @@ static bool fwd_worth_trying(const fcl_device_info *dev, const fcl_tuning_class 
 }
 
 /* GPUs: a work-item a row (its gradient and state for VC columns); CPUs: a
- * work-item a column block. Then TC, then VC, halved until local memory
- * fits. */
+ * work-item a column block; llvmpipe, which bounds a launch's loop
+ * iterations: 8 rows a work-item (one work-item walking every row took
+ * launches of one chunk each, 5x slower at T = 300). Then TC, then VC,
+ * halved until local memory fits. */
 static void bwd_defaults(const fcl_device_info *dev, const fcl_tuning_class *cls,
                          fcl_config *cfg) {
   bwd_params *c = FCL_PARAMS(bwd_params, cfg);
   const int K = cls->head_dim, V = cls->head_dim_v;
-  c->KS = dev->is_cpu ? 1 : K;
+  c->KS = dev->is_llvmpipe ? (K + 7) / 8 : dev->is_cpu ? 1 : K;
   while ((size_t)c->KS > dev->max_wg) c->KS = ceil_div(c->KS, 2);
   c->VC = V < 8 ? V : 8;
   c->TC = 8;
