@@ -31,6 +31,8 @@ typedef struct {
   oh_rwkv7_case c;
 } forced_case;
 #define P_GPU "TC=16,KS=8,VS=8,VC=4", "TC=8,KS=64,VC=8"
+/* K = 65: two rows a work-item in the backward (33 row blocks). */
+#define P_GPU65 "TC=16,KS=8,VS=8,VC=4", "TC=4,KS=33,VC=8"
 #define P_ODD "TC=3,KS=3,VS=5,VC=2", "TC=5,KS=3,VC=3"
 #define P_WIDE "TC=1,KS=20,VS=1,VC=1", "TC=2,KS=20,VC=2"
 #define C(p, ...) {p, {__VA_ARGS__}}
@@ -39,7 +41,7 @@ static const forced_case cases[] = {
   C(P_GPU, .name = "gpu T=1", .dtypes = F32, .b = 2, .t = 1, .h = 3),
   C(P_GPU, .name = "gpu T=70 reverse w U(-8,-6) carry", .dtypes = BF16, .b = 1, .t = 70, .h = 2, .reverse = 1, .decay = REF_RWKV7_W_STRONG),
   C(P_GPU, .name = "gpu varlen 9,0,40,1 h0 NULL carry", .dtypes = F32, .nseq = 4, .lens = {9, 0, 40, 1}, .h = 2, .no_h0 = 1),
-  C(P_GPU, .name = "gpu K65 V37 padded", .dtypes = F16, .dk = 65, .dv = 37, .b = 2, .t = 21, .h = 2, .lin = TU_PADDED, .lout = TU_PADDED, .off = 3),
+  C(P_GPU65, .name = "gpu K65 V37 padded", .dtypes = F16, .dk = 65, .dv = 37, .b = 2, .t = 21, .h = 2, .lin = TU_PADDED, .lout = TU_PADDED, .off = 3),
   C(P_ODD, .name = "odd K7 V11 T=23 reverse general a b carry", .dtypes = F32, .dk = 7, .dv = 11, .b = 2, .t = 23, .h = 2, .reverse = 1, .general = 1),
   C(P_WIDE, .name = "wide K100 V9 varlen 17,3 all optional NULL", .dtypes = F32, .dk = 100, .dv = 9, .nseq = 2, .lens = {17, 3}, .h = 1, .no_h0 = 1, .no_ht = 1, .no_dht = 1, .no_dh0 = 1),
 };
