@@ -198,7 +198,7 @@ FCL_API fcl_status fcl_context_last_op_time(fcl_context *ctx, double *ms);
 /* Attention                                                           */
 
 /* Descriptors (fcl_attention_desc, fcl_kvcache_desc, fcl_rwkv6_desc,
- * fcl_ring_desc) grow across releases without breaking callers built
+ * fcl_rwkv7_desc, fcl_ring_desc) grow across releases without breaking callers built
  * against an older flashcl.h: each begins with its size, which its *_INIT
  * macro sets (start every descriptor from its *_INIT); new fields are
  * only ever appended, and their zero keeps the old behaviour. The library
@@ -443,6 +443,56 @@ FCL_API fcl_status fcl_rwkv6_backward(
     cl_mem dh0);
 
 /* ------------------------------------------------------------------ */
+/* RWKV7 linear attention                                              */
+
+typedef struct {
+  size_t  size;       /* sizeof(fcl_rwkv7_desc): FCL_RWKV7_DESC_INIT   */
+  int64_t batch;      /* varlen: number of sequences                   */
+  int64_t seqlen;     /* varlen: the longest sequence                  */
+  int64_t heads;
+  int64_t head_dim_k; /* 1..256 */
+  int64_t head_dim_v; /* 1..256 */
+  float   scale;      /* 0: 1/sqrt(head_dim_k) (RWKV-7 models pass 1)  */
+  int     reverse;    /* run from the last step to the first           */
+  cl_mem  cu_seqlens; /* NULL or int32 [batch + 1]                     */
+  /* NULL, or a host copy of cu_seqlens' batch + 1 entries: as
+   * fcl_rwkv6_desc's cu_seqlens_host (no read back, plan kept). */
+  const int32_t *cu_seqlens_host;
+  /* 0: unknown; else a promise that every w >= decay_lower_bound (< 0;
+   * models: -exp(-0.5) = -0.6065), which lets the library take faster
+   * forms that lose precision under stronger decays. With 0 every w <= 0
+   * is exact. */
+  float    decay_lower_bound;
+  uint32_t reserved0; /* 0: keeps the layout free of padding */
+} fcl_rwkv7_desc;
+
+#define FCL_RWKV7_DESC_INIT \
+  { sizeof(fcl_rwkv7_desc), 0, 0, 0, 0, 0, 0.0f, 0, NULL, NULL, 0.0f, 0 }
+
+/* RWKV-7 time mixing (the generalized delta rule, fla's fused_recurrent_rwkv7
+ * and chunk_rwkv7). Per (batch, head), from S = h0 (or 0), for each step t
+ * (last to first when reverse):
+ *   S'[i][j] = exp(w_t[i]) S[i][j] + b_t[i] sum_m a_t[m] S[m][j] + k_t[i] v_t[j]
+ *   o_t[j]   = scale * sum_i r_t[i] S'[i][j]       (S' the state after step t)
+ * r, w, k, a, b: [batch, seqlen, heads, head_dim_k]; v, o: [..., head_dim_v]
+ * (strided, one dtype; varlen indexes by token). w is the log decay (<= 0).
+ * h0, ht: NULL or f32 [batch, heads, head_dim_k, head_dim_v]. */
+FCL_API fcl_status fcl_rwkv7_forward(fcl_context *ctx, const fcl_rwkv7_desc *d,
+                                     const fcl_tensor *r, const fcl_tensor *w,
+                                     const fcl_tensor *k, const fcl_tensor *v,
+                                     const fcl_tensor *a, const fcl_tensor *b, cl_mem h0,
+                                     const fcl_tensor *o, cl_mem ht);
+
+/* Gradients of r, w, k, v, a, b (laid out like them, in their dtype) and
+ * of h0 (f32, NULL: not wanted); dht NULL means zero. Deterministic. */
+FCL_API fcl_status fcl_rwkv7_backward(
+    fcl_context *ctx, const fcl_rwkv7_desc *d, const fcl_tensor *r, const fcl_tensor *w,
+    const fcl_tensor *k, const fcl_tensor *v, const fcl_tensor *a, const fcl_tensor *b,
+    cl_mem h0, const fcl_tensor *dout, cl_mem dht, const fcl_tensor *dr,
+    const fcl_tensor *dw, const fcl_tensor *dk, const fcl_tensor *dv, const fcl_tensor *da,
+    const fcl_tensor *db, cl_mem dh0);
+
+/* ------------------------------------------------------------------ */
 /* Plans                                                               */
 
 /* A plan is one call made ready to run again: validated, its kernels and
@@ -539,6 +589,10 @@ FCL_API fcl_status fcl_attention_config(fcl_context *ctx,
                                         fcl_config_info *out);
 /* Likewise for RWKV6; for the forward pass this includes the algorithm. */
 FCL_API fcl_status fcl_rwkv6_config(fcl_context *ctx, const fcl_rwkv6_desc *d,
+                                    fcl_dtype dtype, int backward,
+                                    fcl_config_info *out);
+/* Likewise for RWKV7. */
+FCL_API fcl_status fcl_rwkv7_config(fcl_context *ctx, const fcl_rwkv7_desc *d,
                                     fcl_dtype dtype, int backward,
                                     fcl_config_info *out);
 

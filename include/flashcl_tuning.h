@@ -35,7 +35,9 @@ typedef enum {
   FCL_TUNING_RWKV6_CHUNKED,
   FCL_TUNING_RWKV6_BWD,
   FCL_TUNING_ATTENTION_DECODE, /* fcl_attention_kvcache */
-  FCL_TUNING_RWKV6_BWD_CHUNKED
+  FCL_TUNING_RWKV6_BWD_CHUNKED,
+  FCL_TUNING_RWKV7_RECURRENT, /* fcl_rwkv7_forward */
+  FCL_TUNING_RWKV7_BWD        /* fcl_rwkv7_backward */
 } fcl_tuning_op;
 
 /* Every variant, in tuning order (what the library runs most first). */
@@ -53,7 +55,7 @@ typedef struct {
 } fcl_config;
 
 /* What a tuned configuration applies to: a variant, a dtype, head dims
- * (attention: head_dim, head_dim_v; RWKV6: K, V), causal (0 for RWKV6) and
+ * (attention: head_dim, head_dim_v; RWKV6, RWKV7: K, V), causal (0 for RWKV6) and
  * a sequence-length bucket. */
 typedef struct {
   const fcl_variant *variant;

@@ -4,6 +4,7 @@
  * (variant_registry.c). */
 #include "attention/attention.h"
 #include "rwkv6/rwkv6.h"
+#include "rwkv7/rwkv7.h"
 
 /* The plan of a problem of the class: its head dims, causal flag and
  * bucket length. fcl_attention_kvcache runs a decode variant on every class
@@ -28,6 +29,15 @@ static fcl_status plans(fcl_context *ctx, const fcl_tuning_class *c, bool *runs)
     *runs = fcl_tuning_class_valid(c) &&
             (v == &fcl_variant_attention_decode_mma ? mma
                                                      : !mma || fcl_tuning_overridden(ctx, v));
+  } else if (v->op == FCL_TUNING_RWKV7_RECURRENT || v->op == FCL_TUNING_RWKV7_BWD) {
+    fcl_rwkv7_desc d = FCL_RWKV7_DESC_INIT;
+    d.batch = 1, d.seqlen = len, d.heads = 1;
+    d.head_dim_k = c->head_dim, d.head_dim_v = c->head_dim_v;
+    fcl_rwkv7_problem p;
+    fcl_variant_plan pl;
+    fcl_rwkv7_problem_of(&d, c->dtype, &p);
+    s = fcl_rwkv7_plan_make(ctx, &p, v->op == FCL_TUNING_RWKV7_BWD, &pl);
+    *runs = s == FCL_OK && pl.cls.variant == v;
   } else {
     fcl_rwkv6_desc d = FCL_RWKV6_DESC_INIT;
     d.batch = 1, d.seqlen = len, d.heads = 1;

@@ -6,6 +6,7 @@
  * operation's tables are added to the list below. */
 #include "attention/attention.h"
 #include "rwkv6/rwkv6.h"
+#include "rwkv7/rwkv7.h"
 
 #include <string.h>
 
@@ -13,7 +14,8 @@
  * rows, so that a new variant is one new row. */
 static const fcl_variant_table *const tables[] = {
     &fcl_attention_fwd_table, &fcl_attention_bwd_table, &fcl_rwkv6_fwd_table,
-    &fcl_rwkv6_bwd_table,     &fcl_kvcache_table};
+    &fcl_rwkv6_bwd_table,     &fcl_kvcache_table,       &fcl_rwkv7_fwd_table,
+    &fcl_rwkv7_bwd_table};
 
 /* Tuning order: what the library runs most first, so that a budget spent
  * early (builds cost seconds a candidate on some drivers) leaves the less
@@ -21,12 +23,13 @@ static const fcl_variant_table *const tables[] = {
  * attention backward, the RWKV6 step (decoding) and recurrent forward, the
  * recurrent backward, the chunked RWKV6 backward and forward, the kvcache
  * operation's decode variants (FCL_TUNING_ATTENTION_DECODE,
- * docs/layout.md's names); within one, the tables' order. What is not named
+ * docs/layout.md's names), the RWKV7 recurrent forward and backward; within
+ * one, the tables' order. What is not named
  * here comes last. */
 static const fcl_tuning_op order[] = {
     FCL_TUNING_ATTENTION_FWD, FCL_TUNING_ATTENTION_BWD,    FCL_TUNING_RWKV6_RECURRENT,
     FCL_TUNING_RWKV6_BWD,     FCL_TUNING_RWKV6_BWD_CHUNKED, FCL_TUNING_RWKV6_CHUNKED,
-    FCL_TUNING_ATTENTION_DECODE};
+    FCL_TUNING_ATTENTION_DECODE, FCL_TUNING_RWKV7_RECURRENT, FCL_TUNING_RWKV7_BWD};
 
 static int rank(fcl_tuning_op op) {
   int r = 0;

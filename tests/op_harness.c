@@ -1,5 +1,6 @@
 /* One flashcl operation on dense host arrays; see op_harness.h. */
 #include "op_harness.h"
+#include "op_pool.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -70,45 +71,8 @@ oh_rwkv6_sizes oh_rwkv6_count(const ref_rwkv6_problem *p) {
   return s;
 }
 
-/* ---- device buffers of one call, released together ------------------------ */
-typedef struct {
-  fcl_context *ctx;
-  tu_tensor    t[12];
-  cl_mem       m[12];
-  oh_watch     w[16];
-  int          nt, nm, nw;
-} pool;
 
-static tu_tensor *new_tensor(pool *pl, const double *dense, int64_t b, int64_t s, int64_t h,
-                             int64_t d, fcl_dtype dt, const oh_view *v) {
-  tu_tensor *t = &pl->t[pl->nt];
-  if (tu_tensor_create(fcl_context_cl(pl->ctx), fcl_context_queue(pl->ctx), dense, b, s, h, d,
-                       dt, v->layout, v->offset, v->tail, t))
-    return NULL;
-  pl->nt++;
-  return t;
-}
-
-/* n values of x (NULL: poison) in dtype dt, then tail poison bytes. */
-static cl_mem new_buffer(pool *pl, const double *x, size_t n, fcl_dtype dt, size_t tail) {
-  const size_t es = tu_dtype_size(dt), bytes = n * es + tail;
-  unsigned char *host = malloc(bytes + 1);
-  if (!host) return NULL;
-  memset(host, TU_POISON_BYTE, bytes + 1);
-  for (size_t i = 0; x && i < n; ++i) tu_encode(host + i * es, x[i], dt);
-  cl_mem m = tu_buffer_from(fcl_context_cl(pl->ctx), fcl_context_queue(pl->ctx), host,
-                            bytes ? bytes : 1);
-  free(host);
-  if (m) pl->m[pl->nm++] = m;
-  return m;
-}
-
-static cl_mem new_ints(pool *pl, const int32_t *x, int64_t n) {
-  cl_mem m = tu_buffer_from(fcl_context_cl(pl->ctx), NULL, x, (size_t)n * 4);
-  if (m) pl->m[pl->nm++] = m;
-  return m;
-}
-
+/* ---- host copies of device buffers ------------------------------------------ */
 unsigned char *oh_read_all(fcl_context *ctx, cl_mem m, size_t bytes) {
   unsigned char *h = malloc(bytes + 1);
   if (h && tu_buffer_read(fcl_context_queue(ctx), m, h, bytes)) {
@@ -141,124 +105,6 @@ int oh_watch_changed(fcl_context *ctx, oh_watch *w, int nw, char *why, size_t nw
   return bad;
 }
 
-static unsigned char *read_all(pool *pl, cl_mem m, size_t bytes) {
-  return oh_read_all(pl->ctx, m, bytes);
-}
-
-/* Remembers the bytes of m (NULL: nothing) to check later that they stay. */
-static void watch(pool *pl, cl_mem m, const char *name) {
-  oh_watch_add(pl->ctx, pl->w, &pl->nw, m, name);
-}
-
-static void release(pool *pl) {
-  for (int i = 0; i < pl->nt; ++i) tu_tensor_release(&pl->t[i]);
-  for (int i = 0; i < pl->nm; ++i) clReleaseMemObject(pl->m[i]);
-  for (int i = 0; i < pl->nw; ++i) free(pl->w[i].then);
-}
-
-/* Reads a tensor, noting bytes outside its view that changed. */
-static int read_tensor(pool *pl, const tu_tensor *t, double *dense, const char *name, char *why,
-                       size_t nwhy) {
-  size_t first = 0;
-  const long bad = tu_tensor_read(fcl_context_queue(pl->ctx), t, dense, &first);
-  if (bad < 0) oh_append(why, nwhy, " reading %s failed;", name);
-  else if (bad > 0)
-    oh_append(why, nwhy, " %s: %ld bytes outside the view written (first at byte %zu);", name,
-              bad, first);
-  return bad != 0;
-}
-
-/* Reads n values of dtype dt; the tail after them must still be poison. */
-static int read_buffer(pool *pl, cl_mem m, double *x, size_t n, fcl_dtype dt, size_t tail,
-                       const char *name, char *why, size_t nwhy) {
-  const size_t es = tu_dtype_size(dt), bytes = n * es + tail;
-  unsigned char *host = read_all(pl, m, bytes);
-  if (!host) {
-    oh_append(why, nwhy, " reading %s failed;", name);
-    return 1;
-  }
-  size_t bad = 0;
-  for (size_t i = n * es; i < bytes; ++i) bad += host[i] != TU_POISON_BYTE;
-  for (size_t i = 0; i < n; ++i) x[i] = tu_decode(host + i * es, dt);
-  free(host);
-  if (bad) oh_append(why, nwhy, " %s: %zu bytes past its end written;", name, bad);
-  return bad != 0;
-}
-
-static int finish(pool *pl, fcl_status st, const char *op, char *why, size_t nwhy) {
-  if (st != FCL_OK) {
-    oh_append(why, nwhy, " %s: %s: %s;", op, fcl_status_string(st),
-              fcl_context_last_error(pl->ctx));
-    return 1;
-  }
-  if (tu_cl_check(clFinish(fcl_context_queue(pl->ctx)), op)) {
-    oh_append(why, nwhy, " %s: clFinish failed;", op);
-    return 1;
-  }
-  return 0;
-}
-
-/* The backward outputs, for repeated runs. */
-typedef struct {
-  cl_mem         m[6];
-  size_t         bytes[6];
-  const char    *name[6];
-  unsigned char *first[6];
-  int            n;
-} grads;
-
-static void grads_add(grads *g, cl_mem m, size_t bytes, const char *name) {
-  if (!m) return;
-  g->m[g->n] = m;
-  g->bytes[g->n] = bytes;
-  g->name[g->n++] = name;
-}
-
-static void grads_poison(pool *pl, const grads *g) {
-  for (int i = 0; i < g->n; ++i)
-    tu_buffer_repoison(fcl_context_queue(pl->ctx), g->m[i], g->bytes[i]);
-}
-
-/* The first run's bytes are kept; a later run's must equal them. */
-static int grads_same(pool *pl, grads *g, int run, char *why, size_t nwhy) {
-  int bad = 0;
-  for (int i = 0; i < g->n; ++i) {
-    unsigned char *now = read_all(pl, g->m[i], g->bytes[i]);
-    if (run == 0) {
-      g->first[i] = now;
-      continue;
-    }
-    if (!now || !g->first[i] || memcmp(now, g->first[i], g->bytes[i])) {
-      oh_append(why, nwhy, " %s differs between two backward runs (not deterministic);",
-                g->name[i]);
-      bad = 1;
-    }
-    free(now);
-  }
-  return bad;
-}
-
-/* Runs the backward `runs` times (at least once), each run after the first
- * into re-poisoned outputs and bit-identical to the first; read() reads
- * the first run's results. */
-typedef fcl_status (*bwd_call)(pool *pl, const void *args);
-typedef int (*bwd_read)(pool *pl, const void *args, char *why, size_t nwhy);
-static int run_backward(pool *pl, bwd_call call, bwd_read read, const void *args, grads *g,
-                        int runs, double *secs, const char *op, char *why, size_t nwhy) {
-  int fail = 0;
-  for (int run = 0; run < (runs > 1 ? runs : 1) && !fail; ++run) {
-    if (run) grads_poison(pl, g);
-    const double t0 = tu_now();
-    fail = finish(pl, call(pl, args), op, why, nwhy);
-    if (run == 0) *secs = tu_now() - t0;
-    if (fail) break;
-    if (run == 0) fail |= read(pl, args, why, nwhy);
-    if (runs > 1) fail |= grads_same(pl, g, run, why, nwhy);
-  }
-  for (int i = 0; i < g->n; ++i) free(g->first[i]);
-  return fail;
-}
-
 /* ---- attention ---------------------------------------------------------------- */
 typedef struct {
   const fcl_attention_desc *desc;
@@ -267,18 +113,18 @@ typedef struct {
   oh_attention_out *out;
 } att_args;
 
-static fcl_status att_bwd(pool *pl, const void *args) {
+static fcl_status att_bwd(oh_pool *pl, const void *args) {
   const att_args *a = args;
   return fcl_attention_backward(pl->ctx, a->desc, &a->q->t, &a->k->t, &a->v->t, &a->o->t,
                                 a->lse, &a->dout->t, &a->dq->t, &a->dk->t, &a->dv->t);
 }
 
-static int att_read(pool *pl, const void *args, char *why, size_t nwhy) {
+static int att_read(oh_pool *pl, const void *args, char *why, size_t nwhy) {
   const att_args *a = args;
   a->out->bwd_read = 1;
-  return read_tensor(pl, a->dq, a->out->dq, "dq", why, nwhy) |
-         read_tensor(pl, a->dk, a->out->dk, "dk", why, nwhy) |
-         read_tensor(pl, a->dv, a->out->dv, "dv", why, nwhy);
+  return oh_pool_read_tensor(pl, a->dq, a->out->dq, "dq", why, nwhy) |
+         oh_pool_read_tensor(pl, a->dk, a->out->dk, "dk", why, nwhy) |
+         oh_pool_read_tensor(pl, a->dv, a->out->dv, "dv", why, nwhy);
 }
 
 int oh_attention_run(fcl_context *ctx, const ref_attention_problem *p, fcl_dtype dt,
@@ -290,7 +136,7 @@ int oh_attention_run(fcl_context *ctx, const ref_attention_problem *p, fcl_dtype
     opts = &dflt;
   }
   const oh_view *vw = opts->view;
-  pool pl;
+  oh_pool pl;
   memset(&pl, 0, sizeof pl);
   pl.ctx = ctx;
   const int varlen = p->cu_seqlens_q != NULL;
@@ -302,36 +148,36 @@ int oh_attention_run(fcl_context *ctx, const ref_attention_problem *p, fcl_dtype
   att_args a;
   memset(&a, 0, sizeof a);
   a.out = out;
-  a.q = new_tensor(&pl, in->q, nb, rq, hq, d, dt, &vw[OH_Q]);
-  a.k = new_tensor(&pl, in->k, nb, rk, hk, d, dt, &vw[OH_K]);
-  a.v = new_tensor(&pl, in->v, nb, rk, hk, dvd, dt, &vw[OH_V]);
-  a.o = new_tensor(&pl, NULL, nb, rq, hq, dvd, dt, &vw[OH_O]);
+  a.q = oh_pool_tensor(&pl, in->q, nb, rq, hq, d, dt, &vw[OH_Q]);
+  a.k = oh_pool_tensor(&pl, in->k, nb, rk, hk, d, dt, &vw[OH_K]);
+  a.v = oh_pool_tensor(&pl, in->v, nb, rk, hk, dvd, dt, &vw[OH_V]);
+  a.o = oh_pool_tensor(&pl, NULL, nb, rq, hq, dvd, dt, &vw[OH_O]);
   if (in->dout) {
-    a.dout = new_tensor(&pl, in->dout, nb, rq, hq, dvd, dt, &vw[OH_DOUT]);
-    a.dq = new_tensor(&pl, NULL, nb, rq, hq, d, dt, &vw[OH_DQ]);
-    a.dk = new_tensor(&pl, NULL, nb, rk, hk, d, dt, &vw[OH_DK]);
-    a.dv = new_tensor(&pl, NULL, nb, rk, hk, dvd, dt, &vw[OH_DV]);
+    a.dout = oh_pool_tensor(&pl, in->dout, nb, rq, hq, dvd, dt, &vw[OH_DOUT]);
+    a.dq = oh_pool_tensor(&pl, NULL, nb, rq, hq, d, dt, &vw[OH_DQ]);
+    a.dk = oh_pool_tensor(&pl, NULL, nb, rk, hk, d, dt, &vw[OH_DK]);
+    a.dv = oh_pool_tensor(&pl, NULL, nb, rk, hk, dvd, dt, &vw[OH_DV]);
   }
-  a.lse = out->lse ? new_buffer(&pl, NULL, n.lse, FCL_F32, opts->out_tail) : NULL;
+  a.lse = out->lse ? oh_pool_buffer(&pl, NULL, n.lse, FCL_F32, opts->out_tail) : NULL;
   cl_mem alibi = NULL, cuq = NULL, cuk = NULL;
-  if (p->alibi_slopes) alibi = new_buffer(&pl, p->alibi_slopes, (size_t)hq, FCL_F32, opts->in_tail);
+  if (p->alibi_slopes) alibi = oh_pool_buffer(&pl, p->alibi_slopes, (size_t)hq, FCL_F32, opts->in_tail);
   if (varlen) {
-    cuq = new_ints(&pl, p->cu_seqlens_q, p->batch + 1);
-    cuk = new_ints(&pl, p->cu_seqlens_k, p->batch + 1);
+    cuq = oh_pool_ints(&pl, p->cu_seqlens_q, p->batch + 1);
+    cuk = oh_pool_ints(&pl, p->cu_seqlens_k, p->batch + 1);
   }
   if (!a.q || !a.k || !a.v || !a.o || (in->dout && (!a.dout || !a.dq || !a.dk || !a.dv)) ||
       (out->lse && !a.lse) || (p->alibi_slopes && !alibi) || (varlen && (!cuq || !cuk))) {
     oh_append(why, nwhy, " could not create buffers;");
-    release(&pl);
+    oh_pool_release(&pl);
     return 1;
   }
   if (opts->junk_stride0)
     for (int i = 0; i < pl.nt; ++i) pl.t[i].t.strides[0] = (int64_t)1 << 30;
   if (opts->check_inputs) {
-    watch(&pl, a.q->buffer, "q"); watch(&pl, a.k->buffer, "k"); watch(&pl, a.v->buffer, "v");
-    if (a.dout) watch(&pl, a.dout->buffer, "dout");
-    watch(&pl, alibi, "alibi_slopes"); watch(&pl, cuq, "cu_seqlens_q");
-    watch(&pl, cuk, "cu_seqlens_k");
+    oh_pool_watch(&pl, a.q->buffer, "q"); oh_pool_watch(&pl, a.k->buffer, "k"); oh_pool_watch(&pl, a.v->buffer, "v");
+    if (a.dout) oh_pool_watch(&pl, a.dout->buffer, "dout");
+    oh_pool_watch(&pl, alibi, "alibi_slopes"); oh_pool_watch(&pl, cuq, "cu_seqlens_q");
+    oh_pool_watch(&pl, cuk, "cu_seqlens_k");
   }
   fcl_attention_desc desc = FCL_ATTENTION_DESC_INIT;
   desc.batch = p->batch; desc.seqlen_q = p->seqlen_q; desc.seqlen_k = p->seqlen_k;
@@ -350,31 +196,31 @@ int oh_attention_run(fcl_context *ctx, const ref_attention_problem *p, fcl_dtype
   desc.dropout_offset = p->dropout_offset;
   a.desc = &desc;
   const double t0 = tu_now();
-  int fail = finish(&pl, fcl_attention_forward(ctx, &desc, &a.q->t, &a.k->t, &a.v->t, &a.o->t,
+  int fail = oh_pool_finish(&pl, fcl_attention_forward(ctx, &desc, &a.q->t, &a.k->t, &a.v->t, &a.o->t,
                                                a.lse),
                     "forward", why, nwhy);
   out->fwd_s = tu_now() - t0;
   if (!fail) {
     out->fwd_read = 1;
-    fail |= read_tensor(&pl, a.o, out->o, "o", why, nwhy);
-    if (a.lse) fail |= read_buffer(&pl, a.lse, out->lse, n.lse, FCL_F32, opts->out_tail, "lse",
+    fail |= oh_pool_read_tensor(&pl, a.o, out->o, "o", why, nwhy);
+    if (a.lse) fail |= oh_pool_read_buffer(&pl, a.lse, out->lse, n.lse, FCL_F32, opts->out_tail, "lse",
                                    why, nwhy);
   }
   if (!fail && in->dout) {
     if (opts->check_inputs) {
-      watch(&pl, a.o->buffer, "o");
-      watch(&pl, a.lse, "lse");
+      oh_pool_watch(&pl, a.o->buffer, "o");
+      oh_pool_watch(&pl, a.lse, "lse");
     }
-    grads g;
+    oh_grads g;
     memset(&g, 0, sizeof g);
-    grads_add(&g, a.dq->buffer, a.dq->bytes, "dq");
-    grads_add(&g, a.dk->buffer, a.dk->bytes, "dk");
-    grads_add(&g, a.dv->buffer, a.dv->bytes, "dv");
-    fail = run_backward(&pl, att_bwd, att_read, &a, &g, opts->bwd_runs, &out->bwd_s,
+    oh_grads_add(&g, a.dq->buffer, a.dq->bytes, "dq");
+    oh_grads_add(&g, a.dk->buffer, a.dk->bytes, "dk");
+    oh_grads_add(&g, a.dv->buffer, a.dv->bytes, "dv");
+    fail = oh_run_backward(&pl, att_bwd, att_read, &a, &g, opts->bwd_runs, &out->bwd_s,
                         "backward", why, nwhy);
   }
   if (opts->check_inputs) fail |= oh_watch_changed(pl.ctx, pl.w, pl.nw, why, nwhy);
-  release(&pl);
+  oh_pool_release(&pl);
   return fail;
 }
 
@@ -397,23 +243,23 @@ typedef struct {
   oh_rwkv6_out *out;
 } r6_args;
 
-static fcl_status r6_bwd(pool *pl, const void *args) {
+static fcl_status r6_bwd(oh_pool *pl, const void *args) {
   const r6_args *a = args;
   return fcl_rwkv6_backward(pl->ctx, a->desc, &a->r->t, &a->k->t, &a->v->t, &a->w->t, a->u,
                             a->h0, &a->dout->t, a->dht, &a->dr->t, &a->dk->t, &a->dv->t,
                             &a->dw->t, a->du, a->dh0);
 }
 
-static int r6_read(pool *pl, const void *args, char *why, size_t nwhy) {
+static int r6_read(oh_pool *pl, const void *args, char *why, size_t nwhy) {
   const r6_args *a = args;
   a->out->bwd_read = 1;
-  int fail = read_tensor(pl, a->dr, a->out->dr, "dr", why, nwhy) |
-             read_tensor(pl, a->dk, a->out->dk, "dk", why, nwhy) |
-             read_tensor(pl, a->dv, a->out->dv, "dv", why, nwhy) |
-             read_tensor(pl, a->dw, a->out->dw, "dw", why, nwhy) |
-             read_buffer(pl, a->du, a->out->du, a->nu, a->dt, a->out_tail, "du", why, nwhy);
+  int fail = oh_pool_read_tensor(pl, a->dr, a->out->dr, "dr", why, nwhy) |
+             oh_pool_read_tensor(pl, a->dk, a->out->dk, "dk", why, nwhy) |
+             oh_pool_read_tensor(pl, a->dv, a->out->dv, "dv", why, nwhy) |
+             oh_pool_read_tensor(pl, a->dw, a->out->dw, "dw", why, nwhy) |
+             oh_pool_read_buffer(pl, a->du, a->out->du, a->nu, a->dt, a->out_tail, "du", why, nwhy);
   if (a->dh0)
-    fail |= read_buffer(pl, a->dh0, a->out->dh0, a->ns, FCL_F32, a->out_tail, "dh0", why, nwhy);
+    fail |= oh_pool_read_buffer(pl, a->dh0, a->out->dh0, a->ns, FCL_F32, a->out_tail, "dh0", why, nwhy);
   return fail;
 }
 
@@ -426,7 +272,7 @@ int oh_rwkv6_run(fcl_context *ctx, const ref_rwkv6_problem *p, fcl_dtype dt,
     opts = &dflt;
   }
   const oh_view *vw = opts->view;
-  pool pl;
+  oh_pool pl;
   memset(&pl, 0, sizeof pl);
   pl.ctx = ctx;
   const int varlen = p->cu_seqlens != NULL;
@@ -437,40 +283,40 @@ int oh_rwkv6_run(fcl_context *ctx, const ref_rwkv6_problem *p, fcl_dtype dt,
   r6_args a;
   memset(&a, 0, sizeof a);
   a.nu = n.u; a.ns = n.state; a.out_tail = st; a.dt = dt; a.out = out;
-  a.r = new_tensor(&pl, in->r, nb, nt, H, K, dt, &vw[OH_R6_R]);
-  a.k = new_tensor(&pl, in->k, nb, nt, H, K, dt, &vw[OH_R6_K]);
-  a.v = new_tensor(&pl, in->v, nb, nt, H, V, dt, &vw[OH_R6_V]);
-  a.w = new_tensor(&pl, in->w, nb, nt, H, K, dt, &vw[OH_R6_W]);
-  tu_tensor *to = new_tensor(&pl, NULL, nb, nt, H, V, dt, &vw[OH_R6_O]);
-  a.u = new_buffer(&pl, in->u, n.u, dt, opts->in_tail);
-  a.h0 = in->h0 ? new_buffer(&pl, in->h0, n.state, FCL_F32, opts->in_tail) : NULL;
-  cl_mem bht = out->ht ? new_buffer(&pl, NULL, n.state, FCL_F32, st) : NULL;
+  a.r = oh_pool_tensor(&pl, in->r, nb, nt, H, K, dt, &vw[OH_R6_R]);
+  a.k = oh_pool_tensor(&pl, in->k, nb, nt, H, K, dt, &vw[OH_R6_K]);
+  a.v = oh_pool_tensor(&pl, in->v, nb, nt, H, V, dt, &vw[OH_R6_V]);
+  a.w = oh_pool_tensor(&pl, in->w, nb, nt, H, K, dt, &vw[OH_R6_W]);
+  tu_tensor *to = oh_pool_tensor(&pl, NULL, nb, nt, H, V, dt, &vw[OH_R6_O]);
+  a.u = oh_pool_buffer(&pl, in->u, n.u, dt, opts->in_tail);
+  a.h0 = in->h0 ? oh_pool_buffer(&pl, in->h0, n.state, FCL_F32, opts->in_tail) : NULL;
+  cl_mem bht = out->ht ? oh_pool_buffer(&pl, NULL, n.state, FCL_F32, st) : NULL;
   if (in->dout) {
-    a.dout = new_tensor(&pl, in->dout, nb, nt, H, V, dt, &vw[OH_R6_DOUT]);
-    a.dr = new_tensor(&pl, NULL, nb, nt, H, K, dt, &vw[OH_R6_DR]);
-    a.dk = new_tensor(&pl, NULL, nb, nt, H, K, dt, &vw[OH_R6_DK]);
-    a.dv = new_tensor(&pl, NULL, nb, nt, H, V, dt, &vw[OH_R6_DV]);
-    a.dw = new_tensor(&pl, NULL, nb, nt, H, K, dt, &vw[OH_R6_DW]);
-    a.dht = in->dht ? new_buffer(&pl, in->dht, n.state, FCL_F32, opts->in_tail) : NULL;
-    a.du = new_buffer(&pl, NULL, n.u, dt, st);
-    a.dh0 = out->dh0 ? new_buffer(&pl, NULL, n.state, FCL_F32, st) : NULL;
+    a.dout = oh_pool_tensor(&pl, in->dout, nb, nt, H, V, dt, &vw[OH_R6_DOUT]);
+    a.dr = oh_pool_tensor(&pl, NULL, nb, nt, H, K, dt, &vw[OH_R6_DR]);
+    a.dk = oh_pool_tensor(&pl, NULL, nb, nt, H, K, dt, &vw[OH_R6_DK]);
+    a.dv = oh_pool_tensor(&pl, NULL, nb, nt, H, V, dt, &vw[OH_R6_DV]);
+    a.dw = oh_pool_tensor(&pl, NULL, nb, nt, H, K, dt, &vw[OH_R6_DW]);
+    a.dht = in->dht ? oh_pool_buffer(&pl, in->dht, n.state, FCL_F32, opts->in_tail) : NULL;
+    a.du = oh_pool_buffer(&pl, NULL, n.u, dt, st);
+    a.dh0 = out->dh0 ? oh_pool_buffer(&pl, NULL, n.state, FCL_F32, st) : NULL;
   }
-  cl_mem cu = varlen ? new_ints(&pl, p->cu_seqlens, p->batch + 1) : NULL;
+  cl_mem cu = varlen ? oh_pool_ints(&pl, p->cu_seqlens, p->batch + 1) : NULL;
   if (!a.r || !a.k || !a.v || !a.w || !to || !a.u || (in->h0 && !a.h0) || (out->ht && !bht) ||
       (varlen && !cu) ||
       (in->dout && (!a.dout || !a.dr || !a.dk || !a.dv || !a.dw || (in->dht && !a.dht) ||
                     !a.du || (out->dh0 && !a.dh0)))) {
     oh_append(why, nwhy, " could not create buffers;");
-    release(&pl);
+    oh_pool_release(&pl);
     return 1;
   }
   if (opts->junk_stride0)
     for (int i = 0; i < pl.nt; ++i) pl.t[i].t.strides[0] = ((int64_t)1 << 40) + 12345;
   if (opts->check_inputs) {
-    watch(&pl, a.r->buffer, "r"); watch(&pl, a.k->buffer, "k"); watch(&pl, a.v->buffer, "v");
-    watch(&pl, a.w->buffer, "w"); watch(&pl, a.u, "u"); watch(&pl, a.h0, "h0");
-    if (a.dout) watch(&pl, a.dout->buffer, "dout");
-    watch(&pl, a.dht, "dht"); watch(&pl, cu, "cu_seqlens");
+    oh_pool_watch(&pl, a.r->buffer, "r"); oh_pool_watch(&pl, a.k->buffer, "k"); oh_pool_watch(&pl, a.v->buffer, "v");
+    oh_pool_watch(&pl, a.w->buffer, "w"); oh_pool_watch(&pl, a.u, "u"); oh_pool_watch(&pl, a.h0, "h0");
+    if (a.dout) oh_pool_watch(&pl, a.dout->buffer, "dout");
+    oh_pool_watch(&pl, a.dht, "dht"); oh_pool_watch(&pl, cu, "cu_seqlens");
   }
   fcl_rwkv6_desc desc = FCL_RWKV6_DESC_INIT;
   desc.batch = p->batch; desc.seqlen = p->seqlen; desc.heads = H;
@@ -481,29 +327,29 @@ int oh_rwkv6_run(fcl_context *ctx, const ref_rwkv6_problem *p, fcl_dtype dt,
   desc.algorithm = algo;
   a.desc = &desc;
   const double t0 = tu_now();
-  int fail = finish(&pl, fcl_rwkv6_forward(ctx, &desc, &a.r->t, &a.k->t, &a.v->t, &a.w->t, a.u,
+  int fail = oh_pool_finish(&pl, fcl_rwkv6_forward(ctx, &desc, &a.r->t, &a.k->t, &a.v->t, &a.w->t, a.u,
                                            a.h0, &to->t, bht),
                     "rwkv6 forward", why, nwhy);
   out->fwd_s = tu_now() - t0;
   if (!fail) {
     out->fwd_read = 1;
-    fail |= read_tensor(&pl, to, out->o, "o", why, nwhy);
-    if (bht) fail |= read_buffer(&pl, bht, out->ht, n.state, FCL_F32, st, "ht", why, nwhy);
+    fail |= oh_pool_read_tensor(&pl, to, out->o, "o", why, nwhy);
+    if (bht) fail |= oh_pool_read_buffer(&pl, bht, out->ht, n.state, FCL_F32, st, "ht", why, nwhy);
   }
   if (!fail && in->dout) {
-    grads g;
+    oh_grads g;
     memset(&g, 0, sizeof g);
-    grads_add(&g, a.dr->buffer, a.dr->bytes, "dr");
-    grads_add(&g, a.dk->buffer, a.dk->bytes, "dk");
-    grads_add(&g, a.dv->buffer, a.dv->bytes, "dv");
-    grads_add(&g, a.dw->buffer, a.dw->bytes, "dw");
-    grads_add(&g, a.du, n.u * tu_dtype_size(dt) + st, "du");
-    grads_add(&g, a.dh0, n.state * 4 + st, "dh0");
-    fail = run_backward(&pl, r6_bwd, r6_read, &a, &g, opts->bwd_runs, &out->bwd_s,
+    oh_grads_add(&g, a.dr->buffer, a.dr->bytes, "dr");
+    oh_grads_add(&g, a.dk->buffer, a.dk->bytes, "dk");
+    oh_grads_add(&g, a.dv->buffer, a.dv->bytes, "dv");
+    oh_grads_add(&g, a.dw->buffer, a.dw->bytes, "dw");
+    oh_grads_add(&g, a.du, n.u * tu_dtype_size(dt) + st, "du");
+    oh_grads_add(&g, a.dh0, n.state * 4 + st, "dh0");
+    fail = oh_run_backward(&pl, r6_bwd, r6_read, &a, &g, opts->bwd_runs, &out->bwd_s,
                         "rwkv6 backward", why, nwhy);
   }
   if (opts->check_inputs) fail |= oh_watch_changed(pl.ctx, pl.w, pl.nw, why, nwhy);
-  release(&pl);
+  oh_pool_release(&pl);
   return fail;
 }
 

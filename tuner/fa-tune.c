@@ -43,8 +43,9 @@ static void usage(FILE *f) {
     "                     (fcl_attention_kvcache; also the forward of few query rows\n"
     "                     against many keys),rwkv6_recurrent,rwkv6_chunked,\n"
     "                     rwkv6_chunked_mma,rwkv6_bwd,rwkv6_bwd_chunked,\n"
-    "                     rwkv6_bwd_chunked_mma (aliases fwd = the forwards, bwd,\n"
-    "                     decode, rwkv6-fwd = both algorithms, rwkv6-bwd, all;\n"
+    "                     rwkv6_bwd_chunked_mma,rwkv7_recurrent,rwkv7_bwd (aliases\n"
+    "                     fwd = the forwards, bwd, decode, rwkv6-fwd = both\n"
+    "                     algorithms, rwkv6-bwd, rwkv7-fwd, rwkv7-bwd, all;\n"
     "                     default all). Where attention_fwd_cpu runs, the portable\n"
     "                     attention_fwd (FCL_CPU_KERNEL=0) is tuned only when named,\n"
     "                     and so are attention_fwd and attention_bwd for the classes\n"
@@ -138,6 +139,10 @@ static bool parse_ops(options *o, const char *s) {
     } else if (strcmp(items[i], "rwkv6-bwd") == 0) {
       add_op(o, FCL_TUNING_RWKV6_BWD);
       add_op(o, FCL_TUNING_RWKV6_BWD_CHUNKED);
+    } else if (strcmp(items[i], "rwkv7-fwd") == 0) {
+      add_op(o, FCL_TUNING_RWKV7_RECURRENT);
+    } else if (strcmp(items[i], "rwkv7-bwd") == 0) {
+      add_op(o, FCL_TUNING_RWKV7_BWD);
     } else if (v) {
       for (int j = 0; j < fcl_variant_count(); ++j)
         if (fcl_variant_at(j) == v) o->wanted[j] = o->named[j] = true;

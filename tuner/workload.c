@@ -5,6 +5,7 @@
 
 #include "ref_attention.h"
 #include "ref_rwkv6.h"
+#include "ref_rwkv7.h"
 #include "test_util.h"
 
 #include <math.h>
@@ -13,7 +14,7 @@
 #include <string.h>
 
 #define MAX_BUFS 16
-#define MAX_OUTS 6
+#define MAX_OUTS 8
 
 typedef struct {
   const char *name;
@@ -32,9 +33,11 @@ struct tune_workload {
   fcl_attention_desc ad;
   fcl_kvcache_desc   kd;
   fcl_rwkv6_desc     rd;
+  fcl_rwkv7_desc     sd;
   cl_mem             bufs[MAX_BUFS];
   int                nbufs;
   fcl_tensor         q, k, v, o, dout, dq, dk, dv, w, dw; /* RWKV6: q = r, dq = dr */
+  fcl_tensor         a, b, da, db;                       /* RWKV7 */
   cl_mem             lse, u, h0, ht, dht, du, dh0;
   cl_mem             kv_lse; /* decode: lse of the check problem only (else NULL) */
   output             outs[MAX_OUTS];
@@ -372,6 +375,100 @@ fail:
   return false;
 }
 
+/* RWKV7: inputs as fla's tests make them (ref_rwkv7_fill, w in the
+ * models' range); timing problems get random patterns, with w fixed at the
+ * middle of that range and a, b small. */
+static bool rwkv7_create(tune_workload *w, int64_t T, int64_t H, char *why, size_t n) {
+  const fcl_tuning_class *c = &w->cls;
+  const fcl_dtype t = c->dtype;
+  const int64_t K = c->head_dim, V = c->head_dim_v;
+  const size_t nk = (size_t)(T * H * K), nv = (size_t)(T * H * V), ns = (size_t)(H * K * V);
+  fcl_rwkv7_desc *d = &w->sd;
+  *d = (fcl_rwkv7_desc)FCL_RWKV7_DESC_INIT;
+  d->batch = 1, d->seqlen = T, d->heads = H, d->head_dim_k = K, d->head_dim_v = V;
+  const bool bwd = fcl_variant_op(c->variant) == FCL_TUNING_RWKV7_BWD;
+  const ref_rwkv7_problem p = {1, T, H, K, V, 0.0, 0, NULL};
+  double *x = NULL, *r = NULL, *wd = NULL, *k = NULL, *v = NULL, *a = NULL, *b = NULL,
+         *h0 = NULL, *g = NULL, *gh = NULL;
+  if (w->check) {
+    NEED(x = malloc((5 * nk + 2 * nv + 2 * ns) * sizeof *x));
+    w->host[0] = x;
+    r = x, wd = r + nk, k = wd + nk, a = k + nk, b = a + nk, v = b + nk, g = v + nv, h0 = g + nv,
+    gh = h0 + ns;
+    tu_rng rng;
+    tu_rng_seed(&rng, 77);
+    ref_rwkv7_fill(&rng, &p, REF_RWKV7_W_MODEL, r, wd, k, v, a, b);
+    tu_fill_uniform(&rng, g, nv, -1, 1);
+    tu_fill_uniform(&rng, h0, 2 * ns, -1, 1);
+    for (int i = 0; i < 5; ++i) tu_round_array(x + i * nk, nk, t);
+    tu_round_array(v, 2 * nv, t);
+    tu_round_array(h0, 2 * ns, FCL_F32);
+  }
+  const double *src[6] = {r, wd, k, v, a, b};
+  fcl_tensor *dst[6] = {&w->q, &w->w, &w->k, &w->v, &w->a, &w->b};
+  cl_mem m;
+  for (int i = 0; i < 6; ++i) {
+    const int64_t dim = i == 3 ? V : K;
+    NEED(m = make_buffer(w, i == 3 ? nv : nk, t, src[i], 20 + (uint64_t)i, why, n));
+    *dst[i] = tu_dense_view(m, t, T, H, dim);
+    if (!w->check && i != 0 && i != 2 && i != 3) { /* w, a, b: in range */
+      unsigned char bits[4];
+      tu_encode(bits, i == 1 ? -0.3 : 0.05, t);
+      clEnqueueFillBuffer(fcl_context_queue(w->ctx), m, bits, fcl_dtype_size(t), 0,
+                          nk * fcl_dtype_size(t), 0, NULL, NULL);
+    }
+  }
+  NEED(w->h0 = make_buffer(w, ns, FCL_F32, h0, 26, why, n));
+  const double es = (double)fcl_dtype_size(t);
+  if (!bwd) {
+    NEED(m = make_buffer(w, nv, t, NULL, 27, why, n)); w->o = tu_dense_view(m, t, T, H, V);
+    NEED(w->ht = make_buffer(w, ns, FCL_F32, NULL, 28, why, n));
+    w->work = es * (5.0 * nk + 2.0 * nv) + 8.0 * ns;
+    if (w->check) {
+      double *ref = malloc((nv + ns) * sizeof *ref);
+      NEED(ref);
+      w->host[1] = ref;
+      const ref_rwkv7_in in = {r, wd, k, v, a, b, h0};
+      ref_rwkv7_forward(&p, &in, ref, ref + nv);
+      add_output(w, "o", w->o.buffer, t, nv, ref, tu_tol_rwkv6(t), 0);
+      add_output(w, "ht", w->ht, FCL_F32, ns, ref + nv, tu_tol_rwkv6_state(), 0);
+    }
+    return true;
+  }
+  NEED(m = make_buffer(w, nv, t, g, 29, why, n)); w->dout = tu_dense_view(m, t, T, H, V);
+  NEED(w->dht = make_buffer(w, ns, FCL_F32, gh, 30, why, n));
+  fcl_tensor *gt[6] = {&w->dq, &w->dw, &w->dk, &w->dv, &w->da, &w->db};
+  for (int i = 0; i < 6; ++i) {
+    NEED(m = make_buffer(w, i == 3 ? nv : nk, t, NULL, 31 + (uint64_t)i, why, n));
+    *gt[i] = tu_dense_view(m, t, T, H, i == 3 ? V : K);
+  }
+  NEED(w->dh0 = make_buffer(w, ns, FCL_F32, NULL, 37, why, n));
+  w->work = es * (10.0 * nk + 3.0 * nv) + 12.0 * ns;
+  if (w->check) {
+    double *ref = malloc((5 * nk + nv + ns) * sizeof *ref);
+    NEED(ref);
+    w->host[1] = ref;
+    const ref_rwkv7_in in = {r, wd, k, v, a, b, h0};
+    const ref_rwkv7_grads rg = {ref, ref + nk, ref + 2 * nk, ref + 5 * nk, ref + 3 * nk,
+                                ref + 4 * nk, ref + 5 * nk + nv};
+    if (ref_rwkv7_backward(&p, &in, g, gh, &rg) != 0) goto fail;
+    static const char *const names[6] = {"dr", "dw", "dk", "dv", "da", "db"};
+    const double *refs[6] = {rg.dr, rg.dw, rg.dk, rg.dv, rg.da, rg.db};
+    for (int i = 0; i < 6; ++i)
+      add_output(w, names[i], gt[i]->buffer, t, i == 3 ? nv : nk, (double *)refs[i],
+                 tu_tol_rwkv6(t), 0);
+    add_output(w, "dh0", w->dh0, FCL_F32, ns, rg.dh0, tu_tol_rwkv6_state(), 0);
+  }
+  return true;
+fail:
+  if (!*why) snprintf(why, n, "out of memory");
+  return false;
+}
+
+static bool is_rwkv7(const fcl_variant *v) {
+  return fcl_variant_op(v) == FCL_TUNING_RWKV7_RECURRENT || fcl_variant_op(v) == FCL_TUNING_RWKV7_BWD;
+}
+
 tune_workload *tune_workload_create(fcl_context *ctx, const fcl_tuning_class *cls,
                                     int64_t seqlen, int64_t bh, bool with_reference,
                                     char *why, size_t why_size) {
@@ -386,6 +483,7 @@ tune_workload *tune_workload_create(fcl_context *ctx, const fcl_tuning_class *cl
   why[0] = '\0';
   bool ok = tune_is_kvcache(cls->variant) ? decode_create(w, seqlen, bh, why, why_size)
             : is_attention(cls->variant)  ? attention_create(w, seqlen, bh, why, why_size)
+            : is_rwkv7(cls->variant)      ? rwkv7_create(w, seqlen, bh, why, why_size)
                                           : rwkv6_create(w, seqlen, bh, why, why_size);
   if (ok && clFinish(fcl_context_queue(ctx)) != CL_SUCCESS) {
     snprintf(why, why_size, "clFinish failed after setting up the inputs");
@@ -416,6 +514,13 @@ fcl_status tune_workload_run(tune_workload *w) {
   case FCL_TUNING_RWKV6_BWD_CHUNKED:
     return fcl_rwkv6_backward(w->ctx, &w->rd, &w->q, &w->k, &w->v, &w->w, w->u, w->h0,
                               &w->dout, w->dht, &w->dq, &w->dk, &w->dv, &w->dw, w->du,
+                              w->dh0);
+  case FCL_TUNING_RWKV7_RECURRENT:
+    return fcl_rwkv7_forward(w->ctx, &w->sd, &w->q, &w->w, &w->k, &w->v, &w->a, &w->b, w->h0,
+                             &w->o, w->ht);
+  case FCL_TUNING_RWKV7_BWD:
+    return fcl_rwkv7_backward(w->ctx, &w->sd, &w->q, &w->w, &w->k, &w->v, &w->a, &w->b, w->h0,
+                              &w->dout, w->dht, &w->dq, &w->dw, &w->dk, &w->dv, &w->da, &w->db,
                               w->dh0);
   default:
     return FCL_ERROR_INVALID_ARGUMENT;

@@ -1,0 +1,88 @@
+/* The RWKV7 operations: validation, the variants (fused recurrent forward
+ * and backward) and the plan that picks one and its configuration. */
+#ifndef FCL_RWKV7_H
+#define FCL_RWKV7_H
+#include "rwkv6/rwkv6_abi.h" /* the flags RWKV7's kernels share with RWKV6's */
+#include "rwkv7/rwkv7_abi.h" /* and their own */
+#include "tuning/tuning.h"
+
+/* A call's tensors and buffers (the backward's NULL in a forward). */
+typedef struct {
+  const fcl_tensor *r, *w, *k, *v, *a, *b, *o, *dout, *dr, *dw, *dk, *dv, *da, *db;
+  cl_mem h0, ht, dht, dh0;
+} fcl_rwkv7_args;
+
+/* One call's problem, checked (config queries: d and dtype, ntok =
+ * batch * seqlen, no arguments), as the plan and the launches read it. */
+typedef struct {
+  const fcl_rwkv7_desc *d;
+  bool      varlen;
+  int64_t   ntok;        /* tokens: total (varlen) or batch * seqlen */
+  fcl_dtype dtype;
+  size_t    state_bytes; /* f32 [batch, heads, K, V] */
+  fcl_rwkv7_args a;
+} fcl_rwkv7_problem;
+
+/* rwkv7_check.c: the descriptor read by flashcl.h's rule into *own (*d then
+ * points at it; NULL stays NULL, for the checks to report), its fields,
+ * and r, w, k, v, a, b, h0 (into p); a view shaped like r (dim K) or like v
+ * (dim V). */
+fcl_status fcl_rwkv7_desc_in(fcl_context *ctx, const fcl_rwkv7_desc **d, fcl_rwkv7_desc *own);
+fcl_status fcl_check_rwkv7_desc(fcl_context *ctx, const fcl_rwkv7_desc *d);
+fcl_status fcl_check_rwkv7(fcl_context *ctx, const fcl_rwkv7_desc *d, const fcl_tensor *r,
+                           const fcl_tensor *w, const fcl_tensor *k, const fcl_tensor *v,
+                           const fcl_tensor *a, const fcl_tensor *b, cl_mem h0,
+                           fcl_rwkv7_problem *p);
+fcl_status fcl_check_rwkv7_view(fcl_context *ctx, const fcl_rwkv7_problem *p,
+                                const fcl_tensor *t, const char *name, bool value_dim,
+                                const fcl_tensor *r);
+
+/* rwkv7_forward.c, rwkv7_backward.c: the calls, checked and run by their
+ * pass's table (the entry, rwkv7_entry.c, has read the descriptor), and
+ * the recurrent rows' launches. */
+fcl_status fcl_rwkv7_forward_run(fcl_context *ctx, const fcl_rwkv7_desc *d,
+                                 const fcl_rwkv7_args *a);
+fcl_status fcl_rwkv7_backward_run(fcl_context *ctx, const fcl_rwkv7_desc *d,
+                                  const fcl_rwkv7_args *a);
+fcl_status fcl_rwkv7_recurrent_forward(fcl_context *ctx, const fcl_variant_plan *pl,
+                                       const void *problem, bool *fallback);
+fcl_status fcl_rwkv7_recurrent_backward(fcl_context *ctx, const fcl_variant_plan *pl,
+                                        const void *problem, bool *fallback);
+/* The forward kernel's launches over positions [0, seqlen) in segments of
+ * per_launch (0: one launch), the state carried through scratch slot 5:
+ * from h0 (NULL: 0) to ht (NULL: not kept); with ck, the backward's first
+ * pass (RW7_CKPT: checkpoints into ck, nchunk chunks, no output). */
+fcl_status fcl_rwkv7_forward_launches(fcl_context *ctx, const fcl_rwkv7_problem *p,
+                                      cl_kernel kf, int VS, int VC, int KS,
+                                      int64_t per_launch, cl_mem h0, cl_mem ht, cl_mem ck,
+                                      int nchunk);
+/* The scale the kernels use (0: 1/sqrt(K)) and their common flags. */
+float fcl_rwkv7_scale(const fcl_rwkv7_desc *d);
+int   fcl_rwkv7_flags(const fcl_rwkv7_problem *p);
+
+/* The variants (rwkv7_variants.c) and their parameters: steps a chunk of
+ * loads, work-items along K, along V and value columns a work-item (the
+ * backward: VS = 1). */
+#define FCL_RWKV7_FWD_PARAMS(X) X(TC) X(KS) X(VS) X(VC)
+#define FCL_RWKV7_BWD_PARAMS(X) X(TC) X(KS) X(VC)
+FCL_PARAM_STRUCT(fcl_rwkv7_fwd_params, FCL_RWKV7_FWD_PARAMS);
+FCL_PARAM_STRUCT(fcl_rwkv7_bwd_params, FCL_RWKV7_BWD_PARAMS);
+extern const fcl_variant fcl_variant_rwkv7_recurrent;
+extern const fcl_variant fcl_variant_rwkv7_bwd;
+/* Positions one launch may walk within the device's loop budget (a
+ * multiple of TC), or 0 when unlimited. */
+int64_t fcl_rwkv7_fwd_positions_per_launch(const fcl_device_info *dev, int K,
+                                           const fcl_rwkv7_fwd_params *c);
+int64_t fcl_rwkv7_bwd_positions_per_launch(const fcl_device_info *dev, int K,
+                                           const fcl_rwkv7_bwd_params *c);
+
+/* rwkv7_plan.c: the tables of the forward and the backward, the plan of a
+ * problem and the run of a checked call. */
+extern const fcl_variant_table fcl_rwkv7_fwd_table;
+extern const fcl_variant_table fcl_rwkv7_bwd_table;
+fcl_status fcl_rwkv7_plan_make(fcl_context *ctx, fcl_rwkv7_problem *p, bool backward,
+                               fcl_variant_plan *pl);
+fcl_status fcl_rwkv7_run(fcl_context *ctx, fcl_rwkv7_problem *p, bool backward);
+/* The problem of a config query (or of fa-tune's class): d in dtype. */
+void fcl_rwkv7_problem_of(const fcl_rwkv7_desc *d, fcl_dtype dtype, fcl_rwkv7_problem *p);
+#endif

@@ -1,0 +1,101 @@
+/* fcl_rwkv7_backward: the checked call, run by the backward's table
+ * (rwkv7_plan.c); the fused recurrent kernels' launches: the forward with
+ * checkpoints, the reverse-time pass (dv, dh0 and the column blocks'
+ * partials of dr, dw, dk, da, db), then their fixed-order sums. */
+#include "rwkv7/rwkv7.h"
+
+fcl_status fcl_rwkv7_backward_run(fcl_context *ctx, const fcl_rwkv7_desc *d,
+                                  const fcl_rwkv7_args *a) {
+  fcl_rwkv7_problem p;
+  fcl_status s = fcl_check_rwkv7(ctx, d, a->r, a->w, a->k, a->v, a->a, a->b, a->h0, &p);
+  if (s != FCL_OK) return s;
+  if ((s = fcl_check_rwkv7_view(ctx, &p, a->dout, "dout", true, a->r)) ||
+      (s = fcl_check_rwkv7_view(ctx, &p, a->dr, "dr", false, a->r)) ||
+      (s = fcl_check_rwkv7_view(ctx, &p, a->dw, "dw", false, a->r)) ||
+      (s = fcl_check_rwkv7_view(ctx, &p, a->dk, "dk", false, a->r)) ||
+      (s = fcl_check_rwkv7_view(ctx, &p, a->dv, "dv", true, a->r)) ||
+      (s = fcl_check_rwkv7_view(ctx, &p, a->da, "da", false, a->r)) ||
+      (s = fcl_check_rwkv7_view(ctx, &p, a->db, "db", false, a->r)) ||
+      (a->dht && (s = fcl_check_buffer(ctx, a->dht, "dht", p.state_bytes))) ||
+      (a->dh0 && (s = fcl_check_buffer(ctx, a->dh0, "dh0", p.state_bytes))))
+    return s;
+  p.a = *a;
+  return fcl_rwkv7_run(ctx, &p, true);
+}
+
+fcl_status fcl_rwkv7_recurrent_backward(fcl_context *ctx, const fcl_variant_plan *pl,
+                                        const void *problem, bool *fallback) {
+  const fcl_rwkv7_problem *p = problem;
+  const fcl_rwkv7_desc *d = p->d;
+  const fcl_rwkv7_args *t = &p->a;
+  const fcl_rwkv7_bwd_params *c = FCL_CPARAMS(fcl_rwkv7_bwd_params, &pl->cfg);
+  const int K = (int)d->head_dim_k, V = (int)d->head_dim_v;
+  const char *const *tops = pl->cls.variant->tops;
+  fcl_status s;
+  (void)fallback;
+  cl_kernel kf, kr, kfin;
+  if ((s = fcl_get_kernel(ctx, tops, pl->options, "fcl_rwkv7_fwd_recurrent", &kf)) ||
+      (s = fcl_get_kernel(ctx, tops, pl->options, "fcl_rwkv7_bwd_reverse", &kr)) ||
+      (s = fcl_get_kernel(ctx, tops, pl->options, "fcl_rwkv7_bwd_finish", &kfin)))
+    return s;
+
+  const cl_int nchunk = (cl_int)((d->seqlen + c->TC - 1) / c->TC);
+  const cl_int nvb = (V + c->VC - 1) / c->VC;
+  cl_mem ck, part;
+  if ((s = fcl_scratch(ctx, 0, fcl_bytes(d->batch * d->heads, nchunk, K, V, 4), &ck)) ||
+      (s = fcl_scratch(ctx, 1, fcl_bytes(RW7_NPART * nvb, p->ntok, d->heads, K, 4), &part)))
+    return s;
+  const int64_t per = fcl_rwkv7_bwd_positions_per_launch(&ctx->info, K, c);
+  if ((s = fcl_rwkv7_forward_launches(ctx, p, kf, 1, c->VC, c->KS, per, t->h0, NULL, ck,
+                                      nchunk)))
+    return s;
+
+  /* The reverse pass walks the segments backward, the state's gradient
+   * carried between them. */
+  const int64_t seg = per > 0 ? per : d->seqlen;
+  const int64_t nseg = (d->seqlen + seg - 1) / seg;
+  cl_mem carry = t->r->buffer;
+  if (nseg > 1 && (s = fcl_scratch(ctx, 5, p->state_bytes, &carry))) return s;
+  cl_int seqlen = (cl_int)d->seqlen, heads = (cl_int)d->heads, nck = nchunk;
+  cl_long ntok = p->ntok;
+  cl_float scale = fcl_rwkv7_scale(d);
+  const cl_int base = fcl_rwkv7_flags(p);
+  cl_mem cu = p->varlen ? d->cu_seqlens : t->r->buffer;
+  const size_t bh = (size_t)(d->batch * d->heads);
+  size_t g[3] = {(size_t)nvb * c->KS, bh, 1}, l[3] = {(size_t)c->KS, 1, 1};
+  for (int64_t n = 0; n < nseg; ++n) {
+    const int64_t si = nseg - 1 - n;
+    const bool first = n == 0, last = n == nseg - 1;
+    cl_int p_begin = (cl_int)(si * seg);
+    cl_int p_end = (cl_int)(si == nseg - 1 ? d->seqlen : (si + 1) * seg);
+    cl_mem in = first ? t->dht : carry, out = last ? t->dh0 : carry;
+    cl_int flags = base | (in ? RW_DHT : 0) | (out ? RW_DH0 : 0);
+    if (!in) in = t->r->buffer;
+    if (!out) out = t->r->buffer;
+    fcl_args a = FCL_ARGS(kr);
+    FCL_ARG(&a, t->r->buffer); FCL_ARG(&a, t->w->buffer); FCL_ARG(&a, t->k->buffer);
+    FCL_ARG(&a, t->v->buffer); FCL_ARG(&a, t->a->buffer); FCL_ARG(&a, t->b->buffer);
+    FCL_ARG(&a, cu);
+    fcl_arg_tensor(&a, t->r); fcl_arg_tensor(&a, t->w); fcl_arg_tensor(&a, t->k);
+    fcl_arg_tensor(&a, t->v); fcl_arg_tensor(&a, t->a); fcl_arg_tensor(&a, t->b);
+    FCL_ARG(&a, seqlen); FCL_ARG(&a, heads); FCL_ARG(&a, scale); FCL_ARG(&a, flags);
+    FCL_ARG(&a, p_begin); FCL_ARG(&a, p_end);
+    FCL_ARG(&a, t->dout->buffer); fcl_arg_tensor(&a, t->dout);
+    FCL_ARG(&a, nck); FCL_ARG(&a, ntok); FCL_ARG(&a, in); FCL_ARG(&a, ck); FCL_ARG(&a, part);
+    FCL_ARG(&a, t->dv->buffer); fcl_arg_tensor(&a, t->dv); FCL_ARG(&a, out);
+    if ((s = fcl_launch(ctx, kr, &a, g, l, "enqueueing rwkv7 backward"))) return s;
+  }
+
+  fcl_args af = FCL_ARGS(kfin);
+  FCL_ARG(&af, part);
+  FCL_ARG(&af, t->dr->buffer); FCL_ARG(&af, t->dw->buffer); FCL_ARG(&af, t->dk->buffer);
+  FCL_ARG(&af, t->da->buffer); FCL_ARG(&af, t->db->buffer);
+  fcl_arg_tensor(&af, t->dr); fcl_arg_tensor(&af, t->dw); fcl_arg_tensor(&af, t->dk);
+  fcl_arg_tensor(&af, t->da); fcl_arg_tensor(&af, t->db);
+  cl_int nvbc = nvb;
+  FCL_ARG(&af, seqlen); FCL_ARG(&af, heads); FCL_ARG(&af, nvbc); FCL_ARG(&af, ntok);
+  FCL_ARG(&af, base);
+  const size_t kr16 = (size_t)(K + 15) / 16 * 16;
+  size_t gf[3] = {kr16, (size_t)p->ntok, (size_t)d->heads}, lf[3] = {16, 1, 1};
+  return fcl_launch(ctx, kfin, &af, gf, lf, "enqueueing rwkv7 backward sums");
+}

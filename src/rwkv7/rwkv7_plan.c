@@ -1,0 +1,70 @@
+/* The RWKV7 plan: the tables of the forward and the backward
+ * (tuning/variant_table.c walks them), what their rows make of a problem
+ * and add to its build options. fcl_rwkv7_config() reports exactly what
+ * the calls run. One row each today (the fused recurrent kernels); a
+ * chunked form is new rows ahead of them. */
+#include "rwkv7/rwkv7.h"
+
+static void class_of(const void *problem, const fcl_variant *v, fcl_tuning_class *cls) {
+  const fcl_rwkv7_problem *p = problem;
+  cls->variant = v;
+  cls->dtype = p->dtype;
+  cls->head_dim = (int)p->d->head_dim_k;
+  cls->head_dim_v = (int)p->d->head_dim_v;
+  cls->causal = 0;
+  cls->bucket = fcl_seqlen_bucket(p->d->seqlen);
+}
+
+/* Build options: loop unrolling hints (not on CPUs). */
+static void unrolled(const fcl_context *ctx, const void *problem, fcl_build_extra *x) {
+  (void)problem;
+  x->defs[x->ndefs++] = (fcl_define){"FCL_UNROLL_HINTS", !ctx->info.is_cpu};
+}
+
+/* The column blocks' partial gradients (RW7_NPART of them, each
+ * [V / VC][tokens][heads][K] floats) must fit one buffer: a tuned VC too
+ * small for this problem gives way to the defaults. */
+static void bwd_refit(fcl_context *ctx, fcl_variant_plan *pl, const void *problem) {
+  const fcl_rwkv7_problem *p = problem;
+  const int K = (int)p->d->head_dim_k, V = (int)p->d->head_dim_v;
+  const fcl_rwkv7_bwd_params *c = FCL_CPARAMS(fcl_rwkv7_bwd_params, &pl->cfg);
+  if (!ctx->info.max_alloc ||
+      fcl_bytes(RW7_NPART * ((V + c->VC - 1) / c->VC), p->ntok, p->d->heads, K, 4) <=
+          ctx->info.max_alloc)
+    return;
+  fcl_config def;
+  pl->cls.variant->defaults(&ctx->info, &pl->cls, &def);
+  if (FCL_CPARAMS(fcl_rwkv7_bwd_params, &def)->VC > c->VC) {
+    fcl_log(ctx, "rwkv7 backward: built-in defaults (partial gradients over one buffer's limit)");
+    pl->cfg = def;
+  }
+}
+
+static const fcl_variant_row fwd_rows[] = {
+    {.variant = &fcl_variant_rwkv7_recurrent, .options = unrolled,
+     .launch = fcl_rwkv7_recurrent_forward},
+};
+const fcl_variant_table fcl_rwkv7_fwd_table = {"rwkv7 forward", fwd_rows,
+                                               (int)FCL_COUNT(fwd_rows), class_of};
+
+static const fcl_variant_row bwd_rows[] = {
+    {.variant = &fcl_variant_rwkv7_bwd, .refit = bwd_refit, .options = unrolled,
+     .launch = fcl_rwkv7_recurrent_backward},
+};
+const fcl_variant_table fcl_rwkv7_bwd_table = {"rwkv7 backward", bwd_rows,
+                                               (int)FCL_COUNT(bwd_rows), class_of};
+
+void fcl_rwkv7_problem_of(const fcl_rwkv7_desc *d, fcl_dtype dtype, fcl_rwkv7_problem *p) {
+  *p = (fcl_rwkv7_problem){.d = d, .varlen = d->cu_seqlens != NULL,
+                           .ntok = d->batch * d->seqlen, .dtype = dtype};
+}
+
+fcl_status fcl_rwkv7_plan_make(fcl_context *ctx, fcl_rwkv7_problem *p, bool backward,
+                               fcl_variant_plan *pl) {
+  return fcl_variant_plan_make(ctx, backward ? &fcl_rwkv7_bwd_table : &fcl_rwkv7_fwd_table, p,
+                               0, pl);
+}
+
+fcl_status fcl_rwkv7_run(fcl_context *ctx, fcl_rwkv7_problem *p, bool backward) {
+  return fcl_variant_run(ctx, backward ? &fcl_rwkv7_bwd_table : &fcl_rwkv7_fwd_table, p);
+}

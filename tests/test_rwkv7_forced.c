@@ -1,0 +1,101 @@
+/* The RWKV7 recurrent kernels with their parameters forced through the
+ * tuning override, against the double reference with test_rwkv7's
+ * tolerances and checks (op_rwkv7.c). A CPU's built-in parameters keep
+ * whole columns in one work-item, so the paths a GPU's take are met here:
+ * rows of a column spread over work-items and summed in local memory
+ * (rw7_colsum: KS a multiple of its 8-row stage or not, KS = K), several
+ * column groups a work-group, value blocks that do not divide V, chunks of
+ * 1 to 5 positions, and (FCL_LOOP_BUDGET, set by the test's second CTest
+ * entry) launches that carry the state and its gradient. First, unforced,
+ * the plan must name rwkv7_recurrent and rwkv7_bwd.
+ *
+ * Environment: FCL_DEVICE, FCL_TEST_FILTER, FCL_TEST_VERBOSE. */
+#include "op_rwkv7.h"
+#define FCL_STATIC_LINKING_ONLY
+#include "flashcl_tuning.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ALL OH_ALL_DT
+#define F32 OH_DT(FCL_F32)
+#define F16 OH_DT(FCL_F16)
+#define BF16 OH_DT(FCL_BF16)
+
+/* GPU: the built-in forward of a GPU at K = 64 and a row a work-item in
+ * the backward. Odd: 3 row blocks, 5 column groups of 2, chunks of 3.
+ * Wide: 20 row blocks (three stage-1 sums, the last partial). */
+typedef struct {
+  const char   *fwd, *bwd;
+  oh_rwkv7_case c;
+} forced_case;
+#define P_GPU "TC=16,KS=8,VS=8,VC=4", "TC=8,KS=64,VC=8"
+/* K = 65: two rows a work-item in the backward (33 row blocks). */
+#define P_GPU65 "TC=16,KS=8,VS=8,VC=4", "TC=4,KS=33,VC=8"
+#define P_ODD "TC=3,KS=3,VS=5,VC=2", "TC=5,KS=3,VC=3"
+#define P_WIDE "TC=1,KS=20,VS=1,VC=1", "TC=2,KS=20,VC=2"
+#define C(p, ...) {p, {__VA_ARGS__}}
+/* "carry" marks the cases the FCL_LOOP_BUDGET entry runs. */
+static const forced_case cases[] = {
+  C(P_GPU, .name = "gpu T=1", .dtypes = F32, .b = 2, .t = 1, .h = 3),
+  C(P_GPU, .name = "gpu T=70 reverse w U(-8,-6) carry", .dtypes = BF16, .b = 1, .t = 70, .h = 2, .reverse = 1, .decay = REF_RWKV7_W_STRONG),
+  C(P_GPU, .name = "gpu varlen 9,0,40,1 h0 NULL carry", .dtypes = F32, .nseq = 4, .lens = {9, 0, 40, 1}, .h = 2, .no_h0 = 1),
+  C(P_GPU65, .name = "gpu K65 V37 padded", .dtypes = F16, .dk = 65, .dv = 37, .b = 2, .t = 21, .h = 2, .lin = TU_PADDED, .lout = TU_PADDED, .off = 3),
+  C(P_ODD, .name = "odd K7 V11 T=23 reverse general a b carry", .dtypes = F32, .dk = 7, .dv = 11, .b = 2, .t = 23, .h = 2, .reverse = 1, .general = 1),
+  C(P_WIDE, .name = "wide K100 V9 varlen 17,3 all optional NULL", .dtypes = F32, .dk = 100, .dv = 9, .nseq = 2, .lens = {17, 3}, .h = 1, .no_h0 = 1, .no_ht = 1, .no_dht = 1, .no_dh0 = 1),
+};
+
+static int plan_ok(fcl_context *ctx) {
+  int ok = 1;
+  for (int bwd = 0; bwd < 2; ++bwd) {
+    fcl_rwkv7_desc d = FCL_RWKV7_DESC_INIT;
+    d.batch = 1, d.seqlen = 1, d.heads = 32, d.head_dim_k = d.head_dim_v = 64;
+    fcl_config_info info;
+    const char *want = bwd ? "rwkv7_bwd" : "rwkv7_recurrent";
+    const int good = fcl_rwkv7_config(ctx, &d, FCL_BF16, bwd, &info) == FCL_OK &&
+                     strcmp(info.kernel, want) == 0;
+    printf("%s plan: %s runs %s %s (%s)\n", good ? "PASS" : "FAIL", bwd ? "backward" : "forward",
+           info.kernel, info.params, info.source);
+    ok &= good;
+  }
+  return ok;
+}
+
+static fcl_status force(fcl_context *ctx, const char *fwd, const char *bwd) {
+  fcl_status s = fcl_tuning_override(ctx, fcl_variant_find("rwkv7_recurrent"), fwd);
+  if (s == FCL_OK) s = fcl_tuning_override(ctx, fcl_variant_find("rwkv7_bwd"), bwd);
+  return s;
+}
+
+int main(void) {
+  const double t0 = tu_now();
+  const int verbose = getenv("FCL_TEST_VERBOSE") != NULL;
+  fcl_context *ctx = NULL;
+  if (fcl_context_create(NULL, &ctx) != FCL_OK) {
+    printf("FAIL: fcl_context_create: %s\n", fcl_context_last_error(NULL));
+    return 1;
+  }
+  printf("device: %s\n", fcl_context_device_name(ctx));
+  int runs = 1, failed = !plan_ok(ctx);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    const forced_case *f = &cases[i];
+    if (!oh_selected(f->c.name)) continue;
+    for (int t = FCL_F32; t <= FCL_BF16; ++t) {
+      if (!(f->c.dtypes & OH_DT(t))) continue;
+      ++runs;
+      if (force(ctx, f->fwd, f->bwd) != FCL_OK) {
+        printf("FAIL %s: override %s / %s: %s\n", f->c.name, f->fwd, f->bwd,
+               fcl_context_last_error(ctx));
+        ++failed;
+        continue;
+      }
+      printf("[%s | %s] ", f->fwd, f->bwd);
+      failed += !oh_rwkv7_case_run(ctx, &f->c, (fcl_dtype)t, verbose);
+      force(ctx, NULL, NULL);
+    }
+  }
+  fcl_context_destroy(ctx);
+  printf("test_rwkv7_forced: %d runs, %d failed; %.1f s\n", runs, failed, tu_now() - t0);
+  return failed ? 1 : 0;
+}
