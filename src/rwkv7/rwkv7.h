@@ -56,6 +56,13 @@ fcl_status fcl_rwkv7_forward_launches(fcl_context *ctx, const fcl_rwkv7_problem 
                                       cl_kernel kf, int VS, int VC, int KS,
                                       int64_t per_launch, cl_mem h0, cl_mem ht, cl_mem ck,
                                       int nchunk);
+/* The backward's segments of time (rwkv7_backward.c): positions a segment
+ * of the reverse pass takes, so that its partial gradients stay within
+ * FCL_RWKV7_PART_CAP bytes (the context's FCL_SCRATCH_CAP instead, for
+ * tests) and its launch within the loop budget (per, 0: none). */
+#define FCL_RWKV7_PART_CAP ((size_t)128 << 20)
+int64_t fcl_rwkv7_bwd_segment(const fcl_context *ctx, const fcl_rwkv7_desc *d, int TC, int nvb,
+                              int64_t per);
 /* The scale the kernels use (0: 1/sqrt(K)) and their common flags. */
 float fcl_rwkv7_scale(const fcl_rwkv7_desc *d);
 int   fcl_rwkv7_flags(const fcl_rwkv7_problem *p);

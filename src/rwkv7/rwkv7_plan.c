@@ -21,25 +21,6 @@ static void unrolled(const fcl_context *ctx, const void *problem, fcl_build_extr
   x->defs[x->ndefs++] = (fcl_define){"FCL_UNROLL_HINTS", !ctx->info.is_cpu};
 }
 
-/* The column blocks' partial gradients (RW7_NPART of them, each
- * [V / VC][tokens][heads][K] floats) must fit one buffer: a tuned VC too
- * small for this problem gives way to the defaults. */
-static void bwd_refit(fcl_context *ctx, fcl_variant_plan *pl, const void *problem) {
-  const fcl_rwkv7_problem *p = problem;
-  const int K = (int)p->d->head_dim_k, V = (int)p->d->head_dim_v;
-  const fcl_rwkv7_bwd_params *c = FCL_CPARAMS(fcl_rwkv7_bwd_params, &pl->cfg);
-  if (!ctx->info.max_alloc ||
-      fcl_bytes(RW7_NPART * ((V + c->VC - 1) / c->VC), p->ntok, p->d->heads, K, 4) <=
-          ctx->info.max_alloc)
-    return;
-  fcl_config def;
-  pl->cls.variant->defaults(&ctx->info, &pl->cls, &def);
-  if (FCL_CPARAMS(fcl_rwkv7_bwd_params, &def)->VC > c->VC) {
-    fcl_log(ctx, "rwkv7 backward: built-in defaults (partial gradients over one buffer's limit)");
-    pl->cfg = def;
-  }
-}
-
 static const fcl_variant_row fwd_rows[] = {
     {.variant = &fcl_variant_rwkv7_recurrent, .options = unrolled,
      .launch = fcl_rwkv7_recurrent_forward},
@@ -48,7 +29,7 @@ const fcl_variant_table fcl_rwkv7_fwd_table = {"rwkv7 forward", fwd_rows,
                                                (int)FCL_COUNT(fwd_rows), class_of};
 
 static const fcl_variant_row bwd_rows[] = {
-    {.variant = &fcl_variant_rwkv7_bwd, .refit = bwd_refit, .options = unrolled,
+    {.variant = &fcl_variant_rwkv7_bwd, .options = unrolled,
      .launch = fcl_rwkv7_recurrent_backward},
 };
 const fcl_variant_table fcl_rwkv7_bwd_table = {"rwkv7 backward", bwd_rows,
