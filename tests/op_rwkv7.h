@@ -52,6 +52,7 @@ typedef struct {
   tu_layout       lin, lout;
   size_t          off;
   int             junk_stride0, seqlen_extra;
+  int             fwd_only;        /* no backward (the step kernel's tests) */
 } oh_rwkv7_case;
 
 int oh_rwkv7_case_run(fcl_context *ctx, const oh_rwkv7_case *c, fcl_dtype dt, int verbose);
