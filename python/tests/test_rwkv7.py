@@ -123,3 +123,14 @@ def test_reference_gradient_by_finite_differences(rng):
                 minus[i][idx] -= 1e-6
                 num[idx] = (loss(plus) - loss(minus)) / 2e-6
             np.testing.assert_allclose(grads[i], num, rtol=1e-6, atol=1e-8)
+
+
+def test_desc_layout():
+    """Rwkv7Desc as fcl_rwkv7_desc (rwkv7_entry.c asserts 80 bytes on 64-bit
+    hosts; the ABI reference of the last release predates it)."""
+    import ctypes
+    from flashcl import _capi
+    d = _capi.Rwkv7Desc
+    if ctypes.sizeof(ctypes.c_void_p) == 8:
+        assert ctypes.sizeof(d) == 80
+        assert (d.scale.offset, d.cu_seqlens.offset, d.decay_lower_bound.offset) == (48, 56, 72)
