@@ -25,6 +25,7 @@ __kernel void fcl_attention_merge_step(
     long o_off, long o_sb, long o_ss, long o_sh, int o_dtype, int batch, int seqlen_q,
     int heads_q, int head_dim_v, long tokens, long lse_len, int flags, int step) {
   const int th = get_global_id(0), b = get_global_id(1);
+  if (th >= seqlen_q * heads_q) return; /* dimension 0 is rounded up to its work-group */
   const int t = th / heads_q, h = th % heads_q;
   int n = seqlen_q;
   long tok = -1, li = ((long)b * heads_q + h) * seqlen_q + t; /* lse: [b, h, t] */

@@ -83,7 +83,12 @@ static fcl_status run(fcl_context *ctx, const void *args) {
   const cl_long ctokens = tokens, clse_len = lse_len;
   const cl_mem cu = varlen ? d->cu_seqlens_q : o->buffer;
   const cl_mem lse_out = lse ? lse : o->buffer;
-  const size_t global[3] = {(size_t)(d->seqlen_q * d->heads_q), (size_t)d->batch, 1};
+  /* A fixed work-group size, not the driver's choice: PoCL compiles a
+   * kernel again for every work-group size it picks (one per shape). */
+  enum { WG = 64 };
+  const size_t global[3] = {(size_t)((d->seqlen_q * d->heads_q + WG - 1) / WG * WG),
+                            (size_t)d->batch, 1};
+  const size_t local[3] = {WG, 1, 1};
   for (int64_t i = 0; i < n; ++i) {
     const cl_int step = (i == 0 ? FCL_MERGE_FIRST : 0) | (i == n - 1 ? FCL_MERGE_LAST : 0);
     const cl_int p_dtype = (cl_int)o_parts[i].dtype;
@@ -107,7 +112,7 @@ static fcl_status run(fcl_context *ctx, const void *args) {
     FCL_ARG(&a, clse_len);
     FCL_ARG(&a, flags);
     FCL_ARG(&a, step);
-    if ((s = fcl_launch(ctx, k, &a, global, NULL, "enqueueing attention merge"))) return s;
+    if ((s = fcl_launch(ctx, k, &a, global, local, "enqueueing attention merge"))) return s;
   }
   return FCL_OK;
 }

@@ -44,22 +44,27 @@ static void arg_dense(args *a, ring_dense_at x) {
   ARG(a, sb);
 }
 
+enum { RING_WG = 64 };
+
 static fcl_status launch(fcl_ring *r, args *a, int64_t b, int64_t s, int64_t h, int64_t d,
                          const char *what) {
   if (a->err != CL_SUCCESS) return ring_fail_cl(r, a->err, "clSetKernelArg");
-  const size_t g[3] = {(size_t)(h * d), (size_t)s, (size_t)b};
-  const cl_int err = clEnqueueNDRangeKernel(r->queue, a->k, 3, NULL, g, NULL, 0, NULL, NULL);
+  /* A fixed work-group size (ring_copy.cl says why). */
+  const size_t g[3] = {(size_t)((h * d + RING_WG - 1) / RING_WG * RING_WG), (size_t)s, (size_t)b};
+  const size_t l[3] = {RING_WG, 1, 1};
+  const cl_int err = clEnqueueNDRangeKernel(r->queue, a->k, 3, NULL, g, l, 0, NULL, NULL);
   return err == CL_SUCCESS ? FCL_OK : ring_fail_cl(r, err, what);
 }
 
 fcl_status ring_pack(fcl_ring *r, const ring_kernels *k, ring_dense_at dst,
                      const fcl_tensor *t, int64_t b, int64_t s, int64_t h, int64_t d) {
   args a = {k->pack, 0, CL_SUCCESS};
-  const cl_int nd = (cl_int)d;
+  const cl_int nd = (cl_int)d, nhd = (cl_int)(h * d);
   arg_dense(&a, dst);
   ARG(&a, t->buffer);
   arg_view(&a, t);
   ARG(&a, nd);
+  ARG(&a, nhd);
   return launch(r, &a, b, s, h, d, "enqueueing the ring's pack");
 }
 
@@ -67,11 +72,12 @@ fcl_status ring_add(fcl_ring *r, const ring_kernels *k, ring_dense_at acc,
                     const fcl_tensor *t, int64_t b, int64_t s, int64_t h, int64_t d,
                     bool first) {
   args a = {k->add, 0, CL_SUCCESS};
-  const cl_int nd = (cl_int)d, f = first;
+  const cl_int nd = (cl_int)d, nhd = (cl_int)(h * d), f = first;
   arg_dense(&a, acc);
   ARG(&a, t->buffer);
   arg_view(&a, t);
   ARG(&a, nd);
+  ARG(&a, nhd);
   ARG(&a, f);
   return launch(r, &a, b, s, h, d, "enqueueing the ring's gradient sum");
 }
@@ -79,11 +85,12 @@ fcl_status ring_add(fcl_ring *r, const ring_kernels *k, ring_dense_at acc,
 fcl_status ring_store(fcl_ring *r, const ring_kernels *k, const fcl_tensor *t,
                       ring_dense_at acc, int64_t b, int64_t s, int64_t h, int64_t d) {
   args a = {k->store, 0, CL_SUCCESS};
-  const cl_int nd = (cl_int)d;
+  const cl_int nd = (cl_int)d, nhd = (cl_int)(h * d);
   ARG(&a, t->buffer);
   arg_view(&a, t);
   arg_dense(&a, acc);
   ARG(&a, nd);
+  ARG(&a, nhd);
   return launch(r, &a, b, s, h, d, "enqueueing the ring's gradient store");
 }
 
@@ -94,8 +101,8 @@ fcl_status ring_sum(fcl_ring *r, const ring_kernels *k, cl_mem x, cl_mem y, size
   ARG(&a, y);
   ARG(&a, cn);
   if (a.err != CL_SUCCESS) return ring_fail_cl(r, a.err, "clSetKernelArg");
-  const size_t g = (n + 255) / 256 * 256;
-  const cl_int err = clEnqueueNDRangeKernel(r->queue, k->sum, 1, NULL, &g, NULL, 0, NULL, NULL);
+  const size_t g = (n + 255) / 256 * 256, l = 256;
+  const cl_int err = clEnqueueNDRangeKernel(r->queue, k->sum, 1, NULL, &g, &l, 0, NULL, NULL);
   return err == CL_SUCCESS ? FCL_OK : ring_fail_cl(r, err, "enqueueing the ring's f32 sum");
 }
 
