@@ -117,15 +117,20 @@ fcl_status fcl_kvcache_prefill_launch(fcl_context *ctx, const fcl_variant_plan *
   if (s) return s;
 
   if (ka && (s = fcl_kvcache_append(ctx, ka, p, kv_flags, 0))) return s;
-  const size_t g[3] = {(size_t)(p->rotary ? d->head_dim : 1), (size_t)d->seqlen_q,
-                       (size_t)(d->batch * d->heads_q)};
-  if ((s = fcl_launch(ctx, kp, &ap, g, NULL, "enqueueing the KV-cache prefill preparation")))
+  /* Work-groups of WG along the head dim (the kernels skip the rest), not
+   * the driver's choice: PoCL compiles a kernel again for every work-group
+   * size it picks, one per shape. */
+  enum { WG = 32 };
+  const size_t l[3] = {WG, 1, 1};
+  const size_t g[3] = {(size_t)((p->rotary ? d->head_dim : 1) + WG - 1) / WG * WG,
+                       (size_t)d->seqlen_q, (size_t)(d->batch * d->heads_q)};
+  if ((s = fcl_launch(ctx, kp, &ap, g, l, "enqueueing the KV-cache prefill preparation")))
     return s;
   if (kg) {
     const int64_t width = d->head_dim > d->head_dim_v ? d->head_dim : d->head_dim_v;
-    const size_t gg[3] = {(size_t)width, (size_t)d->cache_capacity,
+    const size_t gg[3] = {(size_t)(width + WG - 1) / WG * WG, (size_t)d->cache_capacity,
                           (size_t)(d->batch * d->heads_kv)};
-    if ((s = fcl_launch(ctx, kg, &ag, gg, NULL, "enqueueing the KV-cache gather"))) return s;
+    if ((s = fcl_launch(ctx, kg, &ag, gg, l, "enqueueing the KV-cache gather"))) return s;
   }
   fcl_log(ctx, "kvcache: %lld new rows a kv head run on the forward's kernels%s",
           (long long)(d->heads_q / d->heads_kv * d->seqlen_q),
