@@ -76,6 +76,23 @@ int64_t fcl_rwkv7_fwd_positions_per_launch(const fcl_device_info *dev, int K,
 int64_t fcl_rwkv7_bwd_positions_per_launch(const fcl_device_info *dev, int K,
                                            const fcl_rwkv7_bwd_params *c);
 
+/* The chunked forward (rwkv7_chunk_variants.c: its variant; rwkv7_chunked.c:
+ * its launches): chunks of TC positions, key tiles of BK, value columns a
+ * work-group of the output (BV) and of the state pass (HV), work-items. */
+#define FCL_RWKV7_CHUNK_PARAMS(X) X(TC) X(BK) X(BV) X(HV) X(WG)
+FCL_PARAM_STRUCT(fcl_rwkv7_chunk_params, FCL_RWKV7_CHUNK_PARAMS);
+extern const fcl_variant fcl_variant_rwkv7_chunked;
+/* The longest chunk decay_lower_bound allows the chunked form (0: none,
+ * the recurrent form runs). */
+int fcl_rwkv7_chunk_of_bound(float bound);
+/* Floats of one chunk's factors (rwkv7_chunk_prep.cl's RW7_XN). */
+size_t fcl_rwkv7_chunk_floats(int K, int tc);
+/* Chunks a state-pass launch may walk within the loop budget (0: all). */
+int64_t fcl_rwkv7_chunk_state_per_launch(const fcl_device_info *dev, int K,
+                                         const fcl_rwkv7_chunk_params *c);
+fcl_status fcl_rwkv7_chunked_forward(fcl_context *ctx, const fcl_variant_plan *pl,
+                                     const void *problem, bool *fallback);
+
 /* rwkv7_plan.c: the tables of the forward and the backward, the plan of a
  * problem and the run of a checked call. */
 extern const fcl_variant_table fcl_rwkv7_fwd_table;

@@ -1,8 +1,9 @@
 /* The RWKV7 plan: the tables of the forward and the backward
  * (tuning/variant_table.c walks them), what their rows make of a problem
  * and add to its build options. fcl_rwkv7_config() reports exactly what
- * the calls run. One row each today (the fused recurrent kernels); a
- * chunked form is new rows ahead of them. */
+ * the calls run. The forward's: the chunked kernels where
+ * decay_lower_bound allows them, then the fused recurrent kernel; the
+ * backward's: the fused recurrent kernels. */
 #include "rwkv7/rwkv7.h"
 
 static void class_of(const void *problem, const fcl_variant *v, fcl_tuning_class *cls) {
@@ -40,7 +41,46 @@ static void bwd_refit(fcl_context *ctx, fcl_variant_plan *pl, const void *proble
   }
 }
 
+/* Untuned, AUTO's chunked forward from this length (a guess: not yet
+ * measured against the recurrent kernel on any device). */
+#define RW7_CHUNKED_FROM 256
+
+/* The chunked forward only where decay_lower_bound allows it (with none,
+ * every w <= 0 must stay exact: not even fa-tune's override runs it);
+ * there AUTO's where fa-tune measured it faster than the recurrent kernel
+ * for this class or, untimed, from RW7_CHUNKED_FROM positions; else only
+ * forced. */
+static fcl_status chunked_applies(fcl_context *ctx, const void *problem, fcl_fit *fit) {
+  const fcl_rwkv7_problem *p = problem;
+  if (!fcl_rwkv7_chunk_of_bound(p->d->decay_lower_bound)) {
+    *fit = FCL_FIT_NO;
+    return FCL_OK;
+  }
+  fcl_tuning_class rc, cc;
+  class_of(p, &fcl_variant_rwkv7_recurrent, &rc);
+  class_of(p, &fcl_variant_rwkv7_chunked, &cc);
+  const double tr = fcl_tuning_stored_time(ctx, &rc), tc = fcl_tuning_stored_time(ctx, &cc);
+  const bool chunked = tr > 0 && tc > 0 ? tc < tr : p->d->seqlen >= RW7_CHUNKED_FROM;
+  *fit = chunked ? FCL_FIT_YES : FCL_FIT_FORCED;
+  return FCL_OK;
+}
+
+/* Chunks no longer than the bound allows (a class's configuration does
+ * not know the bound). */
+static void chunked_refit(fcl_context *ctx, fcl_variant_plan *pl, const void *problem) {
+  const fcl_rwkv7_problem *p = problem;
+  fcl_rwkv7_chunk_params *c = FCL_PARAMS(fcl_rwkv7_chunk_params, &pl->cfg);
+  const int most = fcl_rwkv7_chunk_of_bound(p->d->decay_lower_bound);
+  if (c->TC > most) {
+    fcl_log(ctx, "rwkv7 chunked forward: chunks of %d, the most decay_lower_bound %g allows (not %d)",
+            most, (double)p->d->decay_lower_bound, c->TC);
+    c->TC = most;
+  }
+}
+
 static const fcl_variant_row fwd_rows[] = {
+    {.variant = &fcl_variant_rwkv7_chunked, .applies = chunked_applies, .refit = chunked_refit,
+     .options = unrolled, .launch = fcl_rwkv7_chunked_forward},
     {.variant = &fcl_variant_rwkv7_recurrent, .options = unrolled,
      .launch = fcl_rwkv7_recurrent_forward},
 };

@@ -1,0 +1,128 @@
+/* The chunked RWKV7 forward (rwkv7_chunked) against the double reference
+ * with test_rwkv7's tolerances (op_rwkv7.c: tu_tol_rwkv6, as the RWKV6
+ * chunked tests), on the models' inputs: w in [-0.6065, 0], a = -kk,
+ * b = kk * U(0, 0.1), kk L2-normalised, decay_lower_bound = -exp(-0.5).
+ *
+ * First the plan: fcl_rwkv7_config must name rwkv7_chunked where the
+ * bound allows it (AUTO at T = 4096; its chunk no longer than the bound
+ * allows, a forced one cut down to it) and rwkv7_recurrent where it does
+ * not (no bound, or one too strong for chunks of 16), even with the
+ * chunked variant forced through the tuning override; the backward stays
+ * the recurrent kernel. Then cases, tiles forced through the override:
+ * chunks of 16 (the CPU's built-in 64 is met by the AUTO case), key tiles
+ * and value blocks that divide nothing, T odd, T below one chunk and of
+ * several, every dtype, varlen with an empty sequence, reverse, h0 / ht
+ * NULL or not, strided layouts; one case runs the backward too (the
+ * recurrent one, which the bound must leave correct).
+ *
+ * Environment: FCL_DEVICE, FCL_TEST_FILTER, FCL_TEST_VERBOSE. */
+#include "op_rwkv7.h"
+#define FCL_STATIC_LINKING_ONLY
+#include "flashcl_tuning.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ALL OH_ALL_DT
+#define F32 OH_DT(FCL_F32)
+#define BF16 OH_DT(FCL_BF16)
+#define MODEL REF_RWKV7_W_MODEL
+#define BOUND -0.60653066f /* -exp(-0.5) */
+
+typedef struct {
+  const char   *params; /* NULL: not forced (AUTO) */
+  oh_rwkv7_case c;
+} chunk_case;
+/* Chunks of 16, whole 32-column key tiles (K = 64: two), 2 work-groups
+ * of the output and of the state pass across V. Odd: chunks of 12, tiles
+ * of 24 (the last partial), 40 work-items (entries a work-item: several). */
+#define P_16 "TC=16,BK=32,BV=32,HV=32,WG=64"
+#define P_ODD "TC=12,BK=24,BV=20,HV=24,WG=40"
+#define C(p, ...) {p, {.decay = MODEL, .decay_lower_bound = BOUND, .fwd_only = 1, __VA_ARGS__}}
+#define CB(p, ...) {p, {.decay = MODEL, .decay_lower_bound = BOUND, __VA_ARGS__}} /* and backward */
+static const chunk_case cases[] = {
+  C(P_16, .name = "T=1", .dtypes = F32, .b = 2, .t = 1, .h = 2),
+  C(P_16, .name = "T=9 (below a chunk) h0 NULL", .dtypes = ALL, .b = 2, .t = 9, .h = 2, .no_h0 = 1),
+  C(P_16, .name = "T=77 (odd, five chunks)", .dtypes = ALL, .b = 2, .t = 77, .h = 2),
+  C(P_16, .name = "T=64 reverse ht NULL", .dtypes = F32 | BF16, .b = 1, .t = 64, .h = 3, .reverse = 1, .no_ht = 1),
+  C(P_16, .name = "varlen 17,0,1,50,16 reverse", .dtypes = F32, .nseq = 5, .lens = {17, 0, 1, 50, 16}, .h = 2, .reverse = 1),
+  C(P_16, .name = "varlen 40,0 padded layout offset", .dtypes = BF16, .nseq = 2, .lens = {40, 0}, .h = 2, .lin = TU_PADDED, .lout = TU_PADDED, .off = 3),
+  {P_16, {.name = "T=45 zero decay general a b scale 1", .dtypes = F32, .b = 1, .t = 45, .h = 2, .decay = REF_RWKV7_W_ZERO, .decay_lower_bound = BOUND, .fwd_only = 1, .general = 1, .scale = 1.0f}},
+  CB(P_16, .name = "T=40 with the backward", .dtypes = F32, .b = 1, .t = 40, .h = 2),
+  C(P_ODD, .name = "odd tiles K40 V52 T=50", .dtypes = F32, .dk = 40, .dv = 52, .b = 2, .t = 50, .h = 1),
+  C(P_ODD, .name = "odd tiles K40 V52 varlen 25,0,13 reverse h0 NULL", .dtypes = F32, .dk = 40, .dv = 52, .nseq = 3, .lens = {25, 0, 13}, .h = 2, .reverse = 1, .no_h0 = 1),
+  C(NULL, .name = "AUTO T=300", .dtypes = F32, .b = 1, .t = 300, .h = 1),
+};
+
+/* fcl_rwkv7_config names `want` (and, when tc > 0, TC=tc) for the bound. */
+static int plan_is(fcl_context *ctx, float bound, int backward, const char *want, int tc,
+                   const char *how) {
+  fcl_rwkv7_desc d = FCL_RWKV7_DESC_INIT;
+  d.batch = 1, d.seqlen = 4096, d.heads = 32, d.head_dim_k = d.head_dim_v = 64;
+  d.decay_lower_bound = bound;
+  fcl_config_info info;
+  char tcs[16];
+  snprintf(tcs, sizeof tcs, "TC=%d,", tc);
+  const fcl_status s = fcl_rwkv7_config(ctx, &d, FCL_BF16, backward, &info);
+  const int ok = s == FCL_OK && strcmp(info.kernel, want) == 0 &&
+                 (tc == 0 || strncmp(info.params, tcs, strlen(tcs)) == 0);
+  printf("%s plan: bound %g %s%s: %s %s (want %s%s%s)\n", ok ? "PASS" : "FAIL", (double)bound,
+         backward ? "backward" : "forward", how, s == FCL_OK ? info.kernel : "error",
+         s == FCL_OK ? info.params : fcl_context_last_error(ctx), want, tc ? " " : "",
+         tc ? tcs : "");
+  return ok;
+}
+
+static int plans_ok(fcl_context *ctx) {
+  const fcl_variant *vc = fcl_variant_find("rwkv7_chunked");
+  int ok = 1;
+  ok &= plan_is(ctx, BOUND, 0, "rwkv7_chunked", 0, "");
+  ok &= plan_is(ctx, -1.2f, 0, "rwkv7_chunked", 0, "");
+  ok &= plan_is(ctx, 0.0f, 0, "rwkv7_recurrent", 0, "");
+  ok &= plan_is(ctx, -3.0f, 0, "rwkv7_recurrent", 0, "");
+  ok &= plan_is(ctx, BOUND, 1, "rwkv7_bwd", 0, "");
+  if (fcl_tuning_override(ctx, vc, "TC=64,BK=32,BV=32,HV=32,WG=64") != FCL_OK) {
+    printf("FAIL override: %s\n", fcl_context_last_error(ctx));
+    return 0;
+  }
+  ok &= plan_is(ctx, BOUND, 0, "rwkv7_chunked", 64, " forced");
+  ok &= plan_is(ctx, -1.2f, 0, "rwkv7_chunked", 32, " forced");
+  ok &= plan_is(ctx, -2.5f, 0, "rwkv7_chunked", 16, " forced");
+  ok &= plan_is(ctx, 0.0f, 0, "rwkv7_recurrent", 0, " forced");
+  ok &= plan_is(ctx, -3.0f, 0, "rwkv7_recurrent", 0, " forced");
+  fcl_tuning_override(ctx, vc, NULL);
+  return ok;
+}
+
+int main(void) {
+  const double t0 = tu_now();
+  const int verbose = getenv("FCL_TEST_VERBOSE") != NULL;
+  fcl_context *ctx = NULL;
+  if (fcl_context_create(NULL, &ctx) != FCL_OK) {
+    printf("FAIL: fcl_context_create: %s\n", fcl_context_last_error(NULL));
+    return 1;
+  }
+  printf("device: %s\n", fcl_context_device_name(ctx));
+  const fcl_variant *vc = fcl_variant_find("rwkv7_chunked");
+  int runs = 1, failed = !plans_ok(ctx);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    const chunk_case *f = &cases[i];
+    if (!oh_selected(f->c.name)) continue;
+    for (int t = FCL_F32; t <= FCL_BF16; ++t) {
+      if (!(f->c.dtypes & OH_DT(t))) continue;
+      ++runs;
+      if (fcl_tuning_override(ctx, vc, f->params) != FCL_OK) {
+        printf("FAIL %s: override %s: %s\n", f->c.name, f->params, fcl_context_last_error(ctx));
+        ++failed;
+        continue;
+      }
+      printf("[%s] ", f->params ? f->params : "AUTO");
+      failed += !oh_rwkv7_case_run(ctx, &f->c, (fcl_dtype)t, verbose);
+    }
+  }
+  fcl_tuning_override(ctx, vc, NULL);
+  fcl_context_destroy(ctx);
+  printf("test_rwkv7_chunked: %d runs, %d failed; %.1f s\n", runs, failed, tu_now() - t0);
+  return failed ? 1 : 0;
+}
