@@ -8,12 +8,13 @@
  * allows, a forced one cut down to it) and rwkv7_recurrent where it does
  * not (no bound, or one too strong for chunks of 16), even with the
  * chunked variant forced through the tuning override; the backward stays
- * the recurrent kernel. Then cases, tiles forced through the override:
- * chunks of 16 (the CPU's built-in 64 is met by the AUTO case), key tiles
- * and value blocks that divide nothing, T odd, T below one chunk and of
- * several, every dtype, varlen with an empty sequence, reverse, h0 / ht
- * NULL or not, strided layouts; one case runs the backward too (the
- * recurrent one, which the bound must leave correct).
+ * the recurrent kernel (test_rwkv7 checks it; the bound does not reach
+ * it). Then cases, tiles forced through the override: chunks of 12 and 16
+ * (the built-in ones, 64 on CPUs, in the AUTO case), key tiles and value
+ * blocks that divide nothing, T odd, T below one chunk and of several,
+ * every dtype, varlen with an empty sequence, reverse, h0 / ht NULL or
+ * not, strided layouts, a and b unrelated (the triangular solve's higher
+ * terms: with the models' a and b they are below f32's tolerance).
  *
  * Environment: FCL_DEVICE, FCL_TEST_FILTER, FCL_TEST_VERBOSE. */
 #include "op_rwkv7.h"
@@ -24,8 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ALL OH_ALL_DT
 #define F32 OH_DT(FCL_F32)
+#define F16 OH_DT(FCL_F16)
 #define BF16 OH_DT(FCL_BF16)
 #define MODEL REF_RWKV7_W_MODEL
 #define BOUND -0.60653066f /* -exp(-0.5) */
@@ -34,24 +35,30 @@ typedef struct {
   const char   *params; /* NULL: not forced (AUTO) */
   oh_rwkv7_case c;
 } chunk_case;
-/* Chunks of 16, whole 32-column key tiles (K = 64: two), 2 work-groups
- * of the output and of the state pass across V. Odd: chunks of 12, tiles
- * of 24 (the last partial), 40 work-items (entries a work-item: several). */
-#define P_16 "TC=16,BK=32,BV=32,HV=32,WG=64"
+/* Each (dtype, head dims, tiles) builds its programs (seconds on a CPU),
+ * so f32 runs at K = 40, V = 52 with odd tiles: chunks of 12, key tiles
+ * of 24 (the last partial), value blocks of 20 and 24, 40 work-items
+ * (entries a work-item: several); f16 and bf16 at K = V = 64 with chunks
+ * of 16 and two value blocks; AUTO with the built-in tiles. */
 #define P_ODD "TC=12,BK=24,BV=20,HV=24,WG=40"
+#define P_16 "TC=16,BK=32,BV=32,HV=32,WG=64"
+#define ODD .dtypes = F32, .dk = 40, .dv = 52
 #define C(p, ...) {p, {.decay = MODEL, .decay_lower_bound = BOUND, .fwd_only = 1, __VA_ARGS__}}
-#define CB(p, ...) {p, {.decay = MODEL, .decay_lower_bound = BOUND, __VA_ARGS__}} /* and backward */
+#define CG(p, ...) {p, {.general = 1, .decay_lower_bound = BOUND, .fwd_only = 1, __VA_ARGS__}}
 static const chunk_case cases[] = {
-  C(P_16, .name = "T=1", .dtypes = F32, .b = 2, .t = 1, .h = 2),
-  C(P_16, .name = "T=9 (below a chunk) h0 NULL", .dtypes = ALL, .b = 2, .t = 9, .h = 2, .no_h0 = 1),
-  C(P_16, .name = "T=77 (odd, five chunks)", .dtypes = ALL, .b = 2, .t = 77, .h = 2),
-  C(P_16, .name = "T=64 reverse ht NULL", .dtypes = F32 | BF16, .b = 1, .t = 64, .h = 3, .reverse = 1, .no_ht = 1),
-  C(P_16, .name = "varlen 17,0,1,50,16 reverse", .dtypes = F32, .nseq = 5, .lens = {17, 0, 1, 50, 16}, .h = 2, .reverse = 1),
+  C(P_ODD, .name = "T=1", ODD, .b = 2, .t = 1, .h = 2),
+  C(P_ODD, .name = "T=9 (below a chunk) h0 NULL", ODD, .b = 2, .t = 9, .h = 2, .no_h0 = 1),
+  C(P_ODD, .name = "T=77 (odd, seven chunks)", ODD, .b = 2, .t = 77, .h = 2),
+  C(P_ODD, .name = "T=48 reverse ht NULL", ODD, .b = 1, .t = 48, .h = 3, .reverse = 1, .no_ht = 1),
+  C(P_ODD, .name = "varlen 17,0,1,50,12 reverse", ODD, .nseq = 5, .lens = {17, 0, 1, 50, 12}, .h = 2, .reverse = 1),
+  C(P_ODD, .name = "varlen 25,0,13 h0 NULL sbhd", ODD, .nseq = 3, .lens = {25, 0, 13}, .h = 2, .no_h0 = 1, .lin = TU_SBHD, .lout = TU_SBHD),
+  /* a and b uniform, unrelated: the solve's higher terms count */
+  CG(P_ODD, .name = "T=45 zero decay general a b scale 1", ODD, .b = 1, .t = 45, .h = 2, .decay = REF_RWKV7_W_ZERO, .scale = 1.0f),
+  CG(P_ODD, .name = "T=50 general a b reverse", ODD, .b = 1, .t = 50, .h = 2, .decay = MODEL, .reverse = 1),
+  C(P_16, .name = "T=9 (below a chunk) h0 NULL", .dtypes = F16 | BF16, .b = 2, .t = 9, .h = 2, .no_h0 = 1),
+  C(P_16, .name = "T=77 (odd, five chunks)", .dtypes = F16 | BF16, .b = 2, .t = 77, .h = 2),
+  C(P_16, .name = "T=64 reverse ht NULL", .dtypes = BF16, .b = 1, .t = 64, .h = 3, .reverse = 1, .no_ht = 1),
   C(P_16, .name = "varlen 40,0 padded layout offset", .dtypes = BF16, .nseq = 2, .lens = {40, 0}, .h = 2, .lin = TU_PADDED, .lout = TU_PADDED, .off = 3),
-  {P_16, {.name = "T=45 zero decay general a b scale 1", .dtypes = F32, .b = 1, .t = 45, .h = 2, .decay = REF_RWKV7_W_ZERO, .decay_lower_bound = BOUND, .fwd_only = 1, .general = 1, .scale = 1.0f}},
-  CB(P_16, .name = "T=40 with the backward", .dtypes = F32, .b = 1, .t = 40, .h = 2),
-  C(P_ODD, .name = "odd tiles K40 V52 T=50", .dtypes = F32, .dk = 40, .dv = 52, .b = 2, .t = 50, .h = 1),
-  C(P_ODD, .name = "odd tiles K40 V52 varlen 25,0,13 reverse h0 NULL", .dtypes = F32, .dk = 40, .dv = 52, .nseq = 3, .lens = {25, 0, 13}, .h = 2, .reverse = 1, .no_h0 = 1),
   C(NULL, .name = "AUTO T=300", .dtypes = F32, .b = 1, .t = 300, .h = 1),
 };
 
@@ -82,11 +89,12 @@ static int plans_ok(fcl_context *ctx) {
   ok &= plan_is(ctx, 0.0f, 0, "rwkv7_recurrent", 0, "");
   ok &= plan_is(ctx, -3.0f, 0, "rwkv7_recurrent", 0, "");
   ok &= plan_is(ctx, BOUND, 1, "rwkv7_bwd", 0, "");
-  if (fcl_tuning_override(ctx, vc, "TC=64,BK=32,BV=32,HV=32,WG=64") != FCL_OK) {
+  /* Chunks of 32 fit llvmpipe's 32 KiB of local memory. */
+  if (fcl_tuning_override(ctx, vc, "TC=32,BK=8,BV=16,HV=16,WG=64") != FCL_OK) {
     printf("FAIL override: %s\n", fcl_context_last_error(ctx));
     return 0;
   }
-  ok &= plan_is(ctx, BOUND, 0, "rwkv7_chunked", 64, " forced");
+  ok &= plan_is(ctx, BOUND, 0, "rwkv7_chunked", 32, " forced");
   ok &= plan_is(ctx, -1.2f, 0, "rwkv7_chunked", 32, " forced");
   ok &= plan_is(ctx, -2.5f, 0, "rwkv7_chunked", 16, " forced");
   ok &= plan_is(ctx, 0.0f, 0, "rwkv7_recurrent", 0, " forced");
