@@ -16,6 +16,14 @@
  * not, strided layouts, a and b unrelated (the triangular solve's higher
  * terms: with the models' a and b they are below f32's tolerance).
  *
+ *   test_rwkv7_chunked [portable|mma]   (default portable)
+ *
+ * mma: the output on tensor cores (rwkv7_chunked_mma: NVIDIA, or
+ * FCL_MMA_EMULATE=1), f16 and bf16, tiles forced the same way (chunks of
+ * 16, 32 and 64, key tiles of 16 and 32); first fcl_rwkv7_config must name
+ * it in both dtypes. Where it names it in neither it exits 77 (CTest:
+ * skipped); under FCL_MMA_EMULATE=1, which guarantees it, that fails.
+ *
  * Environment: FCL_DEVICE, FCL_TEST_FILTER, FCL_TEST_VERBOSE. */
 #include "op_rwkv7.h"
 #define FCL_STATIC_LINKING_ONLY
@@ -62,6 +70,35 @@ static const chunk_case cases[] = {
   C(NULL, .name = "AUTO T=300", .dtypes = F32, .b = 1, .t = 300, .h = 1),
 };
 
+/* Tensor cores: chunks of 32 in two warps' rows, key tiles of 16 (K = 64:
+ * four); chunks of 64 (four warps), key tiles of 32; chunks of 16 at
+ * K = 32, V = 48. */
+#define M_32 "TC=32,BK=16,HV=32,WG=64"
+#define M_64 "TC=64,BK=32,HV=64,WG=64"
+#define M_16 "TC=16,BK=16,HV=16,WG=32"
+#define H16 (F16 | BF16)
+static const chunk_case mma_cases[] = {
+  C(M_32, .name = "mma T=9 (below a chunk) h0 NULL", .dtypes = H16, .b = 2, .t = 9, .h = 2, .no_h0 = 1),
+  C(M_32, .name = "mma T=77 (odd, three chunks)", .dtypes = H16, .b = 2, .t = 77, .h = 2),
+  C(M_32, .name = "mma varlen 40,0,1,33 reverse", .dtypes = BF16, .nseq = 4, .lens = {40, 0, 1, 33}, .h = 2, .reverse = 1),
+  C(M_64, .name = "mma chunks of 64 T=150 padded", .dtypes = F16, .b = 1, .t = 150, .h = 2, .lin = TU_PADDED, .lout = TU_PADDED, .off = 3),
+  C(M_16, .name = "mma chunks of 16 K32 V48 reverse", .dtypes = BF16, .dk = 32, .dv = 48, .b = 2, .t = 37, .h = 1, .reverse = 1),
+};
+
+/* Whether fcl_rwkv7_config names the tensor-core variant for dtype t. */
+static bool mma_runs(fcl_context *ctx, fcl_dtype t, char *what, size_t n) {
+  fcl_rwkv7_desc d = FCL_RWKV7_DESC_INIT;
+  d.batch = 1, d.seqlen = 4096, d.heads = 1, d.head_dim_k = d.head_dim_v = 64;
+  d.decay_lower_bound = BOUND;
+  fcl_config_info f;
+  if (fcl_rwkv7_config(ctx, &d, t, 0, &f) != FCL_OK) {
+    snprintf(what, n, "fcl_rwkv7_config: %s", fcl_context_last_error(ctx));
+    return false;
+  }
+  snprintf(what, n, "%s %s", f.kernel, f.params);
+  return strcmp(f.kernel, "rwkv7_chunked_mma") == 0;
+}
+
 /* fcl_rwkv7_config names `want` (and, when tc > 0, TC=tc) for the bound. */
 static int plan_is(fcl_context *ctx, float bound, int backward, const char *want, int tc,
                    const char *how) {
@@ -103,7 +140,8 @@ static int plans_ok(fcl_context *ctx) {
   return ok;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  const bool mma = argc > 1 && strcmp(argv[1], "mma") == 0;
   const double t0 = tu_now();
   const int verbose = getenv("FCL_TEST_VERBOSE") != NULL;
   fcl_context *ctx = NULL;
@@ -112,13 +150,37 @@ int main(void) {
     return 1;
   }
   printf("device: %s\n", fcl_context_device_name(ctx));
-  const fcl_variant *vc = fcl_variant_find("rwkv7_chunked");
-  int runs = 1, failed = !plans_ok(ctx);
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
-    const chunk_case *f = &cases[i];
+  const fcl_variant *vc = fcl_variant_find(mma ? "rwkv7_chunked_mma" : "rwkv7_chunked");
+  const chunk_case *table = mma ? mma_cases : cases;
+  const size_t ncases = mma ? sizeof mma_cases / sizeof *mma_cases : sizeof cases / sizeof *cases;
+  int runs = 0, failed = 0, skipped = 0;
+  unsigned dtypes = OH_ALL_DT; /* mma: those fcl_rwkv7_config names it in */
+  const bool guaranteed = mma && oh_mma_guaranteed();
+  if (!mma) runs = 1, failed = !plans_ok(ctx);
+  for (int t = FCL_F16; mma && t <= FCL_BF16; ++t) {
+    char what[800] = "";
+    const bool ok = mma_runs(ctx, (fcl_dtype)t, what, sizeof what);
+    printf("%s %-4s fcl_rwkv7_config reports %s%s\n", ok ? "PASS" : guaranteed ? "FAIL" : "SKIP",
+           tu_dtype_name((fcl_dtype)t), what,
+           ok ? "" : guaranteed ? ", not rwkv7_chunked_mma, although FCL_MMA_EMULATE=1 "
+                                  "guarantees it" : ": the tensor-core variant does not run here");
+    failed += !ok && guaranteed;
+    if (!ok) dtypes &= ~OH_DT(t);
+  }
+  if (mma && !(dtypes & (F16 | BF16)) && !guaranteed) {
+    printf("test_rwkv7_chunked mma: skipped, the tensor-core variant does not run here\n");
+    fcl_context_destroy(ctx);
+    return OH_SKIP;
+  }
+  for (size_t i = 0; i < ncases; ++i) {
+    const chunk_case *f = &table[i];
     if (!oh_selected(f->c.name)) continue;
     for (int t = FCL_F32; t <= FCL_BF16; ++t) {
       if (!(f->c.dtypes & OH_DT(t))) continue;
+      if (!(dtypes & OH_DT(t))) { /* said above; a failure where guaranteed */
+        ++skipped;
+        continue;
+      }
       ++runs;
       if (fcl_tuning_override(ctx, vc, f->params) != FCL_OK) {
         printf("FAIL %s: override %s: %s\n", f->c.name, f->params, fcl_context_last_error(ctx));
@@ -131,6 +193,7 @@ int main(void) {
   }
   fcl_tuning_override(ctx, vc, NULL);
   fcl_context_destroy(ctx);
-  printf("test_rwkv7_chunked: %d runs, %d failed; %.1f s\n", runs, failed, tu_now() - t0);
-  return failed ? 1 : 0;
+  printf("test_rwkv7_chunked%s: %d runs, %d failed, %d skipped; %.1f s\n", mma ? " mma" : "", runs,
+         failed, skipped, tu_now() - t0);
+  return failed || runs == 0 ? 1 : 0;
 }

@@ -1,6 +1,7 @@
 /* requires: rwkv7/rwkv7_common.cl */
 /* The chunked RWKV7 forward, part 1: every chunk's factors, all chunks in
- * parallel (rwkv7_chunk_apply.cl then walks the states and writes o).
+ * parallel (rwkv7_chunk_state.cl then walks the states, rwkv7_chunk_out.cl
+ * writes o).
  *
  * Derivation. Within a chunk of TC positions t = 1..TC (processing order)
  * from the state S_0 before it, with D_t = diag(e^{w_t}):

@@ -1,18 +1,21 @@
 /* The chunked RWKV7 forward (cl/rwkv7/rwkv7_chunk_prep.cl,
- * rwkv7_chunk_apply.cl): every chunk's factors in parallel, then the
- * state at every chunk boundary in one pass over the chunks in order
- * (launches one after another where the device bounds loop iterations,
- * the state carried between them), then every chunk's outputs in
- * parallel. Arguments are checked and the plan made by the callers
- * (rwkv7_forward.c, rwkv7_plan.c); every kernel and buffer is had before
- * the first launch. */
+ * rwkv7_chunk_state.cl, rwkv7_chunk_out.cl): every chunk's factors in
+ * parallel, then the state at every chunk boundary in one pass over the
+ * chunks in order (launches one after another where the device bounds
+ * loop iterations, the state carried between them), then every chunk's
+ * outputs in parallel (the portable kernel, or rwkv7_chunk_mma.c's on
+ * tensor cores).
+ * Arguments are checked and the plan made by the callers (rwkv7_forward.c,
+ * rwkv7_plan.c); every kernel and buffer is had before the first launch. */
 #include "rwkv7/rwkv7.h"
 
 typedef fcl_rwkv7_chunk_params params;
+/* The parameters both chunked variants have, first in each (rwkv7.h). */
+typedef struct { FCL_RWKV7_CHUNK_MMA_PARAMS(FCL_PARAM_FIELD_) } common;
 
 /* The state pass: chunks [0, nchunk) in launches of per_launch chunks (0:
  * one), from h0 (NULL: 0) to ht (NULL: not kept), checkpoints into ck. */
-static fcl_status state_pass(fcl_context *ctx, const fcl_rwkv7_problem *p, const params *c,
+static fcl_status state_pass(fcl_context *ctx, const fcl_rwkv7_problem *p, const common *c,
                              cl_kernel ks, cl_mem x, cl_mem ck, cl_int nchunk,
                              int64_t per_launch) {
   const fcl_rwkv7_desc *d = p->d;
@@ -44,14 +47,13 @@ static fcl_status state_pass(fcl_context *ctx, const fcl_rwkv7_problem *p, const
   return FCL_OK;
 }
 
-fcl_status fcl_rwkv7_chunked_forward(fcl_context *ctx, const fcl_variant_plan *pl,
-                                     const void *problem, bool *fallback) {
-  const fcl_rwkv7_problem *p = problem;
+fcl_status fcl_rwkv7_chunk_launches(fcl_context *ctx, const fcl_variant_plan *pl,
+                                    const fcl_rwkv7_problem *p, const char *out_kernel,
+                                    size_t out_wg, int out_bv) {
   const fcl_rwkv7_desc *d = p->d;
   const fcl_rwkv7_args *t = &p->a;
-  const params *c = FCL_CPARAMS(params, &pl->cfg);
+  const common *c = FCL_CPARAMS(common, &pl->cfg);
   const char *const *tops = pl->cls.variant->tops;
-  (void)fallback;
   const int K = (int)d->head_dim_k;
   const cl_int nchunk = (cl_int)((d->seqlen + c->TC - 1) / c->TC);
   const int64_t bh = d->batch * d->heads;
@@ -60,7 +62,7 @@ fcl_status fcl_rwkv7_chunked_forward(fcl_context *ctx, const fcl_variant_plan *p
   fcl_status s;
   if ((s = fcl_get_kernel(ctx, tops, pl->options, "fcl_rwkv7_chunk_prep", &kp)) ||
       (s = fcl_get_kernel(ctx, tops, pl->options, "fcl_rwkv7_chunk_state", &ks)) ||
-      (s = fcl_get_kernel(ctx, tops, pl->options, "fcl_rwkv7_chunk_out", &ko)) ||
+      (s = fcl_get_kernel(ctx, tops, pl->options, out_kernel, &ko)) ||
       (s = fcl_scratch(ctx, 0,
                        fcl_bytes(bh, nchunk, (int64_t)fcl_rwkv7_chunk_floats(K, c->TC), 4, 1),
                        &x)) ||
@@ -79,7 +81,7 @@ fcl_status fcl_rwkv7_chunked_forward(fcl_context *ctx, const fcl_variant_plan *p
   size_t gp[3] = {(size_t)nchunk * (size_t)c->WG, (size_t)bh, 1}, l[3] = {(size_t)c->WG, 1, 1};
   if ((s = fcl_launch(ctx, kp, &a, gp, l, "enqueueing rwkv7 chunk factors")) ||
       (s = state_pass(ctx, p, c, ks, x, ck, nchunk,
-                      fcl_rwkv7_chunk_state_per_launch(&ctx->info, K, c))))
+                      fcl_rwkv7_chunk_state_per_launch(&ctx->info, K, c->TC, c->HV, c->WG))))
     return s;
 
   fcl_args b = FCL_ARGS(ko);
@@ -87,7 +89,15 @@ fcl_status fcl_rwkv7_chunked_forward(fcl_context *ctx, const fcl_variant_plan *p
   FCL_ARG(&b, cu); fcl_arg_tensor(&b, t->v); fcl_arg_tensor(&b, t->o);
   FCL_ARG(&b, seqlen); FCL_ARG(&b, heads); FCL_ARG(&b, nchunk); FCL_ARG(&b, scale);
   FCL_ARG(&b, flags);
-  size_t go[3] = {(size_t)nchunk * (size_t)c->WG, (size_t)((d->head_dim_v + c->BV - 1) / c->BV),
+  size_t go[3] = {(size_t)nchunk * out_wg, (size_t)((d->head_dim_v + out_bv - 1) / out_bv),
                   (size_t)bh};
-  return fcl_launch(ctx, ko, &b, go, l, "enqueueing rwkv7 chunk output");
+  size_t lo[3] = {out_wg, 1, 1};
+  return fcl_launch(ctx, ko, &b, go, lo, "enqueueing rwkv7 chunk output");
+}
+
+fcl_status fcl_rwkv7_chunked_forward(fcl_context *ctx, const fcl_variant_plan *pl,
+                                     const void *problem, bool *fallback) {
+  const params *c = FCL_CPARAMS(params, &pl->cfg);
+  (void)fallback;
+  return fcl_rwkv7_chunk_launches(ctx, pl, problem, "fcl_rwkv7_chunk_out", (size_t)c->WG, c->BV);
 }

@@ -2,7 +2,8 @@
  * (tuning/variant_table.c walks them), what their rows make of a problem
  * and add to its build options. fcl_rwkv7_config() reports exactly what
  * the calls run. The forward's: the chunked kernels where
- * decay_lower_bound allows them, then the fused recurrent kernel; the
+ * decay_lower_bound allows them (output on tensor cores, then portable),
+ * then the fused recurrent kernel; the
  * backward's: the fused recurrent kernels. */
 #include "rwkv7/rwkv7.h"
 
@@ -78,7 +79,21 @@ static void chunked_refit(fcl_context *ctx, fcl_variant_plan *pl, const void *pr
   }
 }
 
+/* The chunked forward with its output on tensor cores where chunked_applies
+ * would take the portable one and the device and problem allow. */
+static fcl_status chunked_mma_applies(fcl_context *ctx, const void *problem, fcl_fit *fit) {
+  fcl_status s = chunked_applies(ctx, problem, fit);
+  return s ? s : fcl_rwkv7_chunk_mma_applies(ctx, problem, fit);
+}
+
+static void mma_options(const fcl_context *ctx, const void *problem, fcl_build_extra *x) {
+  unrolled(ctx, problem, x);
+  x->tail = fcl_mma_build_options(ctx, ((const fcl_rwkv7_problem *)problem)->dtype);
+}
+
 static const fcl_variant_row fwd_rows[] = {
+    {.variant = &fcl_variant_rwkv7_chunked_mma, .applies = chunked_mma_applies,
+     .refit = chunked_refit, .options = mma_options, .launch = fcl_rwkv7_chunk_mma_forward},
     {.variant = &fcl_variant_rwkv7_chunked, .applies = chunked_applies, .refit = chunked_refit,
      .options = unrolled, .launch = fcl_rwkv7_chunked_forward},
     {.variant = &fcl_variant_rwkv7_recurrent, .options = unrolled,
