@@ -14,7 +14,8 @@ static const char usage[] =
     "and reports the median time with TFLOP/s (attention) or GB/s (RWKV6, decode).\n"
     "\n"
     "  --op LIST         fwd, bwd (attention), rwkv6-fwd, rwkv6-bwd, decode\n"
-    "                    (attention against a KV cache) (fwd,rwkv6-fwd)\n"
+    "                    (attention against a KV cache), rwkv7-fwd, rwkv7-bwd\n"
+    "                    (fwd,rwkv6-fwd)\n"
     "  --device SEL      device selector (default: $FCL_DEVICE, else first GPU, else CPU)\n"
     "  --batch N         batch size (1)\n"
     "  --heads N         query heads; RWKV6: heads (8)\n"
@@ -99,7 +100,9 @@ static const char usage[] =
     "enough, else only that every gradient is finite (UNCHECKED). rwkv6-fwd/bwd\n"
     "compare o or dr, dk, dv, dw, du in full when B*T*H*K*V <= 5e7 (PASS), else\n"
     "batch 0 of the timed call's outputs, du from a separate batch-1 call on the\n"
-    "same data, and every output finite (PASS-b0). err(grad) is the largest\n"
+    "same data, and every output finite (PASS-b0). rwkv7-fwd/bwd (with h0, and\n"
+    "ht or dh0) likewise compare o and ht or dr, dw, dk, dv, da, db and dh0 (PASS,\n"
+    "or batch 0 with every output finite, PASS-b0). err(grad) is the largest\n"
     "|got - ref| / max|ref| over the gradient tensors. decode compares 64 sampled\n"
     "rows of o and lse (every head of the first and last sequence's last query\n"
     "among them), and with --append the cache entries written for the first and\n"
@@ -201,13 +204,17 @@ static int one_causal(const char *opt, const char *s, int i, void *dst) {
 }
 
 static int one_op(const char *opt, const char *s, int i, void *dst) {
-  static const bench_op ops[] = {OP_FWD, OP_BWD, OP_RWKV6_FWD, OP_RWKV6_BWD, OP_DECODE};
-  for (int k = 0; k < 5; k++)
+  static const bench_op ops[] = {OP_FWD,    OP_BWD,       OP_RWKV6_FWD, OP_RWKV6_BWD,
+                                 OP_DECODE, OP_RWKV7_FWD, OP_RWKV7_BWD};
+  for (int k = 0; k < 7; k++)
     if (!strcmp(s, bench_op_name(ops[k]))) {
       ((bench_op *)dst)[i] = ops[k];
       return 0;
     }
-  fprintf(stderr, "fa-bench: %s: unknown op '%s' (fwd, bwd, rwkv6-fwd, rwkv6-bwd, decode)\n", opt, s);
+  fprintf(stderr,
+          "fa-bench: %s: unknown op '%s' (fwd, bwd, rwkv6-fwd, rwkv6-bwd, decode, rwkv7-fwd, "
+          "rwkv7-bwd)\n",
+          opt, s);
   return -1;
 }
 
@@ -231,6 +238,8 @@ const char *bench_op_name(bench_op op) {
   case OP_RWKV6_FWD: return "rwkv6-fwd";
   case OP_RWKV6_BWD: return "rwkv6-bwd";
   case OP_DECODE: return "decode";
+  case OP_RWKV7_FWD: return "rwkv7-fwd";
+  case OP_RWKV7_BWD: return "rwkv7-bwd";
   }
   return "?";
 }

@@ -11,8 +11,10 @@
 typedef enum { OUT_TABLE, OUT_CSV, OUT_JSON } bench_output;
 
 /* What is timed: attention forward and backward, RWKV6 forward and backward,
- * attention against a KV cache (decode, chunked prefill). */
-typedef enum { OP_FWD, OP_BWD, OP_RWKV6_FWD, OP_RWKV6_BWD, OP_DECODE } bench_op;
+ * attention against a KV cache (decode, chunked prefill), RWKV7 forward and
+ * backward. */
+typedef enum { OP_FWD, OP_BWD, OP_RWKV6_FWD, OP_RWKV6_BWD, OP_DECODE, OP_RWKV7_FWD,
+               OP_RWKV7_BWD } bench_op;
 
 typedef struct {
   const char *device;  /* NULL: the library's default selection */
@@ -66,7 +68,7 @@ typedef struct {
  * -1 on a bad option (message already printed to stderr, exit 2). */
 int bench_parse_args(int argc, char **argv, bench_args *a);
 
-/* "fwd", "bwd", "rwkv6-fwd", "rwkv6-bwd", "decode". */
+/* "fwd", "bwd", "rwkv6-fwd", "rwkv6-bwd", "decode", "rwkv7-fwd", "rwkv7-bwd". */
 const char *bench_op_name(bench_op op);
 /* "auto", "recurrent", "chunked". */
 const char *bench_algorithm_name(fcl_rwkv6_algorithm a);

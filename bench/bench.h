@@ -97,6 +97,7 @@ typedef void (*bench_emit)(const bench_row *row);
 int bench_attention(fcl_context *ctx, const bench_args *a, bench_op op, bench_emit emit);
 int bench_rwkv6(fcl_context *ctx, const bench_args *a, bench_op op, bench_emit emit); /* rwkv6_run.c */
 int bench_kvcache(fcl_context *ctx, const bench_args *a, bench_emit emit); /* decode_run.c */
+int bench_rwkv7(fcl_context *ctx, const bench_args *a, bench_op op, bench_emit emit); /* rwkv7_bench.c */
 /* With a->layers, decode and rwkv6-fwd run in loop mode (decode_loop.c,
  * rwkv6_loop.c) instead, one row a case. */
 

@@ -3,7 +3,8 @@
  * events). Ops: attention forward (fwd) and backward (bwd), in attention.c,
  * with the unfused baseline of baseline.c beside fwd (--baseline); RWKV6
  * forward and backward (rwkv6-fwd, rwkv6-bwd), in rwkv6_bench.c; attention
- * against a KV cache (decode: fcl_attention_kvcache), in decode.c. Loop
+ * against a KV cache (decode: fcl_attention_kvcache), in decode.c; RWKV7
+ * forward and backward (rwkv7-fwd, rwkv7-bwd), in rwkv7_bench.c. Loop
  * mode (--layers: decode and rwkv6-fwd called as a model's decode step
  * calls them, loop.c) times them per call, host and device, beside the
  * driver's bare launch (launch_cost.c). The device's peaks (peak.c) are
@@ -85,6 +86,7 @@ int main(int argc, char **argv) {
     const bench_op op = a.ops[i];
     g_failed |= op == OP_FWD || op == OP_BWD ? bench_attention(ctx, &a, op, emit)
               : op == OP_DECODE            ? bench_kvcache(ctx, &a, emit)
+              : op == OP_RWKV7_FWD || op == OP_RWKV7_BWD ? bench_rwkv7(ctx, &a, op, emit)
                                            : bench_rwkv6(ctx, &a, op, emit);
   }
   out_end();

@@ -33,6 +33,7 @@ static fcl_status plans(fcl_context *ctx, const fcl_tuning_class *c, bool *runs)
     fcl_rwkv7_desc d = FCL_RWKV7_DESC_INIT;
     d.batch = 1, d.seqlen = len, d.heads = 1;
     d.head_dim_k = c->head_dim, d.head_dim_v = c->head_dim_v;
+    if (v == &fcl_variant_rwkv7_step) d.seqlen = 1; /* as RWKV6's step, below */
     /* The chunked forward runs only under a decay bound: the models'. */
     if (v == &fcl_variant_rwkv7_chunked || v == &fcl_variant_rwkv7_chunked_mma)
       d.decay_lower_bound = -0.60653066f;
@@ -40,7 +41,7 @@ static fcl_status plans(fcl_context *ctx, const fcl_tuning_class *c, bool *runs)
     fcl_variant_plan pl;
     fcl_rwkv7_problem_of(&d, c->dtype, &p);
     s = fcl_rwkv7_plan_make(ctx, &p, v->op == FCL_TUNING_RWKV7_BWD, &pl);
-    *runs = s == FCL_OK && pl.cls.variant == v;
+    *runs = s == FCL_OK && pl.cls.variant == v && (v != &fcl_variant_rwkv7_step || c->bucket == 0);
   } else {
     fcl_rwkv6_desc d = FCL_RWKV6_DESC_INIT;
     d.batch = 1, d.seqlen = len, d.heads = 1;

@@ -170,6 +170,7 @@ int oh_rwkv7_case_run(fcl_context *ctx, const oh_rwkv7_case *c, fcl_dtype dt, in
                         c->decay_lower_bound};
   /* With no token the library still wants room for one token row. */
   opts.tail = tokens ? 5 : (size_t)(H * (K > V ? K : V)) + 5;
+  if (c->exact && tokens) opts.tail = 0, opts.out_tail = 0, opts.bwd_runs = 1;
   const oh_rwkv7_in in = {x[0], x[1], x[2], x[3], x[4], x[5], rin.h0, c->fwd_only ? NULL : dout,
                           c->no_dht ? NULL : dht};
   oh_rwkv7_out out = {got[0], c->no_ht ? NULL : got[1], got[2], got[3], got[4], got[5],

@@ -53,8 +53,9 @@ typedef struct {
   tu_layout       lin, lout;
   size_t          off;
   int             junk_stride0, seqlen_extra;
-  float           decay_lower_bound; /* the descriptor's (0: none)    */
-  int             fwd_only;          /* no backward run, no reference */
+  int             fwd_only;        /* no backward (the step kernel's tests) */
+  int             exact;           /* views fill their buffers, one backward (Oclgrind) */
+  float           decay_lower_bound; /* the descriptor's (0: none) */
 } oh_rwkv7_case;
 
 int oh_rwkv7_case_run(fcl_context *ctx, const oh_rwkv7_case *c, fcl_dtype dt, int verbose);

@@ -22,6 +22,14 @@ target_compile_options(oclgrind_shadow_demo PRIVATE ${FCL_TEST_WARNINGS})
 target_compile_definitions(oclgrind_shadow_demo PRIVATE
   SHADOW_DEMO_CL="${CMAKE_CURRENT_SOURCE_DIR}/oclgrind/shadow_demo.cl")
 set_target_properties(oclgrind_shadow_demo PROPERTIES ENABLE_EXPORTS ON)
+# The RWKV7 kernels on their own (test_oclgrind_rwkv7.c): the static
+# library, for the tuning override of their parameters.
+add_executable(test_oclgrind_rwkv7 test_oclgrind_rwkv7.c op_rwkv7.c op_harness.c op_verify.c
+               oclgrind/shadow_shim.c)
+target_link_libraries(test_oclgrind_rwkv7 PRIVATE fcl_ref flashcl_static SQLite::SQLite3 m
+                      ${CMAKE_DL_LIBS})
+target_compile_options(test_oclgrind_rwkv7 PRIVATE ${FCL_TEST_WARNINGS})
+set_target_properties(test_oclgrind_rwkv7 PROPERTIES ENABLE_EXPORTS ON)
 find_program(FCL_OCLGRIND oclgrind)
 if(FCL_OCLGRIND)
   # Memory checks are on by default; --check-api adds API checks,
@@ -117,6 +125,17 @@ if(FCL_OCLGRIND)
                          LABELS "oclgrind")
   endforeach()
   set_tests_properties(test_oclgrind_mma PROPERTIES COST 100)
+  # RWKV7 (test_oclgrind_rwkv7.c): the step kernel, the recurrent forward
+  # and the backward in segments of one chunk (FCL_SCRATCH_CAP=1), with a
+  # GPU's parameters forced; about 15 s on 2 shared cores.
+  set(test test_oclgrind_rwkv7)
+  add_test(NAME ${test} COMMAND ${CMAKE_COMMAND} -DOCLGRIND=${FCL_OCLGRIND}
+           -DPROG=$<TARGET_FILE:test_oclgrind_rwkv7>
+           -DLOG=${CMAKE_CURRENT_BINARY_DIR}/${test}.log
+           "-DOPTIONS=--check-api;--data-races;--uninitialized;--build-options;-cl-opt-disable"
+           -P ${CMAKE_CURRENT_SOURCE_DIR}/oclgrind_check.cmake)
+  set_tests_properties(${test} PROPERTIES TIMEOUT 900 LABELS "oclgrind" ENVIRONMENT
+    "FCL_DEVICE=oclgrind;FCL_CACHE=0;FCL_TUNING_DB=off;FCL_SCRATCH_CAP=1;FCL_OCLGRIND_KERNELS=fcl_rwkv7_fwd_step fcl_rwkv7_fwd_recurrent fcl_rwkv7_bwd_reverse fcl_rwkv7_bwd_finish")
   # Why the shim is there: the two false reports of Oclgrind's plugin shown
   # on two small kernels (the count of reports in each mode), and a real
   # read of unwritten memory still reported with the shim on. Fails when an

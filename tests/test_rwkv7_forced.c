@@ -7,7 +7,8 @@
  * column groups a work-group, value blocks that do not divide V, chunks of
  * 1 to 5 positions, and (FCL_LOOP_BUDGET, set by the test's second CTest
  * entry) launches that carry the state and its gradient. First, unforced,
- * the plan must name rwkv7_recurrent and rwkv7_bwd.
+ * the plan must name rwkv7_recurrent and rwkv7_bwd (at T = 64: shorter
+ * forwards take rwkv7_step, test_rwkv7_step.c).
  *
  * Environment: FCL_DEVICE, FCL_TEST_FILTER, FCL_TEST_VERBOSE. */
 #include "op_rwkv7.h"
@@ -50,7 +51,7 @@ static int plan_ok(fcl_context *ctx) {
   int ok = 1;
   for (int bwd = 0; bwd < 2; ++bwd) {
     fcl_rwkv7_desc d = FCL_RWKV7_DESC_INIT;
-    d.batch = 1, d.seqlen = 1, d.heads = 32, d.head_dim_k = d.head_dim_v = 64;
+    d.batch = 1, d.seqlen = 64, d.heads = 32, d.head_dim_k = d.head_dim_v = 64;
     fcl_config_info info;
     const char *want = bwd ? "rwkv7_bwd" : "rwkv7_recurrent";
     const int good = fcl_rwkv7_config(ctx, &d, FCL_BF16, bwd, &info) == FCL_OK &&

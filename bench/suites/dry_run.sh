@@ -11,7 +11,7 @@ build=${1:?usage: dry_run.sh BUILD_DIR OUT_DIR} out=${2:?usage: dry_run.sh BUILD
 mkdir -p "$out"
 status=0
 bash -n "$here/common.sh" || status=1
-for s in attention decode dropout rwkv6 f32_precision ring ring_multi_gpu; do
+for s in attention decode dropout rwkv6 rwkv7 f32_precision ring ring_multi_gpu; do
   bash -n "$here/$s.sh" || { status=1; continue; }
   args=(--build "$build" --out "$out" --dry-run)
   [[ $s == decode ]] && args+=(--part 'table,loop,sweep')

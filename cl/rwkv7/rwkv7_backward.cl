@@ -22,16 +22,20 @@
  *     dw, dk, da, db (partial over the column block), dv (summed over rows
  *     on chip) and finally dh0;
  *  3. fcl_rwkv7_bwd_finish sums the column blocks' partials in a fixed
- *     order and stores them. No float atomics: runs are bit-identical. */
+ *     order and stores them. No float atomics: runs are bit-identical.
+ * The host walks the sequences in segments of SEG positions, a launch of 2
+ * then 3 each (the gradient of the state carried between them), so the
+ * partials take room for one segment only: slot b * SEG + p - p_begin
+ * holds position p of sequence b. */
 
-/* Partial q (RW7_DR ...) of column block vb: [q][vb][token][head][i]. */
-inline long rw7_part(int q, int vb, int nvb, long ntok, long tok, int heads, int h, int i) {
-  return ((((long)q * nvb + vb) * ntok + tok) * heads + h) * K_DIM + i;
+/* Partial q (RW7_DR ...) of column block vb: [q][vb][slot][head][i]. */
+inline long rw7_part(int q, int vb, int nvb, long nslot, long slot, int heads, int h, int i) {
+  return ((((long)q * nvb + vb) * nslot + slot) * heads + h) * K_DIM + i;
 }
 
 __kernel __attribute__((reqd_work_group_size(RW7_WG, 1, 1)))
 void fcl_rwkv7_bwd_reverse(RW7_INPUTS, const __global fcl_elem *dout, RW_TENSOR(do),
-                           int nchunk, long ntok, const __global float *dht,
+                           int nchunk, int seg, long nslot, const __global float *dht,
                            const __global float *ck, __global float *part,
                            __global fcl_elem *dv, RW_TENSOR(dv), __global float *dh0) {
   __local float r_s[TC * K_PAD], e_s[TC * K_PAD], k_s[TC * K_PAD], a_s[TC * K_PAD],
@@ -76,7 +80,7 @@ void fcl_rwkv7_bwd_reverse(RW7_INPUTS, const __global fcl_elem *dout, RW_TENSOR(
       if (ks == 0)
         FCL_UNROLL
         for (int n = 0; n < VC; ++n) sa_s[tt * BV + jl0 + n] = x[n];
-      const long tok = s.tok0 + rw_time(p0 + tt, s.n, flags);
+      const long slot = (long)s.b * seg + p0 + tt - p_begin;
       FCL_UNROLL
       for (int m = 0; m < KR; ++m) {
         const int i = tt * K_PAD + i0 + m;
@@ -89,7 +93,7 @@ void fcl_rwkv7_bwd_reverse(RW7_INPUTS, const __global fcl_elem *dout, RW_TENSOR(
           dr = fma(d_s[tt * BV + jl0 + n], S[m][n], dr);
         }
         if (i0 + m < K_DIM)
-          part[rw7_part(RW7_DR, vb, nvb, ntok, tok, heads, s.h, i0 + m)] = scale * dr;
+          part[rw7_part(RW7_DR, vb, nvb, nslot, slot, heads, s.h, i0 + m)] = scale * dr;
       }
     }
     barrier(CLK_LOCAL_MEM_FENCE); /* sa_s */
@@ -118,7 +122,7 @@ void fcl_rwkv7_bwd_reverse(RW7_INPUTS, const __global fcl_elem *dout, RW_TENSOR(
         for (int n = 0; n < VC; ++n)
           if (j0 + n < V_DIM) FCL_STORE(dv, at + j0 + n, x[VC + n]);
       }
-      const long tok = s.tok0 + t;
+      const long slot = (long)s.b * seg + p0 + tt - p_begin;
       FCL_UNROLL
       for (int m = 0; m < KR; ++m) {
         const int i = tt * K_PAD + i0 + m;
@@ -135,10 +139,10 @@ void fcl_rwkv7_bwd_reverse(RW7_INPUTS, const __global fcl_elem *dout, RW_TENSOR(
         }
         if (i0 + m < K_DIM) {
           const int ii = i0 + m;
-          part[rw7_part(RW7_DK, vb, nvb, ntok, tok, heads, s.h, ii)] = dk;
-          part[rw7_part(RW7_DW, vb, nvb, ntok, tok, heads, s.h, ii)] = em * dw;
-          part[rw7_part(RW7_DA, vb, nvb, ntok, tok, heads, s.h, ii)] = da;
-          part[rw7_part(RW7_DB, vb, nvb, ntok, tok, heads, s.h, ii)] = db;
+          part[rw7_part(RW7_DK, vb, nvb, nslot, slot, heads, s.h, ii)] = dk;
+          part[rw7_part(RW7_DW, vb, nvb, nslot, slot, heads, s.h, ii)] = em * dw;
+          part[rw7_part(RW7_DA, vb, nvb, nslot, slot, heads, s.h, ii)] = da;
+          part[rw7_part(RW7_DB, vb, nvb, nslot, slot, heads, s.h, ii)] = db;
         }
       }
     }
@@ -152,27 +156,27 @@ void fcl_rwkv7_bwd_reverse(RW7_INPUTS, const __global fcl_elem *dout, RW_TENSOR(
         if (i0 + m < K_DIM && j0 + n < V_DIM) dh0[RW7_ST(bh, i0 + m, j0 + n)] = g[m][n];
 }
 
-/* One work-item per (i, token, head): dr, dw, dk, da, db from their column
- * blocks' partials, summed in order. */
+/* One work-item per (i, slot, head) of a segment: dr, dw, dk, da, db of
+ * its position from their column blocks' partials, summed in order. */
 __kernel void fcl_rwkv7_bwd_finish(const __global float *part, __global fcl_elem *dr,
                                    __global fcl_elem *dw, __global fcl_elem *dk,
                                    __global fcl_elem *da, __global fcl_elem *db,
                                    RW_TENSOR(dr), RW_TENSOR(dw), RW_TENSOR(dk), RW_TENSOR(da),
-                                   RW_TENSOR(db), int seqlen, int heads, int nvb, long ntok,
-                                   int flags) {
+                                   RW_TENSOR(db), const __global int *cu, int seqlen,
+                                   int heads, int nvb, int seg, long nslot, int p_begin,
+                                   int p_end, int flags) {
   const int i = get_global_id(0), h = get_global_id(2);
-  const long tok = get_global_id(1);
-  if (i >= K_DIM || tok >= ntok) return;
+  const long slot = get_global_id(1);
+  if (i >= K_DIM || slot >= nslot) return;
+  const int b = (int)(slot / seg), p = p_begin + (int)(slot - (long)b * seg);
+  const rw_seq s = rw_sequence(b * heads + h, heads, seqlen, cu, flags);
+  if (p >= min(p_end, s.n)) return;
   float acc[RW7_NPART];
   for (int q = 0; q < RW7_NPART; ++q) {
     acc[q] = 0.0f;
-    for (int vb = 0; vb < nvb; ++vb) acc[q] += part[rw7_part(q, vb, nvb, ntok, tok, heads, h, i)];
+    for (int vb = 0; vb < nvb; ++vb) acc[q] += part[rw7_part(q, vb, nvb, nslot, slot, heads, h, i)];
   }
-  rw_seq s;
-  s.h = h;
-  s.b = (flags & RW_VARLEN) ? 0 : (int)(tok / seqlen);
-  s.tok0 = 0;
-  const int t = (flags & RW_VARLEN) ? (int)tok : (int)(tok % seqlen);
+  const int t = rw_time(p, s.n, flags);
   FCL_STORE(dr, rw_at(RW_T(dr), s, t, flags) + i, acc[RW7_DR]);
   FCL_STORE(dw, rw_at(RW_T(dw), s, t, flags) + i, acc[RW7_DW]);
   FCL_STORE(dk, rw_at(RW_T(dk), s, t, flags) + i, acc[RW7_DK]);

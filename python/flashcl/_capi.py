@@ -87,6 +87,14 @@ class Rwkv6Desc(Structure):
                 ("algorithm", c_int), ("cu_seqlens_host", POINTER(c_int32))]
 
 
+class Rwkv7Desc(Structure):
+    _fields_ = [("size", c_size_t), ("batch", c_int64), ("seqlen", c_int64),
+                ("heads", c_int64), ("head_dim_k", c_int64), ("head_dim_v", c_int64),
+                ("scale", c_float), ("reverse", c_int), ("cu_seqlens", cl_mem),
+                ("cu_seqlens_host", POINTER(c_int32)), ("decay_lower_bound", c_float),
+                ("reserved0", ctypes.c_uint32)]
+
+
 class ConfigInfo(Structure):
     _fields_ = [("kernel", c_char * 32), ("params", c_char * 160), ("source", c_char * 512)]
 
@@ -119,6 +127,13 @@ def rwkv6_desc():
     return d
 
 
+def rwkv7_desc():
+    """FCL_RWKV7_DESC_INIT."""
+    d = Rwkv7Desc()
+    d.size = ctypes.sizeof(Rwkv7Desc)
+    return d
+
+
 _T = POINTER(Tensor)
 _SIGNATURES = {
     "fcl_version_number": (c_uint, []),
@@ -148,6 +163,13 @@ _SIGNATURES = {
     "fcl_rwkv6_backward": (fcl_status, [fcl_context_p, POINTER(Rwkv6Desc), _T, _T, _T, _T,
                                         cl_mem, cl_mem, _T, cl_mem, _T, _T, _T, _T,
                                         cl_mem, cl_mem]),
+    "fcl_rwkv7_forward": (fcl_status, [fcl_context_p, POINTER(Rwkv7Desc), _T, _T, _T, _T,
+                                       _T, _T, cl_mem, _T, cl_mem]),
+    "fcl_rwkv7_backward": (fcl_status, [fcl_context_p, POINTER(Rwkv7Desc), _T, _T, _T, _T,
+                                        _T, _T, cl_mem, _T, cl_mem, _T, _T, _T, _T, _T, _T,
+                                        cl_mem]),
+    "fcl_rwkv7_config": (fcl_status, [fcl_context_p, POINTER(Rwkv7Desc), fcl_dtype, c_int,
+                                      POINTER(ConfigInfo)]),
     "fcl_attention_config": (fcl_status, [fcl_context_p, POINTER(AttentionDesc), fcl_dtype,
                                           c_int, POINTER(ConfigInfo)]),
     "fcl_rwkv6_config": (fcl_status, [fcl_context_p, POINTER(Rwkv6Desc), fcl_dtype, c_int,

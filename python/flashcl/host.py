@@ -14,6 +14,7 @@ import pyopencl.array as cl_array
 from . import _attention as _att
 from . import _kvcache as _kv
 from . import _rwkv6 as _rw
+from . import _rwkv7 as _rw7
 from ._context import default_context
 
 _HOST_KEYWORDS = ("cu_seqlens", "cu_seqlens_q", "cu_seqlens_k")  # taken as host values
@@ -103,3 +104,17 @@ def rwkv6_backward(do, r, k, v, w, u, *args, context=None, **kwargs):
     ctx = _context(context)
     return _get(_rw.rwkv6_backward(*_dev(ctx, (do, r, k, v, w, u) + args), context=ctx,
                                    **_kwargs(ctx, kwargs)))
+
+
+def rwkv7(r, w, k, v, a, b, *args, context=None, **kwargs):
+    """flashcl.rwkv7 on numpy arrays: returns (o, final_state)."""
+    ctx = _context(context)
+    return _get(_rw7.rwkv7(*_dev(ctx, (r, w, k, v, a, b) + args), context=ctx,
+                           **_kwargs(ctx, kwargs)))
+
+
+def rwkv7_backward(do, r, w, k, v, a, b, *args, context=None, **kwargs):
+    """flashcl.rwkv7_backward on numpy arrays: (dr, dw, dk, dv, da, db, dh0)."""
+    ctx = _context(context)
+    return _get(_rw7.rwkv7_backward(*_dev(ctx, (do, r, w, k, v, a, b) + args), context=ctx,
+                                    **_kwargs(ctx, kwargs)))

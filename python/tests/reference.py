@@ -176,3 +176,45 @@ def rwkv6_grad(r, k, v, w, u, scale, do, h0=None, dht=None, reverse=False):
         dw[t] = e * np.einsum("hij,hij->hi", G, S)
         G = G * e[:, :, None] + scale * r[t][:, :, None] * do[t][:, None, :]
     return dr, dk, dv, dw, du, G
+
+
+# ---- RWKV7 -----------------------------------------------------------------------
+def rwkv7(r, w, k, v, a, b, scale, h0=None, reverse=False):
+    """One sequence: r, w, k, a, b (T, H, K), v (T, H, V); returns o (T, H, V),
+    the final state (H, K, V) and the states before each step:
+        S = diag(exp(w_t)) S + b_t (a_t^T S) + k_t v_t^T,  o_t = scale r_t^T S."""
+    T, H, K = r.shape
+    S = np.zeros((H, K, v.shape[2])) if h0 is None else h0.copy()
+    o = np.zeros(v.shape)
+    states = [None] * T
+    for t in (range(T - 1, -1, -1) if reverse else range(T)):
+        states[t] = S
+        sa = np.einsum("hi,hij->hj", a[t], S)
+        S = np.exp(w[t])[:, :, None] * S + b[t][:, :, None] * sa[:, None, :] \
+            + k[t][:, :, None] * v[t][:, None, :]
+        o[t] = scale * np.einsum("hi,hij->hj", r[t], S)
+    return o, S, states
+
+
+def rwkv7_grad(r, w, k, v, a, b, scale, do, h0=None, dht=None, reverse=False):
+    """dr, dw, dk, dv, da, db, dh0 of rwkv7 for one sequence
+    (backpropagation through the recurrence, step by step)."""
+    _, _, states = rwkv7(r, w, k, v, a, b, scale, h0, reverse)
+    T, H, K = r.shape
+    G = np.zeros((H, K, v.shape[2])) if dht is None else dht.copy()
+    dr, dw, dk, dv, da, db = (np.zeros(x.shape) for x in (r, w, k, v, a, b))
+    for t in (range(T) if reverse else range(T - 1, -1, -1)):
+        S, e = states[t], np.exp(w[t])
+        sa = np.einsum("hi,hij->hj", a[t], S)
+        S1 = e[:, :, None] * S + b[t][:, :, None] * sa[:, None, :] \
+            + k[t][:, :, None] * v[t][:, None, :]
+        G = G + scale * r[t][:, :, None] * do[t][:, None, :]
+        dr[t] = scale * np.einsum("hij,hj->hi", S1, do[t])
+        dk[t] = np.einsum("hij,hj->hi", G, v[t])
+        dv[t] = np.einsum("hij,hi->hj", G, k[t])
+        dw[t] = e * np.einsum("hij,hij->hi", G, S)
+        db[t] = np.einsum("hij,hj->hi", G, sa)
+        gb = np.einsum("hi,hij->hj", b[t], G)
+        da[t] = np.einsum("hij,hj->hi", S, gb)
+        G = e[:, :, None] * G + a[t][:, :, None] * gb[:, None, :]
+    return dr, dw, dk, dv, da, db, G

@@ -33,6 +33,7 @@ typedef struct {
                                 those that cache compiled kernels included */
   char tuning_db[4096];      /* tuning database; "" when off or no home      */
   long loop_budget;          /* FCL_LOOP_BUDGET, -1 when unset               */
+  long scratch_cap;          /* FCL_SCRATCH_CAP: bytes, -1 when unset        */
   bool f32_tensor_cores;     /* FCL_F32_TENSOR_CORES (default on)            */
   bool cpu_kernel;           /* FCL_CPU_KERNEL (default on)                  */
   bool mma_emulate;          /* FCL_MMA_EMULATE                              */

@@ -59,6 +59,8 @@ void fcl_options_read(fcl_options *o) {
   if (!fcl_options_tuning_db(o->tuning_db, sizeof o->tuning_db)) o->tuning_db[0] = '\0';
   const char *budget = env("FCL_LOOP_BUDGET"); /* testing the split paths */
   o->loop_budget = budget ? atol(budget) : -1;
+  const char *cap = env("FCL_SCRATCH_CAP"); /* testing the segmented paths */
+  o->scratch_cap = cap ? atol(cap) : -1;
   o->f32_tensor_cores = flag("FCL_F32_TENSOR_CORES", true);
   o->cpu_kernel = flag("FCL_CPU_KERNEL", true);
   o->mma_emulate = flag("FCL_MMA_EMULATE", false);

@@ -5,11 +5,20 @@
  * from source is their cache's hit and flashcl's cache would only cost
  * (FCL_CACHE=1 keeps it on there too). A program is named by its top
  * files; its key covers the text of every file they require. */
+#define _POSIX_C_SOURCE 200809L
 #include "core/core.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+/* Monotonic seconds, for the log's build times. */
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 static void program_key(const fcl_context *ctx, char *const *texts, int n,
                         const char *options, unsigned long long key[2]) {
@@ -178,6 +187,7 @@ static fcl_status get_entry(fcl_context *ctx, const char *const *tops, const cha
       goto done;
     }
   }
+  double t0 = 0.0;
   fcl_program_entry *e = calloc(1, sizeof *e);
   if (!e) {
     s = fcl_fail(ctx, FCL_ERROR_OUT_OF_MEMORY, "program table");
@@ -186,10 +196,12 @@ static fcl_status get_entry(fcl_context *ctx, const char *const *tops, const cha
   if (from_cache(ctx, key, options, &e->program)) {
     ctx->stats.programs_from_cache++;
     fcl_log(ctx, "program %s [%s]: loaded from the binary cache", top, options);
-  } else if ((s = from_source(ctx, src.texts, src.sizes, src.n, options, &e->program)) ==
-             FCL_OK) {
+  } else if (t0 = now_s(),
+             (s = from_source(ctx, src.texts, src.sizes, src.n, options, &e->program)) ==
+                 FCL_OK) {
     ctx->stats.programs_built++;
-    fcl_log(ctx, "program %s [%s]: built from source", top, options);
+    fcl_log(ctx, "program %s [%s]: built from source in %.0f ms", top, options,
+            1e3 * (now_s() - t0));
     to_cache(ctx, e->program, key);
   }
   if (s != FCL_OK) {

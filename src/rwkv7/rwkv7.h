@@ -56,6 +56,13 @@ fcl_status fcl_rwkv7_forward_launches(fcl_context *ctx, const fcl_rwkv7_problem 
                                       cl_kernel kf, int VS, int VC, int KS,
                                       int64_t per_launch, cl_mem h0, cl_mem ht, cl_mem ck,
                                       int nchunk);
+/* The backward's segments of time (rwkv7_backward.c): positions a segment
+ * of the reverse pass takes, so that its partial gradients stay within
+ * FCL_RWKV7_PART_CAP bytes (the context's FCL_SCRATCH_CAP instead, for
+ * tests) and its launch within the loop budget (per, 0: none). */
+#define FCL_RWKV7_PART_CAP ((size_t)128 << 20)
+int64_t fcl_rwkv7_bwd_segment(const fcl_context *ctx, const fcl_rwkv7_desc *d, int TC, int nvb,
+                              int64_t per);
 /* The scale the kernels use (0: 1/sqrt(K)) and their common flags. */
 float fcl_rwkv7_scale(const fcl_rwkv7_desc *d);
 int   fcl_rwkv7_flags(const fcl_rwkv7_problem *p);
@@ -67,6 +74,11 @@ int   fcl_rwkv7_flags(const fcl_rwkv7_problem *p);
 #define FCL_RWKV7_BWD_PARAMS(X) X(TC) X(KS) X(VC)
 FCL_PARAM_STRUCT(fcl_rwkv7_fwd_params, FCL_RWKV7_FWD_PARAMS);
 FCL_PARAM_STRUCT(fcl_rwkv7_bwd_params, FCL_RWKV7_BWD_PARAMS);
+/* The step (short sequences, rwkv7_step.c): work-items along K and V,
+ * value columns a work-item (a vector of 1, 2 or 4). */
+#define FCL_RWKV7_STEP_PARAMS(X) X(KS) X(VS) X(VC)
+FCL_PARAM_STRUCT(fcl_rwkv7_step_params, FCL_RWKV7_STEP_PARAMS);
+extern const fcl_variant fcl_variant_rwkv7_step;
 extern const fcl_variant fcl_variant_rwkv7_recurrent;
 extern const fcl_variant fcl_variant_rwkv7_bwd;
 /* Positions one launch may walk within the device's loop budget (a
@@ -76,6 +88,12 @@ int64_t fcl_rwkv7_fwd_positions_per_launch(const fcl_device_info *dev, int K,
 int64_t fcl_rwkv7_bwd_positions_per_launch(const fcl_device_info *dev, int K,
                                            const fcl_rwkv7_bwd_params *c);
 
+/* rwkv7_step.c: the step kernel's launches (its row's launch), of
+ * fcl_rwkv7_step_positions(d) = min(seqlen, RW_STEP_MAX_T) positions each
+ * (a program built for that many), the state carried between them. */
+int        fcl_rwkv7_step_positions(const fcl_rwkv7_desc *d);
+fcl_status fcl_rwkv7_step_forward(fcl_context *ctx, const fcl_variant_plan *pl,
+                                  const void *problem, bool *fallback);
 /* The chunked forward (rwkv7_chunk_variants.c: its variant; rwkv7_chunked.c:
  * its launches): chunks of TC positions, key tiles of BK, value columns a
  * work-group of the state pass (HV), work-items (WG), value columns a

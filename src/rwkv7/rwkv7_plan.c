@@ -1,10 +1,10 @@
 /* The RWKV7 plan: the tables of the forward and the backward
  * (tuning/variant_table.c walks them), what their rows make of a problem
  * and add to its build options. fcl_rwkv7_config() reports exactly what
- * the calls run. The forward's: the chunked kernels where
- * decay_lower_bound allows them (output on tensor cores, then portable),
- * then the fused recurrent kernel; the
- * backward's: the fused recurrent kernels. */
+ * the calls run. The forward: the step kernel for short sequences, the
+ * chunked kernels where decay_lower_bound allows them (output on tensor
+ * cores, then portable), then the fused recurrent kernel; the backward:
+ * the fused recurrent kernels. */
 #include "rwkv7/rwkv7.h"
 
 static void class_of(const void *problem, const fcl_variant *v, fcl_tuning_class *cls) {
@@ -23,23 +23,21 @@ static void unrolled(const fcl_context *ctx, const void *problem, fcl_build_extr
   x->defs[x->ndefs++] = (fcl_define){"FCL_UNROLL_HINTS", !ctx->info.is_cpu};
 }
 
-/* The column blocks' partial gradients (RW7_NPART of them, each
- * [V / VC][tokens][heads][K] floats) must fit one buffer: a tuned VC too
- * small for this problem gives way to the defaults. */
-static void bwd_refit(fcl_context *ctx, fcl_variant_plan *pl, const void *problem) {
+/* The step kernel (rwkv7_step.c) for the forward of at most
+ * RW_STEP_MAX_T positions (one launch; varlen too, whose seqlen bounds
+ * every sequence); forced (fa-tune), at any length, in launches of up to
+ * RW_STEP_MAX_T positions, the state carried between them. */
+static fcl_status step_applies(fcl_context *ctx, const void *problem, fcl_fit *fit) {
   const fcl_rwkv7_problem *p = problem;
-  const int K = (int)p->d->head_dim_k, V = (int)p->d->head_dim_v;
-  const fcl_rwkv7_bwd_params *c = FCL_CPARAMS(fcl_rwkv7_bwd_params, &pl->cfg);
-  if (!ctx->info.max_alloc ||
-      fcl_bytes(RW7_NPART * ((V + c->VC - 1) / c->VC), p->ntok, p->d->heads, K, 4) <=
-          ctx->info.max_alloc)
-    return;
-  fcl_config def;
-  pl->cls.variant->defaults(&ctx->info, &pl->cls, &def);
-  if (FCL_CPARAMS(fcl_rwkv7_bwd_params, &def)->VC > c->VC) {
-    fcl_log(ctx, "rwkv7 backward: built-in defaults (partial gradients over one buffer's limit)");
-    pl->cfg = def;
-  }
+  (void)ctx;
+  *fit = p->d->seqlen <= RW_STEP_MAX_T ? FCL_FIT_YES : FCL_FIT_FORCED;
+  return FCL_OK;
+}
+
+static void step_options(const fcl_context *ctx, const void *problem, fcl_build_extra *x) {
+  unrolled(ctx, problem, x);
+  x->defs[x->ndefs++] =
+      (fcl_define){"RW_STEPS", fcl_rwkv7_step_positions(((const fcl_rwkv7_problem *)problem)->d)};
 }
 
 /* Untuned, AUTO's chunked forward from this length (a guess: not yet
@@ -91,7 +89,11 @@ static void mma_options(const fcl_context *ctx, const void *problem, fcl_build_e
   x->tail = fcl_mma_build_options(ctx, ((const fcl_rwkv7_problem *)problem)->dtype);
 }
 
+/* Forward: the step kernel, the chunked kernels (tensor cores, then
+ * portable), the fused recurrent kernel. */
 static const fcl_variant_row fwd_rows[] = {
+    {.variant = &fcl_variant_rwkv7_step, .applies = step_applies, .options = step_options,
+     .launch = fcl_rwkv7_step_forward},
     {.variant = &fcl_variant_rwkv7_chunked_mma, .applies = chunked_mma_applies,
      .refit = chunked_refit, .options = mma_options, .launch = fcl_rwkv7_chunk_mma_forward},
     {.variant = &fcl_variant_rwkv7_chunked, .applies = chunked_applies, .refit = chunked_refit,
@@ -103,7 +105,7 @@ const fcl_variant_table fcl_rwkv7_fwd_table = {"rwkv7 forward", fwd_rows,
                                                (int)FCL_COUNT(fwd_rows), class_of};
 
 static const fcl_variant_row bwd_rows[] = {
-    {.variant = &fcl_variant_rwkv7_bwd, .refit = bwd_refit, .options = unrolled,
+    {.variant = &fcl_variant_rwkv7_bwd, .options = unrolled,
      .launch = fcl_rwkv7_recurrent_backward},
 };
 const fcl_variant_table fcl_rwkv7_bwd_table = {"rwkv7 backward", bwd_rows,
