@@ -114,10 +114,11 @@ int64_t fcl_rwkv7_chunk_state_per_launch(const fcl_device_info *dev, int K, int 
 fcl_status fcl_rwkv7_chunked_forward(fcl_context *ctx, const fcl_variant_plan *pl,
                                      const void *problem, bool *fallback);
 /* The chunked forward's launches with the output kernel named, in
- * work-groups of out_wg work-items, out_bv value columns each. */
+ * work-groups of out_wg work-items, out_bv value columns each; *fallback
+ * (nothing enqueued) where its scratch exceeds one buffer's limit. */
 fcl_status fcl_rwkv7_chunk_launches(fcl_context *ctx, const fcl_variant_plan *pl,
                                     const fcl_rwkv7_problem *p, const char *out_kernel,
-                                    size_t out_wg, int out_bv);
+                                    size_t out_wg, int out_bv, bool *fallback);
 /* Why the prep kernel and the state pass with these parameters (and the
  * portable output with bv columns a work-group; 0: not built) do not fit
  * the device at head dim K, or NULL; extra_local: bytes of local memory

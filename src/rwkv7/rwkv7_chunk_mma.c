@@ -102,7 +102,6 @@ fcl_status fcl_rwkv7_chunk_mma_forward(fcl_context *ctx, const fcl_variant_plan 
                                        const void *problem, bool *fallback) {
   const params *c = FCL_CPARAMS(params, &pl->cfg);
   const fcl_rwkv7_problem *p = problem;
-  (void)fallback;
   return fcl_rwkv7_chunk_launches(ctx, pl, p, "fcl_rwkv7_chunk_out_mma", (size_t)c->TC * 2,
-                                  (int)p->d->head_dim_v);
+                                  (int)p->d->head_dim_v, fallback);
 }

@@ -49,7 +49,7 @@ static fcl_status state_pass(fcl_context *ctx, const fcl_rwkv7_problem *p, const
 
 fcl_status fcl_rwkv7_chunk_launches(fcl_context *ctx, const fcl_variant_plan *pl,
                                     const fcl_rwkv7_problem *p, const char *out_kernel,
-                                    size_t out_wg, int out_bv) {
+                                    size_t out_wg, int out_bv, bool *fallback) {
   const fcl_rwkv7_desc *d = p->d;
   const fcl_rwkv7_args *t = &p->a;
   const common *c = FCL_CPARAMS(common, &pl->cfg);
@@ -57,16 +57,21 @@ fcl_status fcl_rwkv7_chunk_launches(fcl_context *ctx, const fcl_variant_plan *pl
   const int K = (int)d->head_dim_k;
   const cl_int nchunk = (cl_int)((d->seqlen + c->TC - 1) / c->TC);
   const int64_t bh = d->batch * d->heads;
+  const size_t xbytes = fcl_bytes(bh, nchunk, (int64_t)fcl_rwkv7_chunk_floats(K, c->TC), 4, 1);
+  const size_t ckbytes = fcl_bytes(bh, nchunk, K, d->head_dim_v, 4);
+  if (ctx->info.max_alloc && (xbytes > ctx->info.max_alloc || ckbytes > ctx->info.max_alloc)) {
+    fcl_log(ctx, "rwkv7 chunked forward: its scratch (%zu and %zu bytes) exceeds one buffer's "
+            "limit; the next kernel", xbytes, ckbytes);
+    *fallback = true;
+    return FCL_OK;
+  }
   cl_kernel kp, ks, ko;
   cl_mem x, ck;
   fcl_status s;
   if ((s = fcl_get_kernel(ctx, tops, pl->options, "fcl_rwkv7_chunk_prep", &kp)) ||
       (s = fcl_get_kernel(ctx, tops, pl->options, "fcl_rwkv7_chunk_state", &ks)) ||
       (s = fcl_get_kernel(ctx, tops, pl->options, out_kernel, &ko)) ||
-      (s = fcl_scratch(ctx, 0,
-                       fcl_bytes(bh, nchunk, (int64_t)fcl_rwkv7_chunk_floats(K, c->TC), 4, 1),
-                       &x)) ||
-      (s = fcl_scratch(ctx, 1, fcl_bytes(bh, nchunk, K, d->head_dim_v, 4), &ck)))
+      (s = fcl_scratch(ctx, 0, xbytes, &x)) || (s = fcl_scratch(ctx, 1, ckbytes, &ck)))
     return s;
   cl_int seqlen = (cl_int)d->seqlen, heads = (cl_int)d->heads, flags = fcl_rwkv7_flags(p);
   cl_float scale = fcl_rwkv7_scale(d);
@@ -98,6 +103,6 @@ fcl_status fcl_rwkv7_chunk_launches(fcl_context *ctx, const fcl_variant_plan *pl
 fcl_status fcl_rwkv7_chunked_forward(fcl_context *ctx, const fcl_variant_plan *pl,
                                      const void *problem, bool *fallback) {
   const params *c = FCL_CPARAMS(params, &pl->cfg);
-  (void)fallback;
-  return fcl_rwkv7_chunk_launches(ctx, pl, problem, "fcl_rwkv7_chunk_out", (size_t)c->WG, c->BV);
+  return fcl_rwkv7_chunk_launches(ctx, pl, problem, "fcl_rwkv7_chunk_out", (size_t)c->WG, c->BV,
+                                  fallback);
 }
