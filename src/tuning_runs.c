@@ -34,6 +34,9 @@ static fcl_status plans(fcl_context *ctx, const fcl_tuning_class *c, bool *runs)
     d.batch = 1, d.seqlen = len, d.heads = 1;
     d.head_dim_k = c->head_dim, d.head_dim_v = c->head_dim_v;
     if (v == &fcl_variant_rwkv7_step) d.seqlen = 1; /* as RWKV6's step, below */
+    /* The chunked forward runs only under a decay bound: the models'. */
+    if (v == &fcl_variant_rwkv7_chunked || v == &fcl_variant_rwkv7_chunked_mma)
+      d.decay_lower_bound = -0.60653066f;
     fcl_rwkv7_problem p;
     fcl_variant_plan pl;
     fcl_rwkv7_problem_of(&d, c->dtype, &p);

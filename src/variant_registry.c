@@ -23,7 +23,7 @@ static const fcl_variant_table *const tables[] = {
  * attention backward, the RWKV6 step (decoding) and recurrent forward, the
  * recurrent backward, the chunked RWKV6 backward and forward, the kvcache
  * operation's decode variants (FCL_TUNING_ATTENTION_DECODE,
- * docs/layout.md's names), the RWKV7 recurrent forward and backward; within
+ * docs/layout.md's names), the RWKV7 forward (chunked, recurrent) and backward; within
  * one, the tables' order. What is not named
  * here comes last. */
 static const fcl_tuning_op order[] = {

@@ -86,6 +86,7 @@ int oh_rwkv7_run(fcl_context *ctx, const ref_rwkv7_problem *p, fcl_dtype dt,
   desc.scale = (float)p->scale;
   desc.reverse = p->reverse;
   desc.cu_seqlens = cu;
+  desc.decay_lower_bound = opts->decay_lower_bound;
   a.desc = &desc;
   const double t0 = tu_now();
   int fail = oh_pool_finish(&pl, fcl_rwkv7_forward(ctx, &desc, &a.x[0]->t, &a.x[1]->t,
@@ -165,7 +166,8 @@ int oh_rwkv7_case_run(fcl_context *ctx, const oh_rwkv7_case *c, fcl_dtype dt, in
   const ref_rwkv7_grads rg = {ref[2], ref[3], ref[4], ref[5], ref[6], ref[7], ref[8]};
   if (!c->fwd_only && ref_rwkv7_backward(&p, &rin, dout, c->no_dht ? NULL : dht, &rg)) abort();
 
-  oh_rwkv7_opts opts = {c->lin, c->lout, c->off, 0, 24, c->junk_stride0, 2, 1};
+  oh_rwkv7_opts opts = {c->lin, c->lout, c->off, 0, 24, c->junk_stride0, 2, 1,
+                        c->decay_lower_bound};
   /* With no token the library still wants room for one token row. */
   opts.tail = tokens ? 5 : (size_t)(H * (K > V ? K : V)) + 5;
   if (c->exact && tokens) opts.tail = 0, opts.out_tail = 0, opts.bwd_runs = 1;

@@ -26,6 +26,7 @@ typedef struct {
   int       junk_stride0;  /* varlen: strides[0] of every view is garbage            */
   int       bwd_runs;      /* backward runs (0 or 1: one; more: bit-identical)       */
   int       check_inputs;  /* every input buffer keeps its bytes                     */
+  float     decay_lower_bound; /* the descriptor's                                   */
 } oh_rwkv7_opts;
 
 /* Returns 0 on success; otherwise nonzero with the reason appended to why. */
@@ -54,6 +55,7 @@ typedef struct {
   int             junk_stride0, seqlen_extra;
   int             fwd_only;        /* no backward (the step kernel's tests) */
   int             exact;           /* views fill their buffers, one backward (Oclgrind) */
+  float           decay_lower_bound; /* the descriptor's (0: none) */
 } oh_rwkv7_case;
 
 int oh_rwkv7_case_run(fcl_context *ctx, const oh_rwkv7_case *c, fcl_dtype dt, int verbose);

@@ -100,7 +100,7 @@ static int rerun_ok(fcl_context *ctx, const step_case *sc, fcl_dtype dt) {
   tu_round_array(r, 5 * nk, dt); /* r, w, k, a, b */
   tu_round_array(v, nv, dt);
   tu_round_array(h0, ns, FCL_F32);
-  const oh_rwkv7_opts opts = {TU_BSHD, TU_BSHD, 0, 0, 0, 0, 1, 0};
+  const oh_rwkv7_opts opts = {TU_BSHD, TU_BSHD, 0, 0, 0, 0, 1, 0, 0.0f};
   const oh_rwkv7_in in = {r, w, k, v, a, b, h0, NULL, NULL};
   oh_rwkv7_out out1 = {.o = o1, .ht = ht1}, out2 = {.o = o2, .ht = ht2};
   char why[1024] = "";

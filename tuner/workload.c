@@ -386,6 +386,9 @@ static bool rwkv7_create(tune_workload *w, int64_t T, int64_t H, char *why, size
   fcl_rwkv7_desc *d = &w->sd;
   *d = (fcl_rwkv7_desc)FCL_RWKV7_DESC_INIT;
   d->batch = 1, d->seqlen = T, d->heads = H, d->head_dim_k = K, d->head_dim_v = V;
+  /* The models' bound, which both kinds of inputs keep: the chunked
+   * forward (rwkv7_chunked) runs only under it. */
+  d->decay_lower_bound = -0.60653066f;
   const bool bwd = fcl_variant_op(c->variant) == FCL_TUNING_RWKV7_BWD;
   const ref_rwkv7_problem p = {1, T, H, K, V, 0.0, 0, NULL};
   double *x = NULL, *r = NULL, *wd = NULL, *k = NULL, *v = NULL, *a = NULL, *b = NULL,

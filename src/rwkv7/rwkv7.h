@@ -94,6 +94,46 @@ int64_t fcl_rwkv7_bwd_positions_per_launch(const fcl_device_info *dev, int K,
 int        fcl_rwkv7_step_positions(const fcl_rwkv7_desc *d);
 fcl_status fcl_rwkv7_step_forward(fcl_context *ctx, const fcl_variant_plan *pl,
                                   const void *problem, bool *fallback);
+/* The chunked forward (rwkv7_chunk_variants.c: its variant; rwkv7_chunked.c:
+ * its launches): chunks of TC positions, key tiles of BK, value columns a
+ * work-group of the state pass (HV), work-items (WG), value columns a
+ * work-group of the portable output (BV). The tensor-core variant's are
+ * the first four (FCL_RWKV7_CHUNK_MMA_PARAMS), which the launches read. */
+#define FCL_RWKV7_CHUNK_MMA_PARAMS(X) X(TC) X(BK) X(HV) X(WG)
+#define FCL_RWKV7_CHUNK_PARAMS(X) FCL_RWKV7_CHUNK_MMA_PARAMS(X) X(BV)
+FCL_PARAM_STRUCT(fcl_rwkv7_chunk_params, FCL_RWKV7_CHUNK_PARAMS);
+extern const fcl_variant fcl_variant_rwkv7_chunked;
+/* The longest chunk decay_lower_bound allows the chunked form (0: none,
+ * the recurrent form runs). */
+int fcl_rwkv7_chunk_of_bound(float bound);
+/* Floats of one chunk's factors (rwkv7_chunk_prep.cl's RW7_XN). */
+size_t fcl_rwkv7_chunk_floats(int K, int tc);
+/* Chunks a state-pass launch may walk within the loop budget (0: all). */
+int64_t fcl_rwkv7_chunk_state_per_launch(const fcl_device_info *dev, int K, int tc, int hv,
+                                         int wg);
+fcl_status fcl_rwkv7_chunked_forward(fcl_context *ctx, const fcl_variant_plan *pl,
+                                     const void *problem, bool *fallback);
+/* The chunked forward's launches with the output kernel named, in
+ * work-groups of out_wg work-items, out_bv value columns each; *fallback
+ * (nothing enqueued) where its scratch exceeds one buffer's limit. */
+fcl_status fcl_rwkv7_chunk_launches(fcl_context *ctx, const fcl_variant_plan *pl,
+                                    const fcl_rwkv7_problem *p, const char *out_kernel,
+                                    size_t out_wg, int out_bv, bool *fallback);
+/* Why the prep kernel and the state pass with these parameters (and the
+ * portable output with bv columns a work-group; 0: not built) do not fit
+ * the device at head dim K, or NULL; extra_local: bytes of local memory
+ * another kernel of the program takes (rwkv7_chunk_variants.c). */
+const char *fcl_rwkv7_chunk_misfit(const fcl_device_info *dev, int K, int tc, int bk, int hv,
+                                   int wg, int bv, size_t extra_local);
+/* rwkv7_chunk_mma.c: the chunked forward with its output on tensor cores
+ * (f16, bf16): its variant (the portable one's parameters; BV = V), the
+ * problems it takes (where the portable chunked row would: *fit), and its
+ * launches. */
+extern const fcl_variant fcl_variant_rwkv7_chunked_mma;
+fcl_status fcl_rwkv7_chunk_mma_applies(fcl_context *ctx, const fcl_rwkv7_problem *p,
+                                       fcl_fit *fit);
+fcl_status fcl_rwkv7_chunk_mma_forward(fcl_context *ctx, const fcl_variant_plan *pl,
+                                       const void *problem, bool *fallback);
 
 /* rwkv7_plan.c: the tables of the forward and the backward, the plan of a
  * problem and the run of a checked call. */
