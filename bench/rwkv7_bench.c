@@ -128,6 +128,11 @@ static fcl_status call(fcl_context *ctx, const void *arg) {
   const r7inputs *in = c->in;
   fcl_rwkv7_desc d = FCL_RWKV7_DESC_INIT;
   d.batch = s->b, d.seqlen = s->t, d.heads = s->h, d.head_dim_k = s->k, d.head_dim_v = s->v;
+  /* The inputs' w lie in the models' range (and stay there rounded to the
+   * dtype), so the call makes the models' promise, as fla's chunked kernels
+   * assume: the library may take its chunked form (--params
+   * rwkv7_recurrent:... forces the recurrent one). */
+  d.decay_lower_bound = -0.60653066f;
   fcl_tensor x[N_IN7], y[N_OUT7];
   for (int i = 0; i < N_IN7; i++) x[i] = view(in->bx[i], s, in_dim(s, i));
   for (int i = 0; i < N_OUT7; i++) y[i] = view(in->by[i], s, out_dim(s, i));

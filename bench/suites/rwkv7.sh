@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # shellcheck source-path=SCRIPTDIR disable=SC2054 # commas separate fa-bench's lists
-# RWKV7, flashcl against flash-linear-attention (fla) in one run (issue 56's
-# targets):
+# RWKV7, flashcl against flash-linear-attention (fla) in one run:
 #   fa-bench rwkv7-fwd, rwkv7-bwd  bf16 and f32, with h0 (and ht, dh0):
 #                         1: B=8 H=32 T=4096  K=V=64
 #                         2: B=2 H=32 T=16384 K=V=64
