@@ -9,7 +9,8 @@ copies to and from the device). Errors raise flashcl.Error.
 from . import _capi
 from ._capi import (ERROR_BUILD, ERROR_INTERNAL, ERROR_INVALID_ARGUMENT, ERROR_NO_DEVICE,
                     ERROR_OPENCL, ERROR_OUT_OF_MEMORY, ERROR_TUNING_DB, ERROR_UNSUPPORTED, OK)
-from ._config import ConfigInfo, config_info
+from ._config import ConfigInfo
+from ._config_info import config_info
 from ._context import Context, Option
 from ._errors import Error
 from ._attention import attention, attention_backward

@@ -1,6 +1,7 @@
-"""config_info: which kernel and parameters an operation would use, and
-where they come from (fcl_attention_config, fcl_rwkv6_config,
-fcl_rwkv7_config)."""
+"""ConfigInfo and config_info_of: which kernel and parameters an
+operation would use, and where they come from (fcl_attention_config,
+fcl_rwkv6_config, fcl_rwkv7_config); the operations' modules call it,
+_config_info.py dispatches by name."""
 import collections
 import ctypes
 
@@ -17,24 +18,3 @@ def config_info_of(ctx, fn, desc, dtype, backward):
     ctx.call(fn, ctypes.byref(desc), dtype, 1 if backward else 0, ctypes.byref(info))
     return ConfigInfo(*(getattr(info, f).decode("utf-8", "replace")
                         for f in ("kernel", "params", "source")))
-
-
-def config_info(op, *args, **kwargs):
-    """config_info("attention" | "attention_backward" | "rwkv6" |
-    "rwkv6_backward" | "rwkv7" | "rwkv7_backward", arrays..., keywords...)
-    takes the arrays and keywords the operation takes (attention: q, k, v;
-    rwkv6: r, k, v, w, u; rwkv7: r, w, k, v, a, b) and
-    returns the ConfigInfo the library chooses for them. The tuning itself
-    is fa-tune's (the C tool): this reads what it stored."""
-    from ._attention import attention_config
-    from ._rwkv6 import rwkv6_config
-    from ._rwkv7 import rwkv7_config
-    ops = {"attention": (attention_config, False),
-           "attention_backward": (attention_config, True),
-           "rwkv6": (rwkv6_config, False), "rwkv6_backward": (rwkv6_config, True),
-           "rwkv7": (rwkv7_config, False), "rwkv7_backward": (rwkv7_config, True)}
-    if op not in ops:
-        from ._errors import invalid
-        raise invalid("op: %r is not one of %s" % (op, ", ".join(ops)))
-    fn, backward = ops[op]
-    return fn(*args, backward=backward, **kwargs)

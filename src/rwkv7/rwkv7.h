@@ -37,13 +37,7 @@ fcl_status fcl_check_rwkv7_view(fcl_context *ctx, const fcl_rwkv7_problem *p,
                                 const fcl_tensor *t, const char *name, bool value_dim,
                                 const fcl_tensor *r);
 
-/* rwkv7_forward.c, rwkv7_backward.c: the calls, checked and run by their
- * pass's table (the entry, rwkv7_entry.c, has read the descriptor), and
- * the recurrent rows' launches. */
-fcl_status fcl_rwkv7_forward_run(fcl_context *ctx, const fcl_rwkv7_desc *d,
-                                 const fcl_rwkv7_args *a);
-fcl_status fcl_rwkv7_backward_run(fcl_context *ctx, const fcl_rwkv7_desc *d,
-                                  const fcl_rwkv7_args *a);
+/* rwkv7_forward.c, rwkv7_backward.c: the recurrent rows' launches. */
 fcl_status fcl_rwkv7_recurrent_forward(fcl_context *ctx, const fcl_variant_plan *pl,
                                        const void *problem, bool *fallback);
 fcl_status fcl_rwkv7_recurrent_backward(fcl_context *ctx, const fcl_variant_plan *pl,
@@ -63,7 +57,8 @@ fcl_status fcl_rwkv7_forward_launches(fcl_context *ctx, const fcl_rwkv7_problem 
 #define FCL_RWKV7_PART_CAP ((size_t)128 << 20)
 int64_t fcl_rwkv7_bwd_segment(const fcl_context *ctx, const fcl_rwkv7_desc *d, int TC, int nvb,
                               int64_t per);
-/* The scale the kernels use (0: 1/sqrt(K)) and their common flags. */
+/* rwkv7_check.c: the scale the kernels use (0: 1/sqrt(K)) and their
+ * common flags. */
 float fcl_rwkv7_scale(const fcl_rwkv7_desc *d);
 int   fcl_rwkv7_flags(const fcl_rwkv7_problem *p);
 

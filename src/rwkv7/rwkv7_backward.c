@@ -1,28 +1,9 @@
-/* fcl_rwkv7_backward: the checked call, run by the backward's table
- * (rwkv7_plan.c); the fused recurrent kernels' launches: the forward with
+/* The fused recurrent backward's launches (a row of the backward's table,
+ * rwkv7_plan.c): the forward with
  * checkpoints, then by segments of time, last first: the reverse-time
  * pass (dv, dh0 and the column blocks' partials of dr, dw, dk, da, db) and
  * their fixed-order sums, the partials' scratch bounded by a segment. */
 #include "rwkv7/rwkv7.h"
-
-fcl_status fcl_rwkv7_backward_run(fcl_context *ctx, const fcl_rwkv7_desc *d,
-                                  const fcl_rwkv7_args *a) {
-  fcl_rwkv7_problem p;
-  fcl_status s = fcl_check_rwkv7(ctx, d, a->r, a->w, a->k, a->v, a->a, a->b, a->h0, &p);
-  if (s != FCL_OK) return s;
-  if ((s = fcl_check_rwkv7_view(ctx, &p, a->dout, "dout", true, a->r)) ||
-      (s = fcl_check_rwkv7_view(ctx, &p, a->dr, "dr", false, a->r)) ||
-      (s = fcl_check_rwkv7_view(ctx, &p, a->dw, "dw", false, a->r)) ||
-      (s = fcl_check_rwkv7_view(ctx, &p, a->dk, "dk", false, a->r)) ||
-      (s = fcl_check_rwkv7_view(ctx, &p, a->dv, "dv", true, a->r)) ||
-      (s = fcl_check_rwkv7_view(ctx, &p, a->da, "da", false, a->r)) ||
-      (s = fcl_check_rwkv7_view(ctx, &p, a->db, "db", false, a->r)) ||
-      (a->dht && (s = fcl_check_buffer(ctx, a->dht, "dht", p.state_bytes))) ||
-      (a->dh0 && (s = fcl_check_buffer(ctx, a->dh0, "dh0", p.state_bytes))))
-    return s;
-  p.a = *a;
-  return fcl_rwkv7_run(ctx, &p, true);
-}
 
 /* Positions of a segment of the reverse pass: within the device's loop
  * budget (per, 0: unlimited) and with the column blocks' partials (RW7_NPART

@@ -83,3 +83,11 @@ fcl_status fcl_check_rwkv7(fcl_context *ctx, const fcl_rwkv7_desc *d, const fcl_
   if (h0 && (s = fcl_check_buffer(ctx, h0, "h0", p->state_bytes))) return s;
   return FCL_OK;
 }
+
+float fcl_rwkv7_scale(const fcl_rwkv7_desc *d) {
+  return d->scale != 0.0f ? d->scale : (float)(1.0 / sqrt((double)d->head_dim_k));
+}
+
+int fcl_rwkv7_flags(const fcl_rwkv7_problem *p) {
+  return (p->varlen ? RW_VARLEN : 0) | (p->d->reverse ? RW_REVERSE : 0);
+}

@@ -9,14 +9,46 @@ typedef struct {
   fcl_rwkv7_args        a;
 } rwkv7_call;
 
+/* The calls, checked (the descriptor already read) and run by their
+ * pass's table (rwkv7_plan.c). */
+static fcl_status forward_run(fcl_context *ctx, const fcl_rwkv7_desc *d,
+                              const fcl_rwkv7_args *a) {
+  fcl_rwkv7_problem p;
+  fcl_status s = fcl_check_rwkv7(ctx, d, a->r, a->w, a->k, a->v, a->a, a->b, a->h0, &p);
+  if (s != FCL_OK) return s;
+  if ((s = fcl_check_rwkv7_view(ctx, &p, a->o, "o", true, a->r))) return s;
+  if (a->ht && (s = fcl_check_buffer(ctx, a->ht, "ht", p.state_bytes))) return s;
+  p.a = *a;
+  return fcl_rwkv7_run(ctx, &p, false);
+}
+
+static fcl_status backward_run(fcl_context *ctx, const fcl_rwkv7_desc *d,
+                               const fcl_rwkv7_args *a) {
+  fcl_rwkv7_problem p;
+  fcl_status s = fcl_check_rwkv7(ctx, d, a->r, a->w, a->k, a->v, a->a, a->b, a->h0, &p);
+  if (s != FCL_OK) return s;
+  if ((s = fcl_check_rwkv7_view(ctx, &p, a->dout, "dout", true, a->r)) ||
+      (s = fcl_check_rwkv7_view(ctx, &p, a->dr, "dr", false, a->r)) ||
+      (s = fcl_check_rwkv7_view(ctx, &p, a->dw, "dw", false, a->r)) ||
+      (s = fcl_check_rwkv7_view(ctx, &p, a->dk, "dk", false, a->r)) ||
+      (s = fcl_check_rwkv7_view(ctx, &p, a->dv, "dv", true, a->r)) ||
+      (s = fcl_check_rwkv7_view(ctx, &p, a->da, "da", false, a->r)) ||
+      (s = fcl_check_rwkv7_view(ctx, &p, a->db, "db", false, a->r)) ||
+      (a->dht && (s = fcl_check_buffer(ctx, a->dht, "dht", p.state_bytes))) ||
+      (a->dh0 && (s = fcl_check_buffer(ctx, a->dh0, "dh0", p.state_bytes))))
+    return s;
+  p.a = *a;
+  return fcl_rwkv7_run(ctx, &p, true);
+}
+
 static fcl_status forward(fcl_context *ctx, const void *args) {
   const rwkv7_call *c = args;
-  return fcl_rwkv7_forward_run(ctx, c->d, &c->a);
+  return forward_run(ctx, c->d, &c->a);
 }
 
 static fcl_status backward(fcl_context *ctx, const void *args) {
   const rwkv7_call *c = args;
-  return fcl_rwkv7_backward_run(ctx, c->d, &c->a);
+  return backward_run(ctx, c->d, &c->a);
 }
 
 _Static_assert(sizeof(void *) != 8 || sizeof(fcl_rwkv7_desc) == 80,

@@ -1,28 +1,6 @@
-/* fcl_rwkv7_forward: the checked call, run by the forward's table
- * (rwkv7_plan.c); the fused recurrent kernel's launches, which the
- * backward's first pass shares. */
+/* The fused recurrent forward's launches (a row of the forward's table,
+ * rwkv7_plan.c), which the backward's first pass shares. */
 #include "rwkv7/rwkv7.h"
-
-#include <math.h>
-
-float fcl_rwkv7_scale(const fcl_rwkv7_desc *d) {
-  return d->scale != 0.0f ? d->scale : (float)(1.0 / sqrt((double)d->head_dim_k));
-}
-
-int fcl_rwkv7_flags(const fcl_rwkv7_problem *p) {
-  return (p->varlen ? RW_VARLEN : 0) | (p->d->reverse ? RW_REVERSE : 0);
-}
-
-fcl_status fcl_rwkv7_forward_run(fcl_context *ctx, const fcl_rwkv7_desc *d,
-                                 const fcl_rwkv7_args *a) {
-  fcl_rwkv7_problem p;
-  fcl_status s = fcl_check_rwkv7(ctx, d, a->r, a->w, a->k, a->v, a->a, a->b, a->h0, &p);
-  if (s != FCL_OK) return s;
-  if ((s = fcl_check_rwkv7_view(ctx, &p, a->o, "o", true, a->r))) return s;
-  if (a->ht && (s = fcl_check_buffer(ctx, a->ht, "ht", p.state_bytes))) return s;
-  p.a = *a;
-  return fcl_rwkv7_run(ctx, &p, false);
-}
 
 fcl_status fcl_rwkv7_forward_launches(fcl_context *ctx, const fcl_rwkv7_problem *p,
                                       cl_kernel kf, int VS, int VC, int KS,
