@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "back_to_back.h"
 #include "launch_cost.h"
 
 #define BARE_LAUNCHES 2000
@@ -48,6 +49,7 @@ int bench_loop_time(bench_loop *lp, int steps, int kernels_per_call, bench_row *
   }
   r->wall_ms = bench_median(wall, steps);
   r->host_ms = bench_median(host, steps);
+  if (bench_loop_b2b(lp, steps, r)) goto done;
   if (bench_launch_cost(lp->ctx, BARE_LAUNCHES, lp->layers, &r->launch_ms, &r->launch_event_ms,
                         &r->empty_dev_ms))
     r->launch_ms = r->launch_event_ms = r->empty_dev_ms = NAN; /* the row keeps the rest */

@@ -9,6 +9,9 @@
  *   ms        the mean device time of the L calls of one more step, run
  *             untimed with the library's timing on (fcl_context_last_op_time
  *             after each call, which waits)
+ *   b2b_ms    a call's device time with the step's calls run back to back
+ *             behind a spinning kernel (back_to_back.h), the like of a
+ *             CUDA graph's replay (median over the timed steps' count)
  *   launch_ms, launch_event_ms  the driver's host time for one bare launch
  *             (launch_cost.h), measured after the timed steps.
  * The ops' files (decode_loop.c, rwkv6_loop.c) set up the layers and check
@@ -30,8 +33,8 @@ typedef struct {
   int              step; /* steps run so far (warm-up included): the next step's index */
 } bench_loop;
 
-/* One warm-up step, then `steps` timed steps, then the bare launches. Fills
- * r->wall_ms, host_ms, launch_ms, launch_event_ms, events_off, layers,
+/* One warm-up step, then `steps` timed steps, the back-to-back steps, then
+ * the bare launches. Fills r->wall_ms, host_ms, b2b_ms, launch_ms, launch_event_ms, events_off, layers,
  * steps and kernels_per_call. 0, or -1 with the reason on stderr. */
 int bench_loop_time(bench_loop *lp, int steps, int kernels_per_call, bench_row *r);
 /* One more step with the library's timing on, reading each call's device
