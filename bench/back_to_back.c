@@ -34,9 +34,10 @@ static double spin_alone(b2b *x, int n) {
   return ns;
 }
 
-/* One step behind a spin of about spin_ns: *per_call_ms, or NAN where the
- * host was still enqueueing when the spin ended. 0 or -1. */
-static int step(b2b *x, bench_loop *lp, double spin_ns, double *per_call_ms) {
+/* One step behind a spin of about spin_ns (empty: L empty kernels in place
+ * of the calls): *per_call_ms, or NAN where the host was still enqueueing
+ * when the spin ended. 0 or -1. */
+static int step(b2b *x, bench_loop *lp, int empty, double spin_ns, double *per_call_ms) {
   const size_t one = 1;
   const int n = (int)fmin(spin_ns / x->ns_per_iter + 1, 2e9);
   cl_event e0 = NULL, e1 = NULL;
@@ -47,9 +48,11 @@ static int step(b2b *x, bench_loop *lp, double spin_ns, double *per_call_ms) {
       clFlush(x->queue))
     goto done;
   const double t0 = bench_now_ms();
-  const int s = lp->step++;
+  const int s = empty ? lp->step : lp->step++;
   for (int l = 0; l < lp->layers; l++)
-    if (lp->call(lp->ctx, lp->arg, l, s) != FCL_OK) {
+    if (empty) {
+      if (clEnqueueNDRangeKernel(x->queue, x->tail, 1, NULL, &one, &one, 0, NULL, NULL)) goto done;
+    } else if (lp->call(lp->ctx, lp->arg, l, s) != FCL_OK) {
       fprintf(stderr, "fa-bench: back-to-back step, layer %d: %s\n", l,
               fcl_context_last_error(lp->ctx));
       goto done;
@@ -80,8 +83,8 @@ int bench_loop_b2b(bench_loop *lp, int steps, bench_row *r) {
   cl_program prog = NULL;
   cl_int err = CL_SUCCESS;
   double *t = calloc((size_t)steps + 1, sizeof *t);
-  int rc = -1, ok = 0;
-  r->b2b_ms = NAN;
+  int rc = -1, ok;
+  r->b2b_ms = r->empty_b2b_ms = NAN;
   clGetCommandQueueInfo(x.queue, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL);
   if (!(props & CL_QUEUE_PROFILING_ENABLE)) return free(t), 0;
   if (!t || !(prog = bench_cl_build(lp->ctx, "launch.cl", ""))) goto done;
@@ -103,13 +106,16 @@ int bench_loop_b2b(bench_loop *lp, int steps, bench_row *r) {
   /* As long as twice the step's host time, and at least a millisecond. */
   double spin_ns = fmax(2e6 * r->host_ms * lp->layers, 1e6);
   bench_set_timing(lp->ctx, 0);
-  for (int i = -1; i < steps; i++) {
-    double ms = NAN;
-    for (int k = 0; k < SPIN_TRIES && isnan(ms); k++, spin_ns *= 2)
-      if (step(&x, lp, spin_ns, &ms)) goto restore;
-    if (i >= 0 && !isnan(ms)) t[ok++] = ms;
+  for (int empty = 0; empty < 2; empty++) {
+    ok = 0;
+    for (int i = -1; i < steps; i++) {
+      double ms = NAN;
+      for (int k = 0; k < SPIN_TRIES && isnan(ms); k++, spin_ns *= 2)
+        if (step(&x, lp, empty, spin_ns, &ms)) goto restore;
+      if (i >= 0 && !isnan(ms)) t[ok++] = ms;
+    }
+    if (ok) *(empty ? &r->empty_b2b_ms : &r->b2b_ms) = bench_median(t, ok);
   }
-  if (ok) r->b2b_ms = bench_median(t, ok);
   rc = 0;
 restore:
   bench_set_timing(lp->ctx, 1); /* as bench_loop_time leaves it */

@@ -12,7 +12,8 @@
 #include "loop.h"
 
 /* `steps` such steps (after one untimed); r->b2b_ms gets the median per
- * call (NAN where the queue does not profile). 0, or -1 with the reason on
+ * call (NAN where the queue does not profile), r->empty_b2b_ms the same of
+ * L empty kernels in place of the calls (the floor of one launch). 0, or -1 with the reason on
  * stderr. */
 int bench_loop_b2b(bench_loop *lp, int steps, bench_row *r);
 

@@ -45,6 +45,7 @@ typedef struct {
   double      launch_event_ms;/* the same with an event requested (and released) */
   double      empty_dev_ms;   /* the device time (profiling event) of that empty kernel */
   double      b2b_ms;         /* a call's device time, the step's calls back to back */
+  double      empty_b2b_ms;   /* the same of an empty kernel: one launch's floor */
 } bench_row;
 
 /* A row with every result field "not measured", impl flashcl, check SKIP. */

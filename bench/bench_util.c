@@ -20,7 +20,7 @@ bench_row bench_row_init(bench_op op) {
   r.err_o = r.err_lse = r.err_grad = -1;
   r.check = "SKIP";
   r.context = r.page_size = r.num_splits = -1, r.append = -1;
-  r.host_ms = r.launch_ms = r.launch_event_ms = r.empty_dev_ms = r.b2b_ms = NAN;
+  r.host_ms = r.launch_ms = r.launch_event_ms = r.empty_dev_ms = r.b2b_ms = r.empty_b2b_ms = NAN;
   return r;
 }
 

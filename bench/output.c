@@ -77,7 +77,7 @@ void out_begin(bench_output format, const char *device, const bench_peak *peak, 
            "bw_pct,gain,peak_gflops,peak_gbps%s%s\n",
            g_decode_cols ? ",page_size,num_splits,append,context,us,cache_dtype" : "",
            loop ? ",layers,steps,kernels_per_call,timing_events,wall_us,device_us,host_us,"
-                  "launch_us,launch_event_us,lib_host_us,empty_kernel_us,device_b2b_us"
+                  "launch_us,launch_event_us,lib_host_us,empty_kernel_us,device_b2b_us,empty_b2b_us"
                 : "");
   } else {
     printf("[");
@@ -92,10 +92,10 @@ static void table_header(int kind) {
   g_table_kind = kind;
   if (kind == TABLE_LOOP)
     printf("%-9s %-12s %4s %4s %4s %5s %6s %4s %4s %-5s %6s %-18s %4s %5s %9s %9s %9s %9s %9s %9s "
-           "%3s %3s %9s %9s %9s %9s  %s\n",
+           "%3s %3s %9s %9s %9s %9s %9s  %s\n",
            "op", "impl", "B", "H", "Hkv", "new", "keys", "D", "Dv", "dtype", "causal", "kind", "L",
            "steps", "wall_us", "dev_us", "b2b_us", "host_us", "launch_us", "launch+ev", "ev", "K",
-           "lib_us", "empty_us", "GB/s", "err(o)", "check");
+           "lib_us", "empty_us", "empty_b2b", "GB/s", "err(o)", "check");
   else if (kind == TABLE_DECODE)
     printf("%-9s %-14s %4s %4s %4s %6s %7s %4s %4s %-5s %6s %-14s %6s %10s %9s %6s %9s %9s "
            "%9s  %s\n",
@@ -178,6 +178,7 @@ static void table_loop_row(const bench_row *r, const bench_rates *x, double err_
   printf(" %3s %3d", r->events_off ? "off" : "on", r->kernels_per_call);
   cell(" %*.2f", bench_lib_host_ms(r) * 1e3, 9);
   cell(" %*.2f", r->empty_dev_ms * 1e3, 9);
+  cell(" %*.2f", r->empty_b2b_ms * 1e3, 9);
   cell(" %*.2f", x->gbps, 9);
   cell(" %*.2e", err_o, 9);
   printf("  %s\n", r->check);
@@ -247,14 +248,14 @@ void out_row(const bench_row *r) {
     if (g_loop_cols && loop) {
       printf(",%d,%d,%d,%s", r->layers, r->steps, r->kernels_per_call,
              r->events_off ? "off" : "on");
-      const double v3[8] = {r->wall_ms, r->ms, r->host_ms, r->launch_ms, r->launch_event_ms,
-                            bench_lib_host_ms(r), r->empty_dev_ms, r->b2b_ms};
-      for (int i = 0; i < 8; i++) {
+      const double v3[9] = {r->wall_ms, r->ms, r->host_ms, r->launch_ms, r->launch_event_ms,
+                            bench_lib_host_ms(r), r->empty_dev_ms, r->b2b_ms, r->empty_b2b_ms};
+      for (int i = 0; i < 9; i++) {
         if (isnan(v3[i])) printf(",");
         else printf(",%.6g", v3[i] * 1e3);
       }
     } else if (g_loop_cols) {
-      printf(",,,,,,,,,,,,");
+      printf(",,,,,,,,,,,,,");
     }
     printf("\n");
   } else {
@@ -304,7 +305,8 @@ void out_row(const bench_row *r) {
       json_number("launch_event_us", r->launch_event_ms * 1e3, ", ");
       json_number("lib_host_us", bench_lib_host_ms(r) * 1e3, ", ");
       json_number("empty_kernel_us", r->empty_dev_ms * 1e3, ", ");
-      json_number("device_b2b_us", r->b2b_ms * 1e3, "");
+      json_number("device_b2b_us", r->b2b_ms * 1e3, ", ");
+      json_number("empty_b2b_us", r->empty_b2b_ms * 1e3, "");
     }
     printf("}");
   }
