@@ -2,8 +2,7 @@
  * backward) and the plan that picks one and its configuration. */
 #ifndef FCL_RWKV6_H
 #define FCL_RWKV6_H
-#include "rwkv6/rwkv6_abi.h" /* flags shared with the kernels */
-#include "tuning/tuning.h"
+#include "rwkv/rwkv.h" /* what RWKV7 shares, the kernels' flags among it */
 
 /* A call's tensors and buffers (the backward's NULL in a forward). */
 typedef struct {

@@ -5,7 +5,6 @@
  * and rwkv6_chunk_mma.c. */
 #include "rwkv6/rwkv6.h"
 
-#include <math.h>
 #include <stdio.h>
 
 
@@ -77,8 +76,8 @@ fcl_status fcl_rwkv6_recurrent_backward(fcl_context *ctx, const fcl_variant_plan
 
   cl_int seqlen = (cl_int)d->seqlen, heads = (cl_int)d->heads;
   cl_long ntok = p->ntok;
-  cl_float scale = d->scale != 0.0f ? d->scale : (cl_float)(1.0 / sqrt((double)K));
-  const cl_int base_flags = (p->varlen ? RW_VARLEN : 0) | (d->reverse ? RW_REVERSE : 0);
+  cl_float scale = fcl_rwkv_scale(d->scale, d->head_dim_k);
+  const cl_int base_flags = fcl_rwkv_flags(p->varlen, d->reverse);
   cl_mem cu_b = p->varlen ? d->cu_seqlens : r->buffer;
   const size_t bh = (size_t)(d->batch * d->heads);
   size_t gp[3] = {(size_t)nvb * K, bh, 1}, lp[3] = {(size_t)K, 1, 1};

@@ -157,14 +157,14 @@ static bool worth_trying(const fcl_device_info *dev, const fcl_tuning_class *cls
 #define DIMS {"K_DIM", "V_DIM"}
 const fcl_variant fcl_variant_rwkv6_chunked = {
     "rwkv6_chunked", FCL_TUNING_RWKV6_CHUNKED, FCL_TOPS("rwkv6/rwkv6_chunk_out.cl"), DIMS,
-    FCL_RWKV6_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV6_CHUNK_PARAMS),
+    FCL_RWKV_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV6_CHUNK_PARAMS),
     FCL_PARAM_NAMES(FCL_RWKV6_CHUNK_PARAMS), defaults, valid, axes, point, worth_trying, 0};
 /* rwkv6_chunk_bwd.cl follows the portable passes here and the tensor
  * cores' in rwkv6_chunk_mma.c: it requires neither, so the backward names
  * both tops. */
 const fcl_variant fcl_variant_rwkv6_bwd_chunked = {
     "rwkv6_bwd_chunked", FCL_TUNING_RWKV6_BWD_CHUNKED,
-    FCL_TOPS("rwkv6/rwkv6_chunk_out.cl", "rwkv6/rwkv6_chunk_bwd.cl"), DIMS, FCL_RWKV6_MAX_DIM,
+    FCL_TOPS("rwkv6/rwkv6_chunk_out.cl", "rwkv6/rwkv6_chunk_bwd.cl"), DIMS, FCL_RWKV_MAX_DIM,
     false, FCL_PARAM_COUNT(FCL_RWKV6_CHUNK_PARAMS),
     FCL_PARAM_NAMES(FCL_RWKV6_CHUNK_PARAMS), defaults, valid, axes, point, worth_trying, 0};
 

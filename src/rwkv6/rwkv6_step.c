@@ -5,7 +5,6 @@
  * up to RW_STEP_MAX_T positions each, the state carried between them. */
 #include "rwkv6/rwkv6.h"
 
-#include <math.h>
 #include <stdio.h>
 
 typedef fcl_rwkv6_step_params params;
@@ -104,7 +103,7 @@ static bool worth_trying(const fcl_device_info *dev, const fcl_tuning_class *c,
 
 const fcl_variant fcl_variant_rwkv6_step = {
     "rwkv6_step", FCL_TUNING_RWKV6_RECURRENT, FCL_TOPS("rwkv6/rwkv6_step.cl"), {"K_DIM", "V_DIM"},
-    FCL_RWKV6_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV6_STEP_PARAMS),
+    FCL_RWKV_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV6_STEP_PARAMS),
     FCL_PARAM_NAMES(FCL_RWKV6_STEP_PARAMS), defaults, valid, axes, point, worth_trying, 0};
 
 int fcl_rwkv6_step_positions(const fcl_rwkv6_desc *d) {
@@ -129,9 +128,8 @@ fcl_status fcl_rwkv6_step_forward(fcl_context *ctx, const fcl_variant_plan *pl,
   if (nseg > 1 && (s = fcl_scratch(ctx, 5, p->state_bytes, &carry))) return s;
 
   cl_int seqlen = (cl_int)d->seqlen, heads = (cl_int)d->heads;
-  cl_float scale =
-      d->scale != 0.0f ? d->scale : (cl_float)(1.0 / sqrt((double)d->head_dim_k));
-  const cl_int base_flags = (p->varlen ? RW_VARLEN : 0) | (d->reverse ? RW_REVERSE : 0);
+  cl_float scale = fcl_rwkv_scale(d->scale, d->head_dim_k);
+  const cl_int base_flags = fcl_rwkv_flags(p->varlen, d->reverse);
   cl_mem cu = p->varlen ? d->cu_seqlens : a->r->buffer;
   const size_t wg = (size_t)c->KS * (size_t)c->VS, bv = (size_t)c->VS * (size_t)c->VC;
   const size_t global[3] = {((size_t)d->head_dim_v + bv - 1) / bv * wg,

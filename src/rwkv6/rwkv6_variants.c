@@ -147,12 +147,12 @@ static void bwd_point(const fcl_tuning_class *c, const int *v, fcl_config *cfg) 
 #define DIMS {"K_DIM", "V_DIM"}
 const fcl_variant fcl_variant_rwkv6_recurrent = {
     "rwkv6_recurrent", FCL_TUNING_RWKV6_RECURRENT, FCL_TOPS("rwkv6/rwkv6_recurrent.cl"), DIMS,
-    FCL_RWKV6_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV6_FWD_PARAMS),
+    FCL_RWKV_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV6_FWD_PARAMS),
     FCL_PARAM_NAMES(FCL_RWKV6_FWD_PARAMS), fwd_defaults, fwd_valid_cfg, fwd_axes, fwd_point,
     fwd_worth_trying, 0};
 const fcl_variant fcl_variant_rwkv6_bwd = {
     "rwkv6_bwd", FCL_TUNING_RWKV6_BWD, FCL_TOPS("rwkv6/rwkv6_backward.cl"), DIMS,
-    FCL_RWKV6_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV6_BWD_PARAMS),
+    FCL_RWKV_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV6_BWD_PARAMS),
     FCL_PARAM_NAMES(FCL_RWKV6_BWD_PARAMS), bwd_defaults, bwd_valid, bwd_axes, bwd_point, NULL, 0};
 
 static int64_t positions(const fcl_device_info *dev, long per_chunk, int tc) {

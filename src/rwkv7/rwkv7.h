@@ -2,9 +2,8 @@
  * and backward) and the plan that picks one and its configuration. */
 #ifndef FCL_RWKV7_H
 #define FCL_RWKV7_H
-#include "rwkv6/rwkv6_abi.h" /* the flags RWKV7's kernels share with RWKV6's */
-#include "rwkv7/rwkv7_abi.h" /* and their own */
-#include "tuning/tuning.h"
+#include "rwkv/rwkv.h"       /* what RWKV6 shares, the kernels' flags among it */
+#include "rwkv7/rwkv7_abi.h" /* RWKV7's own flags */
 
 /* A call's tensors and buffers (the backward's NULL in a forward). */
 typedef struct {
@@ -57,10 +56,6 @@ fcl_status fcl_rwkv7_forward_launches(fcl_context *ctx, const fcl_rwkv7_problem 
 #define FCL_RWKV7_PART_CAP ((size_t)128 << 20)
 int64_t fcl_rwkv7_bwd_segment(const fcl_context *ctx, const fcl_rwkv7_desc *d, int TC, int nvb,
                               int64_t per);
-/* rwkv7_check.c: the scale the kernels use (0: 1/sqrt(K)) and their
- * common flags. */
-float fcl_rwkv7_scale(const fcl_rwkv7_desc *d);
-int   fcl_rwkv7_flags(const fcl_rwkv7_problem *p);
 
 /* The variants (rwkv7_variants.c) and their parameters: steps a chunk of
  * loads, work-items along K, along V and value columns a work-item (the

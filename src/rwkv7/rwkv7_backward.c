@@ -57,8 +57,8 @@ fcl_status fcl_rwkv7_recurrent_backward(fcl_context *ctx, const fcl_variant_plan
   cl_mem carry = t->r->buffer;
   if (nseg > 1 && (s = fcl_scratch(ctx, 5, p->state_bytes, &carry))) return s;
   cl_int seqlen = (cl_int)d->seqlen, heads = (cl_int)d->heads, nck = nchunk, nvbc = nvb;
-  cl_float scale = fcl_rwkv7_scale(d);
-  const cl_int base = fcl_rwkv7_flags(p);
+  cl_float scale = fcl_rwkv_scale(d->scale, d->head_dim_k);
+  const cl_int base = fcl_rwkv_flags(p->varlen, d->reverse);
   cl_mem cu = p->varlen ? d->cu_seqlens : t->r->buffer;
   const size_t bh = (size_t)(d->batch * d->heads), kr16 = (size_t)(K + 15) / 16 * 16;
   const size_t g[3] = {(size_t)nvb * c->KS, bh, 1}, l[3] = {(size_t)c->KS, 1, 1};

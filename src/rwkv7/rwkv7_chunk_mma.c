@@ -83,7 +83,7 @@ static bool worth_trying(const fcl_device_info *dev, const fcl_tuning_class *cls
 
 const fcl_variant fcl_variant_rwkv7_chunked_mma = {
     "rwkv7_chunked_mma", FCL_TUNING_RWKV7_RECURRENT, FCL_TOPS("rwkv7/rwkv7_chunk_out_mma.cl"),
-    {"K_DIM", "V_DIM"}, FCL_RWKV6_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV7_CHUNK_MMA_PARAMS),
+    {"K_DIM", "V_DIM"}, FCL_RWKV_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV7_CHUNK_MMA_PARAMS),
     FCL_PARAM_NAMES(FCL_RWKV7_CHUNK_MMA_PARAMS), defaults, valid, axes, point, worth_trying, 0};
 
 fcl_status fcl_rwkv7_chunk_mma_applies(fcl_context *ctx, const fcl_rwkv7_problem *p,

@@ -140,7 +140,7 @@ static bool worth_trying(const fcl_device_info *dev, const fcl_tuning_class *cls
 
 const fcl_variant fcl_variant_rwkv7_chunked = {
     "rwkv7_chunked", FCL_TUNING_RWKV7_RECURRENT, FCL_TOPS("rwkv7/rwkv7_chunk_out.cl"),
-    {"K_DIM", "V_DIM"}, FCL_RWKV6_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV7_CHUNK_PARAMS),
+    {"K_DIM", "V_DIM"}, FCL_RWKV_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV7_CHUNK_PARAMS),
     FCL_PARAM_NAMES(FCL_RWKV7_CHUNK_PARAMS), defaults, valid, axes, point, worth_trying, 0};
 
 int64_t fcl_rwkv7_chunk_state_per_launch(const fcl_device_info *dev, int K, int tc, int hv,

@@ -33,7 +33,8 @@ static fcl_status state_pass(fcl_context *ctx, const fcl_rwkv7_problem *p, const
   for (int64_t si = 0; si < nseg; ++si) {
     const bool first = si == 0, last = si == nseg - 1;
     cl_mem in = first ? t->h0 : carry, out = last ? t->ht : carry;
-    cl_int flags = fcl_rwkv7_flags(p) | (in ? RW_H0 : 0) | (out ? RW_HT : 0);
+    cl_int flags =
+        fcl_rwkv_flags(p->varlen, d->reverse) | (in ? RW_H0 : 0) | (out ? RW_HT : 0);
     cl_int cb = (cl_int)(si * seg), ce = (cl_int)(last ? nchunk : (si + 1) * seg);
     if (!in) in = t->r->buffer;
     if (!out) out = t->r->buffer;
@@ -73,8 +74,9 @@ fcl_status fcl_rwkv7_chunk_launches(fcl_context *ctx, const fcl_variant_plan *pl
       (s = fcl_get_kernel(ctx, tops, pl->options, out_kernel, &ko)) ||
       (s = fcl_scratch(ctx, 0, xbytes, &x)) || (s = fcl_scratch(ctx, 1, ckbytes, &ck)))
     return s;
-  cl_int seqlen = (cl_int)d->seqlen, heads = (cl_int)d->heads, flags = fcl_rwkv7_flags(p);
-  cl_float scale = fcl_rwkv7_scale(d);
+  cl_int seqlen = (cl_int)d->seqlen, heads = (cl_int)d->heads;
+  cl_int flags = fcl_rwkv_flags(p->varlen, d->reverse);
+  cl_float scale = fcl_rwkv_scale(d->scale, d->head_dim_k);
   cl_mem cu = p->varlen ? d->cu_seqlens : t->r->buffer;
 
   fcl_args a = FCL_ARGS(kp);

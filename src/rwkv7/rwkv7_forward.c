@@ -16,8 +16,8 @@ fcl_status fcl_rwkv7_forward_launches(fcl_context *ctx, const fcl_rwkv7_problem 
   fcl_status s;
   if (nseg > 1 && (s = fcl_scratch(ctx, 5, p->state_bytes, &carry))) return s;
   cl_int seqlen = (cl_int)d->seqlen, heads = (cl_int)d->heads, nck = nchunk;
-  cl_float scale = fcl_rwkv7_scale(d);
-  const cl_int base = fcl_rwkv7_flags(p) | (ck ? RW7_CKPT : 0);
+  cl_float scale = fcl_rwkv_scale(d->scale, d->head_dim_k);
+  const cl_int base = fcl_rwkv_flags(p->varlen, d->reverse) | (ck ? RW7_CKPT : 0);
   cl_mem cu = p->varlen ? d->cu_seqlens : t->r->buffer;
   cl_mem obuf = ck ? t->r->buffer : t->o->buffer, ckb = ck ? ck : t->r->buffer;
   const fcl_tensor *o = ck ? t->r : t->o; /* not written with RW7_CKPT */

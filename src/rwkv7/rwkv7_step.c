@@ -103,7 +103,7 @@ static bool worth_trying(const fcl_device_info *dev, const fcl_tuning_class *c,
 
 const fcl_variant fcl_variant_rwkv7_step = {
     "rwkv7_step", FCL_TUNING_RWKV7_RECURRENT, FCL_TOPS("rwkv7/rwkv7_step.cl"), {"K_DIM", "V_DIM"},
-    FCL_RWKV6_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV7_STEP_PARAMS),
+    FCL_RWKV_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV7_STEP_PARAMS),
     FCL_PARAM_NAMES(FCL_RWKV7_STEP_PARAMS), defaults, valid, axes, point, worth_trying, 0};
 
 int fcl_rwkv7_step_positions(const fcl_rwkv7_desc *d) {
@@ -126,8 +126,8 @@ fcl_status fcl_rwkv7_step_forward(fcl_context *ctx, const fcl_variant_plan *pl,
   cl_mem carry = t->r->buffer;
   if (nseg > 1 && (s = fcl_scratch(ctx, 5, p->state_bytes, &carry))) return s;
   cl_int seqlen = (cl_int)d->seqlen, heads = (cl_int)d->heads;
-  cl_float scale = fcl_rwkv7_scale(d);
-  const cl_int base = fcl_rwkv7_flags(p);
+  cl_float scale = fcl_rwkv_scale(d->scale, d->head_dim_k);
+  const cl_int base = fcl_rwkv_flags(p->varlen, d->reverse);
   cl_mem cu = p->varlen ? d->cu_seqlens : t->r->buffer;
   const size_t wg = (size_t)c->KS * c->VS, bv = (size_t)c->VS * c->VC;
   const size_t g[3] = {((size_t)d->head_dim_v + bv - 1) / bv * wg, (size_t)(d->batch * d->heads), 1};

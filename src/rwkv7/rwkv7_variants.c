@@ -162,12 +162,12 @@ static bool bwd_worth_trying(const fcl_device_info *dev, const fcl_tuning_class 
 #define DIMS {"K_DIM", "V_DIM"}
 const fcl_variant fcl_variant_rwkv7_recurrent = {
     "rwkv7_recurrent", FCL_TUNING_RWKV7_RECURRENT, FCL_TOPS("rwkv7/rwkv7_recurrent.cl"), DIMS,
-    FCL_RWKV6_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV7_FWD_PARAMS),
+    FCL_RWKV_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV7_FWD_PARAMS),
     FCL_PARAM_NAMES(FCL_RWKV7_FWD_PARAMS), fwd_defaults, fwd_valid, fwd_axes, fwd_point,
     fwd_worth_trying, 0};
 const fcl_variant fcl_variant_rwkv7_bwd = {
     "rwkv7_bwd", FCL_TUNING_RWKV7_BWD, FCL_TOPS("rwkv7/rwkv7_backward.cl"), DIMS,
-    FCL_RWKV6_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV7_BWD_PARAMS),
+    FCL_RWKV_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV7_BWD_PARAMS),
     FCL_PARAM_NAMES(FCL_RWKV7_BWD_PARAMS), bwd_defaults, bwd_valid, bwd_axes, bwd_point,
     bwd_worth_trying, 0};
 
