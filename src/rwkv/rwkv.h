@@ -1,7 +1,9 @@
 /* What the RWKV operations (rwkv6/, rwkv7/) share, written once: the
- * checks of their descriptors' common fields and of their views, and the
- * scale and flags their kernels take. Neither operation is named here;
- * each keeps what is its own. */
+ * checks of their descriptors' common fields and of their views, the
+ * scale and flags their kernels take, the limits their variants'
+ * parameters answer to, and the step variants' descriptors but their
+ * kernels' costs. Neither operation is named here; each keeps what is its
+ * own. */
 #ifndef FCL_RWKV_H
 #define FCL_RWKV_H
 #include "rwkv6/rwkv6_abi.h" /* the flags every RWKV kernel takes (RW_H0, RW_VARLEN, ...) */
@@ -44,4 +46,49 @@ fcl_status fcl_check_rwkv_view(fcl_context *ctx, const fcl_rwkv_dims *d,
  * launch of a call has (RW_VARLEN, RW_REVERSE). */
 float fcl_rwkv_scale(float scale, int64_t head_dim_k);
 int   fcl_rwkv_flags(bool varlen, int reverse);
+
+/* rwkv_fit.c: the limits every RWKV variant's parameters answer to. */
+/* Local memory a kernel may take: the device's, less 512 bytes. */
+size_t fcl_rwkv_local_budget(const fcl_device_info *dev);
+/* Whether a work-item's loop iterations (counted as llvmpipe counts them:
+ * every iteration of every loop) stay within three quarters of the
+ * device's loop budget (none: always). */
+bool fcl_rwkv_loops_fit(const fcl_device_info *dev, long iterations);
+/* Positions one launch may walk: whole chunks of tc positions, per_chunk
+ * iterations each, within three quarters of the loop budget (at least one
+ * chunk), or 0 when unlimited. */
+int64_t fcl_rwkv_positions_per_launch(const fcl_device_info *dev, long per_chunk, int tc);
+
+/* rwkv_step.c: the step variants (the forward of at most RW_STEP_MAX_T
+ * positions a launch: a work-group per sequence, head and block of value
+ * columns, KS x VS work-items of VC-wide state vectors). Their parameters:
+ * work-items along K and V, value columns a work-item (1, 2 or 4: the
+ * width of its state loads). */
+#define FCL_RWKV_STEP_PARAMS(X) X(KS) X(VS) X(VC)
+FCL_PARAM_STRUCT(fcl_rwkv_step_params, FCL_RWKV_STEP_PARAMS);
+/* What a step kernel of its own takes at c: bytes of local memory, loop
+ * iterations of a work-item (c already within the sizes it allows). */
+typedef struct {
+  size_t (*local_bytes)(const fcl_rwkv_step_params *c);
+  long (*iterations)(int K, const fcl_rwkv_step_params *c);
+} fcl_rwkv_step_costs;
+/* A step variant's descriptor: its name, tuning op, top file and costs
+ * (valid: a function that calls fcl_rwkv_step_valid with them). */
+#define FCL_RWKV_STEP_VARIANT(name, op, top, valid)                                        \
+  {name, op, FCL_TOPS(top), {"K_DIM", "V_DIM"}, FCL_RWKV_MAX_DIM, false,                  \
+   FCL_PARAM_COUNT(FCL_RWKV_STEP_PARAMS), FCL_PARAM_NAMES(FCL_RWKV_STEP_PARAMS),          \
+   fcl_rwkv_step_defaults, valid, fcl_rwkv_step_axes, fcl_rwkv_step_point,              \
+   fcl_rwkv_step_worth_trying, 0}
+void fcl_rwkv_step_defaults(const fcl_device_info *dev, const fcl_tuning_class *c,
+                            fcl_config *cfg);
+bool fcl_rwkv_step_valid(const fcl_rwkv_step_costs *k, const fcl_device_info *dev,
+                         const fcl_tuning_class *cls, const fcl_config *cfg, char *why,
+                         size_t why_size);
+int  fcl_rwkv_step_axes(const fcl_tuning_class *c, fcl_axis *a);
+void fcl_rwkv_step_point(const fcl_tuning_class *c, const int *v, fcl_config *cfg);
+bool fcl_rwkv_step_worth_trying(const fcl_device_info *dev, const fcl_tuning_class *c,
+                                const fcl_config *cfg);
+/* Positions a launch takes: min(seqlen, RW_STEP_MAX_T), at least 1 (its
+ * program's RW_STEPS). */
+int  fcl_rwkv_step_positions(int64_t seqlen);
 #endif

@@ -65,7 +65,6 @@ fcl_status fcl_rwkv6_desc_in(fcl_context *ctx, const fcl_rwkv6_desc **d, fcl_rwk
 #define FCL_RWKV6_FWD_PARAMS(X) X(TC) X(KS) X(VS) X(VC)
 #define FCL_RWKV6_BWD_PARAMS(X) X(TC) X(BVB)
 #define FCL_RWKV6_CHUNK_PARAMS(X) X(TC) X(BK) X(BV) X(WG) X(HK) X(HV) X(HC)
-#define FCL_RWKV6_STEP_PARAMS(X) X(KS) X(VS) X(VC)
 /* Recurrent forward: steps per chunk of loads, work-items along K and V,
  * value columns per work-item. */
 FCL_PARAM_STRUCT(fcl_rwkv6_fwd_params, FCL_RWKV6_FWD_PARAMS);
@@ -75,9 +74,7 @@ FCL_PARAM_STRUCT(fcl_rwkv6_bwd_params, FCL_RWKV6_BWD_PARAMS);
  * columns per tile and work-items of the chunk kernels; rows, columns
  * and columns per work-item of the state pass. */
 FCL_PARAM_STRUCT(fcl_rwkv6_chunk_params, FCL_RWKV6_CHUNK_PARAMS);
-/* Step (short sequences, rwkv6_step.c): work-items along K and V, value
- * columns per work-item (1, 2 or 4: the width of its state loads). */
-FCL_PARAM_STRUCT(fcl_rwkv6_step_params, FCL_RWKV6_STEP_PARAMS);
+/* The step variant's parameters: fcl_rwkv_step_params (rwkv/rwkv.h). */
 extern const fcl_variant fcl_variant_rwkv6_recurrent;
 extern const fcl_variant fcl_variant_rwkv6_chunked;
 extern const fcl_variant fcl_variant_rwkv6_bwd;
@@ -158,9 +155,8 @@ fcl_status fcl_rwkv6_chunk_backward_run(fcl_context *ctx, const fcl_rwkv6_desc *
 size_t fcl_rwkv6_chunk_dk_bytes(int tc, int bk, size_t p1);
 
 /* rwkv6_step.c: the forward of the step kernel (its row's launch):
- * launches of fcl_rwkv6_step_positions(d) = min(seqlen, RW_STEP_MAX_T)
+ * launches of fcl_rwkv_step_positions(seqlen) = min(seqlen, RW_STEP_MAX_T)
  * positions (its build macro RW_STEPS), the state carried between them. */
-int        fcl_rwkv6_step_positions(const fcl_rwkv6_desc *d);
 fcl_status fcl_rwkv6_step_forward(fcl_context *ctx, const fcl_variant_plan *pl,
                                   const void *problem, bool *fallback);
 

@@ -64,10 +64,8 @@ int64_t fcl_rwkv7_bwd_segment(const fcl_context *ctx, const fcl_rwkv7_desc *d, i
 #define FCL_RWKV7_BWD_PARAMS(X) X(TC) X(KS) X(VC)
 FCL_PARAM_STRUCT(fcl_rwkv7_fwd_params, FCL_RWKV7_FWD_PARAMS);
 FCL_PARAM_STRUCT(fcl_rwkv7_bwd_params, FCL_RWKV7_BWD_PARAMS);
-/* The step (short sequences, rwkv7_step.c): work-items along K and V,
- * value columns a work-item (a vector of 1, 2 or 4). */
-#define FCL_RWKV7_STEP_PARAMS(X) X(KS) X(VS) X(VC)
-FCL_PARAM_STRUCT(fcl_rwkv7_step_params, FCL_RWKV7_STEP_PARAMS);
+/* The step (short sequences, rwkv7_step.c): fcl_rwkv_step_params
+ * (rwkv/rwkv.h). */
 extern const fcl_variant fcl_variant_rwkv7_step;
 extern const fcl_variant fcl_variant_rwkv7_recurrent;
 extern const fcl_variant fcl_variant_rwkv7_bwd;
@@ -79,9 +77,8 @@ int64_t fcl_rwkv7_bwd_positions_per_launch(const fcl_device_info *dev, int K,
                                            const fcl_rwkv7_bwd_params *c);
 
 /* rwkv7_step.c: the step kernel's launches (its row's launch), of
- * fcl_rwkv7_step_positions(d) = min(seqlen, RW_STEP_MAX_T) positions each
- * (a program built for that many), the state carried between them. */
-int        fcl_rwkv7_step_positions(const fcl_rwkv7_desc *d);
+ * fcl_rwkv_step_positions(seqlen) = min(seqlen, RW_STEP_MAX_T) positions
+ * each (a program built for that many), the state carried between them. */
 fcl_status fcl_rwkv7_step_forward(fcl_context *ctx, const fcl_variant_plan *pl,
                                   const void *problem, bool *fallback);
 /* The chunked forward (rwkv7_chunk_variants.c: its variant; rwkv7_chunked.c:
