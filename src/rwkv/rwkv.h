@@ -1,9 +1,9 @@
 /* What the RWKV operations (rwkv6/, rwkv7/) share, written once: the
  * checks of their descriptors' common fields and of their views, the
  * scale and flags their kernels take, the limits their variants'
- * parameters answer to, and the step variants' descriptors but their
- * kernels' costs. Neither operation is named here; each keeps what is its
- * own. */
+ * parameters answer to, and the step and recurrent forward variants'
+ * descriptors but their kernels' costs. Neither operation is named here;
+ * each keeps what is its own. */
 #ifndef FCL_RWKV_H
 #define FCL_RWKV_H
 #include "rwkv6/rwkv6_abi.h" /* the flags every RWKV kernel takes (RW_H0, RW_VARLEN, ...) */
@@ -58,6 +58,39 @@ bool fcl_rwkv_loops_fit(const fcl_device_info *dev, long iterations);
  * iterations each, within three quarters of the loop budget (at least one
  * chunk), or 0 when unlimited. */
 int64_t fcl_rwkv_positions_per_launch(const fcl_device_info *dev, long per_chunk, int tc);
+/* What a kernel of state blocks (a work-group per sequence, head and
+ * block of value columns: KS x VS work-items, each ceil(K / KS) rows by VC
+ * columns of the state) takes at a configuration, its own: bytes of local
+ * memory, loop iterations of a work-item (NULL: no bound) and the floats
+ * of state a work-item may keep in registers. The functions are called
+ * only once the sizes are in range. */
+typedef struct {
+  size_t (*local_bytes)(int K, const fcl_config *cfg);
+  long (*iterations)(int K, const fcl_config *cfg);
+  int max_block;
+} fcl_rwkv_block_costs;
+/* Why such blocks (KS, VS, VC of cfg) do not fit a head of K x V here,
+ * checked in this order: sizes, work-group, value columns, local memory,
+ * registers, loops; NULL when they do. */
+const char *fcl_rwkv_block_misfit(const fcl_rwkv_block_costs *k, const fcl_device_info *dev,
+                                  int K, int V, int KS, int VS, int VC, const fcl_config *cfg);
+
+/* rwkv_recurrent.c: the fused recurrent forward variants (state blocks as
+ * above, TC positions a chunk of loads): their parameters, and the pieces
+ * of their descriptors that agree. */
+#define FCL_RWKV_FWD_PARAMS(X) X(TC) X(KS) X(VS) X(VC)
+FCL_PARAM_STRUCT(fcl_rwkv_fwd_params, FCL_RWKV_FWD_PARAMS);
+/* The built-in parameters past a kernel's own KS and VC (already in c):
+ * VS halved to the head's columns and the work-group limit, then TC from
+ * 16 halved until k's local memory fits. */
+void fcl_rwkv_fwd_fit(const fcl_rwkv_block_costs *k, const fcl_device_info *dev, int K, int V,
+                      fcl_config *cfg);
+bool fcl_rwkv_fwd_valid(const fcl_rwkv_block_costs *k, const fcl_device_info *dev,
+                        const fcl_tuning_class *cls, const fcl_config *cfg, char *why,
+                        size_t why_size);
+void fcl_rwkv_fwd_point(const fcl_tuning_class *c, const int *v, fcl_config *cfg);
+bool fcl_rwkv_fwd_worth_trying(const fcl_device_info *dev, const fcl_tuning_class *c,
+                               const fcl_config *cfg);
 
 /* rwkv_step.c: the step variants (the forward of at most RW_STEP_MAX_T
  * positions a launch: a work-group per sequence, head and block of value
@@ -66,14 +99,8 @@ int64_t fcl_rwkv_positions_per_launch(const fcl_device_info *dev, long per_chunk
  * width of its state loads). */
 #define FCL_RWKV_STEP_PARAMS(X) X(KS) X(VS) X(VC)
 FCL_PARAM_STRUCT(fcl_rwkv_step_params, FCL_RWKV_STEP_PARAMS);
-/* What a step kernel of its own takes at c: bytes of local memory, loop
- * iterations of a work-item (c already within the sizes it allows). */
-typedef struct {
-  size_t (*local_bytes)(const fcl_rwkv_step_params *c);
-  long (*iterations)(int K, const fcl_rwkv_step_params *c);
-} fcl_rwkv_step_costs;
-/* A step variant's descriptor: its name, tuning op, top file and costs
- * (valid: a function that calls fcl_rwkv_step_valid with them). */
+/* A step variant's descriptor: its name, tuning op, top file and checks
+ * (valid: fcl_rwkv_step_valid with its kernel's costs). */
 #define FCL_RWKV_STEP_VARIANT(name, op, top, valid)                                        \
   {name, op, FCL_TOPS(top), {"K_DIM", "V_DIM"}, FCL_RWKV_MAX_DIM, false,                  \
    FCL_PARAM_COUNT(FCL_RWKV_STEP_PARAMS), FCL_PARAM_NAMES(FCL_RWKV_STEP_PARAMS),          \
@@ -81,7 +108,7 @@ typedef struct {
    fcl_rwkv_step_worth_trying, 0}
 void fcl_rwkv_step_defaults(const fcl_device_info *dev, const fcl_tuning_class *c,
                             fcl_config *cfg);
-bool fcl_rwkv_step_valid(const fcl_rwkv_step_costs *k, const fcl_device_info *dev,
+bool fcl_rwkv_step_valid(const fcl_rwkv_block_costs *k, const fcl_device_info *dev,
                          const fcl_tuning_class *cls, const fcl_config *cfg, char *why,
                          size_t why_size);
 int  fcl_rwkv_step_axes(const fcl_tuning_class *c, fcl_axis *a);

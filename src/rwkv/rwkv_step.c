@@ -1,6 +1,7 @@
 /* The step variants' descriptors (rwkv6/rwkv6_step.c, rwkv7/rwkv7_step.c)
  * but what their kernels take (local memory, loop iterations): built-in
- * parameters, checks, search space, and the positions a launch takes. */
+ * parameters, checks (rwkv_fit.c's of state blocks, VC a vector's width),
+ * search space, and the positions a launch takes. */
 #include "rwkv/rwkv.h"
 
 #include <stdio.h>
@@ -36,25 +37,14 @@ void fcl_rwkv_step_defaults(const fcl_device_info *dev, const fcl_tuning_class *
   choose(dev, c->head_dim, c->head_dim_v, FCL_PARAMS(params, cfg));
 }
 
-bool fcl_rwkv_step_valid(const fcl_rwkv_step_costs *k, const fcl_device_info *dev,
+bool fcl_rwkv_step_valid(const fcl_rwkv_block_costs *k, const fcl_device_info *dev,
                          const fcl_tuning_class *cls, const fcl_config *cfg, char *why,
                          size_t why_size) {
   const params *c = FCL_CPARAMS(params, cfg);
-  const int K = cls->head_dim, V = cls->head_dim_v;
-  const char *bad = NULL;
-  if (c->KS < 1 || c->VS < 1 || c->KS > K || (c->VC != 1 && c->VC != 2 && c->VC != 4) ||
-      c->VC > V)
-    bad = "a size out of range";
-  else if ((size_t)c->VS * c->KS > dev->max_wg)
-    bad = "work-group larger than the device allows";
-  else if (c->VS * c->VC >= 2 * V && c->VS > 1)
-    bad = "more value columns than the head has";
-  else if (k->local_bytes(c) > fcl_rwkv_local_budget(dev))
-    bad = "local memory exceeded";
-  else if (ceil_div(K, c->KS) * c->VC > 128)
-    bad = "state block too large for registers";
-  else if (!fcl_rwkv_loops_fit(dev, k->iterations(K, c)))
-    bad = "more loop iterations than the device allows";
+  const char *bad = c->VC != 1 && c->VC != 2 && c->VC != 4
+                        ? "a size out of range"
+                        : fcl_rwkv_block_misfit(k, dev, cls->head_dim, cls->head_dim_v, c->KS,
+                                                c->VS, c->VC, cfg);
   if (bad && why) snprintf(why, why_size, "%s", bad);
   return bad == NULL;
 }

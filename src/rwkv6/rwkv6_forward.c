@@ -27,7 +27,7 @@ fcl_status fcl_rwkv6_recurrent_forward(fcl_context *ctx, const fcl_variant_plan 
   const cl_mem u = p->a.u, h0 = p->a.h0, ht = p->a.ht;
   const fcl_variant *kd = pl->cls.variant;
   const char *opts = pl->options;
-  const fcl_rwkv6_fwd_params *c = FCL_CPARAMS(fcl_rwkv6_fwd_params, &pl->cfg);
+  const fcl_rwkv_fwd_params *c = FCL_CPARAMS(fcl_rwkv_fwd_params, &pl->cfg);
   const int K = (int)d->head_dim_k;
   cl_kernel krec;
   fcl_status s;

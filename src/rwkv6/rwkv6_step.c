@@ -12,13 +12,16 @@ typedef fcl_rwkv_step_params params;
 static int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 /* Local memory: the partial sums of every step, row group and column. */
-static size_t step_bytes(const params *c) {
+static size_t step_bytes(int K, const fcl_config *cfg) {
+  const params *c = FCL_CPARAMS(params, cfg);
+  (void)K;
   return c->KS > 1 ? 4 * (size_t)RW_STEP_MAX_T * c->KS * c->VS * c->VC : 0;
 }
 
 /* Loop iterations of one work-item, counted as llvmpipe does (every
  * iteration of every loop). */
-static long step_iterations(int K, const params *c) {
+static long step_iterations(int K, const fcl_config *cfg) {
+  const params *c = FCL_CPARAMS(params, cfg);
   const long kr = ceil_div(K, c->KS), tm = RW_STEP_MAX_T, cols = tm * (1 + c->VC);
   long levels = 0;
   for (int w = 1; w < c->KS; w *= 2) ++levels;
@@ -27,7 +30,7 @@ static long step_iterations(int K, const params *c) {
 
 static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const fcl_config *cfg,
                   char *why, size_t why_size) {
-  static const fcl_rwkv_step_costs costs = {step_bytes, step_iterations};
+  static const fcl_rwkv_block_costs costs = {step_bytes, step_iterations, 128};
   return fcl_rwkv_step_valid(&costs, dev, cls, cfg, why, why_size);
 }
 

@@ -57,22 +57,19 @@ fcl_status fcl_rwkv7_forward_launches(fcl_context *ctx, const fcl_rwkv7_problem 
 int64_t fcl_rwkv7_bwd_segment(const fcl_context *ctx, const fcl_rwkv7_desc *d, int TC, int nvb,
                               int64_t per);
 
-/* The variants (rwkv7_variants.c) and their parameters: steps a chunk of
- * loads, work-items along K, along V and value columns a work-item (the
- * backward: VS = 1). */
-#define FCL_RWKV7_FWD_PARAMS(X) X(TC) X(KS) X(VS) X(VC)
+/* The variants (rwkv7_variants.c) and their parameters: the forward's
+ * are rwkv/rwkv.h's (fcl_rwkv_fwd_params), the backward's steps a chunk of
+ * loads, work-items along K and value columns a work-item (the forward's
+ * with VS = 1). The step's (rwkv7_step.c) are fcl_rwkv_step_params. */
 #define FCL_RWKV7_BWD_PARAMS(X) X(TC) X(KS) X(VC)
-FCL_PARAM_STRUCT(fcl_rwkv7_fwd_params, FCL_RWKV7_FWD_PARAMS);
 FCL_PARAM_STRUCT(fcl_rwkv7_bwd_params, FCL_RWKV7_BWD_PARAMS);
-/* The step (short sequences, rwkv7_step.c): fcl_rwkv_step_params
- * (rwkv/rwkv.h). */
 extern const fcl_variant fcl_variant_rwkv7_step;
 extern const fcl_variant fcl_variant_rwkv7_recurrent;
 extern const fcl_variant fcl_variant_rwkv7_bwd;
 /* Positions one launch may walk within the device's loop budget (a
  * multiple of TC), or 0 when unlimited. */
 int64_t fcl_rwkv7_fwd_positions_per_launch(const fcl_device_info *dev, int K,
-                                           const fcl_rwkv7_fwd_params *c);
+                                           const fcl_rwkv_fwd_params *c);
 int64_t fcl_rwkv7_bwd_positions_per_launch(const fcl_device_info *dev, int K,
                                            const fcl_rwkv7_bwd_params *c);
 

@@ -49,7 +49,7 @@ fcl_status fcl_rwkv7_forward_launches(fcl_context *ctx, const fcl_rwkv7_problem 
 fcl_status fcl_rwkv7_recurrent_forward(fcl_context *ctx, const fcl_variant_plan *pl,
                                        const void *problem, bool *fallback) {
   const fcl_rwkv7_problem *p = problem;
-  const fcl_rwkv7_fwd_params *c = FCL_CPARAMS(fcl_rwkv7_fwd_params, &pl->cfg);
+  const fcl_rwkv_fwd_params *c = FCL_CPARAMS(fcl_rwkv_fwd_params, &pl->cfg);
   cl_kernel kf;
   fcl_status s;
   (void)fallback;

@@ -12,14 +12,17 @@ typedef fcl_rwkv_step_params params;
 static int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 /* Local memory: rw7_colsum's buffers (rwkv7_common.cl) for BV columns. */
-static size_t step_bytes(const params *c) {
+static size_t step_bytes(int K, const fcl_config *cfg) {
+  const params *c = FCL_CPARAMS(params, cfg);
+  (void)K;
   const int bv = c->VS * c->VC;
   return c->KS > 1 ? 4 * (size_t)(c->KS + ceil_div(c->KS, 8)) * 2 * bv : 0;
 }
 
 /* Loop iterations of one work-item, counted as llvmpipe does (every
  * iteration of every loop), generously. */
-static long step_iterations(int K, const params *c) {
+static long step_iterations(int K, const fcl_config *cfg) {
+  const params *c = FCL_CPARAMS(params, cfg);
   const long kr = ceil_div(K, c->KS), tm = RW_STEP_MAX_T, bv = c->VS * c->VC;
   const long colsum = c->KS > 1 ? 2 * c->VC + ceil_div(ceil_div(c->KS, 8) * 2 * bv, c->VS * c->KS) * 9 +
                                       2 * c->VC * (1 + ceil_div(c->KS, 8))
@@ -29,7 +32,7 @@ static long step_iterations(int K, const params *c) {
 
 static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const fcl_config *cfg,
                   char *why, size_t why_size) {
-  static const fcl_rwkv_step_costs costs = {step_bytes, step_iterations};
+  static const fcl_rwkv_block_costs costs = {step_bytes, step_iterations, 128};
   return fcl_rwkv_step_valid(&costs, dev, cls, cfg, why, why_size);
 }
 
