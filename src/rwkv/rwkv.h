@@ -1,6 +1,7 @@
 /* What the RWKV operations (rwkv6/, rwkv7/) share, written once: the
  * checks of their descriptors' common fields and of their views, the
- * scale and flags their kernels take, the limits their variants'
+ * scale and flags their kernels take, launches in segments that carry the
+ * state, the limits their variants'
  * parameters answer to, and the step and recurrent forward variants'
  * descriptors but their kernels' costs. Neither operation is named here;
  * each keeps what is its own. */
@@ -46,6 +47,28 @@ fcl_status fcl_check_rwkv_view(fcl_context *ctx, const fcl_rwkv_dims *d,
  * launch of a call has (RW_VARLEN, RW_REVERSE). */
 float fcl_rwkv_scale(float scale, int64_t head_dim_k);
 int   fcl_rwkv_flags(bool varlen, int reverse);
+
+/* rwkv_segments.c: a pass over positions (or chunks) [0, n) in launches of
+ * per each (0: one launch), the state carried from one to the next
+ * through scratch slot 5. The first launch reads `in`, the last writes
+ * `out` (NULL: none); a backward pass walks the segments last first. */
+typedef struct {
+  int64_t n, per, count;
+  bool    backward;
+  cl_mem  in, out, carry, none; /* none: bound where no state is */
+} fcl_rwkv_segments;
+/* One launch of them: its positions [begin, end), whether it reads a
+ * state and writes one, and their buffers (none where it does not). */
+typedef struct {
+  cl_int begin, end;
+  bool   reads, writes;
+  cl_mem in, out;
+} fcl_rwkv_segment;
+fcl_status fcl_rwkv_segments_of(fcl_context *ctx, int64_t n, int64_t per, size_t state_bytes,
+                                cl_mem in, cl_mem out, cl_mem none, bool backward,
+                                fcl_rwkv_segments *sg);
+/* The i-th launch, i in [0, sg->count). */
+fcl_rwkv_segment fcl_rwkv_segment_at(const fcl_rwkv_segments *sg, int64_t i);
 
 /* rwkv_fit.c: the limits every RWKV variant's parameters answer to. */
 /* Local memory a kernel may take: the device's, less 512 bytes. */

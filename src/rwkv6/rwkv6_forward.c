@@ -36,13 +36,11 @@ fcl_status fcl_rwkv6_recurrent_forward(fcl_context *ctx, const fcl_variant_plan 
     return s;
 
   /* Segments of positions, each one launch (one unless the device bounds
-   * loop iterations); the state passes between them through `carry`. */
+   * loop iterations), the state carried between them. */
   const int64_t per_launch = fcl_rwkv6_fwd_positions_per_launch(&ctx->info, K, c);
-  const int64_t seg = per_launch > 0 ? per_launch : d->seqlen;
-  const int64_t nseg = (d->seqlen + seg - 1) / seg;
-  cl_mem carry = r->buffer;
-  if (nseg > 1 &&
-      (s = fcl_scratch(ctx, 5, p->state_bytes, &carry)))
+  fcl_rwkv_segments sg;
+  if ((s = fcl_rwkv_segments_of(ctx, d->seqlen, per_launch, p->state_bytes, h0, ht, r->buffer,
+                                false, &sg)))
     return s;
 
   cl_int seqlen = (cl_int)d->seqlen, heads = (cl_int)d->heads;
@@ -54,21 +52,17 @@ fcl_status fcl_rwkv6_recurrent_forward(fcl_context *ctx, const fcl_variant_plan 
   size_t g1[3] = {((size_t)d->head_dim_v + bv - 1) / bv * wg, bh, 1};
   size_t l1[3] = {wg, 1, 1};
 
-  for (int64_t si = 0; si < nseg; ++si) {
-    const bool first = si == 0, last = si == nseg - 1;
-    cl_mem in = first ? h0 : carry, out = last ? ht : carry;
-    cl_int flags = base_flags | (in ? RW_H0 : 0) | (out ? RW_HT : 0);
-    cl_int p_begin = (cl_int)(si * seg), p_end = (cl_int)(last ? d->seqlen : (si + 1) * seg);
-    if (!in) in = r->buffer;
-    if (!out) out = r->buffer;
+  for (int64_t si = 0; si < sg.count; ++si) {
+    fcl_rwkv_segment sgi = fcl_rwkv_segment_at(&sg, si);
+    cl_int flags = base_flags | (sgi.reads ? RW_H0 : 0) | (sgi.writes ? RW_HT : 0);
     fcl_args a = FCL_ARGS(krec);
     FCL_ARG(&a, r->buffer); FCL_ARG(&a, k->buffer); FCL_ARG(&a, v->buffer);
-    FCL_ARG(&a, w->buffer); FCL_ARG(&a, u); FCL_ARG(&a, in); FCL_ARG(&a, o->buffer);
-    FCL_ARG(&a, out); FCL_ARG(&a, cu_b);
+    FCL_ARG(&a, w->buffer); FCL_ARG(&a, u); FCL_ARG(&a, sgi.in); FCL_ARG(&a, o->buffer);
+    FCL_ARG(&a, sgi.out); FCL_ARG(&a, cu_b);
     fcl_arg_tensor(&a, r); fcl_arg_tensor(&a, k); fcl_arg_tensor(&a, v);
     fcl_arg_tensor(&a, w); fcl_arg_tensor(&a, o);
     FCL_ARG(&a, seqlen); FCL_ARG(&a, heads); FCL_ARG(&a, scale);
-    FCL_ARG(&a, flags); FCL_ARG(&a, p_begin); FCL_ARG(&a, p_end);
+    FCL_ARG(&a, flags); FCL_ARG(&a, sgi.begin); FCL_ARG(&a, sgi.end);
     if ((s = fcl_launch(ctx, krec, &a, g1, l1, "enqueueing rwkv6 forward"))) return s;
   }
   return FCL_OK;

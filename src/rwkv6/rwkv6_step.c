@@ -49,10 +49,10 @@ fcl_status fcl_rwkv6_step_forward(fcl_context *ctx, const fcl_variant_plan *pl,
   fcl_status s = fcl_get_kernel(ctx, kd->tops, pl->options, "fcl_rwkv6_fwd_step",
                                 &ks);
   if (s) return s;
-  const int steps = fcl_rwkv_step_positions(d->seqlen);
-  const int64_t nseg = (d->seqlen + steps - 1) / steps;
-  cl_mem carry = a->r->buffer;
-  if (nseg > 1 && (s = fcl_scratch(ctx, 5, p->state_bytes, &carry))) return s;
+  fcl_rwkv_segments sg;
+  if ((s = fcl_rwkv_segments_of(ctx, d->seqlen, fcl_rwkv_step_positions(d->seqlen),
+                                p->state_bytes, a->h0, a->ht, a->r->buffer, false, &sg)))
+    return s;
 
   cl_int seqlen = (cl_int)d->seqlen, heads = (cl_int)d->heads;
   cl_float scale = fcl_rwkv_scale(d->scale, d->head_dim_k);
@@ -62,23 +62,17 @@ fcl_status fcl_rwkv6_step_forward(fcl_context *ctx, const fcl_variant_plan *pl,
   const size_t global[3] = {((size_t)d->head_dim_v + bv - 1) / bv * wg,
                             (size_t)(d->batch * d->heads), 1};
   const size_t local[3] = {wg, 1, 1};
-  for (int64_t si = 0; si < nseg; ++si) {
-    /* The carry may be read and written by one launch: each element is
-     * read, then written, by one work-item. */
-    const bool first = si == 0, last = si == nseg - 1;
-    cl_mem in = first ? a->h0 : carry, out = last ? a->ht : carry;
-    cl_int flags = base_flags | (in ? RW_H0 : 0) | (out ? RW_HT : 0);
-    cl_int p_begin = (cl_int)(si * steps);
-    if (!in) in = a->r->buffer;
-    if (!out) out = a->r->buffer;
+  for (int64_t si = 0; si < sg.count; ++si) {
+    fcl_rwkv_segment sgi = fcl_rwkv_segment_at(&sg, si);
+    cl_int flags = base_flags | (sgi.reads ? RW_H0 : 0) | (sgi.writes ? RW_HT : 0);
     fcl_args g = FCL_ARGS(ks);
     FCL_ARG(&g, a->r->buffer); FCL_ARG(&g, a->k->buffer); FCL_ARG(&g, a->v->buffer);
-    FCL_ARG(&g, a->w->buffer); FCL_ARG(&g, a->u); FCL_ARG(&g, in); FCL_ARG(&g, a->o->buffer);
-    FCL_ARG(&g, out); FCL_ARG(&g, cu);
+    FCL_ARG(&g, a->w->buffer); FCL_ARG(&g, a->u); FCL_ARG(&g, sgi.in);
+    FCL_ARG(&g, a->o->buffer); FCL_ARG(&g, sgi.out); FCL_ARG(&g, cu);
     fcl_arg_tensor(&g, a->r); fcl_arg_tensor(&g, a->k); fcl_arg_tensor(&g, a->v);
     fcl_arg_tensor(&g, a->w); fcl_arg_tensor(&g, a->o);
     FCL_ARG(&g, seqlen); FCL_ARG(&g, heads); FCL_ARG(&g, scale);
-    FCL_ARG(&g, flags); FCL_ARG(&g, p_begin);
+    FCL_ARG(&g, flags); FCL_ARG(&g, sgi.begin);
     if ((s = fcl_launch(ctx, ks, &g, global, local, "enqueueing rwkv6 step forward"))) return s;
   }
   return FCL_OK;

@@ -9,12 +9,11 @@ fcl_status fcl_rwkv7_forward_launches(fcl_context *ctx, const fcl_rwkv7_problem 
   const fcl_rwkv7_desc *d = p->d;
   const fcl_rwkv7_args *t = &p->a;
   /* Segments of positions, each one launch (one unless the device bounds
-   * loop iterations); the state passes between them through `carry`. */
-  const int64_t seg = per_launch > 0 ? per_launch : d->seqlen;
-  const int64_t nseg = (d->seqlen + seg - 1) / seg;
-  cl_mem carry = t->r->buffer;
-  fcl_status s;
-  if (nseg > 1 && (s = fcl_scratch(ctx, 5, p->state_bytes, &carry))) return s;
+   * loop iterations), the state carried between them. */
+  fcl_rwkv_segments sg;
+  fcl_status s = fcl_rwkv_segments_of(ctx, d->seqlen, per_launch, p->state_bytes, h0, ht,
+                                      t->r->buffer, false, &sg);
+  if (s != FCL_OK) return s;
   cl_int seqlen = (cl_int)d->seqlen, heads = (cl_int)d->heads, nck = nchunk;
   cl_float scale = fcl_rwkv_scale(d->scale, d->head_dim_k);
   const cl_int base = fcl_rwkv_flags(p->varlen, d->reverse) | (ck ? RW7_CKPT : 0);
@@ -24,13 +23,9 @@ fcl_status fcl_rwkv7_forward_launches(fcl_context *ctx, const fcl_rwkv7_problem 
   const size_t bv = (size_t)(VS * VC), wg = (size_t)(VS * KS);
   size_t g[3] = {((size_t)d->head_dim_v + bv - 1) / bv * wg, (size_t)(d->batch * d->heads), 1};
   size_t l[3] = {wg, 1, 1};
-  for (int64_t si = 0; si < nseg; ++si) {
-    const bool first = si == 0, last = si == nseg - 1;
-    cl_mem in = first ? h0 : carry, out = last ? ht : carry;
-    cl_int flags = base | (in ? RW_H0 : 0) | (out ? RW_HT : 0);
-    cl_int p_begin = (cl_int)(si * seg), p_end = (cl_int)(last ? d->seqlen : (si + 1) * seg);
-    if (!in) in = t->r->buffer;
-    if (!out) out = t->r->buffer;
+  for (int64_t si = 0; si < sg.count; ++si) {
+    fcl_rwkv_segment sgi = fcl_rwkv_segment_at(&sg, si);
+    cl_int flags = base | (sgi.reads ? RW_H0 : 0) | (sgi.writes ? RW_HT : 0);
     fcl_args a = FCL_ARGS(kf);
     FCL_ARG(&a, t->r->buffer); FCL_ARG(&a, t->w->buffer); FCL_ARG(&a, t->k->buffer);
     FCL_ARG(&a, t->v->buffer); FCL_ARG(&a, t->a->buffer); FCL_ARG(&a, t->b->buffer);
@@ -38,8 +33,8 @@ fcl_status fcl_rwkv7_forward_launches(fcl_context *ctx, const fcl_rwkv7_problem 
     fcl_arg_tensor(&a, t->r); fcl_arg_tensor(&a, t->w); fcl_arg_tensor(&a, t->k);
     fcl_arg_tensor(&a, t->v); fcl_arg_tensor(&a, t->a); fcl_arg_tensor(&a, t->b);
     FCL_ARG(&a, seqlen); FCL_ARG(&a, heads); FCL_ARG(&a, scale); FCL_ARG(&a, flags);
-    FCL_ARG(&a, p_begin); FCL_ARG(&a, p_end);
-    FCL_ARG(&a, in); FCL_ARG(&a, obuf); fcl_arg_tensor(&a, o); FCL_ARG(&a, out);
+    FCL_ARG(&a, sgi.begin); FCL_ARG(&a, sgi.end);
+    FCL_ARG(&a, sgi.in); FCL_ARG(&a, obuf); fcl_arg_tensor(&a, o); FCL_ARG(&a, sgi.out);
     FCL_ARG(&a, ckb); FCL_ARG(&a, nck);
     if ((s = fcl_launch(ctx, kf, &a, g, l, "enqueueing rwkv7 forward"))) return s;
   }

@@ -50,10 +50,10 @@ fcl_status fcl_rwkv7_step_forward(fcl_context *ctx, const fcl_variant_plan *pl,
   (void)fallback;
   if ((s = fcl_get_kernel(ctx, pl->cls.variant->tops, pl->options, "fcl_rwkv7_fwd_step", &ks)))
     return s;
-  const int steps = fcl_rwkv_step_positions(d->seqlen);
-  const int64_t nseg = d->seqlen > 0 ? (d->seqlen + steps - 1) / steps : 1;
-  cl_mem carry = t->r->buffer;
-  if (nseg > 1 && (s = fcl_scratch(ctx, 5, p->state_bytes, &carry))) return s;
+  fcl_rwkv_segments sg;
+  if ((s = fcl_rwkv_segments_of(ctx, d->seqlen, fcl_rwkv_step_positions(d->seqlen),
+                                p->state_bytes, t->h0, t->ht, t->r->buffer, false, &sg)))
+    return s;
   cl_int seqlen = (cl_int)d->seqlen, heads = (cl_int)d->heads;
   cl_float scale = fcl_rwkv_scale(d->scale, d->head_dim_k);
   const cl_int base = fcl_rwkv_flags(p->varlen, d->reverse);
@@ -61,13 +61,9 @@ fcl_status fcl_rwkv7_step_forward(fcl_context *ctx, const fcl_variant_plan *pl,
   const size_t wg = (size_t)c->KS * c->VS, bv = (size_t)c->VS * c->VC;
   const size_t g[3] = {((size_t)d->head_dim_v + bv - 1) / bv * wg, (size_t)(d->batch * d->heads), 1};
   const size_t l[3] = {wg, 1, 1};
-  for (int64_t si = 0; si < nseg; ++si) {
-    const bool first = si == 0, last = si == nseg - 1;
-    cl_mem in = first ? t->h0 : carry, out = last ? t->ht : carry;
-    cl_int flags = base | (in ? RW_H0 : 0) | (out ? RW_HT : 0);
-    cl_int p_begin = (cl_int)(si * steps), p_end = p_begin + steps;
-    if (!in) in = t->r->buffer;
-    if (!out) out = t->r->buffer;
+  for (int64_t si = 0; si < sg.count; ++si) {
+    fcl_rwkv_segment sgi = fcl_rwkv_segment_at(&sg, si);
+    cl_int flags = base | (sgi.reads ? RW_H0 : 0) | (sgi.writes ? RW_HT : 0);
     fcl_args a = FCL_ARGS(ks);
     FCL_ARG(&a, t->r->buffer); FCL_ARG(&a, t->w->buffer); FCL_ARG(&a, t->k->buffer);
     FCL_ARG(&a, t->v->buffer); FCL_ARG(&a, t->a->buffer); FCL_ARG(&a, t->b->buffer);
@@ -75,8 +71,9 @@ fcl_status fcl_rwkv7_step_forward(fcl_context *ctx, const fcl_variant_plan *pl,
     fcl_arg_tensor(&a, t->r); fcl_arg_tensor(&a, t->w); fcl_arg_tensor(&a, t->k);
     fcl_arg_tensor(&a, t->v); fcl_arg_tensor(&a, t->a); fcl_arg_tensor(&a, t->b);
     FCL_ARG(&a, seqlen); FCL_ARG(&a, heads); FCL_ARG(&a, scale); FCL_ARG(&a, flags);
-    FCL_ARG(&a, p_begin); FCL_ARG(&a, p_end);
-    FCL_ARG(&a, in); FCL_ARG(&a, t->o->buffer); fcl_arg_tensor(&a, t->o); FCL_ARG(&a, out);
+    FCL_ARG(&a, sgi.begin); FCL_ARG(&a, sgi.end);
+    FCL_ARG(&a, sgi.in); FCL_ARG(&a, t->o->buffer); fcl_arg_tensor(&a, t->o);
+    FCL_ARG(&a, sgi.out);
     if ((s = fcl_launch(ctx, ks, &a, g, l, "enqueueing rwkv7 step forward"))) return s;
   }
   return FCL_OK;
