@@ -45,6 +45,11 @@ fcl_status fcl_rwkv7_recurrent_backward(fcl_context *ctx, const fcl_variant_plan
  * per_launch (0: one launch), the state carried through scratch slot 5:
  * from h0 (NULL: 0) to ht (NULL: not kept); with ck, the backward's first
  * pass (RW7_CKPT: checkpoints into ck, nchunk chunks, no output). */
+/* The arguments every recurrent and step kernel takes first (RW7_INPUTS:
+ * r, w, k, v, a, b, cu_seqlens, their views, seqlen, heads, scale, flags
+ * and the segment's positions), appended to a. */
+void fcl_rwkv7_input_args(fcl_args *a, const fcl_rwkv7_problem *p, cl_int flags,
+                          const fcl_rwkv_segment *sg);
 fcl_status fcl_rwkv7_forward_launches(fcl_context *ctx, const fcl_rwkv7_problem *p,
                                       cl_kernel kf, int VS, int VC, int KS,
                                       int64_t per_launch, cl_mem h0, cl_mem ht, cl_mem ck,

@@ -58,7 +58,6 @@ fcl_status fcl_rwkv7_recurrent_backward(fcl_context *ctx, const fcl_variant_plan
                                 t->r->buffer, true, &sg)))
     return s;
   cl_int seqlen = (cl_int)d->seqlen, heads = (cl_int)d->heads, nck = nchunk, nvbc = nvb;
-  cl_float scale = fcl_rwkv_scale(d->scale, d->head_dim_k);
   const cl_int base = fcl_rwkv_flags(p->varlen, d->reverse);
   cl_mem cu = p->varlen ? d->cu_seqlens : t->r->buffer;
   const size_t bh = (size_t)(d->batch * d->heads), kr16 = (size_t)(K + 15) / 16 * 16;
@@ -68,13 +67,7 @@ fcl_status fcl_rwkv7_recurrent_backward(fcl_context *ctx, const fcl_variant_plan
     fcl_rwkv_segment sgi = fcl_rwkv_segment_at(&sg, n);
     cl_int flags = base | (sgi.reads ? RW_DHT : 0) | (sgi.writes ? RW_DH0 : 0);
     fcl_args a = FCL_ARGS(kr);
-    FCL_ARG(&a, t->r->buffer); FCL_ARG(&a, t->w->buffer); FCL_ARG(&a, t->k->buffer);
-    FCL_ARG(&a, t->v->buffer); FCL_ARG(&a, t->a->buffer); FCL_ARG(&a, t->b->buffer);
-    FCL_ARG(&a, cu);
-    fcl_arg_tensor(&a, t->r); fcl_arg_tensor(&a, t->w); fcl_arg_tensor(&a, t->k);
-    fcl_arg_tensor(&a, t->v); fcl_arg_tensor(&a, t->a); fcl_arg_tensor(&a, t->b);
-    FCL_ARG(&a, seqlen); FCL_ARG(&a, heads); FCL_ARG(&a, scale); FCL_ARG(&a, flags);
-    FCL_ARG(&a, sgi.begin); FCL_ARG(&a, sgi.end);
+    fcl_rwkv7_input_args(&a, p, flags, &sgi);
     FCL_ARG(&a, t->dout->buffer); fcl_arg_tensor(&a, t->dout);
     FCL_ARG(&a, nck); FCL_ARG(&a, segc); FCL_ARG(&a, nslot); FCL_ARG(&a, sgi.in);
     FCL_ARG(&a, ck); FCL_ARG(&a, part); FCL_ARG(&a, t->dv->buffer); fcl_arg_tensor(&a, t->dv);

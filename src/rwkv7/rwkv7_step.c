@@ -54,10 +54,7 @@ fcl_status fcl_rwkv7_step_forward(fcl_context *ctx, const fcl_variant_plan *pl,
   if ((s = fcl_rwkv_segments_of(ctx, d->seqlen, fcl_rwkv_step_positions(d->seqlen),
                                 p->state_bytes, t->h0, t->ht, t->r->buffer, false, &sg)))
     return s;
-  cl_int seqlen = (cl_int)d->seqlen, heads = (cl_int)d->heads;
-  cl_float scale = fcl_rwkv_scale(d->scale, d->head_dim_k);
   const cl_int base = fcl_rwkv_flags(p->varlen, d->reverse);
-  cl_mem cu = p->varlen ? d->cu_seqlens : t->r->buffer;
   const size_t wg = (size_t)c->KS * c->VS, bv = (size_t)c->VS * c->VC;
   const size_t g[3] = {((size_t)d->head_dim_v + bv - 1) / bv * wg, (size_t)(d->batch * d->heads), 1};
   const size_t l[3] = {wg, 1, 1};
@@ -65,13 +62,7 @@ fcl_status fcl_rwkv7_step_forward(fcl_context *ctx, const fcl_variant_plan *pl,
     fcl_rwkv_segment sgi = fcl_rwkv_segment_at(&sg, si);
     cl_int flags = base | (sgi.reads ? RW_H0 : 0) | (sgi.writes ? RW_HT : 0);
     fcl_args a = FCL_ARGS(ks);
-    FCL_ARG(&a, t->r->buffer); FCL_ARG(&a, t->w->buffer); FCL_ARG(&a, t->k->buffer);
-    FCL_ARG(&a, t->v->buffer); FCL_ARG(&a, t->a->buffer); FCL_ARG(&a, t->b->buffer);
-    FCL_ARG(&a, cu);
-    fcl_arg_tensor(&a, t->r); fcl_arg_tensor(&a, t->w); fcl_arg_tensor(&a, t->k);
-    fcl_arg_tensor(&a, t->v); fcl_arg_tensor(&a, t->a); fcl_arg_tensor(&a, t->b);
-    FCL_ARG(&a, seqlen); FCL_ARG(&a, heads); FCL_ARG(&a, scale); FCL_ARG(&a, flags);
-    FCL_ARG(&a, sgi.begin); FCL_ARG(&a, sgi.end);
+    fcl_rwkv7_input_args(&a, p, flags, &sgi);
     FCL_ARG(&a, sgi.in); FCL_ARG(&a, t->o->buffer); fcl_arg_tensor(&a, t->o);
     FCL_ARG(&a, sgi.out);
     if ((s = fcl_launch(ctx, ks, &a, g, l, "enqueueing rwkv7 step forward"))) return s;
