@@ -2,8 +2,7 @@
  * backward) and the plan that picks one and its configuration. */
 #ifndef FCL_RWKV6_H
 #define FCL_RWKV6_H
-#include "rwkv6/rwkv6_abi.h" /* flags shared with the kernels */
-#include "tuning/tuning.h"
+#include "rwkv/rwkv.h" /* what RWKV7 shares, the kernels' flags among it */
 
 /* A call's tensors and buffers (the backward's NULL in a forward). */
 typedef struct {
@@ -62,23 +61,17 @@ fcl_status fcl_check_rwkv6_desc(fcl_context *ctx, const fcl_rwkv6_desc *d);
  * pointing at it (NULL stays NULL, for the checks to report). */
 fcl_status fcl_rwkv6_desc_in(fcl_context *ctx, const fcl_rwkv6_desc **d, fcl_rwkv6_desc *own);
 
-/* The variants (rwkv6_variants.c) and their parameters. */
-#define FCL_RWKV6_FWD_PARAMS(X) X(TC) X(KS) X(VS) X(VC)
+/* The variants (rwkv6_variants.c) and their parameters; the recurrent
+ * forward's and the step's are rwkv/rwkv.h's (fcl_rwkv_fwd_params,
+ * fcl_rwkv_step_params). */
 #define FCL_RWKV6_BWD_PARAMS(X) X(TC) X(BVB)
 #define FCL_RWKV6_CHUNK_PARAMS(X) X(TC) X(BK) X(BV) X(WG) X(HK) X(HV) X(HC)
-#define FCL_RWKV6_STEP_PARAMS(X) X(KS) X(VS) X(VC)
-/* Recurrent forward: steps per chunk of loads, work-items along K and V,
- * value columns per work-item. */
-FCL_PARAM_STRUCT(fcl_rwkv6_fwd_params, FCL_RWKV6_FWD_PARAMS);
 /* Recurrent backward: steps per chunk, value columns per work-group. */
 FCL_PARAM_STRUCT(fcl_rwkv6_bwd_params, FCL_RWKV6_BWD_PARAMS);
 /* Chunked (forward and backward): positions per chunk, key and value
  * columns per tile and work-items of the chunk kernels; rows, columns
  * and columns per work-item of the state pass. */
 FCL_PARAM_STRUCT(fcl_rwkv6_chunk_params, FCL_RWKV6_CHUNK_PARAMS);
-/* Step (short sequences, rwkv6_step.c): work-items along K and V, value
- * columns per work-item (1, 2 or 4: the width of its state loads). */
-FCL_PARAM_STRUCT(fcl_rwkv6_step_params, FCL_RWKV6_STEP_PARAMS);
 extern const fcl_variant fcl_variant_rwkv6_recurrent;
 extern const fcl_variant fcl_variant_rwkv6_chunked;
 extern const fcl_variant fcl_variant_rwkv6_bwd;
@@ -89,7 +82,7 @@ extern const fcl_variant fcl_variant_rwkv6_step;
 /* Positions one launch may walk within the device's loop budget (a
  * multiple of the chunk), or 0 when unlimited. */
 int64_t fcl_rwkv6_fwd_positions_per_launch(const fcl_device_info *dev, int K,
-                                           const fcl_rwkv6_fwd_params *c);
+                                           const fcl_rwkv_fwd_params *c);
 int64_t fcl_rwkv6_bwd_positions_per_launch(const fcl_device_info *dev, int K,
                                            const fcl_rwkv6_bwd_params *c);
 /* The state pass: chunk, tile of HK rows by HV columns, work-items a tile,
@@ -159,9 +152,8 @@ fcl_status fcl_rwkv6_chunk_backward_run(fcl_context *ctx, const fcl_rwkv6_desc *
 size_t fcl_rwkv6_chunk_dk_bytes(int tc, int bk, size_t p1);
 
 /* rwkv6_step.c: the forward of the step kernel (its row's launch):
- * launches of fcl_rwkv6_step_positions(d) = min(seqlen, RW_STEP_MAX_T)
+ * launches of fcl_rwkv_step_positions(seqlen) = min(seqlen, RW_STEP_MAX_T)
  * positions (its build macro RW_STEPS), the state carried between them. */
-int        fcl_rwkv6_step_positions(const fcl_rwkv6_desc *d);
 fcl_status fcl_rwkv6_step_forward(fcl_context *ctx, const fcl_variant_plan *pl,
                                   const void *problem, bool *fallback);
 

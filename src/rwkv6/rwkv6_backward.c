@@ -5,7 +5,6 @@
  * and rwkv6_chunk_mma.c. */
 #include "rwkv6/rwkv6.h"
 
-#include <math.h>
 #include <stdio.h>
 
 
@@ -67,48 +66,45 @@ fcl_status fcl_rwkv6_recurrent_backward(fcl_context *ctx, const fcl_variant_plan
     return s;
 
   /* Segments of positions, one launch each (one unless the device bounds
-   * loop iterations): the state, then its gradient, pass between them
-   * through `carry`. */
+   * loop iterations): the state is carried between them forward (from h0,
+   * the last keeping none), then its gradient backward (dht to dh0). */
   const int64_t per_launch = fcl_rwkv6_bwd_positions_per_launch(&ctx->info, K, c);
-  const int64_t seg = per_launch > 0 ? per_launch : d->seqlen;
-  const int64_t nseg = (d->seqlen + seg - 1) / seg;
-  cl_mem carry = r->buffer;
-  if (nseg > 1 && (s = fcl_scratch(ctx, 5, p->state_bytes, &carry))) return s;
+  fcl_rwkv_segments sg[2];
+  if ((s = fcl_rwkv_segments_of(ctx, d->seqlen, per_launch, p->state_bytes, h0, NULL,
+                                r->buffer, false, &sg[0])) ||
+      (s = fcl_rwkv_segments_of(ctx, d->seqlen, per_launch, p->state_bytes, dht, dh0,
+                                r->buffer, true, &sg[1])))
+    return s;
 
   cl_int seqlen = (cl_int)d->seqlen, heads = (cl_int)d->heads;
   cl_long ntok = p->ntok;
-  cl_float scale = d->scale != 0.0f ? d->scale : (cl_float)(1.0 / sqrt((double)K));
-  const cl_int base_flags = (p->varlen ? RW_VARLEN : 0) | (d->reverse ? RW_REVERSE : 0);
+  cl_float scale = fcl_rwkv_scale(d->scale, d->head_dim_k);
+  const cl_int base_flags = fcl_rwkv_flags(p->varlen, d->reverse);
   cl_mem cu_b = p->varlen ? d->cu_seqlens : r->buffer;
   const size_t bh = (size_t)(d->batch * d->heads);
   size_t gp[3] = {(size_t)nvb * K, bh, 1}, lp[3] = {(size_t)K, 1, 1};
 
   /* Pass 1 walks the segments forward, pass 2 backward. */
   for (int pass = 0; pass < 2; ++pass)
-    for (int64_t n = 0; n < nseg; ++n) {
-      const int64_t si = pass == 0 ? n : nseg - 1 - n;
-      const bool first = n == 0, last = n == nseg - 1;
-      cl_int p_begin = (cl_int)(si * seg);
-      cl_int p_end = (cl_int)(si == nseg - 1 ? d->seqlen : (si + 1) * seg);
-      cl_mem in = first ? (pass == 0 ? h0 : dht) : carry;
-      cl_mem out = last ? (pass == 0 ? NULL : dh0) : carry;
+    for (int64_t n = 0; n < sg[pass].count; ++n) {
+      fcl_rwkv_segment sgi = fcl_rwkv_segment_at(&sg[pass], n);
       cl_int flags = base_flags;
-      if (pass == 0) flags |= (in ? RW_H0 : 0) | (out ? RW_HT : 0) | (first ? 0 : RW_ACCUMULATE);
-      else flags |= (in ? RW_DHT : 0) | (out ? RW_DH0 : 0);
-      if (!in) in = r->buffer;
-      if (!out) out = r->buffer;
+      if (pass == 0)
+        flags |= (sgi.reads ? RW_H0 : 0) | (sgi.writes ? RW_HT : 0) | (n == 0 ? 0 : RW_ACCUMULATE);
+      else flags |= (sgi.reads ? RW_DHT : 0) | (sgi.writes ? RW_DH0 : 0);
       fcl_args a = FCL_ARGS(pass == 0 ? kf : kr);
       FCL_ARG(&a, r->buffer); FCL_ARG(&a, k->buffer); FCL_ARG(&a, v->buffer);
       FCL_ARG(&a, w->buffer); FCL_ARG(&a, u); FCL_ARG(&a, dout->buffer); FCL_ARG(&a, cu_b);
       fcl_arg_tensor(&a, r); fcl_arg_tensor(&a, k); fcl_arg_tensor(&a, v);
       fcl_arg_tensor(&a, w); fcl_arg_tensor(&a, dout);
       FCL_ARG(&a, seqlen); FCL_ARG(&a, heads); FCL_ARG(&a, nchunk); FCL_ARG(&a, ntok);
-      FCL_ARG(&a, scale); FCL_ARG(&a, flags); FCL_ARG(&a, p_begin); FCL_ARG(&a, p_end);
+      FCL_ARG(&a, scale); FCL_ARG(&a, flags); FCL_ARG(&a, sgi.begin); FCL_ARG(&a, sgi.end);
       if (pass == 0) {
-        FCL_ARG(&a, in); FCL_ARG(&a, ck); FCL_ARG(&a, drp); FCL_ARG(&a, dup); FCL_ARG(&a, out);
+        FCL_ARG(&a, sgi.in); FCL_ARG(&a, ck); FCL_ARG(&a, drp); FCL_ARG(&a, dup);
+        FCL_ARG(&a, sgi.out);
       } else {
-        FCL_ARG(&a, in); FCL_ARG(&a, ck); FCL_ARG(&a, dkp); FCL_ARG(&a, dwp);
-        FCL_ARG(&a, dv->buffer); fcl_arg_tensor(&a, dv); FCL_ARG(&a, out);
+        FCL_ARG(&a, sgi.in); FCL_ARG(&a, ck); FCL_ARG(&a, dkp); FCL_ARG(&a, dwp);
+        FCL_ARG(&a, dv->buffer); fcl_arg_tensor(&a, dv); FCL_ARG(&a, sgi.out);
       }
       if ((s = fcl_launch(ctx, a.k, &a, gp, lp, "enqueueing rwkv6 backward"))) return s;
     }

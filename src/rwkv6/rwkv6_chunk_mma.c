@@ -56,9 +56,6 @@ static size_t state_bytes(const fcl_device_info *dev, const fcl_tuning_class *cl
 }
 /* The largest of 64, 32, 16 dividing n. */
 static int tile_of(int n) { return n % 64 == 0 ? 64 : n % 32 == 0 ? 32 : 16; }
-static size_t budget(const fcl_device_info *dev) {
-  return dev->local_mem > 1024 ? dev->local_mem - 512 : 0;
-}
 
 static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fcl_config *cfg) {
   mma_params *c = FCL_PARAMS(mma_params, cfg);
@@ -84,11 +81,11 @@ static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fc
     c->TC = 32, c->BK = 16, c->SEG = 1;
     if (cls->bucket >= 3) c->HK = imin(c->HK, 32), c->HV = imin(c->HV, 32);
   }
-  while (out_bytes(dev, cls, c) > budget(dev) && (c->BK > 16 || c->TC > 16)) {
+  while (out_bytes(dev, cls, c) > fcl_rwkv_local_budget(dev) && (c->BK > 16 || c->TC > 16)) {
     if (c->BK > 16) c->BK /= 2;
     else c->TC /= 2;
   }
-  while (state_bytes(dev, cls, c) > budget(dev) && (c->HK > 16 || c->HV > 16)) {
+  while (state_bytes(dev, cls, c) > fcl_rwkv_local_budget(dev) && (c->HK > 16 || c->HV > 16)) {
     if (c->HK >= c->HV && c->HK > 16) c->HK /= 2; /* split f32 */
     else c->HV /= 2;
   }
@@ -108,7 +105,8 @@ static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const
     bad = "HK and HV multiples of 16 dividing K and V, SST 2 or 3, SEG 1 to 64";
   else if ((size_t)c->HK * 2 > dev->max_wg || (size_t)c->TC * 2 > dev->max_wg)
     bad = "work-group larger than the device allows";
-  else if (out_bytes(dev, cls, c) > budget(dev) || state_bytes(dev, cls, c) > budget(dev))
+  else if (out_bytes(dev, cls, c) > fcl_rwkv_local_budget(dev) ||
+           state_bytes(dev, cls, c) > fcl_rwkv_local_budget(dev))
     bad = "local memory exceeded";
   if (bad && why) snprintf(why, why_size, "%s", bad);
   return bad == NULL;
@@ -145,7 +143,7 @@ static size_t dk_bytes(const fcl_device_info *dev, const fcl_tuning_class *cls, 
 /* The dr dk dw kernel's value tile: the widest that fits. */
 static int bwd_bv(const fcl_device_info *dev, const fcl_tuning_class *cls, int tc, int bk) {
   int bv = imin(cls->head_dim_v, 64);
-  while (bv > 16 && dk_bytes(dev, cls, tc, bk, bv) > budget(dev)) bv /= 2;
+  while (bv > 16 && dk_bytes(dev, cls, tc, bk, bv) > fcl_rwkv_local_budget(dev)) bv /= 2;
   return bv;
 }
 
@@ -153,7 +151,8 @@ static void bwd_defaults(const fcl_device_info *dev, const fcl_tuning_class *cls
                          fcl_config *cfg) {
   defaults(dev, cls, cfg);
   bwd_params *c = FCL_PARAMS(bwd_params, cfg);
-  while (dk_bytes(dev, cls, c->TC, c->BK, 16) > budget(dev) && c->TC > 16) c->TC /= 2;
+  while (dk_bytes(dev, cls, c->TC, c->BK, 16) > fcl_rwkv_local_budget(dev) && c->TC > 16)
+    c->TC /= 2;
   c->BV = bwd_bv(dev, cls, c->TC, c->BK);
   if (cls->dtype == FCL_F32) c->BV = imin(c->BV, 16); /* fa-tune's choice, as above */
 }
@@ -164,7 +163,7 @@ static bool bwd_valid(const fcl_device_info *dev, const fcl_tuning_class *cls,
   if (!valid(dev, cls, cfg, why, why_size)) return false;
   const char *bad = NULL;
   if (c->BV < 16 || c->BV % 16 || c->BV > cls->head_dim_v) bad = "BV a multiple of 16 up to V";
-  else if (dk_bytes(dev, cls, c->TC, c->BK, c->BV) > budget(dev))
+  else if (dk_bytes(dev, cls, c->TC, c->BK, c->BV) > fcl_rwkv_local_budget(dev))
     bad = "local memory exceeded (dr dk dw)";
   if (bad && why) snprintf(why, why_size, "%s", bad);
   return bad == NULL;

@@ -10,9 +10,6 @@ typedef fcl_rwkv6_chunk_params params;
 static int ceil_div(int a, int b) { return (a + b - 1) / b; }
 static int imin(int a, int b) { return a < b ? a : b; }
 
-static size_t budget(const fcl_device_info *dev) {
-  return dev->local_mem > 1024 ? dev->local_mem - 512 : 0;
-}
 
 /* Local memory (bytes) of the chunk kernels (rwkv6_chunk_out.cl and
  * rwkv6_chunk_bwd.cl; the backward needs both) and of the state pass. */
@@ -58,10 +55,15 @@ static long chunk_iterations(int K, int V, const params *c) {
   return out > dk ? out : dk;
 }
 
+static bool local_fits(const fcl_device_info *dev, const params *c, bool backward) {
+  const size_t budget = fcl_rwkv_local_budget(dev);
+  return chunk_bytes(c, backward) <= budget && state_bytes(c) <= budget;
+}
+
 static bool fits(const fcl_device_info *dev, int K, int V, const params *c, bool backward) {
-  if (chunk_bytes(c, backward) > budget(dev) || state_bytes(c) > budget(dev)) return false;
+  if (!local_fits(dev, c, backward)) return false;
   if ((size_t)c->WG > dev->max_wg || state_wg(c) > dev->max_wg) return false;
-  if (dev->loop_budget > 0 && chunk_iterations(K, V, c) > dev->loop_budget * 3 / 4) return false;
+  if (!fcl_rwkv_loops_fit(dev, chunk_iterations(K, V, c))) return false;
   return true;
 }
 
@@ -78,14 +80,15 @@ static void choose(const fcl_device_info *dev, int K, int V, bool backward, para
   c->HC = imin(c->HV, 8);
   while (c->HV % c->HC) --c->HC;
   while (!fits(dev, K, V, c, backward)) {
-    const bool local = chunk_bytes(c, backward) > budget(dev);
+    const bool local = chunk_bytes(c, backward) > fcl_rwkv_local_budget(dev);
     if (c->WG > 64 && (size_t)c->WG > dev->max_wg) c->WG /= 2;
     else if (local && c->BK > 16) c->BK /= 2; /* key tiles first: A is per value tile */
     else if (local && c->BV > 32) c->BV /= 2;
     else if (local && c->BK > 8) c->BK /= 2;
     else if (local && c->BV > 16) c->BV /= 2;
     else if (state_wg(c) > dev->max_wg && c->HK > 1) c->HK /= 2;
-    else if (state_bytes(c) > budget(dev) && c->HV > 8) c->HV /= 2, c->HC = imin(c->HC, c->HV);
+    else if (state_bytes(c) > fcl_rwkv_local_budget(dev) && c->HV > 8)
+      c->HV /= 2, c->HC = imin(c->HC, c->HV);
     else if (c->TC > 16) c->TC /= 2;
     else if (c->WG > 16) c->WG /= 2;
     else if (c->BK > 4) c->BK /= 2;
@@ -116,9 +119,9 @@ static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const
     bad = "fewer chunk work-items than key columns";
   else if ((size_t)c->WG > dev->max_wg || state_wg(c) > dev->max_wg)
     bad = "work-group larger than the device allows";
-  else if (chunk_bytes(c, is_bwd(cls)) > budget(dev) || state_bytes(c) > budget(dev))
+  else if (!local_fits(dev, c, is_bwd(cls)))
     bad = "local memory exceeded";
-  else if (dev->loop_budget > 0 && chunk_iterations(K, V, c) > dev->loop_budget * 3 / 4)
+  else if (!fcl_rwkv_loops_fit(dev, chunk_iterations(K, V, c)))
     bad = "a chunk's loops exceed the device's loop budget";
   else if ((c->TC * (c->TC + 1) / 2 + c->WG - 1) / c->WG + (c->TC * c->BV + c->WG - 1) / c->WG > 96)
     bad = "too many register entries a work-item";
@@ -157,23 +160,20 @@ static bool worth_trying(const fcl_device_info *dev, const fcl_tuning_class *cls
 #define DIMS {"K_DIM", "V_DIM"}
 const fcl_variant fcl_variant_rwkv6_chunked = {
     "rwkv6_chunked", FCL_TUNING_RWKV6_CHUNKED, FCL_TOPS("rwkv6/rwkv6_chunk_out.cl"), DIMS,
-    FCL_RWKV6_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV6_CHUNK_PARAMS),
+    FCL_RWKV_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV6_CHUNK_PARAMS),
     FCL_PARAM_NAMES(FCL_RWKV6_CHUNK_PARAMS), defaults, valid, axes, point, worth_trying, 0};
 /* rwkv6_chunk_bwd.cl follows the portable passes here and the tensor
  * cores' in rwkv6_chunk_mma.c: it requires neither, so the backward names
  * both tops. */
 const fcl_variant fcl_variant_rwkv6_bwd_chunked = {
     "rwkv6_bwd_chunked", FCL_TUNING_RWKV6_BWD_CHUNKED,
-    FCL_TOPS("rwkv6/rwkv6_chunk_out.cl", "rwkv6/rwkv6_chunk_bwd.cl"), DIMS, FCL_RWKV6_MAX_DIM,
+    FCL_TOPS("rwkv6/rwkv6_chunk_out.cl", "rwkv6/rwkv6_chunk_bwd.cl"), DIMS, FCL_RWKV_MAX_DIM,
     false, FCL_PARAM_COUNT(FCL_RWKV6_CHUNK_PARAMS),
     FCL_PARAM_NAMES(FCL_RWKV6_CHUNK_PARAMS), defaults, valid, axes, point, worth_trying, 0};
 
 fcl_rwkv6_chunk_launch fcl_rwkv6_chunk_state_launch(const fcl_device_info *dev,
                                                     const fcl_rwkv6_chunk_params *c) {
   fcl_rwkv6_chunk_launch l = {c->TC, c->HK, c->HV, state_wg(c), 0, 4, 1};
-  if (dev->loop_budget > 0) {
-    const long n = (dev->loop_budget * 3 / 4) / state_iterations(c);
-    l.per_launch = n < 1 ? 1 : n;
-  }
+  l.per_launch = fcl_rwkv_positions_per_launch(dev, state_iterations(c), 1); /* chunks */
   return l;
 }

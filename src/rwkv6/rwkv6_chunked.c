@@ -8,7 +8,6 @@
  * before the first launch. */
 #include "rwkv6/rwkv6.h"
 
-#include <math.h>
 
 typedef fcl_rwkv6_chunk_common common;
 
@@ -27,11 +26,11 @@ fcl_rwkv6_chunk_common fcl_rwkv6_chunk_common_of(const fcl_rwkv6_desc *d,
   m.seqlen = (cl_int)d->seqlen;
   m.heads = (cl_int)d->heads;
   m.nchunk = (cl_int)((d->seqlen + tc - 1) / tc);
-  m.flags = (p->varlen ? RW_VARLEN : 0) | (d->reverse ? RW_REVERSE : 0);
+  m.flags = fcl_rwkv_flags(p->varlen, d->reverse);
   if (rows16(t->r, p->varlen) && rows16(t->k, p->varlen) && rows16(t->w, p->varlen) &&
       rows16(t->v, p->varlen) && rows16(t->dout, p->varlen))
     m.flags |= RW_ALIGNED;
-  m.scale = d->scale != 0.0f ? d->scale : (cl_float)(1.0 / sqrt((double)d->head_dim_k));
+  m.scale = fcl_rwkv_scale(d->scale, d->head_dim_k);
   m.cu = p->varlen ? d->cu_seqlens : r->buffer;
   m.bh = (size_t)(d->batch * d->heads);
   return m;

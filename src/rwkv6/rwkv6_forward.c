@@ -4,8 +4,6 @@
  * rwkv6_step.c. */
 #include "rwkv6/rwkv6.h"
 
-#include <math.h>
-#include <stdio.h>
 
 
 fcl_status fcl_rwkv6_forward_run(fcl_context *ctx, const fcl_rwkv6_desc *d,
@@ -29,7 +27,7 @@ fcl_status fcl_rwkv6_recurrent_forward(fcl_context *ctx, const fcl_variant_plan 
   const cl_mem u = p->a.u, h0 = p->a.h0, ht = p->a.ht;
   const fcl_variant *kd = pl->cls.variant;
   const char *opts = pl->options;
-  const fcl_rwkv6_fwd_params *c = FCL_CPARAMS(fcl_rwkv6_fwd_params, &pl->cfg);
+  const fcl_rwkv_fwd_params *c = FCL_CPARAMS(fcl_rwkv_fwd_params, &pl->cfg);
   const int K = (int)d->head_dim_k;
   cl_kernel krec;
   fcl_status s;
@@ -38,39 +36,33 @@ fcl_status fcl_rwkv6_recurrent_forward(fcl_context *ctx, const fcl_variant_plan 
     return s;
 
   /* Segments of positions, each one launch (one unless the device bounds
-   * loop iterations); the state passes between them through `carry`. */
+   * loop iterations), the state carried between them. */
   const int64_t per_launch = fcl_rwkv6_fwd_positions_per_launch(&ctx->info, K, c);
-  const int64_t seg = per_launch > 0 ? per_launch : d->seqlen;
-  const int64_t nseg = (d->seqlen + seg - 1) / seg;
-  cl_mem carry = r->buffer;
-  if (nseg > 1 &&
-      (s = fcl_scratch(ctx, 5, p->state_bytes, &carry)))
+  fcl_rwkv_segments sg;
+  if ((s = fcl_rwkv_segments_of(ctx, d->seqlen, per_launch, p->state_bytes, h0, ht, r->buffer,
+                                false, &sg)))
     return s;
 
   cl_int seqlen = (cl_int)d->seqlen, heads = (cl_int)d->heads;
-  cl_float scale = d->scale != 0.0f ? d->scale : (cl_float)(1.0 / sqrt((double)K));
-  const cl_int base_flags = (p->varlen ? RW_VARLEN : 0) | (d->reverse ? RW_REVERSE : 0);
+  cl_float scale = fcl_rwkv_scale(d->scale, d->head_dim_k);
+  const cl_int base_flags = fcl_rwkv_flags(p->varlen, d->reverse);
   cl_mem cu_b = p->varlen ? d->cu_seqlens : r->buffer;
   const size_t bh = (size_t)(d->batch * d->heads);
   const size_t wg = (size_t)(c->VS * c->KS), bv = (size_t)(c->VS * c->VC);
   size_t g1[3] = {((size_t)d->head_dim_v + bv - 1) / bv * wg, bh, 1};
   size_t l1[3] = {wg, 1, 1};
 
-  for (int64_t si = 0; si < nseg; ++si) {
-    const bool first = si == 0, last = si == nseg - 1;
-    cl_mem in = first ? h0 : carry, out = last ? ht : carry;
-    cl_int flags = base_flags | (in ? RW_H0 : 0) | (out ? RW_HT : 0);
-    cl_int p_begin = (cl_int)(si * seg), p_end = (cl_int)(last ? d->seqlen : (si + 1) * seg);
-    if (!in) in = r->buffer;
-    if (!out) out = r->buffer;
+  for (int64_t si = 0; si < sg.count; ++si) {
+    fcl_rwkv_segment sgi = fcl_rwkv_segment_at(&sg, si);
+    cl_int flags = base_flags | (sgi.reads ? RW_H0 : 0) | (sgi.writes ? RW_HT : 0);
     fcl_args a = FCL_ARGS(krec);
     FCL_ARG(&a, r->buffer); FCL_ARG(&a, k->buffer); FCL_ARG(&a, v->buffer);
-    FCL_ARG(&a, w->buffer); FCL_ARG(&a, u); FCL_ARG(&a, in); FCL_ARG(&a, o->buffer);
-    FCL_ARG(&a, out); FCL_ARG(&a, cu_b);
+    FCL_ARG(&a, w->buffer); FCL_ARG(&a, u); FCL_ARG(&a, sgi.in); FCL_ARG(&a, o->buffer);
+    FCL_ARG(&a, sgi.out); FCL_ARG(&a, cu_b);
     fcl_arg_tensor(&a, r); fcl_arg_tensor(&a, k); fcl_arg_tensor(&a, v);
     fcl_arg_tensor(&a, w); fcl_arg_tensor(&a, o);
     FCL_ARG(&a, seqlen); FCL_ARG(&a, heads); FCL_ARG(&a, scale);
-    FCL_ARG(&a, flags); FCL_ARG(&a, p_begin); FCL_ARG(&a, p_end);
+    FCL_ARG(&a, flags); FCL_ARG(&a, sgi.begin); FCL_ARG(&a, sgi.end);
     if ((s = fcl_launch(ctx, krec, &a, g1, l1, "enqueueing rwkv6 forward"))) return s;
   }
   return FCL_OK;

@@ -153,8 +153,8 @@ static void unrolled(const fcl_context *ctx, const void *problem, fcl_build_extr
 
 static void step_options(const fcl_context *ctx, const void *problem, fcl_build_extra *x) {
   unrolled(ctx, problem, x);
-  x->defs[x->ndefs++] =
-      (fcl_define){"RW_STEPS", fcl_rwkv6_step_positions(((const fcl_rwkv6_problem *)problem)->d)};
+  const int64_t seqlen = ((const fcl_rwkv6_problem *)problem)->d->seqlen;
+  x->defs[x->ndefs++] = (fcl_define){"RW_STEPS", fcl_rwkv_step_positions(seqlen)};
 }
 
 static void mma_options(const fcl_context *ctx, const void *problem, fcl_build_extra *x) {

@@ -6,17 +6,14 @@
 
 #include <stdio.h>
 
-typedef fcl_rwkv6_fwd_params fwd_params;
+typedef fcl_rwkv_fwd_params fwd_params;
 typedef fcl_rwkv6_bwd_params bwd_params;
 
 static int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
-static size_t budget(const fcl_device_info *dev) {
-  return dev->local_mem > 1024 ? dev->local_mem - 512 : 0;
-}
-
 /* Local memory of the forward and of the backward. */
-static size_t recurrent_bytes(int K, const fwd_params *c) {
+static size_t recurrent_bytes(int K, const fcl_config *cfg) {
+  const fwd_params *c = FCL_CPARAMS(fwd_params, cfg);
   const int kpad = c->KS * ceil_div(K, c->KS), bv = c->VS * c->VC;
   return 4 * (size_t)c->TC * (3 * kpad + bv + (c->KS > 1 ? bv * c->KS : 0));
 }
@@ -24,7 +21,15 @@ static size_t bwd_bytes(int K, const bwd_params *c) {
   return 4 * ((size_t)c->TC * (3 * K + 2 * c->BVB) + 2 * (size_t)c->TC * c->BVB * K);
 }
 
-static void fwd_choose(const fcl_device_info *dev, int K, int V, fwd_params *c) {
+/* The forward's checks of tuned parameters (fa-tune candidates, database
+ * rows) past rwkv/rwkv_recurrent.c's: its local memory and a state block
+ * of KR x VC floats in registers. */
+static const fcl_rwkv_block_costs fwd_costs = {recurrent_bytes, NULL, 128};
+
+static void fwd_defaults(const fcl_device_info *dev, const fcl_tuning_class *cls,
+                         fcl_config *cfg) {
+  fwd_params *c = FCL_PARAMS(fwd_params, cfg);
+  const int K = cls->head_dim, V = cls->head_dim_v;
   if (!dev->is_cpu) {
     /* 8 x 8 state blocks: few local reads per multiply-add, and enough
      * work-items to hide the latency of the chunk loads. */
@@ -38,40 +43,12 @@ static void fwd_choose(const fcl_device_info *dev, int K, int V, fwd_params *c) 
     c->VC = 1;
     c->VS = 32;
   }
-  while (c->VS > 1 && c->VS * c->VC >= 2 * V) c->VS /= 2;
-  while (c->VS > 1 && (size_t)(c->VS * c->KS) > dev->max_wg) c->VS /= 2;
-  c->TC = 16;
-  while (recurrent_bytes(K, c) > budget(dev) && c->TC > 1) c->TC /= 2;
+  fcl_rwkv_fwd_fit(&fwd_costs, dev, K, V, cfg);
 }
 
-/* Checks of tuned parameters (fa-tune candidates, database rows): sizes,
- * work-group and local-memory limits, and the per-work-item state block
- * (KR x VC floats in registers). */
-static bool fwd_valid(const fcl_device_info *dev, int K, int V, const fwd_params *c, char *why,
-                      size_t why_size) {
-  const char *bad = NULL;
-  if (c->TC < 1 || c->KS < 1 || c->VS < 1 || c->VC < 1 || c->TC > 256 || c->KS > K ||
-      c->VC > V)
-    bad = "a size out of range";
-  else if ((size_t)c->VS * c->KS > dev->max_wg)
-    bad = "work-group larger than the device allows";
-  else if (c->VS * c->VC >= 2 * V && c->VS > 1)
-    bad = "more value columns than the head has";
-  else if (recurrent_bytes(K, c) > budget(dev))
-    bad = "local memory exceeded";
-  else if (ceil_div(K, c->KS) * c->VC > 128)
-    bad = "state block too large for registers";
-  if (bad && why) snprintf(why, why_size, "%s", bad);
-  return bad == NULL;
-}
-
-static void fwd_defaults(const fcl_device_info *dev, const fcl_tuning_class *c, fcl_config *cfg) {
-  fwd_choose(dev, c->head_dim, c->head_dim_v, FCL_PARAMS(fwd_params, cfg));
-}
-
-static bool fwd_valid_cfg(const fcl_device_info *dev, const fcl_tuning_class *c,
-                          const fcl_config *cfg, char *why, size_t n) {
-  return fwd_valid(dev, c->head_dim, c->head_dim_v, FCL_CPARAMS(fwd_params, cfg), why, n);
+static bool fwd_valid(const fcl_device_info *dev, const fcl_tuning_class *c,
+                      const fcl_config *cfg, char *why, size_t n) {
+  return fcl_rwkv_fwd_valid(&fwd_costs, dev, c, cfg, why, n);
 }
 
 static int fwd_axes(const fcl_tuning_class *c, fcl_axis *a) {
@@ -83,25 +60,6 @@ static int fwd_axes(const fcl_tuning_class *c, fcl_axis *a) {
   return 4;
 }
 
-static void fwd_point(const fcl_tuning_class *c, const int *v, fcl_config *cfg) {
-  fwd_params *r = FCL_PARAMS(fwd_params, cfg);
-  r->TC = v[0];
-  r->KS = ceil_div(c->head_dim, v[1]);
-  r->VS = v[2], r->VC = v[3];
-}
-
-static bool fwd_worth_trying(const fcl_device_info *dev, const fcl_tuning_class *c,
-                             const fcl_config *cfg) {
-  const fwd_params *r = FCL_CPARAMS(fwd_params, cfg);
-  if (dev->is_cpu) return true;
-  /* A GPU keeps the state block in registers: past 64 floats it spills,
-   * and such a block takes minutes to build and runs far slower than the
-   * defaults (the H100's figures: docs/defaults.md), so fa-tune skips it. */
-  const int kr = (c->head_dim + r->KS - 1) / r->KS;
-  if (kr * r->VC > 64) return false;
-  return fcl_whole_warps(dev, (size_t)r->VS * r->KS);
-}
-
 static void bwd_defaults(const fcl_device_info *dev, const fcl_tuning_class *cls,
                          fcl_config *cfg) {
   bwd_params *c = FCL_PARAMS(bwd_params, cfg);
@@ -109,7 +67,7 @@ static void bwd_defaults(const fcl_device_info *dev, const fcl_tuning_class *cls
   c->BVB = V < 8 ? V : 8;
   c->TC = 8;
   for (;;) {
-    if (bwd_bytes(K, c) <= budget(dev) || (c->TC == 1 && c->BVB == 1)) break;
+    if (bwd_bytes(K, c) <= fcl_rwkv_local_budget(dev) || (c->TC == 1 && c->BVB == 1)) break;
     if (c->TC > 2) c->TC /= 2;
     else if (c->BVB > 1) c->BVB /= 2;
     else c->TC /= 2;
@@ -125,7 +83,7 @@ static bool bwd_valid(const fcl_device_info *dev, const fcl_tuning_class *cls,
     bad = "a size out of range";
   else if ((size_t)K > dev->max_wg)
     bad = "work-group larger than the device allows";
-  else if (bwd_bytes(K, c) > budget(dev))
+  else if (bwd_bytes(K, c) > fcl_rwkv_local_budget(dev))
     bad = "local memory exceeded";
   if (bad && why) snprintf(why, why_size, "%s", bad);
   return bad == NULL;
@@ -147,19 +105,13 @@ static void bwd_point(const fcl_tuning_class *c, const int *v, fcl_config *cfg) 
 #define DIMS {"K_DIM", "V_DIM"}
 const fcl_variant fcl_variant_rwkv6_recurrent = {
     "rwkv6_recurrent", FCL_TUNING_RWKV6_RECURRENT, FCL_TOPS("rwkv6/rwkv6_recurrent.cl"), DIMS,
-    FCL_RWKV6_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV6_FWD_PARAMS),
-    FCL_PARAM_NAMES(FCL_RWKV6_FWD_PARAMS), fwd_defaults, fwd_valid_cfg, fwd_axes, fwd_point,
-    fwd_worth_trying, 0};
+    FCL_RWKV_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV_FWD_PARAMS),
+    FCL_PARAM_NAMES(FCL_RWKV_FWD_PARAMS), fwd_defaults, fwd_valid, fwd_axes, fcl_rwkv_fwd_point,
+    fcl_rwkv_fwd_worth_trying, 0};
 const fcl_variant fcl_variant_rwkv6_bwd = {
     "rwkv6_bwd", FCL_TUNING_RWKV6_BWD, FCL_TOPS("rwkv6/rwkv6_backward.cl"), DIMS,
-    FCL_RWKV6_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV6_BWD_PARAMS),
+    FCL_RWKV_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV6_BWD_PARAMS),
     FCL_PARAM_NAMES(FCL_RWKV6_BWD_PARAMS), bwd_defaults, bwd_valid, bwd_axes, bwd_point, NULL, 0};
-
-static int64_t positions(const fcl_device_info *dev, long per_chunk, int tc) {
-  if (dev->loop_budget <= 0) return 0;
-  long chunks = (dev->loop_budget * 3 / 4) / per_chunk;
-  return (int64_t)(chunks < 1 ? 1 : chunks) * tc;
-}
 
 /* Loop iterations per chunk, counted as llvmpipe does (every iteration of
  * every loop, nested ones included). */
@@ -170,7 +122,7 @@ int64_t fcl_rwkv6_fwd_positions_per_launch(const fcl_device_info *dev, int K,
   long it = 1 + kr * (1 + c->VC) + 3 * ceil_div(c->TC * kpad, wg) +
             ceil_div(c->TC * bv, wg) + c->TC * (1 + c->VC + kr * (1 + c->VC));
   if (c->KS > 1) it += c->TC * c->VC + ceil_div(c->TC * bv, wg) * (1 + c->KS);
-  return positions(dev, it, c->TC);
+  return fcl_rwkv_positions_per_launch(dev, it, c->TC);
 }
 
 int64_t fcl_rwkv6_bwd_positions_per_launch(const fcl_device_info *dev, int K,
@@ -179,5 +131,5 @@ int64_t fcl_rwkv6_bwd_positions_per_launch(const fcl_device_info *dev, int K,
   const long fwd = 1 + c->BVB + loads + c->TC * (1 + c->BVB);
   const long rev = 1 + loads + c->BVB + 2 * c->TC * (1 + c->BVB) +
                    ceil_div(c->TC * c->BVB, K) * (1 + K);
-  return positions(dev, fwd > rev ? fwd : rev, c->TC);
+  return fcl_rwkv_positions_per_launch(dev, fwd > rev ? fwd : rev, c->TC);
 }

@@ -2,9 +2,8 @@
  * and backward) and the plan that picks one and its configuration. */
 #ifndef FCL_RWKV7_H
 #define FCL_RWKV7_H
-#include "rwkv6/rwkv6_abi.h" /* the flags RWKV7's kernels share with RWKV6's */
-#include "rwkv7/rwkv7_abi.h" /* and their own */
-#include "tuning/tuning.h"
+#include "rwkv/rwkv.h"       /* what RWKV6 shares, the kernels' flags among it */
+#include "rwkv7/rwkv7_abi.h" /* RWKV7's own flags */
 
 /* A call's tensors and buffers (the backward's NULL in a forward). */
 typedef struct {
@@ -46,6 +45,11 @@ fcl_status fcl_rwkv7_recurrent_backward(fcl_context *ctx, const fcl_variant_plan
  * per_launch (0: one launch), the state carried through scratch slot 5:
  * from h0 (NULL: 0) to ht (NULL: not kept); with ck, the backward's first
  * pass (RW7_CKPT: checkpoints into ck, nchunk chunks, no output). */
+/* The arguments every recurrent and step kernel takes first (RW7_INPUTS:
+ * r, w, k, v, a, b, cu_seqlens, their views, seqlen, heads, scale, flags
+ * and the segment's positions), appended to a. */
+void fcl_rwkv7_input_args(fcl_args *a, const fcl_rwkv7_problem *p, cl_int flags,
+                          const fcl_rwkv_segment *sg);
 fcl_status fcl_rwkv7_forward_launches(fcl_context *ctx, const fcl_rwkv7_problem *p,
                                       cl_kernel kf, int VS, int VC, int KS,
                                       int64_t per_launch, cl_mem h0, cl_mem ht, cl_mem ck,
@@ -57,36 +61,26 @@ fcl_status fcl_rwkv7_forward_launches(fcl_context *ctx, const fcl_rwkv7_problem 
 #define FCL_RWKV7_PART_CAP ((size_t)128 << 20)
 int64_t fcl_rwkv7_bwd_segment(const fcl_context *ctx, const fcl_rwkv7_desc *d, int TC, int nvb,
                               int64_t per);
-/* rwkv7_check.c: the scale the kernels use (0: 1/sqrt(K)) and their
- * common flags. */
-float fcl_rwkv7_scale(const fcl_rwkv7_desc *d);
-int   fcl_rwkv7_flags(const fcl_rwkv7_problem *p);
 
-/* The variants (rwkv7_variants.c) and their parameters: steps a chunk of
- * loads, work-items along K, along V and value columns a work-item (the
- * backward: VS = 1). */
-#define FCL_RWKV7_FWD_PARAMS(X) X(TC) X(KS) X(VS) X(VC)
+/* The variants (rwkv7_variants.c) and their parameters: the forward's
+ * are rwkv/rwkv.h's (fcl_rwkv_fwd_params), the backward's steps a chunk of
+ * loads, work-items along K and value columns a work-item (the forward's
+ * with VS = 1). The step's (rwkv7_step.c) are fcl_rwkv_step_params. */
 #define FCL_RWKV7_BWD_PARAMS(X) X(TC) X(KS) X(VC)
-FCL_PARAM_STRUCT(fcl_rwkv7_fwd_params, FCL_RWKV7_FWD_PARAMS);
 FCL_PARAM_STRUCT(fcl_rwkv7_bwd_params, FCL_RWKV7_BWD_PARAMS);
-/* The step (short sequences, rwkv7_step.c): work-items along K and V,
- * value columns a work-item (a vector of 1, 2 or 4). */
-#define FCL_RWKV7_STEP_PARAMS(X) X(KS) X(VS) X(VC)
-FCL_PARAM_STRUCT(fcl_rwkv7_step_params, FCL_RWKV7_STEP_PARAMS);
 extern const fcl_variant fcl_variant_rwkv7_step;
 extern const fcl_variant fcl_variant_rwkv7_recurrent;
 extern const fcl_variant fcl_variant_rwkv7_bwd;
 /* Positions one launch may walk within the device's loop budget (a
  * multiple of TC), or 0 when unlimited. */
 int64_t fcl_rwkv7_fwd_positions_per_launch(const fcl_device_info *dev, int K,
-                                           const fcl_rwkv7_fwd_params *c);
+                                           const fcl_rwkv_fwd_params *c);
 int64_t fcl_rwkv7_bwd_positions_per_launch(const fcl_device_info *dev, int K,
                                            const fcl_rwkv7_bwd_params *c);
 
 /* rwkv7_step.c: the step kernel's launches (its row's launch), of
- * fcl_rwkv7_step_positions(d) = min(seqlen, RW_STEP_MAX_T) positions each
- * (a program built for that many), the state carried between them. */
-int        fcl_rwkv7_step_positions(const fcl_rwkv7_desc *d);
+ * fcl_rwkv_step_positions(seqlen) = min(seqlen, RW_STEP_MAX_T) positions
+ * each (a program built for that many), the state carried between them. */
 fcl_status fcl_rwkv7_step_forward(fcl_context *ctx, const fcl_variant_plan *pl,
                                   const void *problem, bool *fallback);
 /* The chunked forward (rwkv7_chunk_variants.c: its variant; rwkv7_chunked.c:

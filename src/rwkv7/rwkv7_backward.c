@@ -41,7 +41,6 @@ fcl_status fcl_rwkv7_recurrent_backward(fcl_context *ctx, const fcl_variant_plan
   const cl_int nvb = (V + c->VC - 1) / c->VC;
   const int64_t per = fcl_rwkv7_bwd_positions_per_launch(&ctx->info, K, c);
   const int64_t seg = fcl_rwkv7_bwd_segment(ctx, d, c->TC, nvb, per);
-  const int64_t nseg = (d->seqlen + seg - 1) / seg;
   cl_int segc = (cl_int)seg;
   cl_long nslot = (cl_long)(d->batch * seg);
   cl_mem ck, part;
@@ -54,35 +53,25 @@ fcl_status fcl_rwkv7_recurrent_backward(fcl_context *ctx, const fcl_variant_plan
 
   /* The segments backward, the state's gradient carried between them;
    * after each, its partials summed (the scratch serves the next). */
-  cl_mem carry = t->r->buffer;
-  if (nseg > 1 && (s = fcl_scratch(ctx, 5, p->state_bytes, &carry))) return s;
+  fcl_rwkv_segments sg;
+  if ((s = fcl_rwkv_segments_of(ctx, d->seqlen, seg, p->state_bytes, t->dht, t->dh0,
+                                t->r->buffer, true, &sg)))
+    return s;
   cl_int seqlen = (cl_int)d->seqlen, heads = (cl_int)d->heads, nck = nchunk, nvbc = nvb;
-  cl_float scale = fcl_rwkv7_scale(d);
-  const cl_int base = fcl_rwkv7_flags(p);
+  const cl_int base = fcl_rwkv_flags(p->varlen, d->reverse);
   cl_mem cu = p->varlen ? d->cu_seqlens : t->r->buffer;
   const size_t bh = (size_t)(d->batch * d->heads), kr16 = (size_t)(K + 15) / 16 * 16;
   const size_t g[3] = {(size_t)nvb * c->KS, bh, 1}, l[3] = {(size_t)c->KS, 1, 1};
   const size_t gf[3] = {kr16, (size_t)nslot, (size_t)d->heads}, lf[3] = {16, 1, 1};
-  for (int64_t n = 0; n < nseg; ++n) {
-    const int64_t si = nseg - 1 - n;
-    const bool first = n == 0, last = n == nseg - 1;
-    cl_int p_begin = (cl_int)(si * seg);
-    cl_int p_end = (cl_int)(si == nseg - 1 ? d->seqlen : (si + 1) * seg);
-    cl_mem in = first ? t->dht : carry, out = last ? t->dh0 : carry;
-    cl_int flags = base | (in ? RW_DHT : 0) | (out ? RW_DH0 : 0);
-    if (!in) in = t->r->buffer;
-    if (!out) out = t->r->buffer;
+  for (int64_t n = 0; n < sg.count; ++n) {
+    fcl_rwkv_segment sgi = fcl_rwkv_segment_at(&sg, n);
+    cl_int flags = base | (sgi.reads ? RW_DHT : 0) | (sgi.writes ? RW_DH0 : 0);
     fcl_args a = FCL_ARGS(kr);
-    FCL_ARG(&a, t->r->buffer); FCL_ARG(&a, t->w->buffer); FCL_ARG(&a, t->k->buffer);
-    FCL_ARG(&a, t->v->buffer); FCL_ARG(&a, t->a->buffer); FCL_ARG(&a, t->b->buffer);
-    FCL_ARG(&a, cu);
-    fcl_arg_tensor(&a, t->r); fcl_arg_tensor(&a, t->w); fcl_arg_tensor(&a, t->k);
-    fcl_arg_tensor(&a, t->v); fcl_arg_tensor(&a, t->a); fcl_arg_tensor(&a, t->b);
-    FCL_ARG(&a, seqlen); FCL_ARG(&a, heads); FCL_ARG(&a, scale); FCL_ARG(&a, flags);
-    FCL_ARG(&a, p_begin); FCL_ARG(&a, p_end);
+    fcl_rwkv7_input_args(&a, p, flags, &sgi);
     FCL_ARG(&a, t->dout->buffer); fcl_arg_tensor(&a, t->dout);
-    FCL_ARG(&a, nck); FCL_ARG(&a, segc); FCL_ARG(&a, nslot); FCL_ARG(&a, in); FCL_ARG(&a, ck);
-    FCL_ARG(&a, part); FCL_ARG(&a, t->dv->buffer); fcl_arg_tensor(&a, t->dv); FCL_ARG(&a, out);
+    FCL_ARG(&a, nck); FCL_ARG(&a, segc); FCL_ARG(&a, nslot); FCL_ARG(&a, sgi.in);
+    FCL_ARG(&a, ck); FCL_ARG(&a, part); FCL_ARG(&a, t->dv->buffer); fcl_arg_tensor(&a, t->dv);
+    FCL_ARG(&a, sgi.out);
     if ((s = fcl_launch(ctx, kr, &a, g, l, "enqueueing rwkv7 backward"))) return s;
 
     fcl_args af = FCL_ARGS(kfin);
@@ -92,7 +81,7 @@ fcl_status fcl_rwkv7_recurrent_backward(fcl_context *ctx, const fcl_variant_plan
     fcl_arg_tensor(&af, t->dr); fcl_arg_tensor(&af, t->dw); fcl_arg_tensor(&af, t->dk);
     fcl_arg_tensor(&af, t->da); fcl_arg_tensor(&af, t->db);
     FCL_ARG(&af, cu); FCL_ARG(&af, seqlen); FCL_ARG(&af, heads); FCL_ARG(&af, nvbc);
-    FCL_ARG(&af, segc); FCL_ARG(&af, nslot); FCL_ARG(&af, p_begin); FCL_ARG(&af, p_end);
+    FCL_ARG(&af, segc); FCL_ARG(&af, nslot); FCL_ARG(&af, sgi.begin); FCL_ARG(&af, sgi.end);
     FCL_ARG(&af, base);
     if ((s = fcl_launch(ctx, kfin, &af, gf, lf, "enqueueing rwkv7 backward sums"))) return s;
   }

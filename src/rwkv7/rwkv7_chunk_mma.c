@@ -12,9 +12,6 @@ _Static_assert(sizeof(params) <= sizeof(fcl_config), "params fit a configuration
 
 static int imin(int a, int b) { return a < b ? a : b; }
 
-static size_t budget(const fcl_device_info *dev) {
-  return dev->local_mem > 1024 ? dev->local_mem - 512 : 0;
-}
 
 /* Local memory of the output kernel: its 16-bit pool (Q and S_c tiles,
  * then P and v) and, emulated, the warps' scratch. */
@@ -32,7 +29,7 @@ static const char *misfit(const fcl_device_info *dev, const fcl_tuning_class *cl
   if (c->TC < 16 || c->TC > 64 || c->TC % 16 || c->BK < 16 || c->BK % 16 || K % c->BK)
     return "TC 16, 32 or 64, BK a multiple of 16 dividing K";
   if ((size_t)c->TC * 2 > dev->max_wg) return "work-group larger than the device allows";
-  if (out_bytes(dev, V, c) > budget(dev)) return "local memory exceeded";
+  if (out_bytes(dev, V, c) > fcl_rwkv_local_budget(dev)) return "local memory exceeded";
   return fcl_rwkv7_chunk_misfit(dev, K, c->TC, c->BK, c->HV, c->WG, 0, out_bytes(dev, V, c));
 }
 
@@ -83,7 +80,7 @@ static bool worth_trying(const fcl_device_info *dev, const fcl_tuning_class *cls
 
 const fcl_variant fcl_variant_rwkv7_chunked_mma = {
     "rwkv7_chunked_mma", FCL_TUNING_RWKV7_RECURRENT, FCL_TOPS("rwkv7/rwkv7_chunk_out_mma.cl"),
-    {"K_DIM", "V_DIM"}, FCL_RWKV6_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV7_CHUNK_MMA_PARAMS),
+    {"K_DIM", "V_DIM"}, FCL_RWKV_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV7_CHUNK_MMA_PARAMS),
     FCL_PARAM_NAMES(FCL_RWKV7_CHUNK_MMA_PARAMS), defaults, valid, axes, point, worth_trying, 0};
 
 fcl_status fcl_rwkv7_chunk_mma_applies(fcl_context *ctx, const fcl_rwkv7_problem *p,

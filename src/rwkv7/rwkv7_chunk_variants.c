@@ -12,9 +12,6 @@ typedef fcl_rwkv7_chunk_params params;
 static int ceil_div(int a, int b) { return (a + b - 1) / b; }
 static int imin(int a, int b) { return a < b ? a : b; }
 
-static size_t budget(const fcl_device_info *dev) {
-  return dev->local_mem > 1024 ? dev->local_mem - 512 : 0;
-}
 
 /* The chunked form's factors reach e^{+-TC |w|} (rwkv7_chunk_prep.cl):
  * TC |decay_lower_bound| at most RW7_LOG_RANGE keeps them far inside f32
@@ -66,9 +63,10 @@ const char *fcl_rwkv7_chunk_misfit(const fcl_device_info *dev, int K, int tc, in
     return "a size out of range (TC up to 64)";
   if ((size_t)wg > dev->max_wg) return "work-group larger than the device allows";
   const size_t local = chunk_bytes(K, tc, bk, hv, bv);
-  if ((local > extra_local ? local : extra_local) > budget(dev)) return "local memory exceeded";
-  if (dev->loop_budget > 0 && (prep_iterations(K, tc, bk, wg) > dev->loop_budget * 3 / 4 ||
-                               state_iterations(K, tc, hv, wg) > dev->loop_budget * 3 / 4))
+  if ((local > extra_local ? local : extra_local) > fcl_rwkv_local_budget(dev))
+    return "local memory exceeded";
+  if (!fcl_rwkv_loops_fit(dev, prep_iterations(K, tc, bk, wg)) ||
+      !fcl_rwkv_loops_fit(dev, state_iterations(K, tc, hv, wg)))
     return "a chunk's loops exceed the device's loop budget";
   if (4 * ceil_div(tc * tc, wg) + ceil_div(K * hv, wg) > 512)
     return "too many register entries a work-item";
@@ -140,12 +138,10 @@ static bool worth_trying(const fcl_device_info *dev, const fcl_tuning_class *cls
 
 const fcl_variant fcl_variant_rwkv7_chunked = {
     "rwkv7_chunked", FCL_TUNING_RWKV7_RECURRENT, FCL_TOPS("rwkv7/rwkv7_chunk_out.cl"),
-    {"K_DIM", "V_DIM"}, FCL_RWKV6_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV7_CHUNK_PARAMS),
+    {"K_DIM", "V_DIM"}, FCL_RWKV_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV7_CHUNK_PARAMS),
     FCL_PARAM_NAMES(FCL_RWKV7_CHUNK_PARAMS), defaults, valid, axes, point, worth_trying, 0};
 
 int64_t fcl_rwkv7_chunk_state_per_launch(const fcl_device_info *dev, int K, int tc, int hv,
                                          int wg) {
-  if (dev->loop_budget <= 0) return 0;
-  const long n = (dev->loop_budget * 3 / 4) / state_iterations(K, tc, hv, wg);
-  return n < 1 ? 1 : n;
+  return fcl_rwkv_positions_per_launch(dev, state_iterations(K, tc, hv, wg), 1); /* chunks */
 }

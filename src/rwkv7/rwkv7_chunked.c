@@ -20,28 +20,24 @@ static fcl_status state_pass(fcl_context *ctx, const fcl_rwkv7_problem *p, const
                              int64_t per_launch) {
   const fcl_rwkv7_desc *d = p->d;
   const fcl_rwkv7_args *t = &p->a;
-  const int64_t seg = per_launch > 0 ? per_launch : nchunk;
-  const int64_t nseg = (nchunk + seg - 1) / seg;
-  cl_mem carry = t->r->buffer;
-  fcl_status s;
-  if (nseg > 1 && (s = fcl_scratch(ctx, 5, p->state_bytes, &carry))) return s;
+  fcl_rwkv_segments sg;
+  fcl_status s = fcl_rwkv_segments_of(ctx, nchunk, per_launch, p->state_bytes, t->h0, t->ht,
+                                      t->r->buffer, false, &sg);
+  if (s != FCL_OK) return s;
   cl_int seqlen = (cl_int)d->seqlen, heads = (cl_int)d->heads;
   cl_mem cu = p->varlen ? d->cu_seqlens : t->r->buffer;
   size_t g[3] = {(size_t)((d->head_dim_v + c->HV - 1) / c->HV) * (size_t)c->WG,
                  (size_t)(d->batch * d->heads), 1};
   size_t l[3] = {(size_t)c->WG, 1, 1};
-  for (int64_t si = 0; si < nseg; ++si) {
-    const bool first = si == 0, last = si == nseg - 1;
-    cl_mem in = first ? t->h0 : carry, out = last ? t->ht : carry;
-    cl_int flags = fcl_rwkv7_flags(p) | (in ? RW_H0 : 0) | (out ? RW_HT : 0);
-    cl_int cb = (cl_int)(si * seg), ce = (cl_int)(last ? nchunk : (si + 1) * seg);
-    if (!in) in = t->r->buffer;
-    if (!out) out = t->r->buffer;
+  for (int64_t si = 0; si < sg.count; ++si) {
+    fcl_rwkv_segment sgi = fcl_rwkv_segment_at(&sg, si); /* of chunks */
+    cl_int flags = fcl_rwkv_flags(p->varlen, d->reverse) | (sgi.reads ? RW_H0 : 0) |
+                   (sgi.writes ? RW_HT : 0);
     fcl_args a = FCL_ARGS(ks);
-    FCL_ARG(&a, t->v->buffer); FCL_ARG(&a, x); FCL_ARG(&a, in); FCL_ARG(&a, out);
+    FCL_ARG(&a, t->v->buffer); FCL_ARG(&a, x); FCL_ARG(&a, sgi.in); FCL_ARG(&a, sgi.out);
     FCL_ARG(&a, ck); FCL_ARG(&a, cu); fcl_arg_tensor(&a, t->v);
     FCL_ARG(&a, seqlen); FCL_ARG(&a, heads); FCL_ARG(&a, nchunk); FCL_ARG(&a, flags);
-    FCL_ARG(&a, cb); FCL_ARG(&a, ce);
+    FCL_ARG(&a, sgi.begin); FCL_ARG(&a, sgi.end);
     if ((s = fcl_launch(ctx, ks, &a, g, l, "enqueueing rwkv7 chunk states"))) return s;
   }
   return FCL_OK;
@@ -73,8 +69,9 @@ fcl_status fcl_rwkv7_chunk_launches(fcl_context *ctx, const fcl_variant_plan *pl
       (s = fcl_get_kernel(ctx, tops, pl->options, out_kernel, &ko)) ||
       (s = fcl_scratch(ctx, 0, xbytes, &x)) || (s = fcl_scratch(ctx, 1, ckbytes, &ck)))
     return s;
-  cl_int seqlen = (cl_int)d->seqlen, heads = (cl_int)d->heads, flags = fcl_rwkv7_flags(p);
-  cl_float scale = fcl_rwkv7_scale(d);
+  cl_int seqlen = (cl_int)d->seqlen, heads = (cl_int)d->heads;
+  cl_int flags = fcl_rwkv_flags(p->varlen, d->reverse);
+  cl_float scale = fcl_rwkv_scale(d->scale, d->head_dim_k);
   cl_mem cu = p->varlen ? d->cu_seqlens : t->r->buffer;
 
   fcl_args a = FCL_ARGS(kp);

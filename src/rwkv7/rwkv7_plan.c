@@ -36,8 +36,8 @@ static fcl_status step_applies(fcl_context *ctx, const void *problem, fcl_fit *f
 
 static void step_options(const fcl_context *ctx, const void *problem, fcl_build_extra *x) {
   unrolled(ctx, problem, x);
-  x->defs[x->ndefs++] =
-      (fcl_define){"RW_STEPS", fcl_rwkv7_step_positions(((const fcl_rwkv7_problem *)problem)->d)};
+  const int64_t seqlen = ((const fcl_rwkv7_problem *)problem)->d->seqlen;
+  x->defs[x->ndefs++] = (fcl_define){"RW_STEPS", fcl_rwkv_step_positions(seqlen)};
 }
 
 /* Untuned, AUTO's chunked forward from this length (a guess: not yet

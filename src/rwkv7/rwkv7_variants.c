@@ -5,14 +5,10 @@
 
 #include <stdio.h>
 
-typedef fcl_rwkv7_fwd_params fwd_params;
+typedef fcl_rwkv_fwd_params fwd_params;
 typedef fcl_rwkv7_bwd_params bwd_params;
 
 static int ceil_div(int a, int b) { return (a + b - 1) / b; }
-
-static size_t budget(const fcl_device_info *dev) {
-  return dev->local_mem > 1024 ? dev->local_mem - 512 : 0;
-}
 
 /* Floats of rw7_colsum's buffers (rwkv7_common.cl) for bw columns. */
 static size_t colsum_floats(int KS, int bw) {
@@ -21,7 +17,8 @@ static size_t colsum_floats(int KS, int bw) {
 
 /* Local memory of the forward (r, exp(w), k, a, b, v) and of the backward's
  * reverse pass (those, dout, sa and the chunk's states). */
-static size_t fwd_bytes(int K, const fwd_params *c) {
+static size_t fwd_bytes(int K, const fcl_config *cfg) {
+  const fwd_params *c = FCL_CPARAMS(fwd_params, cfg);
   const int kpad = c->KS * ceil_div(K, c->KS), bv = c->VS * c->VC;
   return 4 * ((size_t)c->TC * (5 * kpad + bv) + colsum_floats(c->KS, bv));
 }
@@ -30,6 +27,10 @@ static size_t bwd_bytes(int K, const bwd_params *c) {
   return 4 * ((size_t)c->TC * (5 * kpad + 3 * c->VC + (size_t)kpad * c->VC) +
               colsum_floats(c->KS, c->VC));
 }
+
+/* The forward's checks past rwkv/rwkv_recurrent.c's: its local memory and
+ * a state block of KR x VC floats in registers. */
+static const fcl_rwkv_block_costs fwd_costs = {fwd_bytes, NULL, 256};
 
 /* GPUs: 8 x 4 state blocks, rows summed across 8 work-items a column;
  * CPUs: whole columns a work-item (no sums across work-items). */
@@ -46,30 +47,12 @@ static void fwd_defaults(const fcl_device_info *dev, const fcl_tuning_class *cls
     c->VC = 1;
     c->VS = 32;
   }
-  while (c->VS > 1 && c->VS * c->VC >= 2 * V) c->VS /= 2;
-  while (c->VS > 1 && (size_t)(c->VS * c->KS) > dev->max_wg) c->VS /= 2;
-  c->TC = 16;
-  while (fwd_bytes(K, c) > budget(dev) && c->TC > 1) c->TC /= 2;
+  fcl_rwkv_fwd_fit(&fwd_costs, dev, K, V, cfg);
 }
 
 static bool fwd_valid(const fcl_device_info *dev, const fcl_tuning_class *cls,
                       const fcl_config *cfg, char *why, size_t why_size) {
-  const fwd_params *c = FCL_CPARAMS(fwd_params, cfg);
-  const int K = cls->head_dim, V = cls->head_dim_v;
-  const char *bad = NULL;
-  if (c->TC < 1 || c->KS < 1 || c->VS < 1 || c->VC < 1 || c->TC > 256 || c->KS > K ||
-      c->VC > V)
-    bad = "a size out of range";
-  else if ((size_t)c->VS * c->KS > dev->max_wg)
-    bad = "work-group larger than the device allows";
-  else if (c->VS * c->VC >= 2 * V && c->VS > 1)
-    bad = "more value columns than the head has";
-  else if (fwd_bytes(K, c) > budget(dev))
-    bad = "local memory exceeded";
-  else if (ceil_div(K, c->KS) * c->VC > 256)
-    bad = "state block too large for registers";
-  if (bad && why) snprintf(why, why_size, "%s", bad);
-  return bad == NULL;
+  return fcl_rwkv_fwd_valid(&fwd_costs, dev, cls, cfg, why, why_size);
 }
 
 static int fwd_axes(const fcl_tuning_class *c, fcl_axis *a) {
@@ -79,22 +62,6 @@ static int fwd_axes(const fcl_tuning_class *c, fcl_axis *a) {
   a[2] = (fcl_axis){"VS", 6, {1, 2, 4, 8, 16, 32}};
   a[3] = (fcl_axis){"VC", 4, {1, 2, 4, 8}};
   return 4;
-}
-
-static void fwd_point(const fcl_tuning_class *c, const int *v, fcl_config *cfg) {
-  fwd_params *r = FCL_PARAMS(fwd_params, cfg);
-  r->TC = v[0];
-  r->KS = ceil_div(c->head_dim, v[1]);
-  r->VS = v[2], r->VC = v[3];
-}
-
-/* A GPU keeps the state block in registers: past 64 floats it spills. */
-static bool fwd_worth_trying(const fcl_device_info *dev, const fcl_tuning_class *c,
-                             const fcl_config *cfg) {
-  const fwd_params *r = FCL_CPARAMS(fwd_params, cfg);
-  if (dev->is_cpu) return true;
-  if (ceil_div(c->head_dim, r->KS) * r->VC > 64) return false;
-  return fcl_whole_warps(dev, (size_t)r->VS * r->KS);
 }
 
 /* GPUs: a work-item a row (its gradient and state for VC columns); CPUs: a
@@ -111,7 +78,7 @@ static void bwd_defaults(const fcl_device_info *dev, const fcl_tuning_class *cls
   c->VC = V < 8 ? V : 8;
   c->TC = 8;
   for (;;) {
-    if (bwd_bytes(K, c) <= budget(dev) || (c->TC == 1 && c->VC == 1)) break;
+    if (bwd_bytes(K, c) <= fcl_rwkv_local_budget(dev) || (c->TC == 1 && c->VC == 1)) break;
     if (c->TC > 2) c->TC /= 2;
     else if (c->VC > 1) c->VC /= 2;
     else c->TC /= 2;
@@ -128,7 +95,7 @@ static bool bwd_valid(const fcl_device_info *dev, const fcl_tuning_class *cls,
     bad = "a size out of range";
   else if ((size_t)c->KS > dev->max_wg)
     bad = "work-group larger than the device allows";
-  else if (bwd_bytes(K, c) > budget(dev))
+  else if (bwd_bytes(K, c) > fcl_rwkv_local_budget(dev))
     bad = "local memory exceeded";
   else if (ceil_div(K, c->KS) * c->VC > 2048)
     bad = "state block too large for registers";
@@ -162,23 +129,14 @@ static bool bwd_worth_trying(const fcl_device_info *dev, const fcl_tuning_class 
 #define DIMS {"K_DIM", "V_DIM"}
 const fcl_variant fcl_variant_rwkv7_recurrent = {
     "rwkv7_recurrent", FCL_TUNING_RWKV7_RECURRENT, FCL_TOPS("rwkv7/rwkv7_recurrent.cl"), DIMS,
-    FCL_RWKV6_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV7_FWD_PARAMS),
-    FCL_PARAM_NAMES(FCL_RWKV7_FWD_PARAMS), fwd_defaults, fwd_valid, fwd_axes, fwd_point,
-    fwd_worth_trying, 0};
+    FCL_RWKV_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV_FWD_PARAMS),
+    FCL_PARAM_NAMES(FCL_RWKV_FWD_PARAMS), fwd_defaults, fwd_valid, fwd_axes, fcl_rwkv_fwd_point,
+    fcl_rwkv_fwd_worth_trying, 0};
 const fcl_variant fcl_variant_rwkv7_bwd = {
     "rwkv7_bwd", FCL_TUNING_RWKV7_BWD, FCL_TOPS("rwkv7/rwkv7_backward.cl"), DIMS,
-    FCL_RWKV6_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV7_BWD_PARAMS),
+    FCL_RWKV_MAX_DIM, false, FCL_PARAM_COUNT(FCL_RWKV7_BWD_PARAMS),
     FCL_PARAM_NAMES(FCL_RWKV7_BWD_PARAMS), bwd_defaults, bwd_valid, bwd_axes, bwd_point,
     bwd_worth_trying, 0};
-
-/* Loop iterations a chunk costs (every iteration of every loop, nested
- * ones included, as llvmpipe counts them; generously), and the positions
- * that fit three quarters of the budget. */
-static int64_t positions(const fcl_device_info *dev, long per_chunk, int tc) {
-  if (dev->loop_budget <= 0) return 0;
-  long chunks = (dev->loop_budget * 3 / 4) / per_chunk;
-  return (int64_t)(chunks < 1 ? 1 : chunks) * tc;
-}
 
 static long colsum_iterations(int KS, int bw, int wg, int nx, int vc) {
   if (KS <= 1) return 0;
@@ -197,7 +155,7 @@ int64_t fcl_rwkv7_fwd_positions_per_launch(const fcl_device_info *dev, int K,
   const long step = 4 * c->VC + kr * (1 + c->VC) * 2 + colsum_iterations(c->KS, bv, wg, 2, c->VC) +
                     2 * c->VC;
   const long it = 2 + kr * (1 + c->VC) + load_iterations(c->TC, kpad, bv, wg, 1) + c->TC * step;
-  return positions(dev, it, c->TC);
+  return fcl_rwkv_positions_per_launch(dev, it, c->TC);
 }
 
 int64_t fcl_rwkv7_bwd_positions_per_launch(const fcl_device_info *dev, int K,
@@ -206,5 +164,5 @@ int64_t fcl_rwkv7_bwd_positions_per_launch(const fcl_device_info *dev, int K,
   const long step = 2 * (4 * c->VC + kr * (1 + c->VC) * 2 + colsum_iterations(c->KS, c->VC, wg, 2, c->VC) +
                          2 * c->VC);
   const long it = 2 + kr * (1 + c->VC) * 2 + load_iterations(c->TC, kpad, c->VC, wg, 2) + c->TC * step;
-  return positions(dev, it, c->TC);
+  return fcl_rwkv_positions_per_launch(dev, it, c->TC);
 }

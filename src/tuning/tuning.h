@@ -17,7 +17,6 @@
 #define FCL_MAX_AXES FCL_TUNING_MAX_AXES
 /* The largest head dims the entry points accept. */
 #define FCL_MAX_HEAD_DIM 512
-#define FCL_RWKV6_MAX_DIM 256
 
 /* A variant reads its configuration (fcl_config) through a struct of ints
  * made from its parameter list, written once: FCL_PARAM_STRUCT makes the struct the
