@@ -73,12 +73,15 @@ inline long kv_cache_index(const kv_seq *s, int b, int pos, int kv_flags,
 }
 
 /* Element offset of cache position pos before the head, given its page id
- * (paged; read ahead by the caller, -1 when out of range) or the cache
- * row (contiguous); -1 where there is nothing to read. */
-inline long kv_slot_index(const kv_seq *s, int pos, int page, int kv_flags, int page_size,
-                          long off, long sb, long ss) {
-  if (kv_flags & FCL_KV_PAGED)
-    return page < 0 ? -1 : off + (long)page * sb + (long)(pos % page_size) * ss;
+ * and its slot in that page, pos % page_size (paged; read ahead by the
+ * caller, page -1 when out of range), or the cache row (contiguous); -1
+ * where there is nothing to read. The decode kernels find the slot once a
+ * key (or a 16-key step) rather than once a load: a division by a
+ * run-time page size costs tens of instructions, and the portable
+ * kernel's f32 loads are as many as its multiply-adds. */
+inline long kv_slot_index_at(const kv_seq *s, int pos, int page, int slot, int kv_flags,
+                             long off, long sb, long ss) {
+  if (kv_flags & FCL_KV_PAGED) return page < 0 ? -1 : off + (long)page * sb + (long)slot * ss;
   return s->row < 0 ? -1 : off + s->row * sb + (long)pos * ss;
 }
 

@@ -39,7 +39,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
   __local float part_s[ROWS * BN * PLD];
   __local float p_s[ROWS * BN];
   __local float alpha_s[ROWS], m_s[ROWS], l_s[ROWS];
-  __local int pg_s[3 * BN];
+  __local int pg_s[3 * BN], sl_s[3 * BN]; /* paged: keys' page ids, slots */
   __local float out_s[ROWS * HEAD_DIM_V];
   __local float lse_s[KV_MERGE_LOCAL];
   __local int last_s;
@@ -67,9 +67,9 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
   do {                                                                             \
     FCL_UNROLL for (int w_ = 0; w_ < KPW; ++w_) {                                  \
       const int j_ = lo + (blkx) * BN + key + w_ * KW;                             \
-      const long kb_ = j_ < hi ? kv_slot_index(&s, j_, PAGE(blkx, key + w_ * KW),   \
-                                               kv_flags, page_size, KC_IDX_OFF(k_off), \
-                                               k_sb, k_ss)                         \
+      const long kb_ = j_ < hi ? kv_slot_index_at(&s, j_, PAGE(blkx, key + w_ * KW), \
+                                                  SLOT(blkx, key + w_ * KW), kv_flags, \
+                                                  KC_IDX_OFF(k_off), k_sb, k_ss)   \
                                : -1;                                               \
       FCL_UNROLL for (int i_ = 0; i_ < KPT; ++i_) {                                \
         const int vi_ = chunk + i_ * TPK;                                          \
@@ -80,9 +80,11 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
     }                                                                              \
   } while (0)
 
-/* Paged caches: the page ids of block x's keys, read two blocks ahead into
- * one of three slots (so no load waits on a page id). */
+/* Paged caches: the page ids of block x's keys and their slots in their
+ * pages, read two blocks ahead into one of three places (so no load waits
+ * on a page id). */
 #define PAGE(x, kk) ((kv_flags & FCL_KV_PAGED) ? pg_s[((x) % 3) * BN + (kk)] : 0)
+#define SLOT(x, kk) ((kv_flags & FCL_KV_PAGED) ? sl_s[((x) % 3) * BN + (kk)] : 0)
 #define FETCH_PAGES(x)                                                             \
   do {                                                                             \
     if (kv_flags & FCL_KV_PAGED)                                                   \
@@ -94,6 +96,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
           if (pg_ >= num_pages) pg_ = -1;                                          \
         }                                                                          \
         pg_s[((x) % 3) * BN + i_] = pg_ < 0 ? -1 : pg_;                            \
+        sl_s[((x) % 3) * BN + i_] = j_ % page_size;                                \
       }                                                                            \
   } while (0)
 
@@ -111,9 +114,9 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
     vc_raw vr[KPG][NDV];
     FCL_UNROLL for (int i = 0; i < KPG; ++i) {
       const int kk = kgrp + i * KG, j = j0 + kk;
-      const long vb = kk < BN && j < hi ? kv_slot_index(&s, j, PAGE(blk, kk), kv_flags,
-                                                        page_size, VC_IDX_OFF(v_off), v_sb,
-                                                        v_ss)
+      const long vb = kk < BN && j < hi ? kv_slot_index_at(&s, j, PAGE(blk, kk), SLOT(blk, kk),
+                                                           kv_flags, VC_IDX_OFF(v_off), v_sb,
+                                                           v_ss)
                                         : -1;
       FCL_UNROLL for (int n = 0; n < NDV; ++n) {
         const int vi = vcol + n * DVT;
@@ -195,6 +198,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
 #undef LOAD_K
 #undef FETCH_PAGES
 #undef PAGE
+#undef SLOT
 
   /* The key groups' tiles summed in a fixed order, then normalised. */
   if (lid < ROWS) m_s[lid] = m_r, l_s[lid] = l_r;

@@ -164,7 +164,9 @@ inline uint4 kvm_v_pairs(vc_raw r) {
 inline float kvm_elem(float4 x, int e) { return e == 0 ? x.x : e == 1 ? x.y : e == 2 ? x.z : x.w; }
 
 /* The page id of cache position j (-1: not paged, past the keys or out
- * of range). */
+ * of range). The slot of a 16-key step's first key, j % page_size, is
+ * found with it, once a step: the step's keys are the 16 slots after it
+ * in the same page. */
 inline int kvm_page(int j, bool ok, int kv_flags, const __global int *block_table, int b,
                     int pages_per_seq, int page_size, int num_pages) {
   if (!(kv_flags & FCL_KV_PAGED) || !ok) return -1;
@@ -192,25 +194,29 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
   /* This lane's keys of block x: K of key tile nt (key g), V of keys
    * 2t, 2t + 1, 2t + 8, 2t + 9 (kk = 0 .. 3) of each 16-key step u. A step
    * starts at a multiple of 16 and lies in one page (pages of a multiple
-   * of 16 tokens): one page id a step. */
+   * of 16 tokens): one page id and first slot a step. */
 #define KEY0(x) (lo + (x) * BN + warp * KB)
-#define K_KEY(x, u, nt) (KEY0(x) + 16 * (u) + 8 * (nt) + g)
-#define V_KEY(x, u, kk) (KEY0(x) + 16 * (u) + 2 * t + ((kk) & 1) + 8 * ((kk) >> 1))
+#define K_OFF(nt) (8 * (nt) + g)
+#define V_OFF(kk) (2 * t + ((kk) & 1) + 8 * ((kk) >> 1))
+#define K_KEY(x, u, nt) (KEY0(x) + 16 * (u) + K_OFF(nt))
+#define V_KEY(x, u, kk) (KEY0(x) + 16 * (u) + V_OFF(kk))
 #define PAGE_IDS(ids, x)                                                           \
   FCL_UNROLL for (int u_ = 0; u_ < KSUB; ++u_) {                                   \
     const int j_ = KEY0(x) + 16 * u_;                                              \
     (ids)[u_] = kvm_page(j_, (x) < blk1 && j_ < hi, kv_flags, block_table, b,      \
                          pages_per_seq, page_size, num_pages);                     \
+    sl[u_] = (kv_flags & FCL_KV_PAGED) ? j_ % page_size : 0;                       \
   }
-  int pg[KSUB];
+  int pg[KSUB], sl[KSUB];
   kc_raw kr[KSUB][2][NKL];
   vc_raw vr[KSUB][4][NVL];
 #define LOAD_K(x)                                                                  \
   FCL_UNROLL for (int u_ = 0; u_ < KSUB; ++u_)                                     \
     FCL_UNROLL for (int n_ = 0; n_ < 2; ++n_) {                                    \
       const int j_ = K_KEY(x, u_, n_);                                             \
-      const long kb_ = (x) < blk1 && j_ < hi ? kv_slot_index(&s, j_, pg[u_],        \
-                          kv_flags, page_size, KC_IDX_OFF(k_off), k_sb, k_ss) : -1; \
+      const long kb_ = (x) < blk1 && j_ < hi ? kv_slot_index_at(&s, j_, pg[u_],     \
+                          sl[u_] + K_OFF(n_), kv_flags, KC_IDX_OFF(k_off), k_sb, k_ss) \
+                                             : -1;                                 \
       FCL_UNROLL for (int i_ = 0; i_ < NKL; ++i_)                                  \
         kr[u_][n_][i_] = kb_ >= 0 ? KC_LOAD(k_cache, k_off, kb_ + (long)hk * k_sh +  \
                                                             32 * i_ + 8 * t)       \
@@ -220,8 +226,9 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
   FCL_UNROLL for (int u_ = 0; u_ < KSUB; ++u_)                                     \
     FCL_UNROLL for (int k_ = 0; k_ < 4; ++k_) {                                    \
       const int j_ = V_KEY(x, u_, k_);                                             \
-      const long vb_ = (x) < blk1 && j_ < hi ? kv_slot_index(&s, j_, pg[u_],        \
-                          kv_flags, page_size, VC_IDX_OFF(v_off), v_sb, v_ss) : -1; \
+      const long vb_ = (x) < blk1 && j_ < hi ? kv_slot_index_at(&s, j_, pg[u_],     \
+                          sl[u_] + V_OFF(k_), kv_flags, VC_IDX_OFF(v_off), v_sb, v_ss) \
+                                             : -1;                                 \
       FCL_UNROLL for (int i_ = 0; i_ < NVL; ++i_)                                  \
         vr[u_][k_][i_] = vb_ >= 0 ? VC_LOAD(v_cache, v_off, vb_ + (long)hk * v_sh +  \
                                                             64 * i_ + 8 * g)       \
@@ -356,6 +363,8 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
 #undef PAGE_IDS
 #undef K_KEY
 #undef V_KEY
+#undef K_OFF
+#undef V_OFF
 #undef KEY0
 
   /* The warps merged in a fixed order: the rows' maxima and sums, then

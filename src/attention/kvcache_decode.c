@@ -20,13 +20,14 @@ FCL_PARAM_STRUCT(decode_params, PARAMS);
 
 static bool pow2(int x) { return x > 0 && (x & (x - 1)) == 0; }
 
-/* The kernel's local memory, with the split merge's join of its parts (at
- * most WG * (VEC + 2) floats, VEC <= 8: kvcache_split_merge.cl's
- * KV_MERGE_LOCAL). */
+/* The kernel's local memory: the rows' q, partial dots, p, their m, l and
+ * alpha, out and last_s, the paged keys' page ids and slots (three blocks
+ * of each), and the split merge's join of its parts (at most WG * (VEC +
+ * 2) floats, VEC <= 8: kvcache_split_merge.cl's KV_MERGE_LOCAL). */
 static size_t local_bytes(const decode_params *c, int rows, int d, int dv) {
   const int bn = c->WG / c->TPK * c->KPW;
   return 4 * ((size_t)rows * (d + (size_t)bn * (c->TPK + 1) + bn + 3 + dv + 4) +
-              3 * (size_t)bn + 10 * (size_t)c->WG);
+              6 * (size_t)bn + 10 * (size_t)c->WG);
 }
 
 static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fcl_config *cfg) {
