@@ -102,44 +102,54 @@ static bool mma_runs(fcl_context *ctx, fcl_dtype t, char *what, size_t n) {
   return strcmp(f.kernel, "rwkv7_chunked_mma") == 0;
 }
 
-/* fcl_rwkv7_config names `want` (and, when tc > 0, TC=tc) for the bound. */
-static int plan_is(fcl_context *ctx, float bound, int backward, const char *want, int tc,
-                   const char *how) {
+/* fcl_rwkv7_config names `want` for dtype t (and, when tc > 0, TC=tc) for
+ * the bound; want "rwkv7_chunked" also takes rwkv7_chunked_mma, the same
+ * form with its output on tensor cores, where the device runs it (f16 and
+ * bf16 on NVIDIA: a forced rwkv7_chunked tile is then not its tile). */
+static int plan_is(fcl_context *ctx, fcl_dtype t, float bound, int backward, const char *want,
+                   int tc, const char *how) {
   fcl_rwkv7_desc d = FCL_RWKV7_DESC_INIT;
   d.batch = 1, d.seqlen = 4096, d.heads = 32, d.head_dim_k = d.head_dim_v = 64;
   d.decay_lower_bound = bound;
   fcl_config_info info;
   char tcs[16];
   snprintf(tcs, sizeof tcs, "TC=%d,", tc);
-  const fcl_status s = fcl_rwkv7_config(ctx, &d, FCL_BF16, backward, &info);
-  const int ok = s == FCL_OK && strcmp(info.kernel, want) == 0 &&
-                 (tc == 0 || strncmp(info.params, tcs, strlen(tcs)) == 0);
-  printf("%s plan: bound %g %s%s: %s %s (want %s%s%s)\n", ok ? "PASS" : "FAIL", (double)bound,
-         backward ? "backward" : "forward", how, s == FCL_OK ? info.kernel : "error",
-         s == FCL_OK ? info.params : fcl_context_last_error(ctx), want, tc ? " " : "",
-         tc ? tcs : "");
+  const fcl_status s = fcl_rwkv7_config(ctx, &d, t, backward, &info);
+  const bool mma = s == FCL_OK && strcmp(want, "rwkv7_chunked") == 0 &&
+                   strcmp(info.kernel, "rwkv7_chunked_mma") == 0;
+  const int ok = s == FCL_OK && (strcmp(info.kernel, want) == 0 || mma) &&
+                 (tc == 0 || mma || strncmp(info.params, tcs, strlen(tcs)) == 0);
+  printf("%s plan: %s bound %g %s%s: %s %s (want %s%s%s%s)\n", ok ? "PASS" : "FAIL",
+         tu_dtype_name(t), (double)bound, backward ? "backward" : "forward", how,
+         s == FCL_OK ? info.kernel : "error", s == FCL_OK ? info.params : fcl_context_last_error(ctx),
+         want, tc ? " " : "", tc ? tcs : "", mma ? "; on tensor cores" : "");
   return ok;
 }
 
+/* The plans in f32, which every device runs on rwkv7_chunked, and in bf16,
+ * which NVIDIA runs on rwkv7_chunked_mma. */
 static int plans_ok(fcl_context *ctx) {
   const fcl_variant *vc = fcl_variant_find("rwkv7_chunked");
   int ok = 1;
-  ok &= plan_is(ctx, BOUND, 0, "rwkv7_chunked", 0, "");
-  ok &= plan_is(ctx, -1.2f, 0, "rwkv7_chunked", 0, "");
-  ok &= plan_is(ctx, 0.0f, 0, "rwkv7_recurrent", 0, "");
-  ok &= plan_is(ctx, -3.0f, 0, "rwkv7_recurrent", 0, "");
-  ok &= plan_is(ctx, BOUND, 1, "rwkv7_bwd", 0, "");
-  /* Chunks of 32 fit llvmpipe's 32 KiB of local memory. */
-  if (fcl_tuning_override(ctx, vc, "TC=32,BK=8,BV=16,HV=16,WG=64") != FCL_OK) {
-    printf("FAIL override: %s\n", fcl_context_last_error(ctx));
-    return 0;
+  for (int t = FCL_F32; t <= FCL_BF16; t += FCL_BF16 - FCL_F32) {
+    const fcl_dtype dt = (fcl_dtype)t;
+    ok &= plan_is(ctx, dt, BOUND, 0, "rwkv7_chunked", 0, "");
+    ok &= plan_is(ctx, dt, -1.2f, 0, "rwkv7_chunked", 0, "");
+    ok &= plan_is(ctx, dt, 0.0f, 0, "rwkv7_recurrent", 0, "");
+    ok &= plan_is(ctx, dt, -3.0f, 0, "rwkv7_recurrent", 0, "");
+    ok &= plan_is(ctx, dt, BOUND, 1, "rwkv7_bwd", 0, "");
+    /* Chunks of 32 fit llvmpipe's 32 KiB of local memory. */
+    if (fcl_tuning_override(ctx, vc, "TC=32,BK=8,BV=16,HV=16,WG=64") != FCL_OK) {
+      printf("FAIL override: %s\n", fcl_context_last_error(ctx));
+      return 0;
+    }
+    ok &= plan_is(ctx, dt, BOUND, 0, "rwkv7_chunked", 32, " forced");
+    ok &= plan_is(ctx, dt, -1.2f, 0, "rwkv7_chunked", 32, " forced");
+    ok &= plan_is(ctx, dt, -2.5f, 0, "rwkv7_chunked", 16, " forced");
+    ok &= plan_is(ctx, dt, 0.0f, 0, "rwkv7_recurrent", 0, " forced");
+    ok &= plan_is(ctx, dt, -3.0f, 0, "rwkv7_recurrent", 0, " forced");
+    fcl_tuning_override(ctx, vc, NULL);
   }
-  ok &= plan_is(ctx, BOUND, 0, "rwkv7_chunked", 32, " forced");
-  ok &= plan_is(ctx, -1.2f, 0, "rwkv7_chunked", 32, " forced");
-  ok &= plan_is(ctx, -2.5f, 0, "rwkv7_chunked", 16, " forced");
-  ok &= plan_is(ctx, 0.0f, 0, "rwkv7_recurrent", 0, " forced");
-  ok &= plan_is(ctx, -3.0f, 0, "rwkv7_recurrent", 0, " forced");
-  fcl_tuning_override(ctx, vc, NULL);
   return ok;
 }
 
