@@ -30,7 +30,9 @@
 #
 # sweep: where the decode kernels' time goes, f16 and f32, B=1 Hq=32 Hkv=8
 # D=128, one new token (fa-bench only):
-#   tiny      16 .. 1024 cached keys in one split: the kernel's fixed cost
+#   tiny      16 .. 4096 cached keys in one split, in loop mode (32 layers,
+#             the calls also timed back to back): the kernel's fixed cost
+#             and a split's time a block of keys
 #   splits    1024, 4096, 32768 keys at --num-splits 0 (auto) .. 64: the
 #             split count against the merge inside the kernel
 #   mma, portable  the tensor-core and the portable kernel at other
@@ -145,7 +147,7 @@ if part sweep; then
         --peak 0 --check 0)
   ((dry)) || : >"$out/sweep_params.txt"
   step_csv "$out/sweep_tiny.csv" "${fab[@]}" "${base[@]}" --dtype f16,f32 \
-    --context 16,64,256,1024 --num-splits 1
+    --context 16,64,256,1024,4096 --num-splits 1 --layers 32 --steps 10
   step_csv "$out/sweep_splits.csv" "${fab[@]}" "${base[@]}" --dtype f16 \
     --context 1024,4096,32768 --num-splits 0,1,2,4,8,16,32,64
   i=0
