@@ -1,0 +1,39 @@
+/* The loop of the tests that force a variant's tuning parameters, case by
+ * case (test_rwkv6_step, test_rwkv6_chunked, test_rwkv7_step,
+ * test_rwkv7_forced, test_rwkv7_chunked): each dtype of each selected case,
+ * its parameters forced, then run. */
+#ifndef FCL_TESTS_OP_FORCED_H
+#define FCL_TESTS_OP_FORCED_H
+
+#include "flashcl.h"
+
+#include <stddef.h>
+
+/* A forced test's context and tally. */
+typedef struct {
+  fcl_context *ctx;
+  int          verbose; /* FCL_TEST_VERBOSE */
+  unsigned     dtypes;  /* OH_DT set this run allows; a case's others count as skipped */
+  int          runs, failed, skipped;
+} oh_forced;
+
+/* One row of a test's table, as the loop needs it. */
+typedef struct {
+  const char *name;       /* the case's, for FCL_TEST_FILTER */
+  unsigned    dtypes;     /* OH_DT set the case lists */
+  char        label[160]; /* the forced parameters, as printed */
+} oh_forced_row;
+
+typedef struct {
+  void (*describe)(const void *row, oh_forced_row *out);
+  /* Forces a row's parameters; row NULL clears them. */
+  fcl_status (*force)(fcl_context *ctx, const void *row);
+  /* Runs a row in one dtype, counting its runs and failures in f. */
+  void (*run)(oh_forced *f, const void *row, fcl_dtype dt);
+} oh_forced_ops;
+
+/* rows: n rows of size bytes each. Clears the overrides at the end. */
+void oh_forced_run(oh_forced *f, const void *rows, size_t n, size_t size,
+                   const oh_forced_ops *ops);
+
+#endif
