@@ -2,6 +2,20 @@
 #include "op_harness.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+
+int oh_forced_open(oh_forced *f) {
+  const double t0 = tu_now();
+  *f = (oh_forced){oh_open_context(), getenv("FCL_TEST_VERBOSE") != NULL, OH_ALL_DT, 0, 0, 0, t0};
+  return f->ctx != NULL;
+}
+
+int oh_forced_close(oh_forced *f, const char *name) {
+  fcl_context_destroy(f->ctx);
+  printf("%s: %d runs, %d failed, %d skipped; %.1f s\n", name, f->runs, f->failed, f->skipped,
+         tu_now() - f->t0);
+  return f->failed || f->runs == 0 ? 1 : 0;
+}
 
 void oh_forced_run(oh_forced *f, const void *rows, size_t n, size_t size,
                    const oh_forced_ops *ops) {

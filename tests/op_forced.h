@@ -15,7 +15,15 @@ typedef struct {
   int          verbose; /* FCL_TEST_VERBOSE */
   unsigned     dtypes;  /* OH_DT set this run allows; a case's others count as skipped */
   int          runs, failed, skipped;
+  double       t0; /* tu_now() at the start */
 } oh_forced;
+
+/* A forced test's start: its context (oh_open_context), the counters at 0,
+ * every dtype allowed. 0 where there is no context. */
+int oh_forced_open(oh_forced *f);
+/* Its end: destroys the context and prints the tally under name. Returns
+ * the exit status: 1 where a run failed or none ran. */
+int oh_forced_close(oh_forced *f, const char *name);
 
 /* One row of a test's table, as the loop needs it. */
 typedef struct {

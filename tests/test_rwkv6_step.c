@@ -138,16 +138,13 @@ static void run(oh_forced *f, const void *row, fcl_dtype dt) {
   }
 }
 
+static const oh_forced_ops ops = {describe, force, run};
+
 int main(void) {
-  const double t0 = tu_now();
-  fcl_context *ctx = oh_open_context();
-  if (!ctx) return 1;
+  oh_forced f;
+  if (!oh_forced_open(&f)) return 1;
   g_step = fcl_variant_find("rwkv6_step");
-  oh_forced f = {ctx, getenv("FCL_TEST_VERBOSE") != NULL, OH_ALL_DT, 1, 0, 0};
-  f.failed = !g_step || !plan_ok(ctx);
-  static const oh_forced_ops ops = {describe, force, run};
+  f.runs = 1, f.failed = !g_step || !plan_ok(f.ctx);
   if (g_step) oh_forced_run(&f, cases, sizeof cases / sizeof *cases, sizeof *cases, &ops);
-  fcl_context_destroy(ctx);
-  printf("test_rwkv6_step: %d runs, %d failed, %.1f s\n", f.runs, f.failed, tu_now() - t0);
-  return f.failed ? 1 : 0;
+  return oh_forced_close(&f, "test_rwkv6_step");
 }

@@ -173,14 +173,13 @@ static void run(oh_forced *f, const void *row, fcl_dtype dt) {
 
 int main(int argc, char **argv) {
   const bool mma = argc > 1 && strcmp(argv[1], "mma") == 0;
-  const double t0 = tu_now();
-  fcl_context *ctx = oh_open_context();
-  if (!ctx) return 1;
+  oh_forced f;
+  if (!oh_forced_open(&f)) return 1;
+  fcl_context *ctx = f.ctx;
   g_vc = fcl_variant_find(mma ? "rwkv7_chunked_mma" : "rwkv7_chunked");
   const chunk_case *table = mma ? mma_cases : cases;
   const size_t ncases = mma ? sizeof mma_cases / sizeof *mma_cases : sizeof cases / sizeof *cases;
-  /* mma: dtypes narrows to those fcl_rwkv7_config names it in. */
-  oh_forced f = {ctx, getenv("FCL_TEST_VERBOSE") != NULL, OH_ALL_DT, 0, 0, 0};
+  /* mma: f.dtypes narrows to those fcl_rwkv7_config names it in. */
   const bool guaranteed = mma && oh_mma_guaranteed();
   if (!mma && oh_selected("plan")) f.runs = 1, f.failed = !plans_ok(ctx);
   for (int t = FCL_F16; mma && t <= FCL_BF16; ++t) {
@@ -200,8 +199,5 @@ int main(int argc, char **argv) {
   }
   static const oh_forced_ops ops = {describe, force, run};
   oh_forced_run(&f, table, ncases, sizeof *table, &ops);
-  fcl_context_destroy(ctx);
-  printf("test_rwkv7_chunked%s: %d runs, %d failed, %d skipped; %.1f s\n", mma ? " mma" : "",
-         f.runs, f.failed, f.skipped, tu_now() - t0);
-  return f.failed || f.runs == 0 ? 1 : 0;
+  return oh_forced_close(&f, mma ? "test_rwkv7_chunked mma" : "test_rwkv7_chunked");
 }

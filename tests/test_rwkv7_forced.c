@@ -83,14 +83,12 @@ static void run(oh_forced *f, const void *row, fcl_dtype dt) {
   f->failed += !oh_rwkv7_case_run(f->ctx, &((const forced_case *)row)->c, dt, f->verbose);
 }
 
+static const oh_forced_ops ops = {describe, force, run};
+
 int main(void) {
-  const double t0 = tu_now();
-  fcl_context *ctx = oh_open_context();
-  if (!ctx) return 1;
-  oh_forced f = {ctx, getenv("FCL_TEST_VERBOSE") != NULL, OH_ALL_DT, 1, !plan_ok(ctx), 0};
-  static const oh_forced_ops ops = {describe, force, run};
+  oh_forced f;
+  if (!oh_forced_open(&f)) return 1;
+  f.runs = 1, f.failed = !plan_ok(f.ctx);
   oh_forced_run(&f, cases, sizeof cases / sizeof *cases, sizeof *cases, &ops);
-  fcl_context_destroy(ctx);
-  printf("test_rwkv7_forced: %d runs, %d failed; %.1f s\n", f.runs, f.failed, tu_now() - t0);
-  return f.failed ? 1 : 0;
+  return oh_forced_close(&f, "test_rwkv7_forced");
 }
