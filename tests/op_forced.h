@@ -30,6 +30,7 @@ typedef struct {
   const char *name;       /* the case's, for FCL_TEST_FILTER */
   unsigned    dtypes;     /* OH_DT set the case lists */
   char        label[160]; /* the forced parameters, as printed */
+  int         twice;      /* ops->rerun after its first run with this label */
 } oh_forced_row;
 
 typedef struct {
@@ -38,6 +39,9 @@ typedef struct {
   fcl_status (*force)(fcl_context *ctx, const void *row);
   /* Runs a row in one dtype, counting its runs and failures in f. */
   void (*run)(oh_forced *f, const void *row, fcl_dtype dt);
+  /* NULL, or whether a forward run twice gives the same bytes: once a
+   * parameter set, after the first row with twice set. */
+  int (*rerun)(fcl_context *ctx, const void *row, fcl_dtype dt);
 } oh_forced_ops;
 
 /* rows: n rows of size bytes each. Clears the overrides at the end. */

@@ -197,7 +197,7 @@ int main(int argc, char **argv) {
     fcl_context_destroy(ctx);
     return OH_SKIP;
   }
-  static const oh_forced_ops ops = {describe, force, run};
+  static const oh_forced_ops ops = {describe, force, run, NULL};
   oh_forced_run(&f, table, ncases, sizeof *table, &ops);
   return oh_forced_close(&f, mma ? "test_rwkv7_chunked mma" : "test_rwkv7_chunked");
 }

@@ -83,7 +83,7 @@ static void run(oh_forced *f, const void *row, fcl_dtype dt) {
   f->failed += !oh_rwkv7_case_run(f->ctx, &((const forced_case *)row)->c, dt, f->verbose);
 }
 
-static const oh_forced_ops ops = {describe, force, run};
+static const oh_forced_ops ops = {describe, force, run, NULL};
 
 int main(void) {
   oh_forced f;
