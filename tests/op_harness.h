@@ -256,6 +256,9 @@ int oh_rwkv6_case_run(fcl_context *ctx, const oh_rwkv6_case *c, fcl_dtype dt, ui
 uint64_t oh_case_seed(const char *name, fcl_dtype dt);
 /* FCL_TEST_FILTER: whether name contains it (or it is unset or empty). */
 int oh_selected(const char *name);
+/* A test's context on FCL_DEVICE's device, its name printed; NULL, the
+ * reason printed as a FAIL, when there is none. */
+fcl_context *oh_open_context(void);
 
 /* The exit of a test, or of a mode of one, that has nothing to run on this
  * device: CTest's SKIP_RETURN_CODE (tests/CMakeLists.txt), so that the

@@ -29,6 +29,19 @@ uint64_t oh_case_seed(const char *name, fcl_dtype dt) {
   return h;
 }
 
+fcl_context *oh_open_context(void) {
+  fcl_context *ctx = NULL;
+  const fcl_status st = fcl_context_create(NULL, &ctx);
+  if (st != FCL_OK) {
+    printf("FAIL: fcl_context_create(NULL) with FCL_DEVICE=%s: %s: %s\n",
+           getenv("FCL_DEVICE") ? getenv("FCL_DEVICE") : "(unset)", fcl_status_string(st),
+           fcl_context_last_error(NULL));
+    return NULL;
+  }
+  printf("device: %s\n", fcl_context_device_name(ctx));
+  return ctx;
+}
+
 int oh_selected(const char *name) {
   const char *f = getenv("FCL_TEST_FILTER");
   return !f || !*f || strstr(name, f) != NULL;

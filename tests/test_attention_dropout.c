@@ -89,15 +89,8 @@ static void check_config(fcl_context *ctx, dp_tally *t, const oh_attention_case 
 
 int main(void) {
   const double t0 = tu_now();
-  fcl_context *ctx = NULL;
-  const fcl_status st = fcl_context_create(NULL, &ctx);
-  if (st != FCL_OK) {
-    printf("FAIL: fcl_context_create(NULL) with FCL_DEVICE=%s: %s: %s\n",
-           getenv("FCL_DEVICE") ? getenv("FCL_DEVICE") : "(unset)", fcl_status_string(st),
-           fcl_context_last_error(NULL));
-    return 1;
-  }
-  printf("device: %s\n", fcl_context_device_name(ctx));
+  fcl_context *ctx = oh_open_context();
+  if (!ctx) return 1;
   oh_attention_stats stats = {0};
   dp_tally t = {0, 0};
 

@@ -16,15 +16,8 @@
 
 int main(void) {
   const double t_start = tu_now();
-  fcl_context *ctx = NULL;
-  const fcl_status st = fcl_context_create(NULL, &ctx);
-  if (st != FCL_OK) {
-    printf("FAIL: fcl_context_create(NULL) with FCL_DEVICE=%s: %s: %s\n",
-           getenv("FCL_DEVICE") ? getenv("FCL_DEVICE") : "(unset)", fcl_status_string(st),
-           fcl_context_last_error(NULL));
-    return 1;
-  }
-  printf("device: %s\n", fcl_context_device_name(ctx));
+  fcl_context *ctx = oh_open_context();
+  if (!ctx) return 1;
   const char *seed_env = getenv("FCL_TEST_SEED");
   const uint64_t seed = seed_env ? strtoull(seed_env, NULL, 0) : 20240601u;
   oh_attention_stats stats = {0};

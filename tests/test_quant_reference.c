@@ -22,15 +22,11 @@
 
 static int g_failures = 0, g_checks = 0;
 
-#define CHECK(cond, ...)                                    \
-  do {                                                      \
-    ++g_checks;                                             \
-    if (!(cond)) {                                          \
-      printf("  FAIL %s:%d: ", __FILE__, __LINE__);         \
-      printf(__VA_ARGS__);                                  \
-      printf("\n");                                         \
-      ++g_failures;                                         \
-    }                                                       \
+/* Counts every check, failed or not. */
+#define CHECK(cond, ...)                           \
+  do {                                             \
+    ++g_checks;                                    \
+    TU_CHECK(g_failures, cond, __VA_ARGS__);       \
   } while (0)
 
 static void hex(const uint8_t *b, size_t n, char *out) {

@@ -12,15 +12,7 @@
 
 static int g_failures = 0;
 
-#define CHECK(cond, ...)                      \
-  do {                                        \
-    if (!(cond)) {                            \
-      printf("  FAIL %s:%d: ", __FILE__, __LINE__); \
-      printf(__VA_ARGS__);                    \
-      printf("\n");                           \
-      ++g_failures;                           \
-    }                                         \
-  } while (0)
+#define CHECK(cond, ...) TU_CHECK(g_failures, cond, __VA_ARGS__)
 
 /* ---- brute force: full score matrix, explicit mask predicate -------------- */
 static int visible(const ref_attention_problem *p, int64_t sq, int64_t sk, int64_t i,

@@ -160,15 +160,8 @@ static int step_vs_recurrent(fcl_context *ctx, const step_pair *c, uint64_t seed
 int main(void) {
   const double t_start = tu_now();
   const int verbose = getenv("FCL_TEST_VERBOSE") != NULL;
-  fcl_context *ctx = NULL;
-  const fcl_status st = fcl_context_create(NULL, &ctx);
-  if (st != FCL_OK) {
-    printf("FAIL: fcl_context_create(NULL) with FCL_DEVICE=%s: %s: %s\n",
-           getenv("FCL_DEVICE") ? getenv("FCL_DEVICE") : "(unset)", fcl_status_string(st),
-           fcl_context_last_error(NULL));
-    return 1;
-  }
-  printf("device: %s\n", fcl_context_device_name(ctx));
+  fcl_context *ctx = oh_open_context();
+  if (!ctx) return 1;
   if (getenv("FCL_RWKV6_ALGORITHM"))
     printf("note: FCL_RWKV6_ALGORITHM=%s steers the AUTO runs\n", getenv("FCL_RWKV6_ALGORITHM"));
 

@@ -26,6 +26,7 @@
  *
  * Environment: FCL_DEVICE, FCL_TEST_FILTER (cases whose name contains it),
  * FCL_TEST_VERBOSE. */
+#include "op_forced.h"
 #include "op_harness.h"
 #define FCL_STATIC_LINKING_ONLY
 #include "flashcl_tuning.h"
@@ -130,23 +131,40 @@ static bool mma_runs(fcl_context *ctx, fcl_dtype t, char *what, size_t n) {
          strcmp(b.kernel, "rwkv6_bwd_chunked_mma") == 0;
 }
 
+static bool g_mma;
+static const fcl_variant *g_fwd, *g_bwd;
+
+static void describe(const void *row, oh_forced_row *out) {
+  const forced_case *fc = row;
+  out->name = fc->c.name, out->dtypes = fc->c.dtypes;
+  snprintf(out->label, sizeof out->label, "%s", fc->params);
+}
+
+/* The forward's parameters, and the backward's (mma: blocks of 32 values). */
+static fcl_status force(fcl_context *ctx, const void *row) {
+  const forced_case *fc = row;
+  char bp[128];
+  if (fc) snprintf(bp, sizeof bp, "%s%s", fc->params, g_mma ? ",BV=32" : "");
+  const fcl_status s1 = fcl_tuning_override(ctx, g_fwd, fc ? fc->params : NULL);
+  const fcl_status s2 = fcl_tuning_override(ctx, g_bwd, fc ? bp : NULL);
+  return s1 != FCL_OK ? s1 : s2;
+}
+
+static void run(oh_forced *f, const void *row, fcl_dtype dt) {
+  const oh_rwkv6_case *c = &((const forced_case *)row)->c;
+  oh_rwkv6_case_run(f->ctx, c, dt, oh_case_seed(c->name, dt), f->verbose, &f->runs, &f->failed);
+}
+
 int main(int argc, char **argv) {
-  const bool mma = argc > 1 && strcmp(argv[1], "mma") == 0;
-  const double t0 = tu_now();
-  const int verbose = getenv("FCL_TEST_VERBOSE") != NULL;
-  fcl_context *ctx = NULL;
-  if (fcl_context_create(NULL, &ctx) != FCL_OK) {
-    printf("FAIL: fcl_context_create: %s\n", fcl_context_last_error(NULL));
-    return 1;
-  }
-  printf("device: %s\n", fcl_context_device_name(ctx));
-  const fcl_variant *fwd = fcl_variant_find(mma ? "rwkv6_chunked_mma" : "rwkv6_chunked");
-  const fcl_variant *bwd = fcl_variant_find(mma ? "rwkv6_bwd_chunked_mma" : "rwkv6_bwd_chunked");
+  const bool mma = g_mma = argc > 1 && strcmp(argv[1], "mma") == 0;
+  oh_forced f;
+  if (!oh_forced_open(&f)) return 1;
+  fcl_context *ctx = f.ctx;
+  g_fwd = fcl_variant_find(mma ? "rwkv6_chunked_mma" : "rwkv6_chunked");
+  g_bwd = fcl_variant_find(mma ? "rwkv6_bwd_chunked_mma" : "rwkv6_bwd_chunked");
   const forced_case *table = mma ? mma_cases : cases;
   const size_t ncases = mma ? sizeof mma_cases / sizeof *mma_cases : sizeof cases / sizeof *cases;
-  int runs = 0, failed = 0, skipped = 0;
-  /* mma: the dtypes fcl_rwkv6_config names the tensor-core variants in. */
-  unsigned dtypes = OH_ALL_DT;
+  /* mma: f.dtypes narrows to those fcl_rwkv6_config names the tensor-core variants in. */
   const bool guaranteed = mma && oh_mma_guaranteed();
   for (int t = FCL_F32; mma && t <= FCL_BF16; ++t) {
     char what[800] = "";
@@ -156,42 +174,15 @@ int main(int argc, char **argv) {
            ok ? "" : guaranteed ? ", not the tensor-core variants, although FCL_MMA_EMULATE=1 "
                                   "guarantees them: is their probe broken? (FCL_LOG=1 says)"
                                 : ": the tensor-core variants do not run here");
-    failed += !ok && guaranteed;
-    if (!ok) dtypes &= ~OH_DT(t);
+    f.failed += !ok && guaranteed;
+    if (!ok) f.dtypes &= ~OH_DT(t);
   }
-  if (mma && !dtypes && !guaranteed) {
+  if (mma && !f.dtypes && !guaranteed) {
     printf("test_rwkv6_chunked mma: skipped, the tensor-core variants do not run here\n");
     fcl_context_destroy(ctx);
     return OH_SKIP;
   }
-  for (size_t i = 0; i < ncases; ++i) {
-    const forced_case *fc = &table[i];
-    const oh_rwkv6_case *c = &fc->c;
-    if (!oh_selected(c->name)) continue;
-    for (int t = FCL_F32; t <= FCL_BF16; ++t) {
-      if (!(c->dtypes & OH_DT(t))) continue;
-      if (!(dtypes & OH_DT(t))) { /* said above; a failure where guaranteed */
-        ++skipped;
-        continue;
-      }
-      char bp[128];
-      snprintf(bp, sizeof bp, "%s%s", fc->params, mma ? ",BV=32" : "");
-      const fcl_status s1 = fcl_tuning_override(ctx, fwd, fc->params);
-      const fcl_status s2 = fcl_tuning_override(ctx, bwd, bp);
-      if (s1 != FCL_OK || s2 != FCL_OK) {
-        printf("FAIL %s: override %s: %s\n", c->name, fc->params, fcl_context_last_error(ctx));
-        ++runs, ++failed;
-        continue;
-      }
-      printf("[%s] ", fc->params);
-      oh_rwkv6_case_run(ctx, c, (fcl_dtype)t, oh_case_seed(c->name, (fcl_dtype)t), verbose,
-                        &runs, &failed);
-    }
-  }
-  fcl_tuning_override(ctx, fwd, NULL);
-  fcl_tuning_override(ctx, bwd, NULL);
-  fcl_context_destroy(ctx);
-  printf("test_rwkv6_chunked: %d runs, %d failed, %d skipped, %.1f s\n", runs, failed, skipped,
-         tu_now() - t0);
-  return failed || runs == 0 ? 1 : 0;
+  static const oh_forced_ops ops = {describe, force, run, NULL};
+  oh_forced_run(&f, table, ncases, sizeof *table, &ops);
+  return oh_forced_close(&f, "test_rwkv6_chunked");
 }

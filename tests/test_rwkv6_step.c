@@ -13,6 +13,7 @@
  *
  * Environment: FCL_DEVICE, FCL_TEST_FILTER (cases whose name contains it),
  * FCL_TEST_VERBOSE. */
+#include "op_forced.h"
 #include "op_harness.h"
 #define FCL_STATIC_LINKING_ONLY
 #include "flashcl_tuning.h"
@@ -83,7 +84,8 @@ static int plan_ok(fcl_context *ctx) {
 }
 
 /* The forward of c twice (the step kernel, forced): the same bytes. */
-static int rerun_ok(fcl_context *ctx, const forced_case *fc, fcl_dtype dt) {
+static int rerun_ok(fcl_context *ctx, const void *row, fcl_dtype dt) {
+  const forced_case *fc = row;
   const oh_rwkv6_case *c = &fc->c;
   ref_rwkv6_problem p = {c->b, c->t, c->h, c->dk ? c->dk : 64, c->dv ? c->dv : 64, 0.0, c->reverse,
                          NULL};
@@ -113,41 +115,32 @@ static int rerun_ok(fcl_context *ctx, const forced_case *fc, fcl_dtype dt) {
   return same;
 }
 
+static const fcl_variant *g_step;
+
+static void describe(const void *row, oh_forced_row *out) {
+  const forced_case *fc = row;
+  out->name = fc->c.name, out->dtypes = fc->c.dtypes;
+  snprintf(out->label, sizeof out->label, "%s", fc->params);
+  out->twice = !fc->c.nseq;
+}
+
+static fcl_status force(fcl_context *ctx, const void *row) {
+  return fcl_tuning_override(ctx, g_step, row ? ((const forced_case *)row)->params : NULL);
+}
+
+static void run(oh_forced *f, const void *row, fcl_dtype dt) {
+  const forced_case *fc = row;
+  oh_rwkv6_case_run(f->ctx, &fc->c, dt, oh_case_seed(fc->c.name, dt), f->verbose, &f->runs,
+                    &f->failed);
+}
+
+static const oh_forced_ops ops = {describe, force, run, rerun_ok};
+
 int main(void) {
-  const double t0 = tu_now();
-  const int verbose = getenv("FCL_TEST_VERBOSE") != NULL;
-  fcl_context *ctx = NULL;
-  if (fcl_context_create(NULL, &ctx) != FCL_OK) {
-    printf("FAIL: fcl_context_create: %s\n", fcl_context_last_error(NULL));
-    return 1;
-  }
-  printf("device: %s\n", fcl_context_device_name(ctx));
-  const fcl_variant *step = fcl_variant_find("rwkv6_step");
-  int runs = 1, failed = !step || !plan_ok(ctx);
-  const char *last = "";
-  for (size_t i = 0; step && i < sizeof cases / sizeof cases[0]; ++i) {
-    const forced_case *fc = &cases[i];
-    const oh_rwkv6_case *c = &fc->c;
-    if (!oh_selected(c->name)) continue;
-    for (int t = FCL_F32; t <= FCL_BF16; ++t) {
-      if (!(c->dtypes & OH_DT(t))) continue;
-      if (fcl_tuning_override(ctx, step, fc->params) != FCL_OK) {
-        printf("FAIL %s: override %s: %s\n", c->name, fc->params, fcl_context_last_error(ctx));
-        ++runs, ++failed;
-        continue;
-      }
-      printf("[%s] ", fc->params);
-      oh_rwkv6_case_run(ctx, c, (fcl_dtype)t, oh_case_seed(c->name, (fcl_dtype)t), verbose,
-                        &runs, &failed);
-      if (strcmp(last, fc->params) != 0 && !c->nseq) { /* once a parameter set */
-        last = fc->params;
-        ++runs;
-        failed += !rerun_ok(ctx, fc, (fcl_dtype)t);
-      }
-    }
-  }
-  if (step) fcl_tuning_override(ctx, step, NULL);
-  fcl_context_destroy(ctx);
-  printf("test_rwkv6_step: %d runs, %d failed, %.1f s\n", runs, failed, tu_now() - t0);
-  return failed ? 1 : 0;
+  oh_forced f;
+  if (!oh_forced_open(&f)) return 1;
+  g_step = fcl_variant_find("rwkv6_step");
+  f.runs = 1, f.failed = !g_step || !plan_ok(f.ctx);
+  if (g_step) oh_forced_run(&f, cases, sizeof cases / sizeof *cases, sizeof *cases, &ops);
+  return oh_forced_close(&f, "test_rwkv6_step");
 }

@@ -58,15 +58,8 @@ static const oh_rwkv7_case cases[] = {
 int main(void) {
   const double t_start = tu_now();
   const int verbose = getenv("FCL_TEST_VERBOSE") != NULL;
-  fcl_context *ctx = NULL;
-  const fcl_status st = fcl_context_create(NULL, &ctx);
-  if (st != FCL_OK) {
-    printf("FAIL: fcl_context_create(NULL) with FCL_DEVICE=%s: %s: %s\n",
-           getenv("FCL_DEVICE") ? getenv("FCL_DEVICE") : "(unset)", fcl_status_string(st),
-           fcl_context_last_error(NULL));
-    return 1;
-  }
-  printf("device: %s\n", fcl_context_device_name(ctx));
+  fcl_context *ctx = oh_open_context();
+  if (!ctx) return 1;
   int runs = 0, failed = 0, bad_cases = 0, bad_failed = 0;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
     for (int t = FCL_F32; t <= FCL_BF16; ++t)

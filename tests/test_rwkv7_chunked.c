@@ -28,6 +28,7 @@
  * skipped); under FCL_MMA_EMULATE=1, which guarantees it, that fails.
  *
  * Environment: FCL_DEVICE, FCL_TEST_FILTER, FCL_TEST_VERBOSE. */
+#include "op_forced.h"
 #include "op_rwkv7.h"
 #define FCL_STATIC_LINKING_ONLY
 #include "flashcl_tuning.h"
@@ -153,23 +154,34 @@ static int plans_ok(fcl_context *ctx) {
   return ok;
 }
 
+static const fcl_variant *g_vc;
+
+static void describe(const void *row, oh_forced_row *out) {
+  const chunk_case *cc = row;
+  out->name = cc->c.name, out->dtypes = cc->c.dtypes;
+  snprintf(out->label, sizeof out->label, "%s", cc->params ? cc->params : "AUTO");
+}
+
+static fcl_status force(fcl_context *ctx, const void *row) {
+  return fcl_tuning_override(ctx, g_vc, row ? ((const chunk_case *)row)->params : NULL);
+}
+
+static void run(oh_forced *f, const void *row, fcl_dtype dt) {
+  ++f->runs;
+  f->failed += !oh_rwkv7_case_run(f->ctx, &((const chunk_case *)row)->c, dt, f->verbose);
+}
+
 int main(int argc, char **argv) {
   const bool mma = argc > 1 && strcmp(argv[1], "mma") == 0;
-  const double t0 = tu_now();
-  const int verbose = getenv("FCL_TEST_VERBOSE") != NULL;
-  fcl_context *ctx = NULL;
-  if (fcl_context_create(NULL, &ctx) != FCL_OK) {
-    printf("FAIL: fcl_context_create: %s\n", fcl_context_last_error(NULL));
-    return 1;
-  }
-  printf("device: %s\n", fcl_context_device_name(ctx));
-  const fcl_variant *vc = fcl_variant_find(mma ? "rwkv7_chunked_mma" : "rwkv7_chunked");
+  oh_forced f;
+  if (!oh_forced_open(&f)) return 1;
+  fcl_context *ctx = f.ctx;
+  g_vc = fcl_variant_find(mma ? "rwkv7_chunked_mma" : "rwkv7_chunked");
   const chunk_case *table = mma ? mma_cases : cases;
   const size_t ncases = mma ? sizeof mma_cases / sizeof *mma_cases : sizeof cases / sizeof *cases;
-  int runs = 0, failed = 0, skipped = 0;
-  unsigned dtypes = OH_ALL_DT; /* mma: those fcl_rwkv7_config names it in */
+  /* mma: f.dtypes narrows to those fcl_rwkv7_config names it in. */
   const bool guaranteed = mma && oh_mma_guaranteed();
-  if (!mma && oh_selected("plan")) runs = 1, failed = !plans_ok(ctx);
+  if (!mma && oh_selected("plan")) f.runs = 1, f.failed = !plans_ok(ctx);
   for (int t = FCL_F16; mma && t <= FCL_BF16; ++t) {
     char what[800] = "";
     const bool ok = mma_runs(ctx, (fcl_dtype)t, what, sizeof what);
@@ -177,36 +189,15 @@ int main(int argc, char **argv) {
            tu_dtype_name((fcl_dtype)t), what,
            ok ? "" : guaranteed ? ", not rwkv7_chunked_mma, although FCL_MMA_EMULATE=1 "
                                   "guarantees it" : ": the tensor-core variant does not run here");
-    failed += !ok && guaranteed;
-    if (!ok) dtypes &= ~OH_DT(t);
+    f.failed += !ok && guaranteed;
+    if (!ok) f.dtypes &= ~OH_DT(t);
   }
-  if (mma && !(dtypes & (F16 | BF16)) && !guaranteed) {
+  if (mma && !(f.dtypes & (F16 | BF16)) && !guaranteed) {
     printf("test_rwkv7_chunked mma: skipped, the tensor-core variant does not run here\n");
     fcl_context_destroy(ctx);
     return OH_SKIP;
   }
-  for (size_t i = 0; i < ncases; ++i) {
-    const chunk_case *f = &table[i];
-    if (!oh_selected(f->c.name)) continue;
-    for (int t = FCL_F32; t <= FCL_BF16; ++t) {
-      if (!(f->c.dtypes & OH_DT(t))) continue;
-      if (!(dtypes & OH_DT(t))) { /* said above; a failure where guaranteed */
-        ++skipped;
-        continue;
-      }
-      ++runs;
-      if (fcl_tuning_override(ctx, vc, f->params) != FCL_OK) {
-        printf("FAIL %s: override %s: %s\n", f->c.name, f->params, fcl_context_last_error(ctx));
-        ++failed;
-        continue;
-      }
-      printf("[%s] ", f->params ? f->params : "AUTO");
-      failed += !oh_rwkv7_case_run(ctx, &f->c, (fcl_dtype)t, verbose);
-    }
-  }
-  fcl_tuning_override(ctx, vc, NULL);
-  fcl_context_destroy(ctx);
-  printf("test_rwkv7_chunked%s: %d runs, %d failed, %d skipped; %.1f s\n", mma ? " mma" : "", runs,
-         failed, skipped, tu_now() - t0);
-  return failed || runs == 0 ? 1 : 0;
+  static const oh_forced_ops ops = {describe, force, run, NULL};
+  oh_forced_run(&f, table, ncases, sizeof *table, &ops);
+  return oh_forced_close(&f, mma ? "test_rwkv7_chunked mma" : "test_rwkv7_chunked");
 }

@@ -11,6 +11,7 @@
  * forwards take rwkv7_step, test_rwkv7_step.c).
  *
  * Environment: FCL_DEVICE, FCL_TEST_FILTER, FCL_TEST_VERBOSE. */
+#include "op_forced.h"
 #include "op_rwkv7.h"
 #define FCL_STATIC_LINKING_ONLY
 #include "flashcl_tuning.h"
@@ -63,40 +64,31 @@ static int plan_ok(fcl_context *ctx) {
   return ok;
 }
 
-static fcl_status force(fcl_context *ctx, const char *fwd, const char *bwd) {
-  fcl_status s = fcl_tuning_override(ctx, fcl_variant_find("rwkv7_recurrent"), fwd);
-  if (s == FCL_OK) s = fcl_tuning_override(ctx, fcl_variant_find("rwkv7_bwd"), bwd);
+static void describe(const void *row, oh_forced_row *out) {
+  const forced_case *fc = row;
+  out->name = fc->c.name, out->dtypes = fc->c.dtypes;
+  snprintf(out->label, sizeof out->label, "%s | %s", fc->fwd, fc->bwd);
+}
+
+/* Both variants' parameters; row NULL clears them. */
+static fcl_status force(fcl_context *ctx, const void *row) {
+  const forced_case *fc = row;
+  fcl_status s = fcl_tuning_override(ctx, fcl_variant_find("rwkv7_recurrent"), fc ? fc->fwd : NULL);
+  if (s == FCL_OK) s = fcl_tuning_override(ctx, fcl_variant_find("rwkv7_bwd"), fc ? fc->bwd : NULL);
   return s;
 }
 
+static void run(oh_forced *f, const void *row, fcl_dtype dt) {
+  ++f->runs;
+  f->failed += !oh_rwkv7_case_run(f->ctx, &((const forced_case *)row)->c, dt, f->verbose);
+}
+
+static const oh_forced_ops ops = {describe, force, run, NULL};
+
 int main(void) {
-  const double t0 = tu_now();
-  const int verbose = getenv("FCL_TEST_VERBOSE") != NULL;
-  fcl_context *ctx = NULL;
-  if (fcl_context_create(NULL, &ctx) != FCL_OK) {
-    printf("FAIL: fcl_context_create: %s\n", fcl_context_last_error(NULL));
-    return 1;
-  }
-  printf("device: %s\n", fcl_context_device_name(ctx));
-  int runs = 1, failed = !plan_ok(ctx);
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
-    const forced_case *f = &cases[i];
-    if (!oh_selected(f->c.name)) continue;
-    for (int t = FCL_F32; t <= FCL_BF16; ++t) {
-      if (!(f->c.dtypes & OH_DT(t))) continue;
-      ++runs;
-      if (force(ctx, f->fwd, f->bwd) != FCL_OK) {
-        printf("FAIL %s: override %s / %s: %s\n", f->c.name, f->fwd, f->bwd,
-               fcl_context_last_error(ctx));
-        ++failed;
-        continue;
-      }
-      printf("[%s | %s] ", f->fwd, f->bwd);
-      failed += !oh_rwkv7_case_run(ctx, &f->c, (fcl_dtype)t, verbose);
-      force(ctx, NULL, NULL);
-    }
-  }
-  fcl_context_destroy(ctx);
-  printf("test_rwkv7_forced: %d runs, %d failed; %.1f s\n", runs, failed, tu_now() - t0);
-  return failed ? 1 : 0;
+  oh_forced f;
+  if (!oh_forced_open(&f)) return 1;
+  f.runs = 1, f.failed = !plan_ok(f.ctx);
+  oh_forced_run(&f, cases, sizeof cases / sizeof *cases, sizeof *cases, &ops);
+  return oh_forced_close(&f, "test_rwkv7_forced");
 }

@@ -18,15 +18,7 @@
 
 static int g_failures = 0;
 
-#define CHECK(cond, ...)                            \
-  do {                                              \
-    if (!(cond)) {                                  \
-      printf("  FAIL %s:%d: ", __FILE__, __LINE__); \
-      printf(__VA_ARGS__);                          \
-      printf("\n");                                 \
-      ++g_failures;                                 \
-    }                                               \
-  } while (0)
+#define CHECK(cond, ...) TU_CHECK(g_failures, cond, __VA_ARGS__)
 
 typedef struct {
   ref_rwkv7_problem p;

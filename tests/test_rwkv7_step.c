@@ -13,6 +13,7 @@
  *
  * Environment: FCL_DEVICE, FCL_TEST_FILTER (cases whose name contains it),
  * FCL_TEST_VERBOSE. */
+#include "op_forced.h"
 #include "op_rwkv7.h"
 #define FCL_STATIC_LINKING_ONLY
 #include "flashcl_tuning.h"
@@ -81,7 +82,8 @@ static int plan_ok(fcl_context *ctx) {
 }
 
 /* The forward of c twice: the same bytes (o and ht). */
-static int rerun_ok(fcl_context *ctx, const step_case *sc, fcl_dtype dt) {
+static int rerun_ok(fcl_context *ctx, const void *row, fcl_dtype dt) {
+  const step_case *sc = row;
   const oh_rwkv7_case *c = &sc->c;
   const ref_rwkv7_problem p = {c->b, c->t, c->h, c->dk ? c->dk : 64, c->dv ? c->dv : 64, 0.0,
                                c->reverse, NULL};
@@ -113,40 +115,32 @@ static int rerun_ok(fcl_context *ctx, const step_case *sc, fcl_dtype dt) {
   return same;
 }
 
+static const fcl_variant *g_step;
+
+static void describe(const void *row, oh_forced_row *out) {
+  const step_case *sc = row;
+  out->name = sc->c.name, out->dtypes = sc->c.dtypes;
+  snprintf(out->label, sizeof out->label, "%s", sc->params ? sc->params : "own");
+  out->twice = sc->params && !sc->c.nseq;
+}
+
+static fcl_status force(fcl_context *ctx, const void *row) {
+  return fcl_tuning_override(ctx, g_step, row ? ((const step_case *)row)->params : NULL);
+}
+
+static void run(oh_forced *f, const void *row, fcl_dtype dt) {
+  const step_case *sc = row;
+  ++f->runs;
+  f->failed += !oh_rwkv7_case_run(f->ctx, &sc->c, dt, f->verbose);
+}
+
+static const oh_forced_ops ops = {describe, force, run, rerun_ok};
+
 int main(void) {
-  const double t0 = tu_now();
-  const int verbose = getenv("FCL_TEST_VERBOSE") != NULL;
-  fcl_context *ctx = NULL;
-  if (fcl_context_create(NULL, &ctx) != FCL_OK) {
-    printf("FAIL: fcl_context_create: %s\n", fcl_context_last_error(NULL));
-    return 1;
-  }
-  printf("device: %s\n", fcl_context_device_name(ctx));
-  const fcl_variant *step = fcl_variant_find("rwkv7_step");
-  int runs = 1, failed = !step || !plan_ok(ctx);
-  const char *last = "";
-  for (size_t i = 0; step && i < sizeof cases / sizeof cases[0]; ++i) {
-    const step_case *sc = &cases[i];
-    if (!oh_selected(sc->c.name)) continue;
-    for (int t = FCL_F32; t <= FCL_BF16; ++t) {
-      if (!(sc->c.dtypes & OH_DT(t))) continue;
-      ++runs;
-      if (fcl_tuning_override(ctx, step, sc->params) != FCL_OK) {
-        printf("FAIL %s: override %s: %s\n", sc->c.name, sc->params, fcl_context_last_error(ctx));
-        ++failed;
-        continue;
-      }
-      printf("[%s] ", sc->params ? sc->params : "own");
-      failed += !oh_rwkv7_case_run(ctx, &sc->c, (fcl_dtype)t, verbose);
-      if (sc->params && strcmp(last, sc->params) != 0 && !sc->c.nseq) { /* once a set */
-        last = sc->params;
-        ++runs;
-        failed += !rerun_ok(ctx, sc, (fcl_dtype)t);
-      }
-    }
-  }
-  if (step) fcl_tuning_override(ctx, step, NULL);
-  fcl_context_destroy(ctx);
-  printf("test_rwkv7_step: %d runs, %d failed; %.1f s\n", runs, failed, tu_now() - t0);
-  return failed ? 1 : 0;
+  oh_forced f;
+  if (!oh_forced_open(&f)) return 1;
+  g_step = fcl_variant_find("rwkv7_step");
+  f.runs = 1, f.failed = !g_step || !plan_ok(f.ctx);
+  if (g_step) oh_forced_run(&f, cases, sizeof cases / sizeof *cases, sizeof *cases, &ops);
+  return oh_forced_close(&f, "test_rwkv7_step");
 }

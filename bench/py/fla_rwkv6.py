@@ -20,11 +20,11 @@ flash-linear-attention / fla-core.
       --dtype bf16,f32 [--impl chunk,fused_recurrent] [--json]
 """
 import argparse
-import json
 import sys
 
 import torch
 
+import fla_sweep
 from cuda_timing import timed
 
 try:
@@ -63,37 +63,13 @@ def run(impl, b, t, h, k, v, dtn, iters, warmup):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--heads", type=int, default=32)
-    ap.add_argument("--seqlen", default="4096", help="comma-separated T values")
-    ap.add_argument("--head-dim", type=int, default=64, help="K")
-    ap.add_argument("--head-dim-v", type=int, default=0, help="V (default K)")
-    ap.add_argument("--dtype", default="bf16,f32")
-    ap.add_argument("--impl", default="chunk,fused_recurrent")
-    ap.add_argument("--iters", type=int, default=10)
-    ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--json", action="store_true", help="JSON rows instead of the table")
+    fla_sweep.add_args(ap)
     a = ap.parse_args()
-    if not torch.cuda.is_available():
-        sys.exit("fla_rwkv6.py: no CUDA device")
-    v = a.head_dim_v or a.head_dim
-    rows = []
-    if not a.json:
-        print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}")
-        print(f"{'impl':<20} {'dtype':<5} {'B':>3} {'T':>6} {'H':>3} {'K':>4} {'V':>4} "
-              f"{'fwd ms':>9} {'bwd ms':>9}")
-    for t in (int(x) for x in a.seqlen.split(",")):
-        for dtn in a.dtype.split(","):
-            for impl in a.impl.split(","):
-                row = run(impl, a.batch, t, a.heads, a.head_dim, v, dtn, a.iters, a.warmup)
-                rows.append(row)
-                if not a.json:
-                    print(f"{row['impl']:<20} {dtn:<5} {a.batch:>3} {t:>6} {a.heads:>3} "
-                          f"{a.head_dim:>4} {v:>4} {row['fwd_ms']:>9.3f} {row['bwd_ms']:>9.3f}",
-                          flush=True)
-    if a.json:
-        json.dump(rows, sys.stdout, indent=1)
-        print()
+    fla_sweep.sweep(
+        a, "fla_rwkv6.py", f"{'fwd ms':>9} {'bwd ms':>9}",
+        lambda impl, t, dtn, v: run(impl, a.batch, t, a.heads, a.head_dim, v, dtn, a.iters,
+                                    a.warmup),
+        lambda row: f"{row['fwd_ms']:>9.3f} {row['bwd_ms']:>9.3f}")
 
 
 if __name__ == "__main__":

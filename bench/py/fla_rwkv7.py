@@ -24,12 +24,12 @@ flash-linear-attention / fla-core.
       --dtype bf16,f32 [--impl chunk,fused_recurrent] [--graph 100] [--no-bwd] [--json]
 """
 import argparse
-import json
 import math
 import sys
 
 import torch
 
+import fla_sweep
 from cuda_timing import graph_per_call_us, timed
 
 try:
@@ -88,42 +88,17 @@ def fmt(x, spec):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--heads", type=int, default=32)
-    ap.add_argument("--seqlen", default="4096", help="comma-separated T values")
-    ap.add_argument("--head-dim", type=int, default=64, help="K")
-    ap.add_argument("--head-dim-v", type=int, default=0, help="V (default K)")
-    ap.add_argument("--dtype", default="bf16,f32")
-    ap.add_argument("--impl", default="chunk,fused_recurrent")
-    ap.add_argument("--iters", type=int, default=10)
-    ap.add_argument("--warmup", type=int, default=3)
+    fla_sweep.add_args(ap)
     ap.add_argument("--graph", type=int, default=0,
                     help="also the forward's GPU time a call from N calls in a CUDA graph")
     ap.add_argument("--no-bwd", action="store_true", help="the forward only")
-    ap.add_argument("--json", action="store_true", help="JSON rows instead of the table")
     a = ap.parse_args()
-    if not torch.cuda.is_available():
-        sys.exit("fla_rwkv7.py: no CUDA device")
-    v = a.head_dim_v or a.head_dim
-    rows = []
-    if not a.json:
-        print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}")
-        print(f"{'impl':<20} {'dtype':<5} {'B':>3} {'T':>6} {'H':>3} {'K':>4} {'V':>4} "
-              f"{'fwd ms':>9} {'fwd us/graph':>12} {'bwd ms':>9}")
-    for t in (int(x) for x in a.seqlen.split(",")):
-        for dtn in a.dtype.split(","):
-            for impl in a.impl.split(","):
-                row = run(impl, a.batch, t, a.heads, a.head_dim, v, dtn, a.iters, a.warmup,
-                          a.graph, not a.no_bwd)
-                rows.append(row)
-                if not a.json:
-                    print(f"{row['impl']:<20} {dtn:<5} {a.batch:>3} {t:>6} {a.heads:>3} "
-                          f"{a.head_dim:>4} {v:>4} {fmt(row['fwd_ms'], '>9.3f')} "
-                          f"{fmt(row.get('fwd_graph_us'), '>12.2f')} "
-                          f"{fmt(row.get('bwd_ms'), '>9.3f')}", flush=True)
-    if a.json:
-        json.dump(rows, sys.stdout, indent=1)
-        print()
+    fla_sweep.sweep(
+        a, "fla_rwkv7.py", f"{'fwd ms':>9} {'fwd us/graph':>12} {'bwd ms':>9}",
+        lambda impl, t, dtn, v: run(impl, a.batch, t, a.heads, a.head_dim, v, dtn, a.iters,
+                                    a.warmup, a.graph, not a.no_bwd),
+        lambda row: f"{fmt(row['fwd_ms'], '>9.3f')} {fmt(row.get('fwd_graph_us'), '>12.2f')} "
+                    f"{fmt(row.get('bwd_ms'), '>9.3f')}")
 
 
 if __name__ == "__main__":

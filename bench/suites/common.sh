@@ -14,6 +14,10 @@
 #                  HBM3" -> results/nvidia-h100-80gb-hbm3)
 #   --dry-run      print each step's command line instead of running it
 #   -h, --help     the suite's own header
+# and, for a suite that sets suite_shapes (how many numbered shapes it has)
+# before sourcing this file:
+#   --shapes 1,3   those shapes only, as shapes_sel ("1 3"; default: the
+#                  SHAPES environment variable, else all)
 # and sets: me, here (bench/), py (bench/py), build, out, fab (fa-bench and
 # its --device, an array), dev_args (--device SEL, or nothing), dry,
 # status; and the step functions: a failing step is reported, the others
@@ -34,6 +38,15 @@ dry=0
 suite_help() { # the suite's header comment, without the #!
   sed -n '2,/^[^#]/{/^# shellcheck/d;/^#/{s/^# \{0,1\}//;p}}' "$0"
 }
+if [[ -n ${suite_shapes:-} ]]; then
+  shapes_sel=${SHAPES:-$(seq -s ' ' 1 "$suite_shapes")}
+  suite_arg() {
+    case $1 in
+      --shapes) shapes_sel=${2//,/ } ;;
+      *) return 1 ;;
+    esac
+  }
+fi
 while (($#)); do
   case $1 in
     --device | --build | --out)
@@ -64,6 +77,14 @@ while (($#)); do
       fi ;;
   esac
 done
+if [[ -n ${suite_shapes:-} ]]; then
+  for n in $shapes_sel; do
+    if ! [[ $n =~ ^[0-9]+$ ]] || ((n < 1 || n > suite_shapes)); then
+      echo "$me: shape $n is not $(seq -s ', ' 1 $((suite_shapes - 1))) or $suite_shapes" >&2
+      exit 2
+    fi
+  done
+fi
 
 fab=("$build/bench/fa-bench")
 dev_args=()

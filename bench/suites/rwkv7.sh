@@ -23,17 +23,8 @@
 # from the wheels in bench/vendor, as for bench/suites/rwkv6.sh. A failing
 # step is reported and the others still run; the exit status is 1 if any
 # failed.
-shapes_sel=${SHAPES:-1 2 3}
-suite_arg() {
-  case $1 in
-    --shapes) shapes_sel=${2//,/ } ;;
-    *) return 1 ;;
-  esac
-}
+suite_shapes=3 # common.sh: --shapes, as shapes_sel
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-for n in $shapes_sel; do
-  [[ $n == [123] ]] || { echo "$me: shape $n is not 1, 2 or 3" >&2; exit 2; }
-done
 
 shapes=("--batch 8 --heads 32 --seqlen 4096 --head-dim 64"
         "--batch 2 --heads 32 --seqlen 16384 --head-dim 64"

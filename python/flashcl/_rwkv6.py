@@ -8,9 +8,9 @@ from . import _capi
 from ._config import config_info_of
 from ._context import RWKV6_ALGORITHMS
 from ._errors import invalid
+from ._rwkv import check_4d, fill_sequences
 from ._tensors import (check_dtype_arg, empty, expect_shape, fcl_dtype, output, raw,
-                       resolve_context, scale_arg, tensor)
-from ._attention import _cu_seqlens
+                       resolve_context, tensor)
 
 lib = _capi.lib
 
@@ -20,32 +20,14 @@ def rwkv6_desc(ctx, r, k, v, w, scale=None, reverse=False, cu_seqlens=None,
     """The fcl_rwkv6_desc of a call, the state shape and kept objects."""
     check_dtype_arg(dtype)
     d, keep = _capi.rwkv6_desc(), []
-    for name, a in (("r", r), ("k", k), ("v", v), ("w", w)):
-        if getattr(a, "ndim", None) != 4:
-            raise invalid("%s: has %s dimensions, must have 4 (batch, seqlen, heads, "
-                          "head_dim)" % (name, getattr(a, "ndim", "no")))
-    B, T, H, K = r.shape
-    V = v.shape[3]
-    expect_shape(k, "k", r.shape, "r's shape")
-    expect_shape(w, "w", r.shape, "r's shape")
-    expect_shape(v, "v", (B, T, H, V), "batch, seqlen, heads of r")
-    d.heads, d.head_dim_k, d.head_dim_v = H, K, V
-    if cu_seqlens is not None:
-        if B != 1:
-            raise invalid("r: batch is %d; with cu_seqlens the sequences are packed "
-                          "along seqlen of batch 1 (as fla)" % B)
-        d.cu_seqlens, d.cu_seqlens_host, d.seqlen, d.batch = _cu_seqlens(
-            ctx, cu_seqlens, "cu_seqlens", None, keep)
-    else:
-        d.batch, d.seqlen = B, T
-    d.scale = scale_arg(scale)
-    d.reverse = 1 if reverse else 0
+    check_4d((("r", r), ("k", k), ("v", v), ("w", w)))
+    state = fill_sequences(ctx, d, r, v, (("k", k), ("w", w)), cu_seqlens, scale, reverse, keep)
     alg = "auto" if algorithm is None else str(algorithm).lower()
     if alg not in RWKV6_ALGORITHMS:
         raise invalid("algorithm: %r is not one of %s" % (algorithm, ", ".join(
             RWKV6_ALGORITHMS)))
     d.algorithm = RWKV6_ALGORITHMS[alg]
-    return d, (d.batch, H, K, V), keep
+    return d, state, keep
 
 
 def rwkv6(r, k, v, w, u, scale=None, initial_state=None, output_final_state=False,

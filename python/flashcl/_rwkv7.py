@@ -7,9 +7,9 @@ import numpy as np
 from . import _capi
 from ._config import config_info_of
 from ._errors import invalid
+from ._rwkv import check_4d, fill_sequences
 from ._tensors import (check_dtype_arg, empty, expect_shape, fcl_dtype, output, raw,
-                       resolve_context, scale_arg, tensor)
-from ._attention import _cu_seqlens
+                       resolve_context, tensor)
 
 lib = _capi.lib
 _NAMES = ("r", "w", "k", "v", "a", "b")
@@ -20,28 +20,11 @@ def rwkv7_desc(ctx, r, w, k, v, a, b, scale=None, reverse=False, cu_seqlens=None
     """The fcl_rwkv7_desc of a call, the state shape and kept objects."""
     check_dtype_arg(dtype)
     d, keep = _capi.rwkv7_desc(), []
-    for name, x in zip(_NAMES, (r, w, k, v, a, b)):
-        if getattr(x, "ndim", None) != 4:
-            raise invalid("%s: has %s dimensions, must have 4 (batch, seqlen, heads, "
-                          "head_dim)" % (name, getattr(x, "ndim", "no")))
-    B, T, H, K = r.shape
-    V = v.shape[3]
-    for name, x in (("w", w), ("k", k), ("a", a), ("b", b)):
-        expect_shape(x, name, r.shape, "r's shape")
-    expect_shape(v, "v", (B, T, H, V), "batch, seqlen, heads of r")
-    d.heads, d.head_dim_k, d.head_dim_v = H, K, V
-    if cu_seqlens is not None:
-        if B != 1:
-            raise invalid("r: batch is %d; with cu_seqlens the sequences are packed "
-                          "along seqlen of batch 1 (as fla)" % B)
-        d.cu_seqlens, d.cu_seqlens_host, d.seqlen, d.batch = _cu_seqlens(
-            ctx, cu_seqlens, "cu_seqlens", None, keep)
-    else:
-        d.batch, d.seqlen = B, T
-    d.scale = scale_arg(scale)
-    d.reverse = 1 if reverse else 0
+    check_4d(zip(_NAMES, (r, w, k, v, a, b)))
+    state = fill_sequences(ctx, d, r, v, (("w", w), ("k", k), ("a", a), ("b", b)), cu_seqlens,
+                           scale, reverse, keep)
     d.decay_lower_bound = 0.0 if decay_lower_bound is None else float(decay_lower_bound)
-    return d, (d.batch, H, K, V), keep
+    return d, state, keep
 
 
 def rwkv7(r, w, k, v, a, b, scale=None, initial_state=None, output_final_state=False,

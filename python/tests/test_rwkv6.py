@@ -5,6 +5,7 @@ import pytest
 import flashcl
 import reference as ref
 from helpers import TOL_RWKV6, TOL_STATE, assert_close, dev, rand, storage, values
+from rwkv_seqs import dense, packed, per_seq
 
 
 def inputs(rng, dt, B, T, H, K, V):
@@ -16,15 +17,8 @@ def inputs(rng, dt, B, T, H, K, V):
 
 
 def per_seq_ref(r, k, v, w, u, scale, h0, reverse, seqs):
-    """o and final states over sequences given as (batch index, time slice)."""
-    o = np.zeros(v.shape)
-    hts = []
-    for n, (b, ts) in enumerate(seqs):
-        ob, ht, _ = ref.rwkv6(r[b, ts], k[b, ts], v[b, ts], w[b, ts], u, scale,
-                              None if h0 is None else h0[n], reverse)
-        o[b, ts] = ob
-        hts.append(ht)
-    return o, np.stack(hts)
+    return per_seq(lambda b, ts, h: ref.rwkv6(r[b, ts], k[b, ts], v[b, ts], w[b, ts], u, scale,
+                                              h, reverse), v.shape, h0, seqs)
 
 
 @pytest.mark.parametrize("dt,algorithm", [("f32", "recurrent"), ("f32", "chunked"),
@@ -36,19 +30,18 @@ def test_forward_states(ctx, rng, dt, algorithm):
     o, ht = flashcl.rwkv6(*(dev(ctx, a) for a in dev_in), initial_state=dev(ctx, h0),
                           output_final_state=True, algorithm=algorithm, dtype=dt)
     o_ref, ht_ref = per_seq_ref(r, k, v, w, u, K ** -0.5, h0.astype(np.float64), False,
-                                [(b, slice(None)) for b in range(B)])
+                                dense(B))
     assert_close("o", values(o.get(), dt), o_ref, TOL_RWKV6[dt])
     assert_close("ht", ht.get(), ht_ref, TOL_STATE)
 
 
 def test_forward_reverse_varlen_scale(ctx, rng):
     lens = [4, 1, 6]
-    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    cu, seqs = packed(lens)
     dev_in, (r, k, v, w, u) = inputs(rng, "f32", 1, cu[-1], 2, 8, 8)
     o, ht = flashcl.rwkv6(*(dev(ctx, a) for a in dev_in), scale=0.7, reverse=True,
                           cu_seqlens=cu, output_final_state=True)
     assert ht.shape == (3, 2, 8, 8)
-    seqs = [(0, slice(cu[n], cu[n + 1])) for n in range(3)]
     o_ref, ht_ref = per_seq_ref(r, k, v, w, u, 0.7, None, True, seqs)
     assert_close("o", o.get(), o_ref, TOL_RWKV6["f32"])
     assert_close("ht", ht.get(), ht_ref, TOL_STATE)

@@ -5,6 +5,7 @@ import pytest
 import flashcl
 import reference as ref
 from helpers import TOL_RWKV6, TOL_STATE, assert_close, dev, rand, storage, values
+from rwkv_seqs import dense, packed, per_seq
 
 
 def inputs(rng, dt, B, T, H, K, V):
@@ -21,15 +22,8 @@ def inputs(rng, dt, B, T, H, K, V):
 
 
 def per_seq_ref(x, scale, h0, reverse, seqs):
-    """o and final states over sequences given as (batch index, time slice)."""
-    o = np.zeros(x[3].shape)
-    hts = []
-    for n, (bi, ts) in enumerate(seqs):
-        ob, ht, _ = ref.rwkv7(*(y[bi, ts] for y in x), scale,
-                              None if h0 is None else h0[n], reverse)
-        o[bi, ts] = ob
-        hts.append(ht)
-    return o, np.stack(hts)
+    return per_seq(lambda bi, ts, h: ref.rwkv7(*(y[bi, ts] for y in x), scale, h, reverse),
+                   x[3].shape, h0, seqs)
 
 
 # T = 2: the step kernel (forwards of up to 4 positions); T = 11: the recurrent one.
@@ -41,19 +35,18 @@ def test_forward_states(ctx, rng, dt, T):
     o, ht = flashcl.rwkv7(*(dev(ctx, a) for a in dev_in), initial_state=dev(ctx, h0),
                           output_final_state=True, dtype=dt)
     o_ref, ht_ref = per_seq_ref(x, K ** -0.5, h0.astype(np.float64), False,
-                                [(bi, slice(None)) for bi in range(B)])
+                                dense(B))
     assert_close("o", values(o.get(), dt), o_ref, TOL_RWKV6[dt])
     assert_close("ht", ht.get(), ht_ref, TOL_STATE)
 
 
 def test_forward_reverse_varlen_scale(ctx, rng):
     lens = [4, 1, 6]
-    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    cu, seqs = packed(lens)
     dev_in, x = inputs(rng, "f32", 1, cu[-1], 2, 8, 8)
     o, ht = flashcl.rwkv7(*(dev(ctx, a) for a in dev_in), scale=1.0, reverse=True,
                           cu_seqlens=cu, output_final_state=True)
     assert ht.shape == (3, 2, 8, 8)
-    seqs = [(0, slice(cu[n], cu[n + 1])) for n in range(3)]
     o_ref, ht_ref = per_seq_ref(x, 1.0, None, True, seqs)
     assert_close("o", o.get(), o_ref, TOL_RWKV6["f32"])
     assert_close("ht", ht.get(), ht_ref, TOL_STATE)

@@ -12,6 +12,19 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+
+/* ---- checks of the device-free tests ------------------------------------ */
+/* A false cond: its place and the printf-style message, ++failures. */
+#define TU_CHECK(failures, cond, ...)                \
+  do {                                               \
+    if (!(cond)) {                                   \
+      printf("  FAIL %s:%d: ", __FILE__, __LINE__);  \
+      printf(__VA_ARGS__);                           \
+      printf("\n");                                  \
+      ++(failures);                                  \
+    }                                                \
+  } while (0)
 
 /* ---- deterministic RNG (splitmix64) ------------------------------------ */
 typedef struct {
