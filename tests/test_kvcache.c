@@ -365,15 +365,8 @@ int main(void) {
   memset(&st, 0, sizeof st);
   ++st.run;
   st.failed += reference_checks();
-  fcl_context *ctx = NULL;
-  const fcl_status s0 = fcl_context_create(NULL, &ctx);
-  if (s0 != FCL_OK) {
-    printf("FAIL: fcl_context_create(NULL) with FCL_DEVICE=%s: %s: %s\n",
-           getenv("FCL_DEVICE") ? getenv("FCL_DEVICE") : "(unset)", fcl_status_string(s0),
-           fcl_context_last_error(NULL));
-    return 1;
-  }
-  printf("device: %s\n", fcl_context_device_name(ctx));
+  fcl_context *ctx = oh_open_context(); /* and its device line */
+  if (!ctx) return 1;
   expect_decode_mma(ctx, &st);
   run_table(ctx, kv_cases, COUNT(kv_cases), &st);
   run_splits(ctx, &st);

@@ -181,15 +181,8 @@ int main(void) {
   memset(&st, 0, sizeof st);
   st.run += 4;
   st.failed += check_vec_selftest();
-  fcl_context *ctx = NULL;
-  const fcl_status s0 = fcl_context_create(NULL, &ctx);
-  if (s0 != FCL_OK) {
-    printf("FAIL: fcl_context_create(NULL) with FCL_DEVICE=%s: %s: %s\n",
-           getenv("FCL_DEVICE") ? getenv("FCL_DEVICE") : "(unset)", fcl_status_string(s0),
-           fcl_context_last_error(NULL));
-    return 1;
-  }
-  printf("device: %s\n", fcl_context_device_name(ctx));
+  fcl_context *ctx = oh_open_context(); /* and its device line */
+  if (!ctx) return 1;
   for (size_t i = 0; i < COUNT(kvq_cases); ++i)
     for (int t = FCL_F32; t <= FCL_BF16; ++t)
       if ((kvq_cases[i].dtypes & OH_DT(t)) && oh_selected(kvq_cases[i].name))
