@@ -97,6 +97,10 @@ typedef struct {
  * registers, loops; NULL when they do. */
 const char *fcl_rwkv_block_misfit(const fcl_rwkv_block_costs *k, const fcl_device_info *dev,
                                   int K, int V, int KS, int VS, int VC, const fcl_config *cfg);
+/* Whether fa-tune tries such blocks: on a GPU the state block stays in
+ * registers, and past 64 floats a work-item it spills (minutes to build,
+ * far slower than the defaults: docs/defaults.md); warps whole. */
+bool fcl_rwkv_block_worth_trying(const fcl_device_info *dev, int K, int KS, int VS, int VC);
 
 /* rwkv_recurrent.c: the fused recurrent forward variants (state blocks as
  * above, TC positions a chunk of loads): their parameters, and the pieces

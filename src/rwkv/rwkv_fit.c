@@ -31,3 +31,9 @@ const char *fcl_rwkv_block_misfit(const fcl_rwkv_block_costs *k, const fcl_devic
     return "more loop iterations than the device allows";
   return NULL;
 }
+
+bool fcl_rwkv_block_worth_trying(const fcl_device_info *dev, int K, int KS, int VS, int VC) {
+  if (dev->is_cpu) return true;
+  if (ceil_div(K, KS) * VC > 64) return false;
+  return fcl_whole_warps(dev, (size_t)VS * KS);
+}

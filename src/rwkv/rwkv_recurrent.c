@@ -39,13 +39,8 @@ void fcl_rwkv_fwd_point(const fcl_tuning_class *c, const int *v, fcl_config *cfg
   r->VS = v[2], r->VC = v[3];
 }
 
-/* A GPU keeps the state block in registers: past 64 floats it spills,
- * and such a block takes minutes to build and runs far slower than the
- * defaults (the H100's figures: docs/defaults.md), so fa-tune skips it. */
 bool fcl_rwkv_fwd_worth_trying(const fcl_device_info *dev, const fcl_tuning_class *c,
                                const fcl_config *cfg) {
   const params *r = FCL_CPARAMS(params, cfg);
-  if (dev->is_cpu) return true;
-  if (ceil_div(c->head_dim, r->KS) * r->VC > 64) return false;
-  return fcl_whole_warps(dev, (size_t)r->VS * r->KS);
+  return fcl_rwkv_block_worth_trying(dev, (int)c->head_dim, r->KS, r->VS, r->VC);
 }

@@ -63,14 +63,10 @@ void fcl_rwkv_step_point(const fcl_tuning_class *c, const int *v, fcl_config *cf
   p->VS = v[1], p->VC = v[2];
 }
 
-/* Past 64 floats of state a work-item a GPU spills (as the recurrent
- * kernels' blocks); warps whole. */
 bool fcl_rwkv_step_worth_trying(const fcl_device_info *dev, const fcl_tuning_class *c,
                                 const fcl_config *cfg) {
   const params *p = FCL_CPARAMS(params, cfg);
-  if (dev->is_cpu) return true;
-  if (ceil_div(c->head_dim, p->KS) * p->VC > 64) return false;
-  return fcl_whole_warps(dev, (size_t)p->VS * p->KS);
+  return fcl_rwkv_block_worth_trying(dev, (int)c->head_dim, p->KS, p->VS, p->VC);
 }
 
 int fcl_rwkv_step_positions(int64_t seqlen) {
