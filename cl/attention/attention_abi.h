@@ -104,14 +104,18 @@ typedef struct {
 } fcl_attn_fwd_scalars;
 
 /* The decode kernels' (kvcache_tile.cl's KV_DECODE_PARAMS); kn_*, vn_*:
- * the views of k_new and v_new, for the fused append. */
+ * the views of k_new and v_new, for the fused append; *_mul and *_shift:
+ * the fast divisions by group, heads_kv, page_size and min_split_keys
+ * (kvcache_common.cl's KV_DIV). */
 #define FCL_KV_DECODE_SCALARS(L, I, F)                                              \
   FCL_ABI_VIEWS(L) L(q_tokens) L(lse_len) L(kn_off) L(kn_sb) L(kn_ss) L(kn_sh)      \
   L(vn_off) L(vn_sb) L(vn_ss) L(vn_sh)                                              \
   I(batch) I(seqlen_q) I(heads_q) I(group) I(heads_kv) I(capacity) I(cache_batch)   \
   I(page_size) I(num_pages) I(pages_per_seq) I(rotary_dim) I(rotary_positions)      \
   I(window_left) I(window_right) F(qk_scale) F(softcap_l2) I(num_splits)             \
-  I(min_split_keys) I(fixed_len) I(kv_flags) I(flags) I(scale_heads)
+  I(min_split_keys) I(fixed_len) I(kv_flags) I(flags) I(scale_heads)                \
+  I(group_mul) I(group_shift) I(heads_kv_mul) I(heads_kv_shift) I(page_size_mul)     \
+  I(page_size_shift) I(min_split_keys_mul) I(min_split_keys_shift)
 typedef struct {
   FCL_KV_DECODE_SCALARS(FCL_ABI_LONG_, FCL_ABI_INT_, FCL_ABI_FLOAT_)
 } fcl_kv_decode_scalars;

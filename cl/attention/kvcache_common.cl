@@ -14,6 +14,16 @@
 #define KV_UNPACK_I_(n) const int n = kv_args_.n;
 #define KV_UNPACK_F_(n) const float n = kv_args_.n;
 
+/* n / d for 0 <= n < 2^31, where d is one of the decode's run-time
+ * divisors (group, heads_kv, page_size, min_split_keys), by the
+ * multiplier and shift the host found for it (kvcache_decode.c,
+ * fastdiv): a multiply-high, an add and a shift. A division by a run-time
+ * value is about twenty instructions in one dependent chain, and a decode
+ * of a short context runs one warp a scheduler, so the chains are its
+ * time. KV_MOD is n % d. */
+#define KV_DIV(n, d) ((int)((mul_hi((uint)(n), (uint)d##_mul) + (uint)(n)) >> d##_shift))
+#define KV_MOD(n, d) ((n) - KV_DIV(n, d) * (d))
+
 /* One sequence of a KV-cache call. */
 typedef struct {
   int  c;    /* cached tokens before the call, in [0, capacity]          */

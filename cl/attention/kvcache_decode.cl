@@ -92,11 +92,11 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
         const int j_ = lo + (x) * BN + i_;                                         \
         int pg_ = -1;                                                              \
         if ((x) < blk1 && j_ < hi) {                                               \
-          pg_ = block_table[(long)b * pages_per_seq + j_ / page_size];             \
+          pg_ = block_table[(long)b * pages_per_seq + KV_DIV(j_, page_size)];      \
           if (pg_ >= num_pages) pg_ = -1;                                          \
         }                                                                          \
         pg_s[((x) % 3) * BN + i_] = pg_ < 0 ? -1 : pg_;                            \
-        sl_s[((x) % 3) * BN + i_] = j_ % page_size;                                \
+        sl_s[((x) % 3) * BN + i_] = KV_MOD(j_, page_size);                         \
       }                                                                            \
   } while (0)
 
@@ -149,7 +149,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int i = lid; i < ROWS * BN; i += WG) { /* scores, log2 domain */
       const int r = i / BN, kk = i % BN, j = j0 + kk, g = row0 + r;
-      const int t = g / group, h = hk * group + g % group;
+      const int t = KV_DIV(g, group), h = hk * group + g - t * group;
       float x = -INFINITY;
       if (t < s.n && j < hi && attn_visible(t, j, s.diag, s.sk, window_left, window_right)) {
         float sum = 0.0f, tt;

@@ -168,9 +168,10 @@ inline float kvm_elem(float4 x, int e) { return e == 0 ? x.x : e == 1 ? x.y : e 
  * found with it, once a step: the step's keys are the 16 slots after it
  * in the same page. */
 inline int kvm_page(int j, bool ok, int kv_flags, const __global int *block_table, int b,
-                    int pages_per_seq, int page_size, int num_pages) {
+                    int pages_per_seq, int page_size, int num_pages, int page_size_mul,
+                    int page_size_shift) {
   if (!(kv_flags & FCL_KV_PAGED) || !ok) return -1;
-  const int pg = block_table[(long)b * pages_per_seq + j / page_size];
+  const int pg = block_table[(long)b * pages_per_seq + KV_DIV(j, page_size)];
   return pg >= 0 && pg < num_pages ? pg : -1;
 }
 
@@ -204,8 +205,9 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
   FCL_UNROLL for (int u_ = 0; u_ < KSUB; ++u_) {                                   \
     const int j_ = KEY0(x) + 16 * u_;                                              \
     (ids)[u_] = kvm_page(j_, (x) < blk1 && j_ < hi, kv_flags, block_table, b,      \
-                         pages_per_seq, page_size, num_pages);                     \
-    sl[u_] = (kv_flags & FCL_KV_PAGED) ? j_ % page_size : 0;                       \
+                         pages_per_seq, page_size, num_pages, page_size_mul,       \
+                         page_size_shift);                                         \
+    sl[u_] = (kv_flags & FCL_KV_PAGED) ? KV_MOD(j_, page_size) : 0;                \
   }
   int pg[KSUB], sl[KSUB];
   kc_raw kr[KSUB][2][NKL];
@@ -262,10 +264,10 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
   float slope[2];
   FCL_UNROLL for (int hh = 0; hh < 2; ++hh) {
     const int gr = row0 + g + 8 * hh;
-    tok[hh] = gr / group;
+    tok[hh] = KV_DIV(gr, group);
     live[hh] = g + 8 * hh < ROWS && tok[hh] < s.n;
     slope[hh] = live[hh] && (flags & FCL_ATTN_ALIBI)
-                    ? alibi[hk * group + gr % group] * FCL_LOG2E : 0.0f;
+                    ? alibi[hk * group + gr - tok[hh] * group] * FCL_LOG2E : 0.0f;
   }
 
   const float qk_s = qk_scale * KV_K_SCALE(hk); /* an fp8 K's scale folded in */

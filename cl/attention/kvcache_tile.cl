@@ -32,7 +32,8 @@
  * tokens, which lie side by side in a token-major cache, rather than
  * pieces of a head's row scattered over the cache. */
 #define KV_TILE_IDS                                                                \
-  const int hk = get_group_id(0) % heads_kv, split = get_group_id(0) / heads_kv;   \
+  const int split = KV_DIV((int)get_group_id(0), heads_kv);                        \
+  const int hk = (int)get_group_id(0) - split * heads_kv;                          \
   const int row0 = get_group_id(1) * ROWS, b = get_group_id(2)
 
 #define KV_SEQ(b)                                                                  \
@@ -77,7 +78,7 @@ inline long kv_lse_index(const kv_seq *s, int b, int t, int h, int heads_q, int 
 #define KV_TILE_Q(q_s)                                                             \
   for (int i_ = lid; i_ < ROWS * HEAD_DIM; i_ += WG) {                             \
     const int r_ = i_ / HEAD_DIM, d_ = i_ % HEAD_DIM, g_ = row0 + r_;               \
-    const int t_ = g_ / group, h_ = hk * group + g_ % group;                       \
+    const int t_ = KV_DIV(g_, group), h_ = hk * group + g_ - t_ * group;            \
     float x_ = 0.0f;                                                               \
     if (t_ < s.n) {                                                                \
       const long qi_ = kv_token_index(&s, b, t_, h_, q_off, q_sb, q_ss, q_sh);      \
@@ -97,7 +98,8 @@ inline long kv_lse_index(const kv_seq *s, int b, int t, int h, int heads_q, int 
  * the window are masked). */
 #define KV_TILE_KEYS(bn) KV_TILE_KEYS_FROM(bn, 1)
 #define KV_TILE_KEYS_FROM(bn, al)                                                  \
-  const int t_lo_ = row0 / group, t_hi_ = min(s.n - 1, (row0 + ROWS - 1) / group);  \
+  const int t_lo_ = KV_DIV(row0, group);                                           \
+  const int t_hi_ = min(s.n - 1, KV_DIV(row0 + ROWS - 1, group));                  \
   int lo = 0, hi = 0;                                                              \
   if (t_lo_ < s.n) {                                                               \
     lo = max(0, t_lo_ + s.diag - window_left) / (al) * (al);                       \
@@ -106,7 +108,7 @@ inline long kv_lse_index(const kv_seq *s, int b, int t, int h, int heads_q, int 
   const int nblk_ = hi > lo ? (hi - lo + (bn) - 1) / (bn) : 0;                     \
   int ns_ = num_splits;                                                            \
   if (min_split_keys > 0)                                                          \
-    ns_ = clamp((hi - lo + min_split_keys - 1) / min_split_keys, 1, ns_);          \
+    ns_ = clamp(KV_DIV(hi - lo + min_split_keys - 1, min_split_keys), 1, ns_);     \
   const int per_split_ = (nblk_ + ns_ - 1) / ns_;                                  \
   const int blk0 = split < ns_ ? split * per_split_ : nblk_;                       \
   const int blk1 = min(nblk_, blk0 + per_split_);                                  \
@@ -183,7 +185,7 @@ inline float kv_part_peek(__global float *p) { /* leaves it */
 #define KV_TILE_STORE(out_s, m_of, l_of)                                           \
   for (int i_ = lid; i_ < ROWS * HEAD_DIM_V; i_ += WG) {                           \
     const int r_ = i_ / HEAD_DIM_V, d_ = i_ % HEAD_DIM_V, g_ = row0 + r_;           \
-    const int t_ = g_ / group, h_ = hk * group + g_ % group;                       \
+    const int t_ = KV_DIV(g_, group), h_ = hk * group + g_ - t_ * group;            \
     if (t_ >= s.n) continue;                                                       \
     const float l_ = (l_of)[r_];                                                   \
     const float val_ = l_ > 0.0f ? (out_s)[i_] * KV_V_SCALE(hk) / l_ : 0.0f;       \

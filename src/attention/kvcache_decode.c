@@ -159,9 +159,23 @@ void fcl_kvcache_layout_args(fcl_args *a, const fcl_kvcache_desc *d) {
   for (int i = 0; i < 5; ++i) FCL_ARG(a, l[i]);
 }
 
+/* The multiplier and shift that divide 0 <= n < 2^31 by d >= 1 as
+ * (mul_hi(n, mul) + n) >> shift (kvcache_common.cl's KV_DIV): shift =
+ * ceil(log2 d), mul = floor(2^32 (2^shift - d) / d) + 1, the round-up
+ * method of Granlund and Montgomery with the 33rd bit of the sum spared by
+ * n < 2^31. d < 1 (min_split_keys 0: unused) gets the identity. */
+static void fastdiv(cl_int d, cl_int *mul, cl_int *shift) {
+  int s = 0;
+  while (s < 31 && ((int64_t)1 << s) < d) ++s;
+  const uint64_t m = d >= 1 ? ((uint64_t)1 << 32) * (((uint64_t)1 << s) - (uint64_t)d) /
+                                      (uint64_t)d + 1
+                            : 1;
+  *mul = (cl_int)(uint32_t)m, *shift = d >= 1 ? s : 0;
+}
+
 /* The decode kernels' arguments (KV_DECODE_PARAMS): the buffers, then the
  * scalars in one struct (attention_abi.h). */
-_Static_assert(sizeof(fcl_kv_decode_scalars) == 26 * 8 + 22 * 4,
+_Static_assert(sizeof(fcl_kv_decode_scalars) == 26 * 8 + 30 * 4,
                "fcl_kv_decode_scalars: no padding, as the kernels lay it out");
 static void decode_args(fcl_args *a, const fcl_kvcache_problem *p, cl_mem counters,
                         cl_mem parts, cl_int ns, cl_int min_split_keys, cl_int kv_flags,
@@ -193,6 +207,10 @@ static void decode_args(fcl_args *a, const fcl_kvcache_problem *p, cl_mem counte
       .min_split_keys = min_split_keys,
       .fixed_len = (cl_int)(p->fixed_len >= 0 ? p->fixed_len : 0), .kv_flags = kv_flags,
       .flags = flags, .scale_heads = d->scale_count > 1};
+  fastdiv(sc.group, &sc.group_mul, &sc.group_shift);
+  fastdiv(sc.heads_kv, &sc.heads_kv_mul, &sc.heads_kv_shift);
+  fastdiv(sc.page_size, &sc.page_size_mul, &sc.page_size_shift);
+  fastdiv(sc.min_split_keys, &sc.min_split_keys_mul, &sc.min_split_keys_shift);
   fcl_attention_views(&sc, p->q, p->k_cache, p->v_cache, p->o);
   fcl_arg_struct(a, sizeof sc, &sc);
 }
