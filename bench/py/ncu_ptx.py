@@ -6,7 +6,10 @@ profiled"). --kernel fwd (the default): the forward, fcl_attention_fwd_tf32
 for f32 and fcl_attention_fwd_mma for f16 and bf16; --kernel dkdv or dq: the
 Hopper backward's fcl_attention_bwd_wgmma_dkdv or _dq (f16, bf16), given the
 lse and delta that PyTorch computes in f32, its dK, dV or dQ checked on
-batch 0, head 0 against PyTorch's autograd in double.
+batch 0, head 0 against PyTorch's autograd in double; --kernel decode: the
+tensor-core decode fcl_kv_decode_mma (f16, bf16) of one new token against a
+contiguous cache of --context keys, its splits (--splits, --split-keys)
+merged in the kernel, checked against PyTorch in double.
 
 The PTX is what NVIDIA's OpenCL compiler wrote for the program (the payload
 of a flashcl binary-cache entry, after its 48-byte header: see
@@ -39,6 +42,7 @@ import ctypes
 import math
 import os
 import re
+import struct
 import sys
 
 import torch
@@ -80,8 +84,16 @@ def main():
     ap.add_argument("--maxnreg", type=int, default=0,
                     help="registers at most, as .maxnreg in the PTX (the JIT's own "
                          "option, like -cl-nv-maxrregcount, is ignored beside .reqntid)")
-    ap.add_argument("--kernel", default="fwd", choices=["fwd", "dkdv", "dq"],
-                    help="the forward, or the Hopper backward's dK/dV or dQ kernel")
+    ap.add_argument("--kernel", default="fwd", choices=["fwd", "dkdv", "dq", "decode"],
+                    help="the forward, the Hopper backward's dK/dV or dQ kernel, or the "
+                         "tensor-core decode")
+    ap.add_argument("--heads-kv", type=int, default=8, help="--kernel decode: kv heads")
+    ap.add_argument("--context", type=int, default=1024, help="--kernel decode: cached keys")
+    ap.add_argument("--splits", type=int, default=16,
+                    help="--kernel decode: num_splits (at most; the kernel takes fewer for "
+                         "short sequences, as --split-keys says)")
+    ap.add_argument("--split-keys", type=int, default=64,
+                    help="--kernel decode: fewest keys a split (the host's SPLIT_KEYS; 0: none)")
     ap.add_argument("--bwd", action="store_true", help="with --torch: run its backward")
     a = ap.parse_args()
     if a.torch:
@@ -92,13 +104,13 @@ def main():
         ap.error("the wgmma backward takes f16 or bf16")
     a.name = {"fwd": "fcl_attention_fwd_tf32" if a.dtype == "f32" else "fcl_attention_fwd_mma",
               "dkdv": "fcl_attention_bwd_wgmma_dkdv",
-              "dq": "fcl_attention_bwd_wgmma_dq"}[a.kernel]
+              "dq": "fcl_attention_bwd_wgmma_dq", "decode": "fcl_kv_decode_mma"}[a.kernel]
     ptx, kinds = load_ptx(a)
     torch.cuda.init()
     torch.zeros(1, device="cuda")  # the primary context, current
     cuda = ctypes.CDLL("libcuda.so.1")
     fn = load_function(cuda, ptx, a.name)
-    (run_fwd if a.kernel == "fwd" else run_bwd)(a, cuda, fn, kinds)
+    {"fwd": run_fwd, "decode": run_decode}.get(a.kernel, run_bwd)(a, cuda, fn, kinds)
 
 
 def load_ptx(a):
@@ -173,7 +185,9 @@ def launch_timed(a, cuda, fn, kinds, vals, grid, wg):
     cargs = []
     for kind, val in zip(kinds, vals):
         kind = kind.decode()
-        if kind == "f32":
+        if kind == "align":  # a struct argument (.param .align 8 .b8 name[size]): its bytes
+            cargs.append(ctypes.create_string_buffer(val, len(val)))
+        elif kind == "f32":
             cargs.append(ctypes.c_float(val))
         elif kind.endswith("64"):
             cargs.append(ctypes.c_uint64(val))
@@ -210,11 +224,14 @@ def run_fwd(a, cuda, fn, kinds):
     nf = torch.zeros(H, dtype=torch.int32, device="cuda")
     sb, ss, sh = N * H * D, H * D, D
     scale = 1.0 / math.sqrt(D) * 1.4426950408889634
-    wl, wr = N + N, (0 if a.causal else N + N)
-    vals = ([q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
-             q.data_ptr(), q.data_ptr(), q.data_ptr()] +
-            [0, sb, ss, sh] * 4 + [H * N, N] +
-            [N, N, H, 1, wl, wr, scale, 0.0, 1, nf.data_ptr()])
+    wl, wr = N - 1, (0 if a.causal else N - 1)
+    # fcl_attn_fwd_scalars (cl/attention/attention_abi.h): the views and lse's
+    # strides, seqlen_q, seqlen_k, heads_q, group, the window, diag_shift,
+    # qk_scale, softcap_l2, flags (FCL_ATTN_LSE), dropout (none).
+    sc = struct.pack("<18q7i2fi5if", *([0, sb, ss, sh] * 4), H * N, N,
+                     N, N, H, 1, wl, wr, 0, scale, 0.0, 1, 0, 0, 0, 0, 0, 1.0)
+    vals = [q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
+            0, 0, 0, sc, nf.data_ptr()]
     wg, bm = 32 * a.warps, 16 * a.warps
     grid = ((N + bm - 1) // bm, 1, B * H)
     ms = launch_timed(a, cuda, fn, kinds, vals, grid, wg)
@@ -226,6 +243,62 @@ def run_fwd(a, cuda, fn, kinds):
     print(f"ncu_ptx.py: {a.name} grid {grid} x {wg}: {ms:.3f} ms, "
           f"{flop / ms / 1e9:.2f} TFLOP/s, max |o - ref| (batch 0) {err:.2e}")
     if not math.isfinite(err) or err > {"f32": 1e-5, "f16": 1e-2, "bf16": 5e-2}[a.dtype]:
+        sys.exit("ncu_ptx.py: the output does not match the reference (wrong program?)")
+
+
+def fastdiv(d):
+    """The multiplier and shift of kvcache_decode.c's fastdiv (KV_DIV)."""
+    if d < 1:
+        return 1, 0
+    s = 0
+    while (1 << s) < d:
+        s += 1
+    return (((1 << 32) * ((1 << s) - d)) // d + 1) & 0xffffffff, s
+
+
+def run_decode(a, cuda, fn, kinds):
+    """One new token a sequence (q: batch, 1, heads, head_dim) against a
+    contiguous cache of --context keys (cache_seqlens on the device), causal,
+    with lse, as src/attention/kvcache_decode.c launches the tensor-core
+    kernel: one work-group of --warps warps a (split, kv head), tile and
+    sequence; the splits' partial rows in a scratch buffer, their counts in
+    a zeroed one. --splits is the launch's num_splits (the host's choice
+    shows in FCL_LOG=1's "kvcache:" line)."""
+    B, H, Hkv, C, D = a.batch, a.heads, a.heads_kv, a.context, a.head_dim
+    g = torch.Generator(device="cuda").manual_seed(1)
+    dt = {"f16": torch.float16, "bf16": torch.bfloat16}[a.dtype]
+    q = torch.randn(B, 1, H, D, device="cuda", generator=g).to(dt)
+    kc, vc = (torch.randn(B, C, Hkv, D, device="cuda", generator=g).to(dt) for _ in range(2))
+    o = torch.full_like(q, float("nan"))
+    lse = torch.empty(B, H, 1, device="cuda")
+    seqlens = torch.full((B,), C, dtype=torch.int32, device="cuda")
+    group, ns = H // Hkv, a.splits
+    tiles = (group + 15) // 16  # tiles of 16 rows at most (MMA_ROWS)
+    counters = torch.zeros(B * Hkv * tiles, dtype=torch.int32, device="cuda")
+    parts = torch.empty(ns * B * H * (D + 1), device="cuda")
+    scale = 1.0 / math.sqrt(D) * 1.4426950408889634
+    views = [0, H * D, H * D, D, 0, C * Hkv * D, Hkv * D, D,
+             0, C * Hkv * D, Hkv * D, D, 0, H * D, H * D, D]
+    # batch .. rotary_positions (page_size 1, no pages, no rotary), the
+    # window (causal), qk_scale, softcap_l2, num_splits .. scale_heads
+    # (flags: FCL_ATTN_LSE), the fast divisions.
+    ints = [B, 1, H, group, Hkv, C, B, 1, 0, 0, 0, 0, C, 0]
+    tail = [ns, a.split_keys, 0, 0, 1, 0]
+    for d in (group, Hkv, 1, a.split_keys):
+        tail += list(fastdiv(d))
+    sc = struct.pack("<26q14i2f14I", *views, B, B * H, *([0] * 8), *ints, scale, 0.0, *tail)
+    vals = [q.data_ptr(), kc.data_ptr(), vc.data_ptr(), o.data_ptr(), lse.data_ptr(),
+            counters.data_ptr(), parts.data_ptr(), 0, seqlens.data_ptr()] + [0] * 10 + [sc]
+    grid = (ns * Hkv, tiles, B)
+    ms = launch_timed(a, cuda, fn, kinds, vals, grid, 32 * a.warps)
+    qd = q[:, 0].double().view(B, Hkv, group, D)
+    s = torch.einsum("bhgd,bchd->bhgc", qd, kc.double()) / math.sqrt(D)
+    ref = torch.einsum("bhgc,bchd->bhgd", torch.softmax(s, -1), vc.double()).reshape(B, H, D)
+    err = (o[:, 0].double() - ref).abs().max().item()
+    gbs = 2 * B * C * Hkv * D * q.element_size() / ms / 1e6
+    print(f"ncu_ptx.py: {a.name} grid {grid} x {32 * a.warps}: {ms * 1e3:.2f} us, "
+          f"{gbs:.0f} GB/s of K and V, max |o - ref| {err:.2e}")
+    if not math.isfinite(err) or err > {"f16": 1e-2, "bf16": 5e-2}[a.dtype]:
         sys.exit("ncu_ptx.py: the output does not match the reference (wrong program?)")
 
 

@@ -273,6 +273,14 @@ static double wave_fill(int64_t n, double slots) {
   return waves / ceil(waves);
 }
 
+/* The splits a tile of keys keys runs when num_splits is n: the kernel
+ * gives each split ceil(blocks / n) whole blocks of bn keys (KV_TILE_KEYS),
+ * so 14 asked for 16 blocks run as 8 splits of 2. */
+static int64_t splits_run(int64_t n, int64_t keys, int64_t bn) {
+  const int64_t blocks = (keys + bn - 1) / bn, per = (blocks + n - 1) / n;
+  return per > 0 ? (blocks + per - 1) / per : 1;
+}
+
 static cl_int split_count(const fcl_context *ctx, const fcl_kv_shape *sh,
                           const fcl_kvcache_problem *p, int64_t groups, int64_t keys,
                           cl_int *min_split_keys) {
@@ -281,12 +289,19 @@ static cl_int split_count(const fcl_context *ctx, const fcl_kv_shape *sh,
   if (p->d->num_splits > 0) {
     ns = p->d->num_splits;
   } else {
+    /* The fewest splits whose waves are within 85% of the fullest; then,
+     * where the splits as they run fit in one wave, the most that still
+     * do: each work-group's walk is then shorter, and the walks are the
+     * time (B1 at 1024 keys: 16 splits of one block, not 8 of two). */
     const double slots = (double)sh->waves * ctx->info.compute_units;
     int64_t most = (keys + sh->split_keys - 1) / sh->split_keys;
     if (most > FCL_KV_MAX_SPLITS) most = FCL_KV_MAX_SPLITS;
     double best = 0.0;
     for (int64_t n = 1; n <= most; ++n) best = fmax(best, wave_fill(groups * n, slots));
     while (ns < most && wave_fill(groups * ns, slots) < 0.85 * best) ++ns;
+    if ((double)(groups * splits_run(ns, keys, sh->bn)) <= slots)
+      while (ns < most && (double)(groups * splits_run(ns + 1, keys, sh->bn)) <= slots) ++ns;
+    ns = splits_run(ns, keys, sh->bn);
     *min_split_keys = sh->split_keys;
   }
   if (ctx->info.loop_budget > 0) { /* ~40 loop iterations a key for each row */
