@@ -168,14 +168,18 @@ inline uint4 kvm_v_pairs(vc_raw r) {
 #endif
 inline float kvm_elem(float4 x, int e) { return e == 0 ? x.x : e == 1 ? x.y : e == 2 ? x.z : x.w; }
 
-/* The page id of cache position j (-1: not paged, past the keys or out
- * of range). The slot of a 16-key step's first key, j % page_size, is
- * found with it, once a step: the step's keys are the 16 slots after it
- * in the same page. */
-inline int kvm_page(int j, bool ok, int kv_flags, const __global int *block_table, int b,
-                    int pages_per_seq, int page_size, int num_pages, int page_size_mul,
-                    int page_size_shift) {
-  if (!(kv_flags & FCL_KV_PAGED) || !ok) return -1;
+/* The cache row that holds the 16-key step from position j: its page
+ * (paged) or the sequence's row of a contiguous cache; -1 past the keys or
+ * out of range. With the step's first slot in that row (j % page_size, or
+ * j), a key's element offset is off + row * sb + slot * ss either way: the
+ * loads share one formula, and a contiguous cache does not pay for the
+ * paged one's selects (the compiler makes both branchless). Found once a
+ * step: the step's keys are the 16 slots after it in the same page. */
+inline int kvm_row(int j, bool ok, int kv_flags, const kv_seq *s,
+                   const __global int *block_table, int b, int pages_per_seq, int page_size,
+                   int num_pages, int page_size_mul, int page_size_shift) {
+  if (!ok) return -1;
+  if (!(kv_flags & FCL_KV_PAGED)) return (int)s->row;
   const int pg = block_table[(long)b * pages_per_seq + KV_DIV(j, page_size)];
   return pg >= 0 && pg < num_pages ? pg : -1;
 }
@@ -200,7 +204,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
   /* This lane's keys of block x: K of key tile nt (key g), V of keys
    * 2t, 2t + 1, 2t + 8, 2t + 9 (kk = 0 .. 3) of each 16-key step u. A step
    * starts at a multiple of 16 and lies in one page (pages of a multiple
-   * of 16 tokens): one page id and first slot a step. */
+   * of 16 tokens): one row and first slot a step (kvm_row). */
 #define KEY0(x) (lo + (x) * BN + warp * KB)
 #define K_OFF(nt) (8 * (nt) + g)
 #define V_OFF(kk) (2 * t + ((kk) & 1) + 8 * ((kk) >> 1))
@@ -209,10 +213,10 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
 #define PAGE_IDS(ids, x)                                                           \
   FCL_UNROLL for (int u_ = 0; u_ < KSUB; ++u_) {                                   \
     const int j_ = KEY0(x) + 16 * u_;                                              \
-    (ids)[u_] = kvm_page(j_, (x) < blk1 && j_ < hi, kv_flags, block_table, b,      \
-                         pages_per_seq, page_size, num_pages, page_size_mul,       \
-                         page_size_shift);                                         \
-    sl[u_] = (kv_flags & FCL_KV_PAGED) ? KV_MOD(j_, page_size) : 0;                \
+    (ids)[u_] = kvm_row(j_, (x) < blk1 && j_ < hi, kv_flags, &s, block_table, b,   \
+                        pages_per_seq, page_size, num_pages, page_size_mul,        \
+                        page_size_shift);                                          \
+    sl[u_] = (kv_flags & FCL_KV_PAGED) ? KV_MOD(j_, page_size) : j_;               \
   }
   int pg[KSUB], sl[KSUB];
   kc_raw kr[KSUB][2][NKL];
@@ -221,9 +225,9 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
   FCL_UNROLL for (int u_ = 0; u_ < KSUB; ++u_)                                     \
     FCL_UNROLL for (int n_ = 0; n_ < 2; ++n_) {                                    \
       const int j_ = K_KEY(x, u_, n_);                                             \
-      const long kb_ = (x) < blk1 && j_ < hi ? kv_slot_index_at(&s, j_, pg[u_],     \
-                          sl[u_] + K_OFF(n_), kv_flags, KC_IDX_OFF(k_off), k_sb, k_ss) \
-                                             : -1;                                 \
+      const long kb_ = j_ < hi && pg[u_] >= 0 ? KC_IDX_OFF(k_off) + (long)pg[u_] * k_sb + \
+                                                    (long)(sl[u_] + K_OFF(n_)) * k_ss  \
+                                              : -1;                                \
       FCL_UNROLL for (int i_ = 0; i_ < NKL; ++i_)                                  \
         kr[u_][n_][i_] = kb_ >= 0 ? KC_LOAD(k_cache, k_off, kb_ + (long)hk * k_sh +  \
                                                             32 * i_ + 8 * t)       \
@@ -233,9 +237,9 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
   FCL_UNROLL for (int u_ = 0; u_ < KSUB; ++u_)                                     \
     FCL_UNROLL for (int k_ = 0; k_ < 4; ++k_) {                                    \
       const int j_ = V_KEY(x, u_, k_);                                             \
-      const long vb_ = (x) < blk1 && j_ < hi ? kv_slot_index_at(&s, j_, pg[u_],     \
-                          sl[u_] + V_OFF(k_), kv_flags, VC_IDX_OFF(v_off), v_sb, v_ss) \
-                                             : -1;                                 \
+      const long vb_ = j_ < hi && pg[u_] >= 0 ? VC_IDX_OFF(v_off) + (long)pg[u_] * v_sb + \
+                                                    (long)(sl[u_] + V_OFF(k_)) * v_ss  \
+                                              : -1;                                \
       FCL_UNROLL for (int i_ = 0; i_ < NVL; ++i_)                                  \
         vr[u_][k_][i_] = vb_ >= 0 ? VC_LOAD(v_cache, v_off, vb_ + (long)hk * v_sh +  \
                                                             64 * i_ + 8 * g)       \
