@@ -48,7 +48,10 @@ if(FCL_OCLGRIND)
   #              RWKV6 recurrent, chunked and backward;
   #   _split     FCL_LOOP_BUDGET=1: the portable forward split over keys
   #              with its combine kernel, split gradient sums, RWKV6 in
-  #              segments carrying the state;
+  #              segments carrying the state, on the cases that take those
+  #              paths (the attention case with two key tiles, the chunked
+  #              and recurrent RWKV6 ones); the other cases' kernels under
+  #              this budget are the plain run's and the _portable run's;
   #   _portable  FCL_CPU_KERNEL=0: the portable forward, unsplit (forward
   #              only: the backward is that of the plain run);
   #   _mma       FCL_MMA_EMULATE=1: the NVIDIA tensor-core kernels with their
@@ -76,7 +79,7 @@ if(FCL_OCLGRIND)
   #              with out-of-range cache_seqlens, block_table,
   #              cache_batch_idx and cu_seqlens_q entries: every buffer fits
   #              its view, so an index that escapes its checks is reported.
-  # Times on 2 shared cores: about 50 s, 60 s, 20 s, 95 s, 20 s, 30 s and
+  # Times on 2 shared cores: about 50 s, 50 s (alone), 20 s, 95 s, 20 s, 30 s and
   # 10 s.
   set(_ocl_bwd fcl_attention_bwd_delta fcl_attention_bwd_dq fcl_attention_bwd_dkdv)
   set(_ocl_rwkv6 fcl_rwkv6_fwd_recurrent fcl_rwkv6_bwd_forward fcl_rwkv6_bwd_reverse
@@ -96,7 +99,7 @@ if(FCL_OCLGRIND)
   set(_ocl_kernels__kvcache fcl_kv_append fcl_kv_decode fcl_kv_prefill_prep
       fcl_attention_fwd_cpu)
   set(_ocl_env_ "")
-  set(_ocl_env__split "FCL_LOOP_BUDGET=1")
+  set(_ocl_env__split "FCL_LOOP_BUDGET=1" "FCL_TEST_FILTER=MQA two key tiles|chunked|recurrent")
   set(_ocl_env__portable "FCL_CPU_KERNEL=0" "FCL_OCLGRIND_OPS=attention-fwd")
   set(_ocl_env__mma "FCL_MMA_EMULATE=1" "FCL_OCLGRIND_OPS=attention"
       "FCL_TEST_FILTER=window sq>sk empty rows|window both, d 7|NaN in v")
