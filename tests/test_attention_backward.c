@@ -234,18 +234,6 @@ static void bad_input_tests(fcl_context *ctx) {
 }
 
 
-static fcl_context *make_context(void) {
-  fcl_context *ctx = NULL;
-  const fcl_status st = fcl_context_create(NULL, &ctx);
-  if (st != FCL_OK) {
-    printf("FAIL: fcl_context_create(NULL) with FCL_DEVICE=%s: %s: %s\n",
-           getenv("FCL_DEVICE") ? getenv("FCL_DEVICE") : "(unset)", fcl_status_string(st),
-           fcl_context_last_error(NULL));
-    exit(1);
-  }
-  return ctx;
-}
-
 static void print_stats(fcl_context *ctx) {
   fcl_context_stats stats = {0, 0, 0};
   fcl_context_get_stats(ctx, &stats);
@@ -255,8 +243,8 @@ static void print_stats(fcl_context *ctx) {
 
 int main(void) {
   const double t_start = tu_now();
-  fcl_context *ctx = make_context();
-  printf("device: %s\n", fcl_context_device_name(ctx));
+  fcl_context *ctx = oh_open_context();
+  if (!ctx) return 1;
   const char *seed_env = getenv("FCL_TEST_SEED");
   const uint64_t seed = seed_env ? strtoull(seed_env, NULL, 0) : 20240602u;
   oh_attention_stats st;
@@ -296,7 +284,8 @@ int main(void) {
     any_split |= oh_selected(split_cases[i].name);
   if (any_split) {
     setenv("FCL_LOOP_BUDGET", "6000", 1);
-    ctx = make_context();
+    ctx = oh_open_context();
+    if (!ctx) return 1;
     printf("split pass: FCL_LOOP_BUDGET=6000\n");
     attention_run_table(ctx, split_cases, ATTENTION_COUNT(split_cases), 1, &st);
     print_stats(ctx);
