@@ -47,6 +47,7 @@
 #define FCL_KV_K_SCALE 64     /* k_scale given (fp8 K cache)                  */
 #define FCL_KV_V_SCALE 128    /* v_scale given (fp8 V cache)                  */
 #define FCL_KV_APPEND_FUSED 256 /* the decode kernel appends k_new, v_new itself */
+#define FCL_KV_Q_VEC8 512     /* q's view: offset and strides multiples of 8 elements */
 /* The caches' formats (KV_K_FMT, KV_V_FMT): q's dtype (FCL_DTYPE, 0..2) or
  * one of these, flashcl.h's fcl_dtype values. */
 #define FCL_KV_Q8_0 3

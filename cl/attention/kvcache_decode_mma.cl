@@ -251,20 +251,46 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
   LOAD_K(blk0);
   LOAD_V(blk0);
   PAGE_IDS(pg, blk0 + 1);
-  KV_TILE_Q(q_s);
-  barrier(CLK_LOCAL_MEM_FENCE);
 
   /* Q as A fragments (rows g and g + 8, zeros past ROWS, permuted dims),
-   * kept in local memory: read once a k-step, they spare 32 registers. */
-  FCL_UNROLL for (int ks = 0; ks < NKS; ++ks) {
-    const int c = K_COL(ks, t, 0);
-    float x[2][4];
-    FCL_UNROLL for (int hh = 0; hh < 2; ++hh)
-      FCL_UNROLL for (int e = 0; e < 4; ++e)
-        x[hh][e] = g + 8 * hh < ROWS ? q_s[(g + 8 * hh) * HEAD_DIM + c + e] : 0.0f;
-    if (warp == 0)
-      qa_s[ks * 32 + lane] = (uint4)(mma_pack(x[0][0], x[0][1]), mma_pack(x[1][0], x[1][1]),
-                                     mma_pack(x[0][2], x[0][3]), mma_pack(x[1][2], x[1][3]));
+   * kept in local memory: read once a k-step, they spare 32 registers.
+   * Without rotary, from a view whose rows start at multiples of 8
+   * elements, warp 0 loads them itself: a lane's 8 dims of a row for two
+   * k-steps are one 16-byte load, the A fragment's pairs as they lie in
+   * memory (the same bits as through f32). Else the tile's rows are staged
+   * (rotated) in q_s first. */
+  if (!(kv_flags & FCL_KV_ROTARY) && (kv_flags & FCL_KV_Q_VEC8)) {
+    if (warp == 0) {
+      uint4 raw[2][NKS / 2];
+      FCL_UNROLL for (int hh = 0; hh < 2; ++hh) {
+        const int gr = row0 + g + 8 * hh, tq = KV_DIV(gr, group);
+        const bool ok = g + 8 * hh < ROWS && tq < s.n;
+        const long qi = ok ? kv_token_index(&s, b, tq, hk * group + gr - tq * group, q_off,
+                                            q_sb, q_ss, q_sh) + 8 * t
+                           : 0;
+        FCL_UNROLL for (int m = 0; m < NKS / 2; ++m)
+          raw[hh][m] = ok ? *(const __global uint4 *)(q + qi + 32 * m) : (uint4)(0u);
+      }
+      FCL_UNROLL for (int ks = 0; ks < NKS; ++ks) {
+        const int w = 2 * (ks % 2);
+        qa_s[ks * 32 + lane] =
+            (uint4)(kvm_word(raw[0][ks / 2], w), kvm_word(raw[1][ks / 2], w),
+                    kvm_word(raw[0][ks / 2], w + 1), kvm_word(raw[1][ks / 2], w + 1));
+      }
+    }
+  } else {
+    KV_TILE_Q(q_s);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    FCL_UNROLL for (int ks = 0; ks < NKS; ++ks) {
+      const int c = K_COL(ks, t, 0);
+      float x[2][4];
+      FCL_UNROLL for (int hh = 0; hh < 2; ++hh)
+        FCL_UNROLL for (int e = 0; e < 4; ++e)
+          x[hh][e] = g + 8 * hh < ROWS ? q_s[(g + 8 * hh) * HEAD_DIM + c + e] : 0.0f;
+      if (warp == 0)
+        qa_s[ks * 32 + lane] = (uint4)(mma_pack(x[0][0], x[0][1]), mma_pack(x[1][0], x[1][1]),
+                                       mma_pack(x[0][2], x[0][3]), mma_pack(x[1][2], x[1][3]));
+    }
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   /* Rows g and g + 8 of S: their token, whether they are real, ALiBi. */

@@ -254,7 +254,10 @@ fcl_status fcl_kvcache_append(fcl_context *ctx, cl_kernel k, const fcl_kvcache_p
 
 cl_int fcl_kvcache_flags(const fcl_kvcache_problem *p) {
   const fcl_kvcache_desc *d = p->d;
-  return (p->paged ? FCL_KV_PAGED : 0) | (d->cache_batch_idx ? FCL_KV_BATCH_IDX : 0) |
+  cl_long qv[4];
+  fcl_tensor_view(p->q, qv);
+  const bool q_vec8 = qv[0] % 8 == 0 && qv[1] % 8 == 0 && qv[2] % 8 == 0 && qv[3] % 8 == 0;
+  return (q_vec8 ? FCL_KV_Q_VEC8 : 0) | (p->paged ? FCL_KV_PAGED : 0) | (d->cache_batch_idx ? FCL_KV_BATCH_IDX : 0) |
          (p->rotary ? FCL_KV_ROTARY : 0) | (d->rotary_interleaved ? FCL_KV_INTERLEAVED : 0) |
          (p->append ? FCL_KV_APPEND : 0) | (p->fixed_len >= 0 ? FCL_KV_FIXED_LEN : 0) |
          (d->k_scale ? FCL_KV_K_SCALE : 0) | (d->v_scale ? FCL_KV_V_SCALE : 0);
