@@ -23,6 +23,10 @@
  * time. KV_MOD is n % d. */
 #define KV_DIV(n, d) ((int)((mul_hi((uint)(n), (uint)d##_mul) + (uint)(n)) >> d##_shift))
 #define KV_MOD(n, d) ((n) - KV_DIV(n, d) * (d))
+/* Declares t and h, the token and query head of row g of a GQA-packed
+ * tile of kv head hk: row g is token g / group of query head
+ * hk * group + g % group. */
+#define KV_ROW_TOKEN_HEAD(g, t, h) const int t = KV_DIV(g, group), h = hk * group + (g) - t * group
 
 /* One sequence of a KV-cache call. */
 typedef struct {

@@ -149,7 +149,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int i = lid; i < ROWS * BN; i += WG) { /* scores, log2 domain */
       const int r = i / BN, kk = i % BN, j = j0 + kk, g = row0 + r;
-      const int t = KV_DIV(g, group), h = hk * group + g - t * group;
+      KV_ROW_TOKEN_HEAD(g, t, h);
       float x = -INFINITY;
       if (t < s.n && j < hi && attn_visible(t, j, s.diag, s.sk, window_left, window_right)) {
         float sum = 0.0f, tt;

@@ -42,11 +42,6 @@
 /* The warps' O merged through a slice each (16 KiB at most), one barrier,
  * rather than one warp after another. */
 #define KV_WARP_SLICES (NW * ROWS * HEAD_DIM_V <= 4096)
-/* The warps' merge fused with the store (one barrier, not four), where
- * the slices fit. */
-#ifndef KV_MERGE_FUSED
-#define KV_MERGE_FUSED 0
-#endif
 
 /* The head dim of k-step s's slots (2t, 2t + 1) for w = 0, (2t + 8, 2t + 9)
  * for w = 1 (lane quad t): word 2 (s % 2) + w of load s / 2. */
@@ -263,11 +258,9 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
     if (warp == 0) {
       uint4 raw[2][NKS / 2];
       FCL_UNROLL for (int hh = 0; hh < 2; ++hh) {
-        const int gr = row0 + g + 8 * hh, tq = KV_DIV(gr, group);
+        KV_ROW_TOKEN_HEAD(row0 + g + 8 * hh, tq, hq);
         const bool ok = g + 8 * hh < ROWS && tq < s.n;
-        const long qi = ok ? kv_token_index(&s, b, tq, hk * group + gr - tq * group, q_off,
-                                            q_sb, q_ss, q_sh) + 8 * t
-                           : 0;
+        const long qi = ok ? kv_token_index(&s, b, tq, hq, q_off, q_sb, q_ss, q_sh) + 8 * t : 0;
         FCL_UNROLL for (int m = 0; m < NKS / 2; ++m)
           raw[hh][m] = ok ? *(const __global uint4 *)(q + qi + 32 * m) : (uint4)(0u);
       }
@@ -411,32 +404,6 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
     l_r[hh] += mma_shfl_xor(l_r[hh], 2);
     if (t == 0) mw_s[warp * 16 + g + 8 * hh] = m_r[hh], lw_s[warp * 16 + g + 8 * hh] = l_r[hh];
   }
-#if KV_MERGE_FUSED && KV_WARP_SLICES
-  /* One barrier: each warp's O, unscaled, in its slice; then each
-   * work-item weighs its elements' warps itself (the rows' maxima read by
-   * every work-item of the row) and stores them. */
-  FCL_UNROLL for (int nr = 0; nr < NRT; ++nr)
-    FCL_UNROLL for (int e = 0; e < 4; ++e) {
-      const int r = 8 * nr + 2 * t + (e & 1);
-      if (r < ROWS)
-        FCL_UNROLL for (int j = 0; j < NDT; ++j)
-          out_s[(warp * ROWS + r) * HEAD_DIM_V + V_COL(j, g, e >> 1)] = kvm_elem(acc[nr][j], e);
-    }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int i = lid; i < ROWS * HEAD_DIM_V; i += WG) {
-    const int r = i / HEAD_DIM_V;
-    float mx = -INFINITY;
-    FCL_UNROLL for (int w = 0; w < NW; ++w) mx = fmax(mx, mw_s[w * 16 + r]);
-    const float mu = mx == -INFINITY ? 0.0f : mx;
-    float l = 0.0f, x = 0.0f;
-    FCL_UNROLL for (int w = 0; w < NW; ++w) {
-      const float f = exp2(mw_s[w * 16 + r] - mu);
-      l += lw_s[w * 16 + r] * f;
-      x += out_s[w * ROWS * HEAD_DIM_V + i] * f;
-    }
-    KV_TILE_STORE_ONE(i, x, mu, l);
-  }
-#else
   barrier(CLK_LOCAL_MEM_FENCE);
   if (lid < ROWS) {
     float mx = -INFINITY;
@@ -484,6 +451,5 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
   }
 #endif
   KV_TILE_STORE(out_s, m_s, l_s);
-#endif
   KV_SPLIT_MERGE(&last_s, lse_s);
 }

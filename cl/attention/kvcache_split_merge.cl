@@ -70,7 +70,7 @@
   const int i_ = (KV_MERGE_PARTS > 1 ? lid % KV_MERGE_ALL : lid + (k) * WG);       \
   const int p_ = KV_MERGE_PARTS > 1 ? lid / KV_MERGE_ALL : 0;                      \
   const int r_ = i_ / KV_MERGE_NV, c_ = i_ % KV_MERGE_NV * VEC;                    \
-  const int t_ = KV_DIV(row0 + r_, group), h_ = hk * group + row0 + r_ - t_ * group
+  KV_ROW_TOKEN_HEAD(row0 + r_, t_, h_)
 
 /* Through atomics, the lse that every item of a row read are taken back
  * to zero once all have read them. */
@@ -80,8 +80,7 @@
 #define KV_PART_ZERO_LSE()                                                         \
   barrier(CLK_GLOBAL_MEM_FENCE);                                                   \
   for (int j_ = lid; j_ < ROWS * splits; j_ += WG) {                               \
-    const int g_ = row0 + j_ / splits, t_ = KV_DIV(g_, group);                     \
-    const int h_ = hk * group + g_ - t_ * group;                                   \
+    KV_ROW_TOKEN_HEAD(row0 + j_ / splits, t_, h_);                                 \
     if (t_ < s.n) kv_part_take(KV_PART_LSE + KV_PART_INDEX(j_ % splits, t_, h_));  \
   }
 #endif

@@ -77,8 +77,8 @@ inline long kv_lse_index(const kv_seq *s, int b, int t, int h, int heads_q, int 
  * positions c + t; zeros for rows past the tokens. */
 #define KV_TILE_Q(q_s)                                                             \
   for (int i_ = lid; i_ < ROWS * HEAD_DIM; i_ += WG) {                             \
-    const int r_ = i_ / HEAD_DIM, d_ = i_ % HEAD_DIM, g_ = row0 + r_;               \
-    const int t_ = KV_DIV(g_, group), h_ = hk * group + g_ - t_ * group;            \
+    const int r_ = i_ / HEAD_DIM, d_ = i_ % HEAD_DIM;                              \
+    KV_ROW_TOKEN_HEAD(row0 + r_, t_, h_);                                          \
     float x_ = 0.0f;                                                               \
     if (t_ < s.n) {                                                                \
       const long qi_ = kv_token_index(&s, b, t_, h_, q_off, q_sb, q_ss, q_sh);      \
@@ -177,18 +177,19 @@ inline float kv_part_peek(__global float *p) { /* leaves it */
   FCL_UNROLL for (int e_ = 0; e_ < VEC; ++e_) (x)[e_] = kv_part_take((p) + e_)
 #endif
 
-/* Element i_ of the tile's rows out (row i_ / HEAD_DIM_V): x_, the row's sum
- * of p V (V without its fp8 scale, applied here), m_ its running maximum
- * (log2 domain) and l_ its sum of p, as the normalised value and lse to o
- * and lse, or, when the tile has more than one split, to the partial
- * results. */
-#define KV_TILE_STORE_ONE(i_, x_, m_, l_)                                          \
-  do {                                                                             \
-    const int r_ = (i_) / HEAD_DIM_V, d_ = (i_) % HEAD_DIM_V, g_ = row0 + r_;       \
-    const int t_ = KV_DIV(g_, group), h_ = hk * group + g_ - t_ * group;            \
-    if (t_ >= s.n) break;                                                          \
-    const float val_ = (l_) > 0.0f ? (x_) * KV_V_SCALE(hk) / (l_) : 0.0f;          \
-    const float lse_ = (l_) > 0.0f ? ((m_) + log2(l_)) * FCL_LN2 : -INFINITY;      \
+/* The tile's rows out: out_s[ROWS * HEAD_DIM_V] holds each row's sum of
+ * p V (V without its fp8 scale, applied here), m_of[r] its running maximum
+ * (log2 domain) and l_of[r] its sum of p:
+ * the normalised rows and lse to o and lse, or, when the tile has more
+ * than one split, to the partial results. */
+#define KV_TILE_STORE(out_s, m_of, l_of)                                           \
+  for (int i_ = lid; i_ < ROWS * HEAD_DIM_V; i_ += WG) {                           \
+    const int r_ = i_ / HEAD_DIM_V, d_ = i_ % HEAD_DIM_V;                          \
+    KV_ROW_TOKEN_HEAD(row0 + r_, t_, h_);                                          \
+    if (t_ >= s.n) continue;                                                       \
+    const float l_ = (l_of)[r_];                                                   \
+    const float val_ = l_ > 0.0f ? (out_s)[i_] * KV_V_SCALE(hk) / l_ : 0.0f;       \
+    const float lse_ = l_ > 0.0f ? ((m_of)[r_] + log2(l_)) * FCL_LN2 : -INFINITY;  \
     if (splits > 1) {                                                              \
       const long pi_ = KV_PART_INDEX(split, t_, h_);                               \
       kv_part_put(KV_PART_O + pi_ * HEAD_DIM_V + d_, val_);                        \
@@ -201,10 +202,4 @@ inline float kv_part_peek(__global float *p) { /* leaves it */
         if (li_ >= 0) lse[li_] = lse_;                                             \
       }                                                                            \
     }                                                                              \
-  } while (0)
-
-/* The tile's rows out: out_s[ROWS * HEAD_DIM_V] holds each row's sum of
- * p V, m_of[r] its running maximum and l_of[r] its sum of p. */
-#define KV_TILE_STORE(out_s, m_of, l_of)                                           \
-  for (int i_ = lid; i_ < ROWS * HEAD_DIM_V; i_ += WG)                             \
-    KV_TILE_STORE_ONE(i_, (out_s)[i_], (m_of)[i_ / HEAD_DIM_V], (l_of)[i_ / HEAD_DIM_V])
+  }
