@@ -9,7 +9,7 @@ of a short context) the instructions of a work-item's chain are its time.
 
   python3 bench/py/sass_lines.py --ptxas /usr/local/cuda/bin/ptxas \\
       --nvdisasm DIR/nvdisasm [--kernel fcl_kv_decode_mma] [--before-mma] \\
-      [--top 30] [-D KV_MERGE_FUSED=1 ...]
+      [--top 30] [-D NAME=VALUE ...]
 
 prints the kernel's instruction count, the index of its first HMMA, the
 counts of a few opcodes and the source lines with the most instructions
