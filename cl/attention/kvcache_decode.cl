@@ -32,6 +32,9 @@
 #define KG (WG / DVT)
 #define NDV ((NVV + DVT - 1) / DVT)
 #define KPG ((BN + KG - 1) / KG)
+/* The key groups' tiles each in a slice of their own (16 KiB at most),
+ * summed after one barrier, rather than one group after another. */
+#define KV_GROUP_SLICES (KG * ROWS * HEAD_DIM_V <= 4096)
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_DECODE_PARAMS) {
   KV_DECODE_UNPACK
@@ -40,7 +43,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
   __local float p_s[ROWS * BN];
   __local float alpha_s[ROWS], m_s[ROWS], l_s[ROWS];
   __local int pg_s[3 * BN], sl_s[3 * BN]; /* paged: keys' page ids, slots */
-  __local float out_s[ROWS * HEAD_DIM_V];
+  __local float out_s[(KV_GROUP_SLICES ? KG : 1) * ROWS * HEAD_DIM_V];
   __local float lse_s[KV_MERGE_LOCAL];
   __local int last_s;
 
@@ -202,6 +205,22 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
 
   /* The key groups' tiles summed in a fixed order, then normalised. */
   if (lid < ROWS) m_s[lid] = m_r, l_s[lid] = l_r;
+#if KV_GROUP_SLICES
+  FCL_UNROLL for (int r = 0; r < ROWS; ++r)
+    FCL_UNROLL for (int n = 0; n < NDV; ++n) {
+      const int vi = vcol + n * DVT;
+      if (vi < NVV)
+        FCL_UNROLL for (int e = 0; e < VEC; ++e)
+          out_s[(kgrp * ROWS + r) * HEAD_DIM_V + vi * VEC + e] = acc[r][n][e];
+    }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  /* Element i is this work-item's to sum and then to store. */
+  for (int i = lid; i < ROWS * HEAD_DIM_V; i += WG) {
+    float x = out_s[i];
+    for (int grp = 1; grp < KG; ++grp) x += out_s[grp * ROWS * HEAD_DIM_V + i];
+    out_s[i] = x;
+  }
+#else
   for (int grp = 0; grp < KG; ++grp) {
     if (kgrp == grp) {
       FCL_UNROLL for (int r = 0; r < ROWS; ++r)
@@ -216,6 +235,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode(KV_D
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
+#endif
   KV_TILE_STORE(out_s, m_s, l_s);
   KV_SPLIT_MERGE(&last_s, lse_s);
 }

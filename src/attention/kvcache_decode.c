@@ -20,13 +20,33 @@ FCL_PARAM_STRUCT(decode_params, PARAMS);
 
 static bool pow2(int x) { return x > 0 && (x & (x - 1)) == 0; }
 
+/* kvcache_decode.cl's out_s, in floats: ROWS x HEAD_DIM_V, or a slice of
+ * that for each key group where the slices fit in 16 KiB
+ * (KV_GROUP_SLICES); the larger of VEC 4 and 8. */
+static size_t out_floats(const decode_params *c, int rows, int dv) {
+  size_t most = 0;
+  for (int vec = 4; vec <= 8; vec *= 2) {
+    const int nvv = (dv + vec - 1) / vec;
+    int dvt = 1; /* DVT: the largest of WG, WG / 2, ..., WG / 64 at most nvv */
+    for (int k = 0; k <= 6; ++k)
+      if (nvv >= c->WG >> k) {
+        dvt = c->WG >> k;
+        break;
+      }
+    const size_t out = (size_t)rows * dv, slices = (size_t)(c->WG / dvt) * out;
+    const size_t n = slices <= 4096 ? slices : out;
+    if (n > most) most = n;
+  }
+  return most;
+}
+
 /* The kernel's local memory: the rows' q, partial dots, p, their m, l and
  * alpha, out and last_s, the paged keys' page ids and slots (three blocks
  * of each), and the split merge's join of its parts (at most WG * (VEC +
  * 2) floats, VEC <= 8: kvcache_split_merge.cl's KV_MERGE_LOCAL). */
 static size_t local_bytes(const decode_params *c, int rows, int d, int dv) {
   const int bn = c->WG / c->TPK * c->KPW;
-  return 4 * ((size_t)rows * (d + (size_t)bn * (c->TPK + 1) + bn + 3 + dv + 4) +
+  return 4 * ((size_t)rows * (d + (size_t)bn * (c->TPK + 1) + bn + 3 + 4) + out_floats(c, rows, dv) +
               6 * (size_t)bn + 10 * (size_t)c->WG);
 }
 
