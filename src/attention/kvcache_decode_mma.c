@@ -19,11 +19,14 @@ FCL_PARAM_STRUCT(decode_mma_params, PARAMS);
 static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fcl_config *cfg) {
   (void)dev, (void)cls;
   decode_mma_params *c = FCL_PARAMS(decode_mma_params, cfg);
-  /* 150 registers a work-item at D=128 (ptxas): three work-groups an SM
-   * on the H100, one wave. Splits of 64 keys and up: at 1024 cached keys
-   * B1 Hkv8 that is 16 splits a head, which short contexts need to fill the
-   * GPU (docs/defaults.md). */
-  c->WG = 128, c->KSUB = 1, c->WAVES = 3, c->SPLIT_KEYS = 64;
+  /* Splits chosen for two work-groups an SM (flash-attn's count too),
+   * though three fit (150 registers a work-item at D=128): at 32768 cached
+   * keys, B1 Hkv8, 32 splits of 16 blocks took 56.7 us on the H100 where
+   * the 47 of 11 that three give took 67.0; 1024 and 4096 keys split the
+   * same either way. Splits of 64 keys and up: at 1024 keys that is 16
+   * splits a head, which short contexts need to fill the GPU
+   * (docs/defaults.md). */
+  c->WG = 128, c->KSUB = 1, c->WAVES = 2, c->SPLIT_KEYS = 64;
 }
 
 /* The kernel's local memory: q_s and out_s (f32 rows; out_s a slice a

@@ -126,15 +126,19 @@ bool fcl_rwkv_fwd_worth_trying(const fcl_device_info *dev, const fcl_tuning_clas
  * width of its state loads). */
 #define FCL_RWKV_STEP_PARAMS(X) X(KS) X(VS) X(VC)
 FCL_PARAM_STRUCT(fcl_rwkv_step_params, FCL_RWKV_STEP_PARAMS);
-/* A step variant's descriptor: its name, tuning op, top file and checks
- * (valid: fcl_rwkv_step_valid with its kernel's costs). */
-#define FCL_RWKV_STEP_VARIANT(name, op, top, valid)                                        \
+/* A step variant's descriptor: its name, tuning op, top file, built-in
+ * parameters (defaults: fcl_rwkv_step_choose with its rows a work-item)
+ * and checks (valid: fcl_rwkv_step_valid with its kernel's costs). */
+#define FCL_RWKV_STEP_VARIANT(name, op, top, defaults, valid)                              \
   {name, op, FCL_TOPS(top), {"K_DIM", "V_DIM"}, FCL_RWKV_MAX_DIM, false,                  \
    FCL_PARAM_COUNT(FCL_RWKV_STEP_PARAMS), FCL_PARAM_NAMES(FCL_RWKV_STEP_PARAMS),          \
-   fcl_rwkv_step_defaults, valid, fcl_rwkv_step_axes, fcl_rwkv_step_point,              \
+   defaults, valid, fcl_rwkv_step_axes, fcl_rwkv_step_point,                             \
    fcl_rwkv_step_worth_trying, 0}
-void fcl_rwkv_step_defaults(const fcl_device_info *dev, const fcl_tuning_class *c,
-                            fcl_config *cfg);
+/* The built-in parameters: on a GPU, rows K rows a work-item (doubled up
+ * to 4 where such blocks do not fit, by k's costs), blocks of 16 value
+ * columns; on a CPU, consecutive work-items on consecutive columns. */
+void fcl_rwkv_step_choose(const fcl_rwkv_block_costs *k, const fcl_device_info *dev,
+                          const fcl_tuning_class *c, int rows, fcl_config *cfg);
 bool fcl_rwkv_step_valid(const fcl_rwkv_block_costs *k, const fcl_device_info *dev,
                          const fcl_tuning_class *cls, const fcl_config *cfg, char *why,
                          size_t why_size);

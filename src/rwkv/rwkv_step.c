@@ -10,13 +10,13 @@ typedef fcl_rwkv_step_params params;
 
 static int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
-static void choose(const fcl_device_info *dev, int K, int V, params *c) {
+static void choose(const fcl_device_info *dev, int K, int V, int rows, params *c) {
   if (!dev->is_cpu) {
-    /* Four rows of VC-wide vectors a work-item, blocks of 16 columns: a
-     * work-group per 16 columns of a head (B1 H32 K=V=64: 128 of 64
-     * work-items), each work-item's loads all in flight at once. */
+    /* rows rows of VC-wide vectors a work-item, blocks of 16 columns: a
+     * work-group per 16 columns of a head (B1 H32 K=V=64, 4 rows: 128 of
+     * 64 work-items), each work-item's loads all in flight at once. */
     c->VC = V % 4 == 0 ? 4 : V % 2 == 0 ? 2 : 1;
-    c->KS = ceil_div(K, 4);
+    c->KS = ceil_div(K, rows);
     c->VS = 16 / c->VC;
   } else {
     /* Consecutive work-items on consecutive columns, which PoCL runs as
@@ -32,9 +32,15 @@ static void choose(const fcl_device_info *dev, int K, int V, params *c) {
     c->KS = ceil_div(K, 2 * ceil_div(K, c->KS));
 }
 
-void fcl_rwkv_step_defaults(const fcl_device_info *dev, const fcl_tuning_class *c,
-                            fcl_config *cfg) {
-  choose(dev, c->head_dim, c->head_dim_v, FCL_PARAMS(params, cfg));
+void fcl_rwkv_step_choose(const fcl_rwkv_block_costs *k, const fcl_device_info *dev,
+                          const fcl_tuning_class *c, int rows, fcl_config *cfg) {
+  const int K = (int)c->head_dim, V = (int)c->head_dim_v;
+  params *p = FCL_PARAMS(params, cfg);
+  for (;; rows *= 2) {
+    choose(dev, K, V, rows, p);
+    if (dev->is_cpu || rows >= 4 || !fcl_rwkv_block_misfit(k, dev, K, V, p->KS, p->VS, p->VC, cfg))
+      return;
+  }
 }
 
 bool fcl_rwkv_step_valid(const fcl_rwkv_block_costs *k, const fcl_device_info *dev,

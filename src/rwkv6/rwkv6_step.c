@@ -28,14 +28,22 @@ static long step_iterations(int K, const fcl_config *cfg) {
   return 3 * kr * (1 + c->VC) + cols + kr * (1 + cols) + cols * (1 + levels) + cols;
 }
 
+static const fcl_rwkv_block_costs costs = {step_bytes, step_iterations, 128};
+
+/* One row a work-item on GPUs: B1 H32 K=V=64 bf16, a step of 32 layers
+ * back to back on the H100, 3.49 us a call against 4.14 with four rows
+ * (docs/defaults.md). */
+static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fcl_config *cfg) {
+  fcl_rwkv_step_choose(&costs, dev, cls, 1, cfg);
+}
+
 static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const fcl_config *cfg,
                   char *why, size_t why_size) {
-  static const fcl_rwkv_block_costs costs = {step_bytes, step_iterations, 128};
   return fcl_rwkv_step_valid(&costs, dev, cls, cfg, why, why_size);
 }
 
 const fcl_variant fcl_variant_rwkv6_step = FCL_RWKV_STEP_VARIANT(
-    "rwkv6_step", FCL_TUNING_RWKV6_RECURRENT, "rwkv6/rwkv6_step.cl", valid);
+    "rwkv6_step", FCL_TUNING_RWKV6_RECURRENT, "rwkv6/rwkv6_step.cl", defaults, valid);
 
 fcl_status fcl_rwkv6_step_forward(fcl_context *ctx, const fcl_variant_plan *pl,
                                   const void *problem, bool *fallback) {

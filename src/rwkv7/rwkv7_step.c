@@ -30,14 +30,21 @@ static long step_iterations(int K, const fcl_config *cfg) {
   return 2 * kr * (1 + c->VC) + tm * (1 + kr + c->VC) + (tm + 1) * (1 + 2 * c->VC + kr * (1 + 2 * c->VC) + colsum + c->VC);
 }
 
+static const fcl_rwkv_block_costs costs = {step_bytes, step_iterations, 128};
+
+/* Four rows a work-item on GPUs (RWKV6's step measured faster with one;
+ * this kernel's column sums are not yet measured that way). */
+static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fcl_config *cfg) {
+  fcl_rwkv_step_choose(&costs, dev, cls, 4, cfg);
+}
+
 static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const fcl_config *cfg,
                   char *why, size_t why_size) {
-  static const fcl_rwkv_block_costs costs = {step_bytes, step_iterations, 128};
   return fcl_rwkv_step_valid(&costs, dev, cls, cfg, why, why_size);
 }
 
 const fcl_variant fcl_variant_rwkv7_step = FCL_RWKV_STEP_VARIANT(
-    "rwkv7_step", FCL_TUNING_RWKV7_RECURRENT, "rwkv7/rwkv7_step.cl", valid);
+    "rwkv7_step", FCL_TUNING_RWKV7_RECURRENT, "rwkv7/rwkv7_step.cl", defaults, valid);
 
 fcl_status fcl_rwkv7_step_forward(fcl_context *ctx, const fcl_variant_plan *pl,
                                   const void *problem, bool *fallback) {
