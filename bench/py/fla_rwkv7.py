@@ -11,7 +11,8 @@ the scale 1/sqrt(K), as fa-bench's default.
 
   fwd  the forward call, under torch.no_grad();
   bwd  the backward alone: torch.autograd.grad(o, (r, w, k, v, a, b, h0),
-       dout, retain_graph=True) after one forward with gradients;
+       dout, retain_graph=True) after one forward with gradients (chunk
+       only: fused_recurrent has no backward in fla);
 each the median of --iters CUDA-event timings after --warmup calls. With
 --graph N, also the forward's GPU time a call without the host's launch
 cost (N calls replayed from a CUDA graph; the T = 1 decode step's target).
@@ -38,6 +39,9 @@ except ImportError as e:  # the message says where fla is looked for
     sys.exit(f"fla_rwkv7.py: cannot import fla ({e}); PYTHONPATH={sys.path[:3]}...")
 
 IMPLS = {"chunk": chunk_rwkv7, "fused_recurrent": fused_recurrent_rwkv7}
+# fla's fused_recurrent_rwkv7 is for inference: its backward raises
+# NotImplementedError, so its rows have no bwd time.
+HAS_BWD = {"chunk"}
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
 
@@ -72,7 +76,7 @@ def run(impl, b, t, h, k, v, dtn, iters, warmup, graph, bwd):
         if graph:
             row["fwd_graph_us"], _ = graph_per_call_us(lambda: call(f, xs, h0, scale), graph,
                                                        iters, warmup)
-    if bwd:
+    if bwd and impl in HAS_BWD:
         gx = [x.detach().clone().requires_grad_(True) for x in xs + [h0]]
         o, _ = call(f, gx[:6], gx[6], scale)
         row["bwd_ms"] = timed(lambda: torch.autograd.grad(o, gx, do, retain_graph=True),
