@@ -54,8 +54,9 @@ static const char usage[] =
     "  --params V:P      run kernel variant V (fa-tune --ops names them) with the\n"
     "                    parameters P (NAME=v,... as fa-tune --show prints them)\n"
     "                    wherever it applies: one configuration timed (tuning override)\n"
-    "  --layers L        loop mode: decode and rwkv6-fwd (T = 1 unless --seqlen, the\n"
-    "                    state carried from step to step) run as a model's decode step:\n"
+    "  --layers L        loop mode: decode, rwkv6-fwd and rwkv7-fwd (T = 1 unless\n"
+    "                    --seqlen, the state carried from step to step) run as a\n"
+    "                    model's decode step:\n"
     "                    L calls back to back, each on its own cache or state, one\n"
     "                    clFinish a step; per-call times in place of the usual rows\n"
     "  --steps N         loop mode: timed steps, after one warm-up step (10)\n"
@@ -391,14 +392,17 @@ int bench_parse_args(int argc, char **argv, bench_args *a) {
     return -1;
   }
   for (int i = 0; layers && i < a->n_ops; i++)
-    if (a->ops[i] != OP_DECODE && a->ops[i] != OP_RWKV6_FWD) {
-      fprintf(stderr, "fa-bench: --layers: for --op decode and rwkv6-fwd, not %s\n",
+    if (a->ops[i] != OP_DECODE && a->ops[i] != OP_RWKV6_FWD && a->ops[i] != OP_RWKV7_FWD) {
+      fprintf(stderr, "fa-bench: --layers: for --op decode, rwkv6-fwd and rwkv7-fwd, not %s\n",
               bench_op_name(a->ops[i]));
+      return -1;
+    } else if (a->plans && a->ops[i] == OP_RWKV7_FWD) {
+      fprintf(stderr, "fa-bench: --plans: not for rwkv7-fwd (RWKV7 has no public plan)\n");
       return -1;
     }
   a->layers = (int)layers, a->steps = steps ? (int)steps : 10;
   a->kernels_per_call = kpc ? (int)kpc : 1;
-  if (layers && !a->seqlen_set) /* rwkv6-fwd: the recurrent step, T = 1 */
+  if (layers && !a->seqlen_set) /* rwkv6-fwd, rwkv7-fwd: the recurrent step, T = 1 */
     a->seqlen_q[0] = a->seqlen_k[0] = 1, a->n_seqlen = 1;
   if (!a->heads_kv) a->heads_kv = a->heads;
   if (!a->head_dim_v) a->head_dim_v = a->head_dim;

@@ -7,6 +7,7 @@
 
 #include "back_to_back.h"
 #include "launch_cost.h"
+#include "test_util.h"
 
 #define BARE_LAUNCHES 2000
 
@@ -80,4 +81,29 @@ int bench_loop_device_step(bench_loop *lp, bench_row *r) {
   }
   r->ms = timed ? sum / lp->layers : NAN;
   return clFinish(fcl_context_queue(lp->ctx)) ? -1 : 0;
+}
+
+int bench_loop_states(fcl_context *ctx, const char *op, size_t n, int layers, cl_mem *st) {
+  const size_t bytes = n * sizeof(float);
+  void *other = bench_uniform(FCL_F32, n, 21, -1, 1), *last = bench_uniform(FCL_F32, n, 22, -1, 1);
+  cl_int err = other && last ? CL_SUCCESS : CL_OUT_OF_HOST_MEMORY;
+  for (int l = 0; l < layers && err == CL_SUCCESS; l++) {
+    st[2 * l] = bench_upload(ctx, l == layers - 1 ? last : other, bytes, &err);
+    if (err == CL_SUCCESS) st[2 * l + 1] = bench_upload(ctx, NULL, bytes, &err);
+  }
+  free(other), free(last);
+  if (err != CL_SUCCESS)
+    fprintf(stderr, "fa-bench: %s --layers %d: could not allocate the states (%.3g GB "
+            "each layer; OpenCL error %d)\n", op, layers, 2.0 * (double)bytes * 1e-9, err);
+  return err == CL_SUCCESS ? 0 : -1;
+}
+
+int bench_loop_state_step(bench_loop *lp, int check, cl_mem h0_buf, float *h0, size_t n,
+                          cl_mem o, size_t o_bytes, cl_mem ht_buf, bench_row *r) {
+  cl_command_queue queue = fcl_context_queue(lp->ctx);
+  if (check && (bench_read(lp->ctx, h0_buf, n * sizeof *h0, h0) ||
+                tu_buffer_repoison(queue, o, o_bytes) ||
+                tu_buffer_repoison(queue, ht_buf, n * sizeof(float))))
+    return -1;
+  return bench_loop_device_step(lp, r);
 }

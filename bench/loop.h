@@ -14,7 +14,7 @@
  *             CUDA graph's replay (median over the timed steps' count)
  *   launch_ms, launch_event_ms  the driver's host time for one bare launch
  *             (launch_cost.h), measured after the timed steps.
- * The ops' files (decode_loop.c, rwkv6_loop.c) set up the layers and check
+ * The ops' files (decode_loop.c, rwkv6_loop.c, rwkv7_loop.c) set up the layers and check
  * the last layer's output of the device-time step. */
 #ifndef FCL_BENCH_LOOP_H
 #define FCL_BENCH_LOOP_H
@@ -41,5 +41,19 @@ int bench_loop_time(bench_loop *lp, int steps, int kernels_per_call, bench_row *
  * time: r->ms is their mean (NAN where the queue does not profile). The
  * timing stays on afterwards (the other ops' rows need it). 0 or -1. */
 int bench_loop_device_step(bench_loop *lp, bench_row *r);
+
+/* The recurrent ops' states (rwkv6_loop.c, rwkv7_loop.c): two f32 states
+ * of n floats for each of `layers` layers, st[2 l] filled (uniform on
+ * [-1, 1), the last layer's from another seed than the others', so that a
+ * check of the last layer catches a call that read or wrote another
+ * layer's state) and st[2 l + 1] not. 0, or -1 with a message naming op
+ * (what was allocated is in st, for the caller to release). */
+int bench_loop_states(fcl_context *ctx, const char *op, size_t n, int layers, cl_mem *st);
+/* Their device-time step (bench_loop_device_step), the last layer read
+ * for the check first where check is set: h0_buf, the state that step
+ * reads (n floats), into h0, and o (o_bytes) and ht_buf poisoned so that
+ * the check sees what the step wrote. 0 or -1. */
+int bench_loop_state_step(bench_loop *lp, int check, cl_mem h0_buf, float *h0, size_t n,
+                          cl_mem o, size_t o_bytes, cl_mem ht_buf, bench_row *r);
 
 #endif

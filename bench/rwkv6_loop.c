@@ -3,9 +3,7 @@
  * h0 from one and writes ht to the other (state[i % 2] -> state[(i+1) % 2]),
  * so each step carries on from the last. r, k, v, w, u and o are the case's
  * (rwkv6_bench.c), shared by every layer. The initial states are random
- * (uniform on [-1, 1), fixed seeds), the last layer's from another seed
- * than the others', so that the check also catches a call that read or
- * wrote another layer's state.
+ * (bench_loop_states: the last layer's from its own seed).
  *
  * Check: the last layer's h0 is read back before the device-time step;
  * then its o and ht are compared, with the tolerances of the rwkv6-fwd
@@ -55,20 +53,18 @@ static int plans_make(fcl_context *ctx, const rlayer *ls, int layers, fcl_plan *
 
 static size_t state_elems(const rshape *s) { return (size_t)(s->b * s->h * s->k * s->v); }
 
-/* Both states of every layer, state[0] filled; 0, or -1 with a message. */
+/* Both states of every layer (bench_loop_states), state[0] filled; 0, or
+ * -1 with a message. */
 static int states_make(fcl_context *ctx, const rshape *s, int layers, rlayer *ls) {
-  const size_t n = state_elems(s), bytes = n * sizeof(float);
-  void *other = bench_uniform(FCL_F32, n, 21, -1, 1), *last = bench_uniform(FCL_F32, n, 22, -1, 1);
-  cl_int err = other && last ? CL_SUCCESS : CL_OUT_OF_HOST_MEMORY;
-  for (int l = 0; l < layers && err == CL_SUCCESS; l++) {
-    ls[l].state[0] = bench_upload(ctx, l == layers - 1 ? last : other, bytes, &err);
-    if (err == CL_SUCCESS) ls[l].state[1] = bench_upload(ctx, NULL, bytes, &err);
+  cl_mem *st = calloc(2 * (size_t)layers, sizeof *st);
+  if (!st) {
+    fprintf(stderr, "fa-bench: rwkv6-fwd --layers: out of host memory\n");
+    return -1;
   }
-  free(other), free(last);
-  if (err != CL_SUCCESS)
-    fprintf(stderr, "fa-bench: rwkv6-fwd --layers %d: could not allocate the states (%.3g GB "
-            "each layer; OpenCL error %d)\n", layers, 2.0 * (double)bytes * 1e-9, err);
-  return err == CL_SUCCESS ? 0 : -1;
+  const int rc = bench_loop_states(ctx, "rwkv6-fwd", state_elems(s), layers, st);
+  for (int l = 0; l < layers; l++) ls[l].state[0] = st[2 * l], ls[l].state[1] = st[2 * l + 1];
+  free(st);
+  return rc;
 }
 
 /* Compares o and ht (now on the device) with the reference from h0 (f32,
@@ -139,14 +135,9 @@ int rwkv6_loop_case(fcl_context *ctx, const bench_args *a, int plans, const rsha
   /* The device-time step is step lp.step: the last layer reads state[step % 2]. */
   const rlayer *last = &ls[layers - 1];
   cl_mem h0_buf = last->state[lp.step & 1], ht_buf = last->state[(lp.step + 1) & 1];
-  cl_command_queue queue = fcl_context_queue(ctx);
-  if (a->check &&
-      (bench_read(ctx, h0_buf, ns * sizeof *h0, h0) ||
-       tu_buffer_repoison(queue, in->by[O], rwkv6_tokens(s) * (size_t)s->v *
-                                                tu_dtype_size(s->dt)) ||
-       tu_buffer_repoison(queue, ht_buf, ns * sizeof(float))))
+  if (bench_loop_state_step(&lp, a->check, h0_buf, h0, ns, in->by[O],
+                            rwkv6_tokens(s) * (size_t)s->v * tu_dtype_size(s->dt), ht_buf, r))
     goto failed;
-  if (bench_loop_device_step(&lp, r)) goto failed;
   r->check = a->check ? check(ctx, s, in, h0, ht_buf, r) : "SKIP";
   goto done;
 failed:

@@ -22,37 +22,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench.h"
 #include "ref_rwkv7.h"
 #include "test_util.h"
+#include "rwkv7_bench.h"
+
+static const char *const out_names[N_OUT7] = {"o", "dr", "dw", "dk", "dv", "da", "db"};
 
 #ifndef FULL_CHECK_MAX
 #define FULL_CHECK_MAX 5e7 /* B*T*H*K*V */
 #endif
 
-typedef struct {
-  int64_t   b, t, h, k, v;
-  fcl_dtype dt;
-} r7shape;
-
-enum { IR, IW, IK, IV, IA, IB, IDO, N_IN7 };              /* inputs, dtype   */
-enum { OO, ODR, ODW, ODK, ODV, ODA, ODB, N_OUT7 };        /* outputs, dtype  */
-static const char *const out_names[N_OUT7] = {"o", "dr", "dw", "dk", "dv", "da", "db"};
-
-typedef struct {
-  void   *x[N_IN7];
-  float  *h0;
-  cl_mem  bx[N_IN7], bh0, by[N_OUT7], bst; /* bst: ht (forward) or dh0 (backward) */
-  int     ref_batch;                       /* 0: none yet */
-  double *ref[N_OUT7], *ref_st;
-} r7inputs;
-
-static size_t rows(const r7shape *s, int64_t nb) { return (size_t)(nb * s->t * s->h); }
+size_t rwkv7_rows(const r7shape *s, int64_t nb) { return (size_t)(nb * s->t * s->h); }
 static int64_t in_dim(const r7shape *s, int i) { return i == IV || i == IDO ? s->v : s->k; }
 static int64_t out_dim(const r7shape *s, int i) { return i == OO || i == ODV ? s->v : s->k; }
-static size_t state_n(const r7shape *s, int64_t nb) { return (size_t)(nb * s->h * s->k * s->v); }
+size_t rwkv7_state_n(const r7shape *s, int64_t nb) {
+  return (size_t)(nb * s->h * s->k * s->v);
+}
 
-static void inputs_free(r7inputs *in) {
+void rwkv7_inputs_free(r7inputs *in) {
   for (int i = 0; i < N_IN7; i++) {
     free(in->x[i]);
     if (in->bx[i]) clReleaseMemObject(in->bx[i]);
@@ -69,8 +56,8 @@ static void inputs_free(r7inputs *in) {
 
 /* The inputs, a token at a time (ref_rwkv7_fill on one row of heads),
  * encoded in the dtype. */
-static int inputs_make(fcl_context *ctx, const r7shape *s, int bwd, r7inputs *in) {
-  const size_t es = tu_dtype_size(s->dt), nrow = rows(s, s->b), ns = state_n(s, s->b);
+int rwkv7_inputs_make(fcl_context *ctx, const r7shape *s, int bwd, r7inputs *in) {
+  const size_t es = tu_dtype_size(s->dt), nrow = rwkv7_rows(s, s->b), ns = rwkv7_state_n(s, s->b);
   memset(in, 0, sizeof *in);
   int ok = 1;
   for (int i = 0; i < N_IN7; i++)
@@ -105,7 +92,7 @@ static int inputs_make(fcl_context *ctx, const r7shape *s, int bwd, r7inputs *in
   if (err != CL_SUCCESS) {
     fprintf(stderr, "fa-bench: could not allocate or upload the RWKV7 inputs (OpenCL error %d)\n",
             err);
-    inputs_free(in);
+    rwkv7_inputs_free(in);
     return -1;
   }
   return 0;
@@ -117,15 +104,12 @@ typedef struct {
   int             bwd;
 } r7call;
 
-static fcl_tensor view(cl_mem m, const r7shape *s, int64_t dim) {
+fcl_tensor rwkv7_view(cl_mem m, const r7shape *s, int64_t dim) {
   fcl_tensor x = {m, 0, s->dt, {s->t * s->h * dim, s->h * dim, dim, 1}};
   return x;
 }
 
-static fcl_status call(fcl_context *ctx, const void *arg) {
-  const r7call *c = arg;
-  const r7shape *s = c->s;
-  const r7inputs *in = c->in;
+fcl_rwkv7_desc rwkv7_desc(const r7shape *s) {
   fcl_rwkv7_desc d = FCL_RWKV7_DESC_INIT;
   d.batch = s->b, d.seqlen = s->t, d.heads = s->h, d.head_dim_k = s->k, d.head_dim_v = s->v;
   /* The inputs' w lie in the models' range (and stay there rounded to the
@@ -133,9 +117,17 @@ static fcl_status call(fcl_context *ctx, const void *arg) {
    * assume: the library may take its chunked form (--params
    * rwkv7_recurrent:... forces the recurrent one). */
   d.decay_lower_bound = -0.60653066f;
+  return d;
+}
+
+static fcl_status call(fcl_context *ctx, const void *arg) {
+  const r7call *c = arg;
+  const r7shape *s = c->s;
+  const r7inputs *in = c->in;
+  const fcl_rwkv7_desc d = rwkv7_desc(s);
   fcl_tensor x[N_IN7], y[N_OUT7];
-  for (int i = 0; i < N_IN7; i++) x[i] = view(in->bx[i], s, in_dim(s, i));
-  for (int i = 0; i < N_OUT7; i++) y[i] = view(in->by[i], s, out_dim(s, i));
+  for (int i = 0; i < N_IN7; i++) x[i] = rwkv7_view(in->bx[i], s, in_dim(s, i));
+  for (int i = 0; i < N_OUT7; i++) y[i] = rwkv7_view(in->by[i], s, out_dim(s, i));
   fcl_status st =
       c->bwd ? fcl_rwkv7_backward(ctx, &d, &x[IR], &x[IW], &x[IK], &x[IV], &x[IA], &x[IB],
                                   in->bh0, &x[IDO], NULL, &y[ODR], &y[ODW], &y[ODK], &y[ODV],
@@ -150,7 +142,7 @@ static fcl_status call(fcl_context *ctx, const void *arg) {
 
 /* The reference over the first nb sequences; 0 or -1 (memory). */
 static int make_reference(const r7shape *s, int bwd, int64_t nb, r7inputs *in) {
-  const size_t nrow = rows(s, nb), ns = state_n(s, nb);
+  const size_t nrow = rwkv7_rows(s, nb), ns = rwkv7_state_n(s, nb);
   double *x[N_IN7] = {NULL}, *h0 = malloc(ns * sizeof *h0);
   int rc = -1;
   for (int i = 0; i < N_IN7; i++) {
@@ -183,9 +175,7 @@ done:
   return rc;
 }
 
-/* n values of raw (dtype t) against ref with tolerance tol; the worst
- * relative error into *err, a message on a failure. 1 if they agree. */
-static int compare(const r7shape *s, const char *op, const char *name, const void *raw,
+int rwkv7_compare(const r7shape *s, const char *op, const char *name, const void *raw,
                    fcl_dtype t, const double *ref, size_t n, tu_tol tol, double *err) {
   double *got = malloc(n * sizeof *got + 1);
   if (!got) return 0;
@@ -214,10 +204,10 @@ static int finite(const r7shape *s, const char *op, const char *name, const void
   return !bad;
 }
 
-static const char *check(fcl_context *ctx, const r7shape *s, int bwd, r7inputs *in,
-                         bench_row *res) {
+const char *rwkv7_check(fcl_context *ctx, const r7shape *s, int bwd, r7inputs *in,
+                        bench_row *res) {
   const char *op = bwd ? "rwkv7-bwd" : "rwkv7-fwd";
-  const size_t es = tu_dtype_size(s->dt), ns = state_n(s, s->b);
+  const size_t es = tu_dtype_size(s->dt), ns = rwkv7_state_n(s, s->b);
   const int full = (double)s->b * (double)s->t * (double)s->h * (double)s->k * (double)s->v <=
                    FULL_CHECK_MAX;
   const int64_t nb = full ? s->b : 1;
@@ -225,7 +215,7 @@ static const char *check(fcl_context *ctx, const r7shape *s, int bwd, r7inputs *
   cl_command_queue queue = fcl_context_queue(ctx);
   const r7call c = {s, in, bwd};
   for (int i = first; i <= last; i++)
-    if (tu_buffer_repoison(queue, in->by[i], rows(s, s->b) * (size_t)out_dim(s, i) * es))
+    if (tu_buffer_repoison(queue, in->by[i], rwkv7_rows(s, s->b) * (size_t)out_dim(s, i) * es))
       return "ERROR";
   if (tu_buffer_repoison(queue, in->bst, ns * sizeof(float)) || call(ctx, &c) != FCL_OK ||
       clFinish(queue))
@@ -234,59 +224,33 @@ static const char *check(fcl_context *ctx, const r7shape *s, int bwd, r7inputs *
     fprintf(stderr, "fa-bench: out of host memory for the %s reference\n", op);
     return "ERROR";
   }
-  const size_t big = rows(s, s->b) * (size_t)(s->k > s->v ? s->k : s->v) * es;
+  const size_t big = rwkv7_rows(s, s->b) * (size_t)(s->k > s->v ? s->k : s->v) * es;
   unsigned char *raw = malloc((big > ns * 4 ? big : ns * 4) + 1);
   if (!raw) return "ERROR";
   double *err = bwd ? &res->err_grad : &res->err_o;
   *err = 0;
   int ok = 1;
   for (int i = first; i <= last && ok >= 0; i++) {
-    const size_t n = rows(s, s->b) * (size_t)out_dim(s, i);
+    const size_t n = rwkv7_rows(s, s->b) * (size_t)out_dim(s, i);
     if (bench_read(ctx, in->by[i], n * es, raw)) ok = -1;
     /* Batch 0 comes first: its slice is the first nb*T*H*dim values; the
      * rest must be finite. */
-    else ok &= compare(s, op, out_names[i], raw, s->dt, in->ref[i],
-                       rows(s, nb) * (size_t)out_dim(s, i), tu_tol_rwkv6(s->dt), err) &
+    else ok &= rwkv7_compare(s, op, out_names[i], raw, s->dt, in->ref[i],
+                       rwkv7_rows(s, nb) * (size_t)out_dim(s, i), tu_tol_rwkv6(s->dt), err) &
                finite(s, op, out_names[i], raw, s->dt, full ? 0 : n);
   }
   if (ok >= 0 && bench_read(ctx, in->bst, ns * sizeof(float), raw)) ok = -1;
   if (ok >= 0)
-    ok &= compare(s, op, bwd ? "dh0" : "ht", raw, FCL_F32, in->ref_st, state_n(s, nb),
+    ok &= rwkv7_compare(s, op, bwd ? "dh0" : "ht", raw, FCL_F32, in->ref_st, rwkv7_state_n(s, nb),
                   tu_tol_rwkv6_state(), err) &
           finite(s, op, bwd ? "dh0" : "ht", raw, FCL_F32, full ? 0 : ns);
   free(raw);
   return ok < 0 ? "ERROR" : !ok ? "FAIL" : full ? "PASS" : "PASS-b0";
 }
 
-int bench_rwkv7(fcl_context *ctx, const bench_args *a, bench_op op, bench_emit emit) {
-  const int bwd = op == OP_RWKV7_BWD;
-  int setup_failed = 0;
-  for (int si = 0; si < a->n_seqlen; si++) {
-    for (int ti = 0; ti < a->n_dtypes; ti++) {
-      const r7shape s = {a->batch, a->seqlen_q[si], a->heads, a->head_dim, a->head_dim_v,
-                         a->dtypes[ti]};
-      r7inputs in;
-      if (inputs_make(ctx, &s, bwd, &in)) {
-        setup_failed = 1;
-        continue;
-      }
-      const double es = (double)tu_dtype_size(s.dt), tok = (double)rows(&s, s.b);
-      const double st = 4.0 * (double)state_n(&s, s.b);
-      /* fwd: r, w, k, a, b, v, h0 in, o, ht out; bwd: those and dout in
-       * (no o), dr, dw, dk, da, db, dv, dh0 out. */
-      bench_row r = bench_row_init(op);
-      r.b = s.b, r.h = s.h, r.hkv = s.h, r.sq = r.sk = s.t, r.d = s.k, r.dv = s.v, r.t = s.dt;
-      r.bytes = bwd ? tok * (double)(10 * s.k + 3 * s.v) * es + 2 * st
-                    : tok * (double)(5 * s.k + 2 * s.v) * es + 2 * st;
-      if (a->check) r.check = check(ctx, &s, bwd, &in, &r);
-      if (strcmp(r.check, "ERROR")) {
-        const r7call c = {&s, &in, bwd};
-        r.ms = bench_time(ctx, call, NULL, &c, a->warmup, a->iters, &r.wall_ms);
-        if (r.ms < 0) r.ms = r.wall_ms = NAN, r.check = "ERROR";
-      }
-      emit(&r);
-      inputs_free(&in);
-    }
-  }
-  return setup_failed;
+void rwkv7_time(fcl_context *ctx, const bench_args *a, const r7shape *s, int bwd,
+                const r7inputs *in, bench_row *r) {
+  const r7call c = {s, in, bwd};
+  r->ms = bench_time(ctx, call, NULL, &c, a->warmup, a->iters, &r->wall_ms);
+  if (r->ms < 0) r->ms = r->wall_ms = NAN, r->check = "ERROR";
 }

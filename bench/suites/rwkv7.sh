@@ -5,7 +5,8 @@
 #                         1: B=8 H=32 T=4096  K=V=64
 #                         2: B=2 H=32 T=16384 K=V=64
 #                         3: the decode step, B=1 H=32 T=1 K=V=64, forward
-#                            only (device time of 100 calls)
+#                            only (device time of 100 calls, and in loop
+#                            mode: 32 layers back to back)
 #   fla_rwkv7.py        fla's chunk_rwkv7 and fused_recurrent_rwkv7, forward
 #                       and backward, on the same shapes and dtypes (shape 3:
 #                       fused_recurrent, the forward's GPU time a call from
@@ -36,6 +37,10 @@ for n in $shapes_sel; do
   if ((n == 3)); then
     # shellcheck disable=SC2086 # each shape is a list of arguments
     step "${fab[@]}" --op rwkv7-fwd $s --dtype bf16,f32 --iters 100 --warmup 10
+    # ... and as a model's step: 32 layers back to back (b2b_us: a call's
+    # device time without the launches' gaps, as fla's graph replay)
+    # shellcheck disable=SC2086
+    step "${fab[@]}" --op rwkv7-fwd $s --dtype bf16,f32 --layers 32 --steps 20 --peak 0
     # shellcheck disable=SC2086
     step python3 "$py/fla_rwkv7.py" $s --dtype bf16,f32 --impl fused_recurrent,chunk \
       --no-bwd --iters 100 --warmup 10 --graph 100
