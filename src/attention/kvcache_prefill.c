@@ -117,18 +117,27 @@ fcl_status fcl_kvcache_prefill_launch(fcl_context *ctx, const fcl_variant_plan *
   if (s) return s;
 
   if (ka && (s = fcl_kvcache_append(ctx, ka, p, kv_flags, 0))) return s;
-  /* Work-groups of WG along the head dim (the kernels skip the rest), not
-   * the driver's choice: PoCL compiles a kernel again for every work-group
-   * size it picks, one per shape. */
-  enum { WG = 32 };
-  const size_t l[3] = {WG, 1, 1};
-  const size_t g[3] = {(size_t)((p->rotary ? d->head_dim : 1) + WG - 1) / WG * WG,
-                       (size_t)d->seqlen_q, (size_t)(d->batch * d->heads_q)};
-  if ((s = fcl_launch(ctx, kp, &ap, g, l, "enqueueing the KV-cache prefill preparation")))
+  /* Work-groups of a fixed size, not the driver's choice (PoCL compiles a
+   * kernel again for every work-group size it picks, one per shape): WX
+   * elements of a row by WY rows (positions), the kernels skipping what
+   * lies past the head dim or the rows. With one warp a row (32 x 1) the
+   * gather of 8704 rows, 8 kv heads, ran as 278K work-groups, and the
+   * H100's q8_0 prefill of 512 tokens took 382 us where it had taken 312
+   * with the driver's choice (8 rows a group: 35K). Without rotary the
+   * preparation only writes each sequence's used length: one work-item a
+   * query head. */
+  enum { WX = 32, WY = 8 };
+  const size_t l[3] = {WX, WY, 1}, one[3] = {1, 1, 1};
+  const size_t g[3] = {p->rotary ? (size_t)(d->head_dim + WX - 1) / WX * WX : 1,
+                       p->rotary ? (size_t)(d->seqlen_q + WY - 1) / WY * WY : 1,
+                       (size_t)(d->batch * d->heads_q)};
+  if ((s = fcl_launch(ctx, kp, &ap, g, p->rotary ? l : one,
+                      "enqueueing the KV-cache prefill preparation")))
     return s;
   if (kg) {
     const int64_t width = d->head_dim > d->head_dim_v ? d->head_dim : d->head_dim_v;
-    const size_t gg[3] = {(size_t)(width + WG - 1) / WG * WG, (size_t)d->cache_capacity,
+    const size_t gg[3] = {(size_t)(width + WX - 1) / WX * WX,
+                          (size_t)(d->cache_capacity + WY - 1) / WY * WY,
                           (size_t)(d->batch * d->heads_kv)};
     if ((s = fcl_launch(ctx, kg, &ag, gg, l, "enqueueing the KV-cache gather"))) return s;
   }
