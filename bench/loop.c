@@ -83,19 +83,27 @@ int bench_loop_device_step(bench_loop *lp, bench_row *r) {
   return clFinish(fcl_context_queue(lp->ctx)) ? -1 : 0;
 }
 
-int bench_loop_states(fcl_context *ctx, const char *op, size_t n, int layers, cl_mem *st) {
+cl_mem *bench_loop_states(fcl_context *ctx, const char *op, size_t n, int layers) {
   const size_t bytes = n * sizeof(float);
+  cl_mem *st = calloc(2 * (size_t)layers, sizeof *st);
   void *other = bench_uniform(FCL_F32, n, 21, -1, 1), *last = bench_uniform(FCL_F32, n, 22, -1, 1);
-  cl_int err = other && last ? CL_SUCCESS : CL_OUT_OF_HOST_MEMORY;
+  cl_int err = st && other && last ? CL_SUCCESS : CL_OUT_OF_HOST_MEMORY;
   for (int l = 0; l < layers && err == CL_SUCCESS; l++) {
     st[2 * l] = bench_upload(ctx, l == layers - 1 ? last : other, bytes, &err);
     if (err == CL_SUCCESS) st[2 * l + 1] = bench_upload(ctx, NULL, bytes, &err);
   }
   free(other), free(last);
-  if (err != CL_SUCCESS)
-    fprintf(stderr, "fa-bench: %s --layers %d: could not allocate the states (%.3g GB "
-            "each layer; OpenCL error %d)\n", op, layers, 2.0 * (double)bytes * 1e-9, err);
-  return err == CL_SUCCESS ? 0 : -1;
+  if (err == CL_SUCCESS) return st;
+  fprintf(stderr, "fa-bench: %s --layers %d: could not allocate the states (%.3g GB "
+          "each layer; OpenCL error %d)\n", op, layers, 2.0 * (double)bytes * 1e-9, err);
+  bench_loop_states_free(st, layers);
+  return NULL;
+}
+
+void bench_loop_states_free(cl_mem *st, int layers) {
+  for (int i = 0; st && i < 2 * layers; i++)
+    if (st[i]) clReleaseMemObject(st[i]);
+  free(st);
 }
 
 int bench_loop_state_step(bench_loop *lp, int check, cl_mem h0_buf, float *h0, size_t n,

@@ -43,12 +43,13 @@ int bench_loop_time(bench_loop *lp, int steps, int kernels_per_call, bench_row *
 int bench_loop_device_step(bench_loop *lp, bench_row *r);
 
 /* The recurrent ops' states (rwkv6_loop.c, rwkv7_loop.c): two f32 states
- * of n floats for each of `layers` layers, st[2 l] filled (uniform on
- * [-1, 1), the last layer's from another seed than the others', so that a
- * check of the last layer catches a call that read or wrote another
- * layer's state) and st[2 l + 1] not. 0, or -1 with a message naming op
- * (what was allocated is in st, for the caller to release). */
-int bench_loop_states(fcl_context *ctx, const char *op, size_t n, int layers, cl_mem *st);
+ * of n floats for each of `layers` layers, layer l's at [2 l] (filled:
+ * uniform on [-1, 1), the last layer's from another seed than the others',
+ * so that a check of the last layer catches a call that read or wrote
+ * another layer's state) and [2 l + 1] (not filled). NULL, with a message
+ * naming op, if they cannot be made. bench_loop_states_free releases them. */
+cl_mem *bench_loop_states(fcl_context *ctx, const char *op, size_t n, int layers);
+void    bench_loop_states_free(cl_mem *st, int layers);
 /* Their device-time step (bench_loop_device_step), the last layer read
  * for the check first where check is set: h0_buf, the state that step
  * reads (n floats), into h0, and o (o_bytes) and ht_buf poisoned so that

@@ -22,7 +22,8 @@
 typedef struct {
   fcl_rwkv6_desc d;
   fcl_tensor     r, k, v, w, o;
-  cl_mem         u, state[2];
+  cl_mem         u;
+  const cl_mem  *state; /* its two states, in the loop's array */
 } rlayer;
 
 static fcl_status layer_call(fcl_context *ctx, const void *arg, int layer, int step) {
@@ -52,20 +53,6 @@ static int plans_make(fcl_context *ctx, const rlayer *ls, int layers, fcl_plan *
 }
 
 static size_t state_elems(const rshape *s) { return (size_t)(s->b * s->h * s->k * s->v); }
-
-/* Both states of every layer (bench_loop_states), state[0] filled; 0, or
- * -1 with a message. */
-static int states_make(fcl_context *ctx, const rshape *s, int layers, rlayer *ls) {
-  cl_mem *st = calloc(2 * (size_t)layers, sizeof *st);
-  if (!st) {
-    fprintf(stderr, "fa-bench: rwkv6-fwd --layers: out of host memory\n");
-    return -1;
-  }
-  const int rc = bench_loop_states(ctx, "rwkv6-fwd", state_elems(s), layers, st);
-  for (int l = 0; l < layers; l++) ls[l].state[0] = st[2 * l], ls[l].state[1] = st[2 * l + 1];
-  free(st);
-  return rc;
-}
 
 /* Compares o and ht (now on the device) with the reference from h0 (f32,
  * host); the verdict, the error in r->err_o. */
@@ -108,6 +95,7 @@ int rwkv6_loop_case(fcl_context *ctx, const bench_args *a, int plans, const rsha
   const int layers = a->layers;
   const size_t ns = state_elems(s);
   rlayer *ls = calloc((size_t)layers, sizeof *ls);
+  cl_mem *st = NULL;
   float *h0 = malloc(ns * sizeof *h0);
   fcl_plan **pl = plans ? calloc(2 * (size_t)layers, sizeof *pl) : NULL;
   int setup_failed = 1;
@@ -117,14 +105,14 @@ int rwkv6_loop_case(fcl_context *ctx, const bench_args *a, int plans, const rsha
     fprintf(stderr, "fa-bench: rwkv6-fwd --layers: out of host memory\n");
     goto done;
   }
-  if (states_make(ctx, s, layers, ls)) goto done;
+  if (!(st = bench_loop_states(ctx, "rwkv6-fwd", ns, layers))) goto done;
   setup_failed = 0;
   for (int l = 0; l < layers; l++) {
     rlayer *c = &ls[l];
     c->d = rwkv6_desc(s, s->b);
     c->r = rwkv6_view(in->bx[R], s, s->k), c->k = rwkv6_view(in->bx[K], s, s->k);
     c->v = rwkv6_view(in->bx[V], s, s->v), c->w = rwkv6_view(in->bx[W], s, s->k);
-    c->o = rwkv6_view(in->by[O], s, s->v), c->u = in->bu;
+    c->o = rwkv6_view(in->by[O], s, s->v), c->u = in->bu, c->state = st + 2 * l;
   }
   bench_loop lp = {ctx, layer_call, ls, layers, 0};
   if (plans) lp.call = layer_plan_run, lp.arg = pl;
@@ -143,9 +131,7 @@ int rwkv6_loop_case(fcl_context *ctx, const bench_args *a, int plans, const rsha
 failed:
   r->ms = r->wall_ms = r->host_ms = NAN;
 done:
-  for (int l = 0; ls && l < layers; l++)
-    for (int i = 0; i < 2; i++)
-      if (ls[l].state[i]) clReleaseMemObject(ls[l].state[i]);
+  bench_loop_states_free(st, layers);
   for (int l = 0; pl && l < 2 * layers; l++) fcl_plan_destroy(pl[l]);
   free(ls), free(h0), free(pl);
   return setup_failed;

@@ -24,7 +24,7 @@
 typedef struct {
   fcl_rwkv7_desc d;
   fcl_tensor     x[IB + 1], o; /* r, w, k, v, a, b */
-  cl_mem         state[2];
+  const cl_mem  *state; /* its two states, in the loop's array */
 } r7layer;
 
 static fcl_status layer_call(fcl_context *ctx, const void *arg, int layer, int step) {
@@ -74,21 +74,21 @@ int rwkv7_loop_case(fcl_context *ctx, const bench_args *a, const r7shape *s,
   const int layers = a->layers;
   const size_t ns = rwkv7_state_n(s, s->b);
   r7layer *ls = calloc((size_t)layers, sizeof *ls);
-  cl_mem *st = calloc(2 * (size_t)layers, sizeof *st);
+  cl_mem *st = NULL;
   float *h0 = malloc(ns * sizeof *h0);
   int setup_failed = 1;
-  if (!ls || !st || !h0) {
+  if (!ls || !h0) {
     fprintf(stderr, "fa-bench: rwkv7-fwd --layers: out of host memory\n");
     goto done;
   }
-  if (bench_loop_states(ctx, "rwkv7-fwd", ns, layers, st)) goto done;
+  if (!(st = bench_loop_states(ctx, "rwkv7-fwd", ns, layers))) goto done;
   setup_failed = 0;
   for (int l = 0; l < layers; l++) {
     r7layer *c = &ls[l];
     c->d = rwkv7_desc(s);
     for (int i = IR; i <= IB; i++) c->x[i] = rwkv7_view(in->bx[i], s, i == IV ? s->v : s->k);
     c->o = rwkv7_view(in->by[OO], s, s->v);
-    c->state[0] = st[2 * l], c->state[1] = st[2 * l + 1];
+    c->state = st + 2 * l;
   }
   bench_loop lp = {ctx, layer_call, ls, layers, 0};
   r->check = "ERROR";
@@ -104,8 +104,7 @@ int rwkv7_loop_case(fcl_context *ctx, const bench_args *a, const r7shape *s,
 failed:
   r->ms = r->wall_ms = r->host_ms = NAN;
 done:
-  for (int i = 0; st && i < 2 * layers; i++)
-    if (st[i]) clReleaseMemObject(st[i]);
-  free(ls), free(st), free(h0);
+  bench_loop_states_free(st, layers);
+  free(ls), free(h0);
   return setup_failed;
 }
