@@ -114,10 +114,12 @@ static int cache_create(fcl_context *ctx, const kv_case *c, const kv_shape *s, i
   cache_strides(c, s, width, cb->uv > 1, cb->st);
   const int64_t extent = (s->slots - 1) * cb->st[0] + (s->T - 1) * cb->st[1] +
                          (s->HK - 1) * cb->st[2] + width;
-  /* Guards of a row and more, a multiple of 16 elements (of 32 for the
-   * block formats): the views stay as aligned as their strides (the library
-   * loads 16 bytes at a time from aligned caches). */
-  const size_t al = cb->uv > 1 ? 32 : 16;
+  /* Guards of a row and more, a multiple of 16 elements (of 128 for the
+   * block formats, 8-byte aligned as 4 blocks): the views stay as aligned
+   * as their strides (the library loads 16 bytes at a time from aligned
+   * caches, and block rows 8 bytes at a time where all start 8-byte
+   * aligned). */
+  const size_t al = cb->uv > 1 ? 128 : 16;
   const size_t gd = guard ? ((size_t)cb->st[0] + 13 + al - 1) / al * al : 0;
   cb->gd = cb->off = gd;
   cb->shift = quant ? (size_t)c->cache_skew : 0;

@@ -1,5 +1,6 @@
 /* requires: attention/attention_abi.h common/mma_common.cl attention/kvcache_append.cl */
 /* requires: attention/kvcache_tile.cl attention/kvcache_split_merge.cl */
+/* requires: attention/kvcache_mma_formats.cl */
 /* Attention of a few new query rows against a KV cache on NVIDIA's tensor
  * cores (prepend mma_warp.cl, mma_common.cl, kvcache_tile.cl and
  * kvcache_split_merge.cl): the decode kernel's work (a tile of ROWS <= 16
@@ -30,7 +31,9 @@
  * Build: HEAD_DIM (a multiple of 32), HEAD_DIM_V (of 64), WG (a multiple
  * of 32), KSUB (16-key steps a warp iteration), ROWS (at most 16), VEC 8. Paged caches: pages of a
  * multiple of 16 tokens. Quantized caches (kvcache_format.cl): their loads
- * kept raw, dequantized and rounded to the operand dtype where used. */
+ * kept raw, dequantized and rounded to the operand dtype where used; a
+ * block format whose rows the host found 8-byte aligned (KV_K_LANE,
+ * KV_V_LANE) read by lane-owned blocks, below. */
 #define NW (WG / 32)
 #define KB (16 * KSUB)
 #define BN (NW * KB)
@@ -45,122 +48,21 @@
 
 /* The head dim of k-step s's slots (2t, 2t + 1) for w = 0, (2t + 8, 2t + 9)
  * for w = 1 (lane quad t): word 2 (s % 2) + w of load s / 2. */
+#if KV_K_LANE /* lane t owns dims [t D / 4, (t + 1) D / 4): whole blocks */
+#define K_COL(s, t, w) (HEAD_DIM / 4 * (t) + 4 * (s) + 2 * (w))
+#else
 #define K_COL(s, t, w) (32 * ((s) / 2) + 8 * (t) + 4 * ((s) % 2) + 2 * (w))
+#endif
 /* The output dim of m-tile j's row g (hi = 0) or g + 8 (hi = 1) for lane
  * group g: half hi of word j % 4 of V load j / 4. */
+#if KV_V_LANE /* lane g owns dims [g D_V / 8, (g + 1) D_V / 8) */
+#define V_COL(j, g, hi) (HEAD_DIM_V / 8 * (g) + 8 * ((j) / 4) + 2 * ((j) % 4) + (hi))
+#else
 #define V_COL(j, g, hi) (64 * ((j) / 4) + 8 * (g) + 2 * ((j) % 4) + (hi))
+#endif
 
 inline uint kvm_word(uint4 x, int w) { return w == 0 ? x.x : w == 1 ? x.y : w == 2 ? x.z : x.w; }
 
-/* A load's eight values as pairs of the operand dtype: a 16-bit cache's as
- * loaded, a quantized one's dequantized (its fp8 scale left out) and
- * rounded to the dtype. For f16 on NVIDIA, by byte permutes and packed f16
- * arithmetic (kvm_fast_pairs), not through f32: int-to-float and f32-to-f16
- * conversions issue at a sixteenth of the FMA rate on Hopper, and the
- * decode of a quantized cache spent twice f16's time in them. The results
- * are the same bits: q and nibbles are exact in f16, d * q is one rounded
- * product either way, and fp8 values are exact in f16. */
-#if FCL_DTYPE == 1 && !FCL_MMA_EMULATE && (KV_K_FMT > 2 || KV_V_FMT > 2)
-inline uint kvm_prmt(uint a, uint b, uint sel) {
-  uint r;
-  FCL_ASM("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
-  return r;
-}
-inline uint kvm_hsub2(uint a, uint b) {
-  uint r;
-  FCL_ASM("sub.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-  return r;
-}
-inline uint kvm_hmul2(uint a, uint b) {
-  uint r;
-  FCL_ASM("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-  return r;
-}
-/* Bytes u0..u3 (0..255) as f16 pairs 1024 + u: (u0, u1), (u2, u3). */
-#define KVM_BIAS_LO(u) kvm_prmt(u, 0x64646464u, 0x5140u)
-#define KVM_BIAS_HI(u) kvm_prmt(u, 0x64646464u, 0x7362u)
-/* q8_0 (d, bytes 0-3, bytes 4-7): d * q, q = u - 128 with u = byte ^ 0x80. */
-inline uint4 kvm_q8_pairs(uint4 r) {
-  const uint dd = r.x | (r.x << 16), lo = r.y ^ 0x80808080u, hi = r.z ^ 0x80808080u;
-  const uint c = 0x64806480u; /* 1152, 1152 */
-  return (uint4)(kvm_hmul2(kvm_hsub2(KVM_BIAS_LO(lo), c), dd),
-                 kvm_hmul2(kvm_hsub2(KVM_BIAS_HI(lo), c), dd),
-                 kvm_hmul2(kvm_hsub2(KVM_BIAS_LO(hi), c), dd),
-                 kvm_hmul2(kvm_hsub2(KVM_BIAS_HI(hi), c), dd));
-}
-/* q4_0 (d, bytes 0-3, bytes 4-7, the nibbles' shift): d * (n - 8). */
-inline uint4 kvm_q4_pairs(uint4 r) {
-  const uint dd = r.x | (r.x << 16);
-  const uint lo = (r.y >> r.w) & 0x0f0f0f0fu, hi = (r.z >> r.w) & 0x0f0f0f0fu;
-  const uint c = 0x64086408u; /* 1032, 1032 */
-  return (uint4)(kvm_hmul2(kvm_hsub2(KVM_BIAS_LO(lo), c), dd),
-                 kvm_hmul2(kvm_hsub2(KVM_BIAS_HI(lo), c), dd),
-                 kvm_hmul2(kvm_hsub2(KVM_BIAS_LO(hi), c), dd),
-                 kvm_hmul2(kvm_hsub2(KVM_BIAS_HI(hi), c), dd));
-}
-/* Bytes b0..b3 into the high bytes of f16 pairs (b0, b1), (b2, b3). */
-#define KVM_HIGH_LO(w) kvm_prmt(w, 0u, 0x1404u)
-#define KVM_HIGH_HI(w) kvm_prmt(w, 0u, 0x3424u)
-/* E5M2 is an f16's high byte. */
-inline uint4 kvm_e5m2_pairs(uint2 w) {
-  return (uint4)(KVM_HIGH_LO(w.x), KVM_HIGH_HI(w.x), KVM_HIGH_LO(w.y), KVM_HIGH_HI(w.y));
-}
-/* E4M3 s.eeee.mmm as f16 s.0eeee.mmm0000000, which is its value / 2^8
- * (subnormals too), times 2^8; a NaN byte (0x7f, 0xff) takes the exact
- * conversion (f16 would read it as 480). */
-inline uint kvm_e4m3_pair(uint x) {
-  return kvm_hmul2((x & 0x80008000u) | ((x & 0x7f007f00u) >> 1), 0x5c005c00u);
-}
-inline uint4 kvm_e4m3_pairs(uint2 w) {
-  const uint nan = (((w.x & 0x7f7f7f7fu) + 0x01010101u) | ((w.y & 0x7f7f7f7fu) + 0x01010101u)) &
-                   0x80808080u;
-  if (nan) {
-    float x[8];
-    FCL_UNROLL for (int e = 0; e < 8; ++e) x[e] = fcl_e4m3_to_f32(kvq_byte(w, e));
-    return (uint4)(mma_pack(x[0], x[1]), mma_pack(x[2], x[3]), mma_pack(x[4], x[5]),
-                   mma_pack(x[6], x[7]));
-  }
-  return (uint4)(kvm_e4m3_pair(KVM_HIGH_LO(w.x)), kvm_e4m3_pair(KVM_HIGH_HI(w.x)),
-                 kvm_e4m3_pair(KVM_HIGH_LO(w.y)), kvm_e4m3_pair(KVM_HIGH_HI(w.y)));
-}
-/* Block formats' raw loads are uint4, fp8's uint2. */
-#define KVM_FAST_PAIRS_B(fmt, r) ((fmt) == FCL_KV_Q8_0 ? kvm_q8_pairs(r) : kvm_q4_pairs(r))
-#define KVM_FAST_PAIRS_8(fmt, r) ((fmt) == FCL_KV_FP8_E5M2 ? kvm_e5m2_pairs(r) : kvm_e4m3_pairs(r))
-#endif
-#if KV_K_FMT > 2 && FCL_DTYPE == 1 && !FCL_MMA_EMULATE
-#if KV_BLOCK_FMT(KV_K_FMT)
-#define KC_PAIRS(r) KVM_FAST_PAIRS_B(KV_K_FMT, r)
-#else
-#define KC_PAIRS(r) KVM_FAST_PAIRS_8(KV_K_FMT, r)
-#endif
-#elif KV_K_FMT > 2
-inline uint4 kvm_k_pairs(kc_raw r) {
-  float x[8];
-  KC_CONVERT(x, r);
-  return (uint4)(mma_pack(x[0], x[1]), mma_pack(x[2], x[3]), mma_pack(x[4], x[5]),
-                 mma_pack(x[6], x[7]));
-}
-#define KC_PAIRS(r) kvm_k_pairs(r)
-#else
-#define KC_PAIRS(r) (r)
-#endif
-#if KV_V_FMT > 2 && FCL_DTYPE == 1 && !FCL_MMA_EMULATE
-#if KV_BLOCK_FMT(KV_V_FMT)
-#define VC_PAIRS(r) KVM_FAST_PAIRS_B(KV_V_FMT, r)
-#else
-#define VC_PAIRS(r) KVM_FAST_PAIRS_8(KV_V_FMT, r)
-#endif
-#elif KV_V_FMT > 2
-inline uint4 kvm_v_pairs(vc_raw r) {
-  float x[8];
-  VC_CONVERT(x, r);
-  return (uint4)(mma_pack(x[0], x[1]), mma_pack(x[2], x[3]), mma_pack(x[4], x[5]),
-                 mma_pack(x[6], x[7]));
-}
-#define VC_PAIRS(r) kvm_v_pairs(r)
-#else
-#define VC_PAIRS(r) (r)
-#endif
 inline float kvm_elem(float4 x, int e) { return e == 0 ? x.x : e == 1 ? x.y : e == 2 ? x.z : x.w; }
 
 /* The cache row that holds the 16-key step from position j: its page
@@ -214,8 +116,28 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
     sl[u_] = (kv_flags & FCL_KV_PAGED) ? KV_MOD(j_, page_size) : j_;               \
   }
   int pg[KSUB], sl[KSUB];
+#if KV_K_LANE
+  /* Lane t's window of the key's row: its bytes from (its first block &
+   * ~7); the byte offset in a row is the same for every row. */
+  uint kr[KSUB][2][2 * KW8K + 1];
+  const int k_lane = t * NBK * KBB, k_o = k_lane & 7;
+#define LOAD_K(x)                                                                  \
+  FCL_UNROLL for (int u_ = 0; u_ < KSUB; ++u_)                                     \
+    FCL_UNROLL for (int n_ = 0; n_ < 2; ++n_) {                                    \
+      const int j_ = K_KEY(x, u_, n_);                                             \
+      const bool ok_ = j_ < hi && pg[u_] >= 0;                                     \
+      const __global uchar *p_ =                                                   \
+          k_cache + (ok_ ? k_off + ((long)pg[u_] * k_sb + (long)(sl[u_] + K_OFF(n_)) * k_ss + \
+                                    (long)hk * k_sh) / 32 * KBB + k_lane - k_o     \
+                         : 0);                                                     \
+      FCL_UNROLL for (int i_ = 0; i_ < KW8K; ++i_) {                               \
+        const uint2 w_ = ok_ ? ((const __global uint2 *)p_)[i_] : (uint2)(0u);     \
+        kr[u_][n_][2 * i_] = w_.s0, kr[u_][n_][2 * i_ + 1] = w_.s1;                \
+      }                                                                            \
+      kr[u_][n_][2 * KW8K] = 0u;                                                   \
+    }
+#else
   kc_raw kr[KSUB][2][NKL];
-  vc_raw vr[KSUB][4][NVL];
 #define LOAD_K(x)                                                                  \
   FCL_UNROLL for (int u_ = 0; u_ < KSUB; ++u_)                                     \
     FCL_UNROLL for (int n_ = 0; n_ < 2; ++n_) {                                    \
@@ -228,6 +150,32 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
                                                             32 * i_ + 8 * t)       \
                                   : KC_ZERO;                                       \
     }
+#endif
+#if KV_V_LANE
+  /* Lane g's window of the key's V row (kvm_v_lane_raw) and its block's d. */
+  uint vr[KSUB][4][2 * KW8V];
+  uint vd[KSUB][4];
+  const int v_blk = (VHALF ? g / 2 : g) * VBB;
+  const int v_lane = v_blk + 2 + (KV_V_FMT == FCL_KV_Q8_0 && VHALF ? 16 * (g & 1) : 0);
+  const int v_o = v_lane & 7;
+#define LOAD_V(x)                                                                  \
+  FCL_UNROLL for (int u_ = 0; u_ < KSUB; ++u_)                                     \
+    FCL_UNROLL for (int k_ = 0; k_ < 4; ++k_) {                                    \
+      const int j_ = V_KEY(x, u_, k_);                                             \
+      const bool ok_ = j_ < hi && pg[u_] >= 0;                                     \
+      const __global uchar *r_ =                                                   \
+          v_cache + (ok_ ? v_off + ((long)pg[u_] * v_sb + (long)(sl[u_] + V_OFF(k_)) * v_ss + \
+                                    (long)hk * v_sh) / 32 * VBB                    \
+                         : 0);                                                     \
+      const __global uint2 *p_ = (const __global uint2 *)(r_ + v_lane - v_o);      \
+      vd[u_][k_] = ok_ ? *(const __global ushort *)(r_ + v_blk) : 0u;              \
+      FCL_UNROLL for (int i_ = 0; i_ < KW8V; ++i_) {                               \
+        const uint2 w_ = ok_ && (i_ < KW8V - 1 || v_o) ? p_[i_] : (uint2)(0u);     \
+        vr[u_][k_][2 * i_] = w_.s0, vr[u_][k_][2 * i_ + 1] = w_.s1;                \
+      }                                                                            \
+    }
+#else
+  vc_raw vr[KSUB][4][NVL];
 #define LOAD_V(x)                                                                  \
   FCL_UNROLL for (int u_ = 0; u_ < KSUB; ++u_)                                     \
     FCL_UNROLL for (int k_ = 0; k_ < 4; ++k_) {                                    \
@@ -240,6 +188,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
                                                             64 * i_ + 8 * g)       \
                                   : VC_ZERO;                                       \
     }
+#endif
   /* The first block's loads go out before Q is staged: its latency hides
    * behind theirs. */
   PAGE_IDS(pg, blk0);
@@ -260,9 +209,11 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
       FCL_UNROLL for (int hh = 0; hh < 2; ++hh) {
         KV_ROW_TOKEN_HEAD(row0 + g + 8 * hh, tq, hq);
         const bool ok = g + 8 * hh < ROWS && tq < s.n;
-        const long qi = ok ? kv_token_index(&s, b, tq, hq, q_off, q_sb, q_ss, q_sh) + 8 * t : 0;
-        FCL_UNROLL for (int m = 0; m < NKS / 2; ++m)
-          raw[hh][m] = ok ? *(const __global uint4 *)(q + qi + 32 * m) : (uint4)(0u);
+        const long qi = ok ? kv_token_index(&s, b, tq, hq, q_off, q_sb, q_ss, q_sh) +
+                                 K_COL(0, t, 0) : 0;
+        FCL_UNROLL for (int m = 0; m < NKS / 2; ++m) /* dims K_COL(2 m, t, 0) .. + 8 */
+          raw[hh][m] = ok ? *(const __global uint4 *)(q + qi + K_COL(2 * m, 0, 0))
+                          : (uint4)(0u);
       }
       FCL_UNROLL for (int ks = 0; ks < NKS; ++ks) {
         const int w = 2 * (ks % 2);
@@ -311,7 +262,13 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
     FCL_UNROLL for (int u = 0; u < KSUB; ++u)
       FCL_UNROLL for (int nt = 0; nt < 2; ++nt) {
         uint4 kh[NKL]; /* each load's pairs once (a quantized cache's converted) */
+#if KV_K_LANE
+        uint kn[KNN];
+        kvw_align(kr[u][nt], k_o, kn, KNN);
+        FCL_UNROLL for (int i = 0; i < NKL; ++i) kh[i] = KC_PAIRS(KVM_K_LANE_RAW(kn, i));
+#else
         FCL_UNROLL for (int i = 0; i < NKL; ++i) kh[i] = KC_PAIRS(kr[u][nt][i]);
+#endif
         float4 c = (float4)(0.0f);
         FCL_UNROLL for (int ks = 0; ks < NKS; ++ks) {
           const uint4 w = kh[ks / 2];
@@ -375,8 +332,16 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
     /* O^T += V^T P^T: V^T's A fragment pairs two keys' halves of a word. */
     FCL_UNROLL for (int u = 0; u < KSUB; ++u) {
       uint4 vh[4][NVL]; /* each load's pairs once */
-      FCL_UNROLL for (int k = 0; k < 4; ++k)
+      FCL_UNROLL for (int k = 0; k < 4; ++k) {
+#if KV_V_LANE
+        uint vn[VNN];
+        kvw_align(vr[u][k], v_o, vn, VNN);
+        FCL_UNROLL for (int i = 0; i < NVL; ++i)
+          vh[k][i] = VC_PAIRS(KVM_V_LANE_RAW(vn, vd[u][k], g & 1, i));
+#else
         FCL_UNROLL for (int i = 0; i < NVL; ++i) vh[k][i] = VC_PAIRS(vr[u][k][i]);
+#endif
+      }
       FCL_UNROLL for (int j = 0; j < NDT; ++j) {
         const uint w0 = kvm_word(vh[0][j / 4], j % 4), w1 = kvm_word(vh[1][j / 4], j % 4);
         const uint w2 = kvm_word(vh[2][j / 4], j % 4), w3 = kvm_word(vh[3][j / 4], j % 4);

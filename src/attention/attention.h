@@ -232,6 +232,7 @@ int fcl_kvcache_tile_rows(int max_rows, const fcl_kvcache_desc *d);
 int fcl_kvcache_fused_append(int max_rows, const fcl_kvcache_problem *p);
 /* Elements of the caches' 16-byte (or narrower) loads. */
 int fcl_kvcache_vector_width(const fcl_kvcache_problem *p);
+bool fcl_kvcache_lane_blocks(const fcl_tensor *t, int64_t head_dim);
 /* The forward of few rows as a KV-cache problem over a full contiguous
  * cache (d holds the descriptor kp points to). */
 void fcl_kvcache_from_forward(const fcl_attention_problem *p, fcl_kvcache_desc *d,

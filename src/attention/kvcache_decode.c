@@ -138,6 +138,16 @@ static bool cache_loads(const fcl_tensor *t, int vec, size_t es) {
   return (size_t)vec * es <= 16 && fcl_tensor_aligned(t, es, false, vec);
 }
 
+/* Whether a block-format cache's rows all start at a multiple of 8
+ * bytes, with whole 128-value groups of the head dim a lane, so that the
+ * tensor-core decode reads them with aligned 8-byte loads: a byte offset
+ * of a multiple of 8 and strides of multiples of 128 values (4 blocks of
+ * 34 or 18 bytes). */
+bool fcl_kvcache_lane_blocks(const fcl_tensor *t, int64_t head_dim) {
+  return fcl_dtype_block(t->dtype) > 1 && head_dim % 128 == 0 && t->offset % 8 == 0 &&
+         t->strides[0] % 128 == 0 && t->strides[1] % 128 == 0 && t->strides[2] % 128 == 0;
+}
+
 /* Values a load: 16 bytes of q's dtype (8 values of a quantized cache)
  * where the head dims and the caches' views allow, else fewer. */
 int fcl_kvcache_vector_width(const fcl_kvcache_problem *p) {

@@ -118,7 +118,9 @@ fcl_status fcl_kvcache_mma_launch(fcl_context *ctx, const fcl_variant_plan *pl,
   const fcl_define extra[] = {{"ROWS", rows},         {"VEC", 8},
                               {"FCL_UNROLL_HINTS", 1}, {"KV_PART_PTX", ptx},
                               {"KV_K_FMT", (int)p->k_fmt}, {"KV_V_FMT", (int)p->v_fmt},
-                              {"KV_APPEND_FUSED", fcl_kvcache_fused_append(MMA_ROWS, p)}};
+                              {"KV_APPEND_FUSED", fcl_kvcache_fused_append(MMA_ROWS, p)},
+                              {"KV_K_LANE", fcl_kvcache_lane_blocks(p->k_cache, p->d->head_dim)},
+                              {"KV_V_LANE", fcl_kvcache_lane_blocks(p->v_cache, p->d->head_dim_v)}};
   char options[512];
   fcl_build_options(cls, cfg, extra, (int)FCL_COUNT(extra),
                     fcl_mma_build_options(ctx, p->dtype), options, sizeof options);
