@@ -8,7 +8,7 @@ import statistics
 # The fields that name a case (those a row has); the rest are measurements.
 CASE = ("op", "impl", "dtype", "batch", "heads", "heads_kv", "seqlen_q", "seqlen_k",
         "head_dim", "head_dim_v", "causal", "algorithm", "page_size", "num_splits",
-        "append", "context", "layers")
+        "append", "context", "layers", "cache_dtype")
 
 
 def cases(paths):
