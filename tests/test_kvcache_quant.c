@@ -99,6 +99,7 @@ static const kv_case kvq_cases[] = {
   K(.name = "q4_0 head dim 128 paged 16 GQA 8/2", .dtypes = F16, .b = 2, .sq = 1, .cached = {70, 33}, .hq = 8, .hkv = 2, .d = 128, .dv = 128, .page = 16, .spare_pages = 2, .kfmt = Q4, .vfmt = Q4),
   K(.name = "q8_0 K q4_0 V head dim 256 splits 3 causal", .dtypes = BF16, .b = 1, .sq = 2, .cached = {150}, .hq = 4, .hkv = 1, .d = 256, .dv = 256, .splits = 3, .causal = 1, .kfmt = Q8, .vfmt = Q4),
   K(.name = "q4_0 K q8_0 V head dim 256 GQA 4/2", .dtypes = F16, .b = 2, .sq = 1, .cached = {40, 17}, .hq = 4, .hkv = 2, .d = 256, .dv = 256, .kfmt = Q4, .vfmt = Q8),
+  K(.name = "q8_0 K q4_0 V head dim 128 rotary neox (q staged)", .dtypes = F16, .b = 2, .sq = 2, .cached = {29, 6}, .hq = 4, .hkv = 1, .d = 128, .dv = 128, .rot = NEOX, .causal = 1, .kfmt = Q8, .vfmt = Q4),
   K(.name = "q8_0 head dim 128 padded", .dtypes = F16, .b = 2, .sq = 1, .cached = {33, 12}, .hq = 4, .hkv = 1, .d = 128, .dv = 128, .pad = 1, .kfmt = Q8, .vfmt = Q8),
   K(.name = "q8_0 head dims 64/128 prefill", .dtypes = F32, .b = 1, .sq = 33, .cached = {50}, .hq = 4, .hkv = 2, .dv = 128, .causal = 1, .kfmt = Q8, .vfmt = Q8),
 };
