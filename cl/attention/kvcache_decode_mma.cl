@@ -152,7 +152,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void fcl_kv_decode_mma(
     }
 #endif
 #if KV_V_LANE
-  /* Lane g's window of the key's V row (kvm_v_lane_raw) and its block's d. */
+  /* Lane g's window of the key's V row (KVM_V_LANE_RAW) and its block's d. */
   uint vr[KSUB][4][2 * KW8V];
   uint vd[KSUB][4];
   const int v_blk = (VHALF ? g / 2 : g) * VBB;
