@@ -10,8 +10,9 @@
 
 /* Work-group size (warps of 32), 16-key steps a warp iteration, and the
  * splits' choice as the portable decode makes it: work-groups a compute
- * unit in a wave, fewest keys a split. */
-#define PARAMS(X) X(WG) X(KSUB) X(WAVES) X(SPLIT_KEYS)
+ * unit in a wave (WAVES; WAVES_Q where both caches hold a byte a value or
+ * less: q8_0, q4_0, fp8), fewest keys a split. */
+#define PARAMS(X) X(WG) X(KSUB) X(WAVES) X(SPLIT_KEYS) X(WAVES_Q)
 FCL_PARAM_STRUCT(decode_mma_params, PARAMS);
 
 #define MMA_ROWS 16 /* a tile's rows: one m16 tile of S */
@@ -25,8 +26,12 @@ static void defaults(const fcl_device_info *dev, const fcl_tuning_class *cls, fc
    * the 47 of 11 that three give took 67.0; 1024 and 4096 keys split the
    * same either way. Splits of 64 keys and up: at 1024 keys that is 16
    * splits a head, which short contexts need to fill the GPU
-   * (docs/defaults.md). */
-  c->WG = 128, c->KSUB = 1, c->WAVES = 2, c->SPLIT_KEYS = 64;
+   * (docs/defaults.md). A cache of a byte a value or less holds half the
+   * bytes or fewer in flight a work-group, and wants more of them: three
+   * an SM (H200, B1 32768 keys: q8_0 45.5 us against 49.8 with two, fp8
+   * E4M3 47.1 against 52.9; B8 8192: 71.4 against 83.0, 75.9 against
+   * 90.2), where three slow f16 down (57.4 against 44.4 us). */
+  c->WG = 128, c->KSUB = 1, c->WAVES = 2, c->SPLIT_KEYS = 64, c->WAVES_Q = 3;
 }
 
 /* The kernel's local memory: q_s and out_s (f32 rows; out_s a slice a
@@ -46,7 +51,7 @@ static bool valid(const fcl_device_info *dev, const fcl_tuning_class *cls, const
   const decode_mma_params *c = FCL_CPARAMS(decode_mma_params, cfg);
   const char *bad = NULL;
   if (c->WG < 32 || c->WG > 512 || c->WG % 32 || c->KSUB < 1 || c->KSUB > 4 || c->WAVES < 1 ||
-      c->SPLIT_KEYS < 16)
+      c->WAVES_Q < 1 || c->SPLIT_KEYS < 16)
     bad = "a size out of range (WG whole warps up to 512, KSUB 1 to 4)";
   else if ((size_t)c->WG > dev->max_wg)
     bad = "work-group larger than the device allows";
@@ -124,8 +129,9 @@ fcl_status fcl_kvcache_mma_launch(fcl_context *ctx, const fcl_variant_plan *pl,
   char options[512];
   fcl_build_options(cls, cfg, extra, (int)FCL_COUNT(extra),
                     fcl_mma_build_options(ctx, p->dtype), options, sizeof options);
+  const bool narrow = p->k_fmt >= FCL_Q8_0 && p->v_fmt >= FCL_Q8_0;
   const fcl_kv_shape sh = {"fcl_kv_decode_mma", c->WG, c->WG / 32 * 16 * c->KSUB, rows,
-                           MMA_ROWS, c->WAVES, c->SPLIT_KEYS};
+                           MMA_ROWS, narrow ? c->WAVES_Q : c->WAVES, c->SPLIT_KEYS};
   return fcl_kvcache_run(ctx, cls->variant, options, &sh, p);
 }
 
