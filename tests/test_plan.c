@@ -158,7 +158,10 @@ static double step_reference(const problem *p, int s, double *o) {
   return bound;
 }
 
-typedef enum { LOOP_CALLS, LOOP_PLAN, LOOP_NO_CACHE } loop_kind;
+/* LOOP_PLAN runs a public plan, from a command buffer where the device
+ * offers cl_khr_command_buffer; LOOP_PLAN_LAUNCHES the same plan's
+ * launches one by one (FCL_COMMAND_BUFFER=0). */
+typedef enum { LOOP_CALLS, LOOP_PLAN, LOOP_NO_CACHE, LOOP_PLAN_LAUNCHES, LOOP_KINDS } loop_kind;
 
 /* Runs the S steps one way; reads every step's o into out [STEPS][B][HQ][D]. */
 static int token_loop(fcl_context *ctx, fcl_dtype t, loop_kind kind, double *out) {
@@ -173,8 +176,15 @@ static int token_loop(fcl_context *ctx, fcl_dtype t, loop_kind kind, double *out
   const long made = ctx->plans_made, reused = ctx->plans_reused;
   fcl_plan *plan = NULL;
   fcl_status st = FCL_OK;
-  if (kind == LOOP_PLAN)
+  const bool cmdbuf = ctx->opt.command_buffer;
+  ctx->opt.command_buffer = kind != LOOP_PLAN_LAUNCHES;
+  if (kind == LOOP_PLAN || kind == LOOP_PLAN_LAUNCHES) {
     st = fcl_attention_kvcache_plan(ctx, &d, &tq, &tkc, &tvc, &tkn, &tvn, &to, p.blse, &plan);
+    if (st == FCL_OK)
+      CHECK(!plan->cb == (kind == LOOP_PLAN_LAUNCHES || !fcl_cmdbuf_available(ctx)),
+            "token loop (%d): the plan %s a command buffer", (int)kind,
+            plan->cb ? "has" : "has no");
+  }
   const size_t no = (size_t)B * HQ * D * p.es;
   for (int s = 0; s < STEPS && st == FCL_OK; ++s) {
     stage_step(q, &p, s);
@@ -202,6 +212,7 @@ static int token_loop(fcl_context *ctx, fcl_dtype t, loop_kind kind, double *out
     if (!cmp.ok) tu_print_cmp("o", &cmp, NULL, 0);
   }
   fcl_plan_destroy(plan);
+  ctx->opt.command_buffer = cmdbuf;
   fcl_context_set_option(ctx, FCL_OPTION_PLAN_CACHE, 256);
   problem_free(&p);
   return ok;
@@ -211,17 +222,21 @@ static void test_token_loop(fcl_context *ctx) {
   const fcl_dtype types[] = {FCL_F16, FCL_F32};
   for (int i = 0; i < 2; ++i) {
     const size_t n = (size_t)STEPS * B * HQ * D;
-    double *o[3];
+    double *o[LOOP_KINDS];
     int ok = 1;
-    for (int k = 0; k < 3; ++k) {
+    for (int k = 0; k < LOOP_KINDS; ++k) {
       o[k] = malloc(n * 8);
       ok &= token_loop(ctx, types[i], (loop_kind)k, o[k]);
     }
-    CHECK(ok && !memcmp(o[0], o[1], n * 8) && !memcmp(o[0], o[2], n * 8),
-          "token loop %s: calls, a plan and no cache differ", tu_dtype_name(types[i]));
-    printf("token loop %s: %d steps through the calls, a plan and no cache: %s\n",
-           tu_dtype_name(types[i]), STEPS, failures ? "FAIL" : "ok");
-    for (int k = 0; k < 3; ++k) free(o[k]);
+    for (int k = 1; k < LOOP_KINDS; ++k) ok &= !memcmp(o[0], o[k], n * 8);
+    CHECK(ok, "token loop %s: calls, a plan (from a command buffer and launch by launch) and "
+              "no cache differ", tu_dtype_name(types[i]));
+    printf("token loop %s: %d steps through the calls, a plan (%s, and launch by launch) and "
+           "no cache: %s\n",
+           tu_dtype_name(types[i]), STEPS,
+           fcl_cmdbuf_available(ctx) ? "from a command buffer" : "no command buffers here",
+           failures ? "FAIL" : "ok");
+    for (int k = 0; k < LOOP_KINDS; ++k) free(o[k]);
   }
 }
 

@@ -113,6 +113,7 @@ void fcl_context_destroy(fcl_context *ctx) {
   fcl_op_release(ctx);
   fcl_plan_cache_clear(ctx);
   fcl_refs_free(ctx->refs);
+  fcl_cmdbuf_free(ctx);
   if (ctx->tuning && ctx->tuning_free) ctx->tuning_free(ctx->tuning);
   fcl_release_programs(ctx);
   for (int i = 0; i < (int)FCL_COUNT(ctx->scratch); ++i)

@@ -41,6 +41,8 @@ typedef struct {
   bool wgmma;                /* FCL_WGMMA (default on): Hopper's wgmma kernels */
   int  rwkv6_algorithm;      /* FCL_RWKV6_ALGORITHM: 0 unset, 1 recurrent, 2 chunked */
   int  f32_precision;        /* FCL_F32_PRECISION: an fcl_f32_precision       */
+  bool command_buffer;       /* FCL_COMMAND_BUFFER (default on): public plans
+                                replay from a recorded command buffer     */
 } fcl_options;
 void fcl_options_read(fcl_options *o);
 /* The tuning database's path from the environment ($FCL_TUNING_DB, else
@@ -144,6 +146,11 @@ struct fcl_context {
   /* Context options (fcl_context_set_option). */
   bool             timing;     /* FCL_OPTION_TIMING */
   int              plan_cache; /* FCL_OPTION_PLAN_CACHE: plans kept */
+  /* cl_khr_command_buffer (command_buffer.c): 0 not looked for yet, -1
+   * not offered (or not usable with this queue), 1 its entry points in
+   * cmdbuf. */
+  signed char      cmdbuf_state;
+  struct fcl_cmdbuf_api *cmdbuf;
   /* The tuning layer's rows and overrides (tuning_choose.c), made on first
    * use and freed by the function it leaves here. */
   struct fcl_tuning_state *tuning;
@@ -363,6 +370,12 @@ void             fcl_refs_free(fcl_buffer_refs *r); /* releases every buffer; NU
 void fcl_op_begin(fcl_context *ctx);
 /* Whether launches return profiling events: timing or tracing is on. */
 bool fcl_events_wanted(const fcl_context *ctx);
+
+/* command_buffer.c: whether the device offers cl_khr_command_buffer in a
+ * form a plan can use on ctx's queue (looked for once); its entry points
+ * are freed with the context (fcl_cmdbuf_free). */
+bool fcl_cmdbuf_available(fcl_context *ctx);
+void fcl_cmdbuf_free(fcl_context *ctx);
 void fcl_op_record(fcl_context *ctx, cl_event ev); /* takes ev */
 /* FCL_TRACE: keeps kernel k's launch (retains ev) for the timeline. */
 void fcl_op_trace(fcl_context *ctx, cl_kernel k, cl_event ev, const size_t global[3],

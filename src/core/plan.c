@@ -14,6 +14,7 @@ fcl_plan *fcl_plan_new(fcl_context *ctx, bool hold_args) {
 
 void fcl_plan_free(fcl_plan *pl) {
   if (!pl) return;
+  fcl_cmdbuf_release(pl->ctx, pl);
   for (int i = 0; i < pl->ncmd; ++i)
     if (pl->cmd[i].k) clReleaseKernel(pl->cmd[i].k), free(pl->cmd[i].patch_struct);
   for (int i = 0; i < pl->nheld; ++i) clReleaseMemObject(pl->held[i]);
@@ -216,6 +217,7 @@ fcl_status fcl_plan_make(fcl_context *ctx, fcl_op_fn run, const void *args, fcl_
     return s;
   }
   ctx->plans_made++;
+  fcl_cmdbuf_record(ctx, pl);
   *out = pl;
   return FCL_OK;
 }
@@ -225,6 +227,7 @@ fcl_status fcl_plan_run(fcl_plan *plan) {
   fcl_context *ctx = plan->ctx;
   fcl_clear_error(ctx);
   fcl_op_begin(ctx);
+  if (fcl_cmdbuf_enqueue(ctx, plan)) return FCL_OK;
   return fcl_plan_replay(ctx, plan);
 }
 

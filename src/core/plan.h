@@ -29,6 +29,8 @@ struct fcl_plan {
   bool          hold_args;   /* a public plan keeps the caller's buffers alive */
   bool          device_data; /* shaped by device data read on the host */
   bool          broken;      /* a launch could not be recorded */
+  void         *cb;          /* a public plan's launches as a recorded
+                                cl_command_buffer_khr, or NULL */
   /* In the cache: the key, its hash, the buffers it names, the next plan
    * (less recently used). */
   unsigned char *key;
@@ -49,6 +51,14 @@ fcl_status fcl_plan_replay_patched(fcl_context *ctx, const fcl_plan *pl, const v
 /* Runs op while recording into pl, enqueueing as it goes or not. */
 fcl_status fcl_plan_record(fcl_context *ctx, fcl_plan *pl, bool enqueue, fcl_op_fn run,
                            const void *args);
+/* command_buffer.c: records a public plan's launches into a command
+ * buffer where the device offers one and every command of the plan can
+ * be recorded (leaves pl->cb NULL otherwise: the plan replays as usual);
+ * enqueues it (false: not enqueued, replay the plan's launches instead);
+ * releases it. */
+void fcl_cmdbuf_record(fcl_context *ctx, fcl_plan *pl);
+bool fcl_cmdbuf_enqueue(fcl_context *ctx, const fcl_plan *pl);
+void fcl_cmdbuf_release(fcl_context *ctx, fcl_plan *pl);
 /* plan_cache.c: the plan of a key seen before (moved to the front), or
  * NULL; put takes pl (false: not kept, the caller frees it). Both first
  * drop the plans of a buffer the caller released, if they find one. */
