@@ -522,11 +522,11 @@ FCL_API fcl_status fcl_rwkv7_backward(
  *
  * Each *_plan function takes the arguments of its call and validates them
  * as the call does; nothing is enqueued. Destroy plans before their
- * context. Where the device offers cl_khr_command_buffer, a plan records
- * its launches into a command buffer once and fcl_plan_run enqueues that
- * (one enqueue a run), unless $FCL_COMMAND_BUFFER is 0, timing or tracing
- * is on, or the plan takes per-call values (dropout's seed); it falls back
- * to the launches where the driver refuses it. */
+ * context. With $FCL_COMMAND_BUFFER=1, where the device offers
+ * cl_khr_command_buffer, a plan records its launches into a command
+ * buffer once and fcl_plan_run enqueues that (one enqueue a run), unless
+ * timing or tracing is on or the plan takes per-call values (dropout's
+ * seed); it falls back to the launches where the driver refuses it. */
 typedef struct fcl_plan fcl_plan;
 FCL_API fcl_status fcl_attention_forward_plan(fcl_context *ctx, const fcl_attention_desc *d,
                                               const fcl_tensor *q, const fcl_tensor *k,

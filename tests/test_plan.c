@@ -158,9 +158,9 @@ static double step_reference(const problem *p, int s, double *o) {
   return bound;
 }
 
-/* LOOP_PLAN runs a public plan, from a command buffer where the device
- * offers cl_khr_command_buffer; LOOP_PLAN_LAUNCHES the same plan's
- * launches one by one (FCL_COMMAND_BUFFER=0). */
+/* LOOP_PLAN runs a public plan from a command buffer where the device
+ * offers cl_khr_command_buffer (as FCL_COMMAND_BUFFER=1 asks);
+ * LOOP_PLAN_LAUNCHES the same plan's launches one by one (the default). */
 typedef enum { LOOP_CALLS, LOOP_PLAN, LOOP_NO_CACHE, LOOP_PLAN_LAUNCHES, LOOP_KINDS } loop_kind;
 
 /* Runs the S steps one way; reads every step's o into out [STEPS][B][HQ][D]. */

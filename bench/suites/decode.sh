@@ -26,9 +26,9 @@
 #   b64        B=64, 2048 cached tokens, contiguous and paged (16)
 #   paged32k   B=1, 32768 cached tokens, f16 and f32, contiguous and paged (16)
 #   rwkv6      RWKV6 T=1 step, B=1 H=32 K=V=64 bf16, f16, f32, state in and out
-#   b1_launches  b1 with FCL_COMMAND_BUFFER=0: the plans' runs launch by
-#              launch, where b1's come from a command buffer (if the device
-#              offers cl_khr_command_buffer)
+#   b1_cmdbuf  b1 with FCL_COMMAND_BUFFER=1: the plans' runs from a
+#              recorded command buffer (if the device offers
+#              cl_khr_command_buffer), where b1's enqueue their launches
 # Each case's fa-bench JSON goes to OUT/loop_CASE.json.
 #
 # sweep: where the decode kernels' time goes, f16 and f32, B=1 Hq=32 Hkv=8
@@ -124,10 +124,10 @@ if part loop; then
       --head-dim 128 --heads 32 --heads-kv 8 --backend cudnn,flash \
       --compare "$out/loop_$name.json"
   done
-  # The public plans' runs enqueued launch by launch, not from a recorded
-  # command buffer, beside the b1 case's plans (where the device offers
-  # cl_khr_command_buffer; elsewhere the two are the same).
-  step_json "$out/loop_b1_launches.json" env FCL_COMMAND_BUFFER=0 "${fab[@]}" --op decode \
+  # The public plans' runs from a recorded command buffer, beside the b1
+  # case's launch by launch (where the device offers cl_khr_command_buffer;
+  # elsewhere the two are the same).
+  step_json "$out/loop_b1_cmdbuf.json" env FCL_COMMAND_BUFFER=1 "${fab[@]}" --op decode \
     --batch 1 --context 1024,4096,32768 --dtype f16 "${loop[@]}"
   step_json "$out/loop_rwkv6.json" "${fab[@]}" --op rwkv6-fwd --layers 32 --steps 20 \
     --batch 1 --heads 32 --head-dim 64 --dtype bf16,f16,f32 --peak 0 --plans

@@ -1,7 +1,9 @@
 /* A public plan's launches recorded once into an OpenCL command buffer
- * (cl_khr_command_buffer) and enqueued as one command, where the device
- * offers the extension: one enqueue a run however many kernels the plan
- * has, and no argument set again. Only public plans (fcl_*_plan) take one:
+ * (cl_khr_command_buffer) and enqueued as one command, where
+ * FCL_COMMAND_BUFFER=1 asks for it and the device offers the extension:
+ * one enqueue a run however many kernels the plan has, and no argument set
+ * again (off by default: on PoCL it took more host time than the
+ * launches, docs/api.md). Only public plans (fcl_*_plan) take one:
  * they hold the caller's buffers alive anyway, while the context's cache
  * of plans watches reference counts to see a buffer released, which a
  * command buffer holding its arguments would hide (buffer_refs.c).

@@ -41,8 +41,8 @@ typedef struct {
   bool wgmma;                /* FCL_WGMMA (default on): Hopper's wgmma kernels */
   int  rwkv6_algorithm;      /* FCL_RWKV6_ALGORITHM: 0 unset, 1 recurrent, 2 chunked */
   int  f32_precision;        /* FCL_F32_PRECISION: an fcl_f32_precision       */
-  bool command_buffer;       /* FCL_COMMAND_BUFFER (default on): public plans
-                                replay from a recorded command buffer     */
+  bool command_buffer;       /* FCL_COMMAND_BUFFER=1: public plans replay
+                                from a recorded command buffer            */
 } fcl_options;
 void fcl_options_read(fcl_options *o);
 /* The tuning database's path from the environment ($FCL_TUNING_DB, else

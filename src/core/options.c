@@ -65,7 +65,7 @@ void fcl_options_read(fcl_options *o) {
   o->cpu_kernel = flag("FCL_CPU_KERNEL", true);
   o->mma_emulate = flag("FCL_MMA_EMULATE", false);
   o->disable_fastpath = flag("FCL_DISABLE_FASTPATH", false);
-  o->command_buffer = flag("FCL_COMMAND_BUFFER", true);
+  o->command_buffer = flag("FCL_COMMAND_BUFFER", false);
   o->wgmma = flag("FCL_WGMMA", true);
   const char *alg = env("FCL_RWKV6_ALGORITHM");
   o->rwkv6_algorithm = !alg ? 0 : strcmp(alg, "recurrent") == 0 ? 1 : strcmp(alg, "chunked") == 0 ? 2 : 0;
