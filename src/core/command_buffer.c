@@ -23,7 +23,6 @@
 #endif
 
 #include <stdlib.h>
-#include <string.h>
 
 #ifdef cl_khr_command_buffer
 typedef cl_command_buffer_khr(CL_API_CALL *create_fn)(cl_uint, const cl_command_queue *,
@@ -46,25 +45,10 @@ struct fcl_cmdbuf_api {
   bool       simultaneous; /* a buffer may be enqueued while one is pending */
 };
 
-static bool has_extension(cl_device_id d, const char *name) {
-  size_t n = 0;
-  if (clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, 0, NULL, &n) != CL_SUCCESS || !n) return false;
-  char *ext = malloc(n + 1);
-  bool  found = false;
-  if (ext && clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, n, ext, NULL) == CL_SUCCESS) {
-    ext[n] = '\0';
-    const size_t len = strlen(name);
-    for (const char *p = strstr(ext, name); p && !found; p = strstr(p + 1, name))
-      found = (p == ext || p[-1] == ' ') && (p[len] == ' ' || p[len] == '\0');
-  }
-  free(ext);
-  return found;
-}
-
 /* The extension's entry points, and whether ctx's queue has the
  * properties a command buffer requires of it; NULL otherwise. */
 static struct fcl_cmdbuf_api *load(fcl_context *ctx) {
-  if (!has_extension(ctx->device, "cl_khr_command_buffer")) return NULL;
+  if (!ctx->info.has_command_buffer) return NULL;
   cl_command_queue_properties need = 0, have = 0;
   cl_device_command_buffer_capabilities_khr caps = 0;
   if (clGetDeviceInfo(ctx->device, CL_DEVICE_COMMAND_BUFFER_REQUIRED_QUEUE_PROPERTIES_KHR,
@@ -141,7 +125,7 @@ void fcl_cmdbuf_record(fcl_context *ctx, fcl_plan *pl) {
 }
 
 bool fcl_cmdbuf_enqueue(fcl_context *ctx, const fcl_plan *pl) {
-  if (!pl->cb || !ctx->opt.command_buffer || fcl_events_wanted(ctx)) return false;
+  if (!pl->cb || fcl_events_wanted(ctx)) return false;
   /* A buffer still pending from the run before, where the device does not
    * allow two at once, fails here: that run replays its launches. */
   return ctx->cmdbuf->enqueue(0, NULL, (cl_command_buffer_khr)pl->cb, 0, NULL, NULL) ==

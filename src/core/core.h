@@ -64,6 +64,7 @@ typedef struct {
   cl_uint  native_float_width; /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT */
   size_t   preferred_multiple; /* 0 until fcl_device_probe() has run */
   bool     has_subgroups;  /* cl_khr_subgroups or cl_intel_subgroups */
+  bool     has_command_buffer; /* cl_khr_command_buffer */
   bool     is_nvidia, is_amd, is_intel, is_cpu;
   /* The driver keeps compiled kernels in its own on-disk cache, keyed by
    * source and options (PoCL: $POCL_CACHE_DIR; Mesa's rusticl: Mesa's
@@ -370,17 +371,17 @@ void             fcl_refs_free(fcl_buffer_refs *r); /* releases every buffer; NU
 void fcl_op_begin(fcl_context *ctx);
 /* Whether launches return profiling events: timing or tracing is on. */
 bool fcl_events_wanted(const fcl_context *ctx);
+void fcl_op_record(fcl_context *ctx, cl_event ev); /* takes ev */
+/* FCL_TRACE: keeps kernel k's launch (retains ev) for the timeline. */
+void fcl_op_trace(fcl_context *ctx, cl_kernel k, cl_event ev, const size_t global[3],
+                  const size_t local[3]);
+void fcl_op_release(fcl_context *ctx);
 
 /* command_buffer.c: whether the device offers cl_khr_command_buffer in a
  * form a plan can use on ctx's queue (looked for once); its entry points
  * are freed with the context (fcl_cmdbuf_free). */
 bool fcl_cmdbuf_available(fcl_context *ctx);
 void fcl_cmdbuf_free(fcl_context *ctx);
-void fcl_op_record(fcl_context *ctx, cl_event ev); /* takes ev */
-/* FCL_TRACE: keeps kernel k's launch (retains ev) for the timeline. */
-void fcl_op_trace(fcl_context *ctx, cl_kernel k, cl_event ev, const size_t global[3],
-                  const size_t local[3]);
-void fcl_op_release(fcl_context *ctx);
 
 /* tensor.c: validation of strided views. */
 typedef struct {

@@ -69,6 +69,7 @@ void fcl_read_device_info(cl_platform_id p, cl_device_id d, const fcl_options *o
       ext[ext_size] = '\0';
       info->has_subgroups = strstr(ext, "cl_khr_subgroups") ||
                             strstr(ext, "cl_intel_subgroups");
+      info->has_command_buffer = strstr(ext, "cl_khr_command_buffer") != NULL;
       cl_uint major = 0, minor = 0; /* CL_DEVICE_COMPUTE_CAPABILITY_{MAJOR,MINOR}_NV */
       if (strstr(ext, "cl_nv_device_attribute_query") &&
           clGetDeviceInfo(d, 0x4000, sizeof major, &major, NULL) == CL_SUCCESS &&
