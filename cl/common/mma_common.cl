@@ -91,28 +91,44 @@ inline float mma_elem(uint pair, int hi) {
 }
 
 
+/* Lane 4g + t holds A's rows g, g + 8 at columns 2t, 2t + 1 (x, y) and
+ * 2t + 8, 2t + 9 (z, w), and B's column g at rows 2t, 2t + 1 (x) and
+ * 2t + 8, 2t + 9 (y). Each operand goes through the warp's scratch as
+ * floats, converted once by the lane that holds it (A's 16x16 fill it, so
+ * B, transposed, follows in a second round); the lane's two rows and two
+ * columns come back as float16s for its 4 outputs. Unoptimised builds
+ * (Oclgrind, PoCL's emulated tests) spend their time here, hence the
+ * vector loads and the unrolled sums. */
+#define MMA_DOT16_(a, b, s)                                                             \
+  s = fma(a.s0, b.s0, s), s = fma(a.s1, b.s1, s), s = fma(a.s2, b.s2, s),               \
+  s = fma(a.s3, b.s3, s), s = fma(a.s4, b.s4, s), s = fma(a.s5, b.s5, s),               \
+  s = fma(a.s6, b.s6, s), s = fma(a.s7, b.s7, s), s = fma(a.s8, b.s8, s),               \
+  s = fma(a.s9, b.s9, s), s = fma(a.sa, b.sa, s), s = fma(a.sb, b.sb, s),               \
+  s = fma(a.sc, b.sc, s), s = fma(a.sd, b.sd, s), s = fma(a.se, b.se, s),               \
+  s = fma(a.sf, b.sf, s)
 inline float4 mma_16816_e(uint4 a, uint2 b, float4 c, __local uint *emu) {
-  __local uint *w = MMA_WARP_S(emu);
-  const int lane = MMA_LANE;
-  w[lane * 8 + 0] = a.x; w[lane * 8 + 1] = a.y;
-  w[lane * 8 + 2] = a.z; w[lane * 8 + 3] = a.w;
-  w[lane * 8 + 4] = b.x; w[lane * 8 + 5] = b.y;
+  __local float *w = (__local float *)MMA_WARP_S(emu);
+  const int lane = MMA_LANE, g = lane >> 2, t = lane & 3;
+  /* A[row][k] at w[16 row + k] */
+  vstore2((float2)(mma_elem(a.x, 0), mma_elem(a.x, 1)), 0, w + 16 * g + 2 * t);
+  vstore2((float2)(mma_elem(a.y, 0), mma_elem(a.y, 1)), 0, w + 16 * (g + 8) + 2 * t);
+  vstore2((float2)(mma_elem(a.z, 0), mma_elem(a.z, 1)), 0, w + 16 * g + 2 * t + 8);
+  vstore2((float2)(mma_elem(a.w, 0), mma_elem(a.w, 1)), 0, w + 16 * (g + 8) + 2 * t + 8);
   barrier(CLK_LOCAL_MEM_FENCE);
-  float out[4] = {c.x, c.y, c.z, c.w};
-  const int g = lane >> 2, t = lane & 3;
-  for (int e = 0; e < 4; ++e) {
-    const int row = g + (e >> 1) * 8, col = 2 * t + (e & 1);
-    float sum = 0.0f;
-    for (int kk = 0; kk < 16; ++kk) {
-      const int ka = (kk & 7) >> 1, hi = kk & 1;
-      const uint ap = w[((row & 7) * 4 + ka) * 8 + (row >> 3) + 2 * (kk >> 3)];
-      const uint bp = w[(col * 4 + ka) * 8 + 4 + (kk >> 3)];
-      sum = fma(mma_elem(ap, hi), mma_elem(bp, hi), sum);
-    }
-    out[e] += sum;
-  }
+  const float16 a0 = vload16(0, w + 16 * g), a1 = vload16(0, w + 16 * (g + 8));
   barrier(CLK_LOCAL_MEM_FENCE);
-  return (float4)(out[0], out[1], out[2], out[3]);
+  /* B[k][col] at w[16 col + k] */
+  vstore2((float2)(mma_elem(b.x, 0), mma_elem(b.x, 1)), 0, w + 16 * g + 2 * t);
+  vstore2((float2)(mma_elem(b.y, 0), mma_elem(b.y, 1)), 0, w + 16 * g + 2 * t + 8);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const float16 b0 = vload16(0, w + 16 * (2 * t)), b1 = vload16(0, w + 16 * (2 * t + 1));
+  barrier(CLK_LOCAL_MEM_FENCE);
+  float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+  MMA_DOT16_(a0, b0, s0);
+  MMA_DOT16_(a0, b1, s1);
+  MMA_DOT16_(a1, b0, s2);
+  MMA_DOT16_(a1, b1, s3);
+  return c + (float4)(s0, s1, s2, s3);
 }
 #define mma_16816(a, b, c) mma_16816_e((a), (b), (c), emu)
 
