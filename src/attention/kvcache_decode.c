@@ -17,6 +17,9 @@
  * a split. */
 #define PARAMS(X) X(WG) X(TPK) X(KPW) X(MAX_ROWS) X(WAVES) X(SPLIT_KEYS)
 FCL_PARAM_STRUCT(decode_params, PARAMS);
+/* Launch-only: MAX_ROWS reaches the kernel as ROWS, the splits not at all,
+ * so programs that differ only in them are one. */
+#define HOST_PARAMS (1u << 3 | 1u << 4 | 1u << 5) /* MAX_ROWS, WAVES, SPLIT_KEYS */
 
 static bool pow2(int x) { return x > 0 && (x & (x - 1)) == 0; }
 
@@ -119,7 +122,7 @@ static bool worth_trying(const fcl_device_info *dev, const fcl_tuning_class *cls
 const fcl_variant fcl_variant_attention_decode = {
     "attention_decode", FCL_TUNING_ATTENTION_DECODE, FCL_TOPS("attention/kvcache_decode.cl"),
     {"HEAD_DIM", "HEAD_DIM_V"}, FCL_MAX_HEAD_DIM, false, FCL_PARAM_COUNT(PARAMS),
-    FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, worth_trying, 0};
+    FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, worth_trying, HOST_PARAMS};
 
 void fcl_kvcache_class(const void *problem, const fcl_variant *v, fcl_tuning_class *cls) {
   const fcl_kvcache_problem *p = problem;

@@ -14,6 +14,8 @@
  * less: q8_0, q4_0, fp8), fewest keys a split. */
 #define PARAMS(X) X(WG) X(KSUB) X(WAVES) X(SPLIT_KEYS) X(WAVES_Q)
 FCL_PARAM_STRUCT(decode_mma_params, PARAMS);
+/* The splits' three shape the launch alone: one program serves them all. */
+#define HOST_PARAMS (1u << 2 | 1u << 3 | 1u << 4) /* WAVES, SPLIT_KEYS, WAVES_Q */
 
 #define MMA_ROWS 16 /* a tile's rows: one m16 tile of S */
 
@@ -84,7 +86,7 @@ const fcl_variant fcl_variant_attention_decode_mma = {
     "attention_decode_mma", FCL_TUNING_ATTENTION_DECODE,
     FCL_TOPS("attention/kvcache_decode_mma.cl"),
     {"HEAD_DIM", "HEAD_DIM_V"}, FCL_MAX_HEAD_DIM, false, FCL_PARAM_COUNT(PARAMS),
-    FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, NULL, 0};
+    FCL_PARAM_NAMES(PARAMS), defaults, valid, axes, point, NULL, HOST_PARAMS};
 
 bool fcl_kvcache_mma_suits(fcl_context *ctx, fcl_dtype dtype, int64_t head_dim,
                            int64_t head_dim_v) {
