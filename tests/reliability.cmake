@@ -79,8 +79,8 @@ if(FCL_OCLGRIND)
   #              with out-of-range cache_seqlens, block_table,
   #              cache_batch_idx and cu_seqlens_q entries: every buffer fits
   #              its view, so an index that escapes its checks is reported.
-  # Times on 2 shared cores: about 50 s, 50 s (alone), 20 s, 95 s, 20 s, 30 s and
-  # 10 s.
+  # Times in CI's ctest -j2 on 2 cores: about 130 s, 85 s, 45 s, 50 s, 12 s,
+  # 60 s and 30 s.
   set(_ocl_bwd fcl_attention_bwd_delta fcl_attention_bwd_dq fcl_attention_bwd_dkdv)
   set(_ocl_rwkv6 fcl_rwkv6_fwd_recurrent fcl_rwkv6_bwd_forward fcl_rwkv6_bwd_reverse
       fcl_rwkv6_bwd_finish fcl_rwkv6_bwd_du fcl_rwkv6_chunk_state fcl_rwkv6_chunk_out
