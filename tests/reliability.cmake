@@ -73,9 +73,11 @@ if(FCL_OCLGRIND)
   #              its splits merged in the kernel (also with bad
   #              block_table and cache_seqlens entries), with 48 KiB of
   #              local memory;
-  #   _kvcache   fcl_attention_kvcache on seven small shapes (contiguous,
+  #   _kvcache   fcl_attention_kvcache on nine small shapes (contiguous,
   #              paged, more than 64 rows a kv head, no append, f16 GQA in
-  #              pages of 16, splits merged in the decode kernel), each also
+  #              pages of 16, splits merged in the decode kernel, quantized,
+  #              more than 64 rows a kv head gathered from a paged q8_0 and
+  #              fp8 cache), each also
   #              with out-of-range cache_seqlens, block_table,
   #              cache_batch_idx and cu_seqlens_q entries: every buffer fits
   #              its view, so an index that escapes its checks is reported.
@@ -97,7 +99,7 @@ if(FCL_OCLGRIND)
   # (on tensor cores every case appends in the decode kernel: one tile a kv head)
   set(_ocl_kernels__kvcache_mma fcl_mma_probe fcl_kv_decode_mma)
   set(_ocl_kernels__kvcache fcl_kv_append fcl_kv_decode fcl_kv_prefill_prep
-      fcl_attention_fwd_cpu)
+      fcl_kv_gather fcl_attention_fwd_cpu)
   set(_ocl_env_ "")
   set(_ocl_env__split "FCL_LOOP_BUDGET=1" "FCL_TEST_FILTER=MQA two key tiles|chunked|recurrent")
   set(_ocl_env__portable "FCL_CPU_KERNEL=0" "FCL_OCLGRIND_OPS=attention-fwd")

@@ -249,19 +249,21 @@ static void run_rwkv6(fcl_context *ctx, const rcase *c, uint64_t seed) {
   free(r); free(k); free(v); free(w); free(u); free(dout); free(h0); free(dht);
 }
 
-/* fcl_attention_kvcache (only with "kvcache" in FCL_OCLGRIND_OPS): eight
+/* fcl_attention_kvcache (only with "kvcache" in FCL_OCLGRIND_OPS): nine
  * small shapes (contiguous with cache_batch_idx, rotary and 3 splits;
  * paged head-major, ragged, rotary interleaved; more than 64 rows a kv head,
  * which runs the forward's kernels; no append; f16 GQA in pages of 16 with
  * head dims 32 and 64, which FCL_MMA_EMULATE=1 gives the decode kernel on
  * tensor cores; and the splits merged by the decode kernel, portable and
  * on tensor cores: sequences of 3 and 2 splits with keys, one without
- * keys; q8_0 and fp8 caches, appended), each valid and checked
+ * keys; q8_0 and fp8 caches, appended; more than 64 rows a kv head on a
+ * paged q8_0 K and fp8 V cache, which the gather copies into rows for the
+ * forward), each valid and checked
  * against the reference, then with out-of-range device indices (FCL_OK,
  * results unspecified). Every buffer fits its view exactly, so an index
  * that escapes reads or writes outside a buffer, which Oclgrind reports. */
 #define KV(...) {__VA_ARGS__}
-static const kv_case kv_cases[8] = {
+static const kv_case kv_cases[9] = {
   KV(.name = "kvcache contiguous idx rotary splits", .dtypes = OH_DT(FCL_F32), .b = 2, .sq = 3,
      .cached = {5, 2}, .hq = 2, .hkv = 1, .d = 16, .dv = 8, .cache_batch = 3, .cbi = 1,
      .rot = KV_ROT_NEOX, .rot_dim = 8, .causal = 1, .splits = 3),
@@ -287,10 +289,15 @@ static const kv_case kv_cases[8] = {
   KV(.name = "kvcache quantized paged 16 GQA", .dtypes = OH_DT(FCL_F16), .b = 2, .sq = 1,
      .cached = {20, 5}, .hq = 4, .hkv = 2, .d = 32, .dv = 64, .page = 16, .spare_pages = 1,
      .kfmt = KV_Q8_0, .vfmt = KV_E4M3, .scales = KV_SCALE_HEAD),
+  KV(.name = "kvcache prefill rows, paged q8_0 K fp8 V", .dtypes = OH_DT(FCL_F32), .b = 2,
+     .sq = 9, .cached = {5, 3}, .hq = 8, .hkv = 1, .d = 32, .dv = 20, .page = 4,
+     .spare_pages = 1, .kfmt = KV_Q8_0, .vfmt = KV_E5M2, .scales = KV_SCALE_TENSOR,
+     .causal = 1),
 };
 /* Capacities 11, 12 (3 pages a sequence, 4 pages), 16, 10, 32 (2 pages a
- * sequence, 5 pages), 64 and 144 (9 pages a sequence, 9 pages). */
-static const kv_corrupt kv_bad[8][6] = {
+ * sequence, 5 pages), 64, 144 (9 pages a sequence, 9 pages) and 20 (5
+ * pages a sequence, 11 pages). */
+static const kv_corrupt kv_bad[9][6] = {
   {{KV_BAD_SEQLEN, 0, 50}, {KV_BAD_SEQLEN, 1, 9}, {KV_BAD_SEQLEN, 0, -2},
    {KV_BAD_CBI, 1, 3}, {KV_BAD_CBI, 0, -1}},
   {{KV_BAD_BLOCK, 0, 4}, {KV_BAD_BLOCK, 3, -1}, {KV_BAD_SEQLEN, 1, 40},
@@ -301,12 +308,13 @@ static const kv_corrupt kv_bad[8][6] = {
   {{KV_BAD_SEQLEN, 1, 70}, {KV_BAD_SEQLEN, 2, -5}},
   {{KV_BAD_BLOCK, 4, 9}, {KV_BAD_SEQLEN, 1, 200}},
   {{KV_BAD_BLOCK, 1, 5}, {KV_BAD_SEQLEN, 0, 90}},
+  {{KV_BAD_BLOCK, 2, 11}, {KV_BAD_BLOCK, 6, -1}, {KV_BAD_SEQLEN, 1, 60}},
 };
 
 static void run_kvcache(fcl_context *ctx, uint64_t seed) {
   const kv_opts opts = {0, 1, 0, 1}; /* views fill their buffers; one run, one call */
   kv_stats st = {0, 0, 0, 0};
-  for (int i = 0; i < 8; ++i, ++seed) {
+  for (int i = 0; i < 9; ++i, ++seed) {
     if (!selected(kv_cases[i].name)) continue;
     const fcl_dtype dt = kv_cases[i].dtypes == OH_DT(FCL_F16)    ? FCL_F16
                          : kv_cases[i].dtypes == OH_DT(FCL_BF16) ? FCL_BF16
