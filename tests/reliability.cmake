@@ -131,16 +131,25 @@ if(FCL_OCLGRIND)
   endforeach()
   set_tests_properties(test_oclgrind_mma PROPERTIES COST 100)
   # RWKV7 (test_oclgrind_rwkv7.c): the step kernel, the recurrent forward
-  # and the backward in segments of one chunk (FCL_SCRATCH_CAP=1), with a
-  # GPU's parameters forced; about 15 s on 2 shared cores.
-  set(test test_oclgrind_rwkv7)
-  add_test(NAME ${test} COMMAND ${CMAKE_COMMAND} -DOCLGRIND=${FCL_OCLGRIND}
-           -DPROG=$<TARGET_FILE:test_oclgrind_rwkv7>
-           -DLOG=${CMAKE_CURRENT_BINARY_DIR}/${test}.log
-           "-DOPTIONS=--check-api;--data-races;--uninitialized;--build-options;-cl-opt-disable"
-           -P ${CMAKE_CURRENT_SOURCE_DIR}/oclgrind_check.cmake)
-  set_tests_properties(${test} PROPERTIES TIMEOUT 900 LABELS "oclgrind" ENVIRONMENT
-    "FCL_DEVICE=oclgrind;FCL_CACHE=0;FCL_TUNING_DB=off;FCL_SCRATCH_CAP=1;FCL_OCLGRIND_KERNELS=fcl_rwkv7_fwd_step fcl_rwkv7_fwd_recurrent fcl_rwkv7_bwd_reverse fcl_rwkv7_bwd_finish")
+  # and the backward in segments of one chunk (FCL_SCRATCH_CAP=1), and the
+  # chunked forward, with a GPU's parameters forced; then (_mma) the chunked
+  # forward's outputs on tensor cores, emulated, with NVIDIA's 48 KiB of
+  # local memory. About 17 s and 6 s on 2 shared cores.
+  set(_ocl_r7_ "fcl_rwkv7_fwd_step fcl_rwkv7_fwd_recurrent fcl_rwkv7_bwd_reverse fcl_rwkv7_bwd_finish fcl_rwkv7_chunk_prep fcl_rwkv7_chunk_state fcl_rwkv7_chunk_out")
+  set(_ocl_r7__mma "fcl_mma_probe fcl_rwkv7_chunk_prep fcl_rwkv7_chunk_state fcl_rwkv7_chunk_out_mma")
+  set(_ocl_r7_env__mma "FCL_MMA_EMULATE=1" "FCL_TEST_FILTER=chunked mma")
+  set(_ocl_r7_checks__mma ";--local-mem-size;49152")
+  foreach(variant "" "_mma")
+    set(test test_oclgrind_rwkv7${variant})
+    add_test(NAME ${test} COMMAND ${CMAKE_COMMAND} -DOCLGRIND=${FCL_OCLGRIND}
+             -DPROG=$<TARGET_FILE:test_oclgrind_rwkv7>
+             -DLOG=${CMAKE_CURRENT_BINARY_DIR}/${test}.log
+             "-DOPTIONS=--check-api;--data-races;--uninitialized${_ocl_r7_checks_${variant}};--build-options;-cl-opt-disable"
+             -P ${CMAKE_CURRENT_SOURCE_DIR}/oclgrind_check.cmake)
+    set(env "FCL_DEVICE=oclgrind" "FCL_CACHE=0" "FCL_TUNING_DB=off" "FCL_SCRATCH_CAP=1"
+        "FCL_OCLGRIND_KERNELS=${_ocl_r7_${variant}}" ${_ocl_r7_env_${variant}})
+    set_tests_properties(${test} PROPERTIES TIMEOUT 900 LABELS "oclgrind" ENVIRONMENT "${env}")
+  endforeach()
   # Why the shim is there: the two false reports of Oclgrind's plugin shown
   # on two small kernels (the count of reports in each mode), and a real
   # read of unwritten memory still reported with the shim on. Fails when an

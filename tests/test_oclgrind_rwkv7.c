@@ -1,10 +1,12 @@
 /* The RWKV7 kernels under Oclgrind (tests/reliability.cmake runs it as
  * test_oclgrind_rwkv7 through oclgrind_check.cmake, which fails on any
- * report): the step kernel, the fused recurrent forward and the backward
- * (checkpoints, reverse pass, sums), with parameters forced to a GPU's
+ * report): the step kernel, the fused recurrent forward, the backward
+ * (checkpoints, reverse pass, sums) and the chunked forward (the chunks'
+ * factors, the state pass, the outputs), with parameters forced to a GPU's
  * paths (rows of a column summed across work-items in local memory:
  * rw7_colsum with one and with two stage-1 sums; several column groups a
- * work-group; value blocks that do not divide V), on tiny shapes: h0/ht,
+ * work-group; value blocks that do not divide V; chunks and key tiles
+ * that do not divide T and K), on tiny shapes: h0/ht,
  * dht/dh0, reverse, varlen with an empty sequence, f32, f16, bf16. Its
  * CTest entry sets FCL_SCRATCH_CAP=1, so every backward runs in segments
  * of one chunk, each summed apart. Views fill their buffers exactly, so a
@@ -27,14 +29,21 @@
 #include <string.h>
 
 typedef struct {
-  const char   *step, *fwd, *bwd; /* overrides (NULL: the device's parameters) */
+  /* overrides (NULL: the device's parameters) */
+  const char   *step, *fwd, *bwd, *chunk, *chunk_mma;
   oh_rwkv7_case c;
 } ocase;
 
 #define F32 OH_DT(FCL_F32)
 #define F16 OH_DT(FCL_F16)
 #define BF16 OH_DT(FCL_BF16)
-#define C(s, f, b, ...) {s, f, b, {.exact = 1, __VA_ARGS__}}
+#define C(s, f, b, ...) {s, f, b, NULL, NULL, {.exact = 1, __VA_ARGS__}}
+/* The chunked forward, forced (the override picks it at any length where
+ * the bound allows chunks: models' decays, w >= -exp(-0.5)). */
+#define CH(p, m, ...)                                                               \
+  {NULL, NULL, NULL, p, m,                                                          \
+   {.exact = 1, .fwd_only = 1, .decay = REF_RWKV7_W_MODEL,                          \
+    .decay_lower_bound = -0.60653066f, __VA_ARGS__}}
 static const ocase cases[] = {
   C("KS=4,VS=2,VC=4", NULL, NULL, .name = "step T=3 reverse K 16 V 8", .dtypes = F16,
     .dk = 16, .dv = 8, .b = 2, .t = 3, .h = 1, .reverse = 1, .fwd_only = 1),
@@ -45,6 +54,17 @@ static const ocase cases[] = {
   C(NULL, "TC=2,KS=9,VS=1,VC=3", "TC=3,KS=9,VC=4",
     .name = "recurrent varlen 5,0,3 reverse K 17 V 7", .dtypes = BF16, .dk = 17, .dv = 7,
     .nseq = 3, .lens = {5, 0, 3}, .h = 1, .reverse = 1, .no_dht = 1),
+  CH("TC=12,BK=24,BV=20,HV=24,WG=40", NULL, .name = "chunked T=29 K 40 V 52", .dtypes = F32,
+     .dk = 40, .dv = 52, .b = 1, .t = 29, .h = 1),
+  CH("TC=12,BK=24,BV=20,HV=24,WG=40", NULL, .name = "chunked varlen 14,0,3 reverse h0 NULL",
+     .dtypes = BF16, .dk = 40, .dv = 52, .nseq = 3, .lens = {14, 0, 3}, .h = 1, .reverse = 1,
+     .no_h0 = 1),
+  /* The outputs on tensor cores where they run (FCL_MMA_EMULATE=1: the
+   * CTest entry test_oclgrind_rwkv7_mma); elsewhere the forced variant
+   * does not apply and the recurrent kernel runs it. */
+  CH(NULL, "TC=16,BK=16,HV=16,WG=32",
+     .name = "chunked mma T=37 K 32 V 48 reverse", .dtypes = BF16, .dk = 32, .dv = 48, .b = 1,
+     .t = 37, .h = 1, .reverse = 1),
 };
 
 /* Whether name contains one of the |-separated parts of FCL_TEST_FILTER. */
@@ -68,6 +88,9 @@ static fcl_status force(fcl_context *ctx, const ocase *o) {
   fcl_status s = fcl_tuning_override(ctx, fcl_variant_find("rwkv7_step"), o->step);
   if (s == FCL_OK) s = fcl_tuning_override(ctx, fcl_variant_find("rwkv7_recurrent"), o->fwd);
   if (s == FCL_OK) s = fcl_tuning_override(ctx, fcl_variant_find("rwkv7_bwd"), o->bwd);
+  if (s == FCL_OK) s = fcl_tuning_override(ctx, fcl_variant_find("rwkv7_chunked"), o->chunk);
+  if (s == FCL_OK)
+    s = fcl_tuning_override(ctx, fcl_variant_find("rwkv7_chunked_mma"), o->chunk_mma);
   return s;
 }
 
