@@ -16,6 +16,14 @@ add_executable(test_oclgrind test_oclgrind.c oclgrind/shadow_shim.c)
 target_link_libraries(test_oclgrind PRIVATE fcl_ophelp ${CMAKE_DL_LIBS})
 target_compile_options(test_oclgrind PRIVATE ${FCL_TEST_WARNINGS})
 set_target_properties(test_oclgrind PROPERTIES ENABLE_EXPORTS ON)
+# fcl_attention_merge's cases of test_kvcache (kvcache_merge.c) under
+# Oclgrind need the shim too (without it the plugin's false reports of
+# uninitialised values bury the run): the same sources, linked with it.
+add_executable(test_oclgrind_merge test_kvcache.c kvcache_merge.c kvcache_bad_input.c
+               oclgrind/shadow_shim.c)
+target_link_libraries(test_oclgrind_merge PRIVATE fcl_ophelp ${CMAKE_DL_LIBS})
+target_compile_options(test_oclgrind_merge PRIVATE ${FCL_TEST_WARNINGS})
+set_target_properties(test_oclgrind_merge PROPERTIES ENABLE_EXPORTS ON)
 add_executable(oclgrind_shadow_demo oclgrind/shadow_demo.c oclgrind/shadow_shim.c)
 target_link_libraries(oclgrind_shadow_demo PRIVATE OpenCL::OpenCL ${CMAKE_DL_LIBS})
 target_compile_options(oclgrind_shadow_demo PRIVATE ${FCL_TEST_WARNINGS})
@@ -150,6 +158,15 @@ if(FCL_OCLGRIND)
         "FCL_OCLGRIND_KERNELS=${_ocl_r7_${variant}}" ${_ocl_r7_env_${variant}})
     set_tests_properties(${test} PROPERTIES TIMEOUT 900 LABELS "oclgrind" ENVIRONMENT "${env}")
   endforeach()
+  # fcl_attention_merge (test_kvcache's merge cases: split forwards and
+  # made-up parts, every dtype pair, varlen, in place): about 10 s.
+  add_test(NAME test_oclgrind_merge COMMAND ${CMAKE_COMMAND} -DOCLGRIND=${FCL_OCLGRIND}
+           -DPROG=$<TARGET_FILE:test_oclgrind_merge>
+           -DLOG=${CMAKE_CURRENT_BINARY_DIR}/test_oclgrind_merge.log
+           "-DOPTIONS=--check-api;--data-races;--uninitialized;--build-options;-cl-opt-disable"
+           -P ${CMAKE_CURRENT_SOURCE_DIR}/oclgrind_check.cmake)
+  set_tests_properties(test_oclgrind_merge PROPERTIES TIMEOUT 900 LABELS "oclgrind" ENVIRONMENT
+    "FCL_DEVICE=oclgrind;FCL_CACHE=0;FCL_TUNING_DB=off;FCL_TEST_FILTER=merge ")
   # Why the shim is there: the two false reports of Oclgrind's plugin shown
   # on two small kernels (the count of reports in each mode), and a real
   # read of unwritten memory still reported with the shim on. Fails when an
