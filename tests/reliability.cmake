@@ -40,6 +40,20 @@ target_compile_options(test_oclgrind_rwkv7 PRIVATE ${FCL_TEST_WARNINGS})
 set_target_properties(test_oclgrind_rwkv7 PROPERTIES ENABLE_EXPORTS ON)
 find_program(FCL_OCLGRIND oclgrind)
 if(FCL_OCLGRIND)
+  # One Oclgrind run: test NAME runs target PROG under Oclgrind with the
+  # checks CHECKS (unoptimised builds, see above) through
+  # oclgrind_check.cmake, on the Oclgrind device without the program cache
+  # or tuning database, with ENV added to its environment.
+  function(fcl_oclgrind_test name prog)
+    cmake_parse_arguments(A "" "" "CHECKS;ENV" ${ARGN})
+    add_test(NAME ${name} COMMAND ${CMAKE_COMMAND} -DOCLGRIND=${FCL_OCLGRIND}
+             -DPROG=$<TARGET_FILE:${prog}>
+             -DLOG=${CMAKE_CURRENT_BINARY_DIR}/${name}.log
+             "-DOPTIONS=${A_CHECKS};--build-options;-cl-opt-disable"
+             -P ${CMAKE_CURRENT_SOURCE_DIR}/oclgrind_check.cmake)
+    set_tests_properties(${name} PROPERTIES TIMEOUT 900 LABELS "oclgrind" ENVIRONMENT
+      "FCL_DEVICE=oclgrind;FCL_CACHE=0;FCL_TUNING_DB=off;${A_ENV}")
+  endfunction()
   # Memory checks are on by default; --check-api adds API checks,
   # --data-races the race detector, --uninitialized the check that no
   # value computed from memory nothing wrote reaches a store, a branch or
@@ -127,15 +141,8 @@ if(FCL_OCLGRIND)
     if(DEFINED _ocl_checks_${variant})
       set(checks ${_ocl_checks_${variant}})
     endif()
-    set(env "FCL_DEVICE=oclgrind" "FCL_CACHE=0" "FCL_TUNING_DB=off"
-        "FCL_OCLGRIND_KERNELS=${kernels}" ${_ocl_env_${variant}})
-    add_test(NAME ${test} COMMAND ${CMAKE_COMMAND} -DOCLGRIND=${FCL_OCLGRIND}
-             -DPROG=$<TARGET_FILE:test_oclgrind>
-             -DLOG=${CMAKE_CURRENT_BINARY_DIR}/${test}.log
-             "-DOPTIONS=${checks};--build-options;-cl-opt-disable"
-             -P ${CMAKE_CURRENT_SOURCE_DIR}/oclgrind_check.cmake)
-    set_tests_properties(${test} PROPERTIES ENVIRONMENT "${env}" TIMEOUT 900
-                         LABELS "oclgrind")
+    fcl_oclgrind_test(${test} test_oclgrind CHECKS ${checks}
+                      ENV "FCL_OCLGRIND_KERNELS=${kernels}" ${_ocl_env_${variant}})
   endforeach()
   set_tests_properties(test_oclgrind_mma PROPERTIES COST 100)
   # RWKV7 (test_oclgrind_rwkv7.c): the step kernel, the recurrent forward
@@ -146,27 +153,17 @@ if(FCL_OCLGRIND)
   set(_ocl_r7_ "fcl_rwkv7_fwd_step fcl_rwkv7_fwd_recurrent fcl_rwkv7_bwd_reverse fcl_rwkv7_bwd_finish fcl_rwkv7_chunk_prep fcl_rwkv7_chunk_state fcl_rwkv7_chunk_out")
   set(_ocl_r7__mma "fcl_mma_probe fcl_rwkv7_chunk_prep fcl_rwkv7_chunk_state fcl_rwkv7_chunk_out_mma")
   set(_ocl_r7_env__mma "FCL_MMA_EMULATE=1" "FCL_TEST_FILTER=chunked mma")
-  set(_ocl_r7_checks__mma ";--local-mem-size;49152")
+  set(_ocl_r7_checks__mma "--local-mem-size;49152")
   foreach(variant "" "_mma")
-    set(test test_oclgrind_rwkv7${variant})
-    add_test(NAME ${test} COMMAND ${CMAKE_COMMAND} -DOCLGRIND=${FCL_OCLGRIND}
-             -DPROG=$<TARGET_FILE:test_oclgrind_rwkv7>
-             -DLOG=${CMAKE_CURRENT_BINARY_DIR}/${test}.log
-             "-DOPTIONS=--check-api;--data-races;--uninitialized${_ocl_r7_checks_${variant}};--build-options;-cl-opt-disable"
-             -P ${CMAKE_CURRENT_SOURCE_DIR}/oclgrind_check.cmake)
-    set(env "FCL_DEVICE=oclgrind" "FCL_CACHE=0" "FCL_TUNING_DB=off" "FCL_SCRATCH_CAP=1"
-        "FCL_OCLGRIND_KERNELS=${_ocl_r7_${variant}}" ${_ocl_r7_env_${variant}})
-    set_tests_properties(${test} PROPERTIES TIMEOUT 900 LABELS "oclgrind" ENVIRONMENT "${env}")
+    fcl_oclgrind_test(test_oclgrind_rwkv7${variant} test_oclgrind_rwkv7
+      CHECKS --check-api --data-races --uninitialized ${_ocl_r7_checks_${variant}}
+      ENV "FCL_SCRATCH_CAP=1" "FCL_OCLGRIND_KERNELS=${_ocl_r7_${variant}}"
+          ${_ocl_r7_env_${variant}})
   endforeach()
   # fcl_attention_merge (test_kvcache's merge cases: split forwards and
   # made-up parts, every dtype pair, varlen, in place): about 10 s.
-  add_test(NAME test_oclgrind_merge COMMAND ${CMAKE_COMMAND} -DOCLGRIND=${FCL_OCLGRIND}
-           -DPROG=$<TARGET_FILE:test_oclgrind_merge>
-           -DLOG=${CMAKE_CURRENT_BINARY_DIR}/test_oclgrind_merge.log
-           "-DOPTIONS=--check-api;--data-races;--uninitialized;--build-options;-cl-opt-disable"
-           -P ${CMAKE_CURRENT_SOURCE_DIR}/oclgrind_check.cmake)
-  set_tests_properties(test_oclgrind_merge PROPERTIES TIMEOUT 900 LABELS "oclgrind" ENVIRONMENT
-    "FCL_DEVICE=oclgrind;FCL_CACHE=0;FCL_TUNING_DB=off;FCL_TEST_FILTER=merge ")
+  fcl_oclgrind_test(test_oclgrind_merge test_oclgrind_merge
+    CHECKS --check-api --data-races --uninitialized ENV "FCL_TEST_FILTER=merge ")
   # Why the shim is there: the two false reports of Oclgrind's plugin shown
   # on two small kernels (the count of reports in each mode), and a real
   # read of unwritten memory still reported with the shim on. Fails when an
