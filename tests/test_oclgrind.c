@@ -263,7 +263,7 @@ static void run_rwkv6(fcl_context *ctx, const rcase *c, uint64_t seed) {
  * results unspecified). Every buffer fits its view exactly, so an index
  * that escapes reads or writes outside a buffer, which Oclgrind reports. */
 #define KV(...) {__VA_ARGS__}
-static const kv_case kv_cases[9] = {
+static const kv_case kv_cases[] = {
   KV(.name = "kvcache contiguous idx rotary splits", .dtypes = OH_DT(FCL_F32), .b = 2, .sq = 3,
      .cached = {5, 2}, .hq = 2, .hkv = 1, .d = 16, .dv = 8, .cache_batch = 3, .cbi = 1,
      .rot = KV_ROT_NEOX, .rot_dim = 8, .causal = 1, .splits = 3),
@@ -297,7 +297,8 @@ static const kv_case kv_cases[9] = {
 /* Capacities 11, 12 (3 pages a sequence, 4 pages), 16, 10, 32 (2 pages a
  * sequence, 5 pages), 64, 144 (9 pages a sequence, 9 pages) and 20 (5
  * pages a sequence, 11 pages). */
-static const kv_corrupt kv_bad[9][6] = {
+#define KV_NCASES (sizeof kv_cases / sizeof kv_cases[0])
+static const kv_corrupt kv_bad[KV_NCASES][6] = {
   {{KV_BAD_SEQLEN, 0, 50}, {KV_BAD_SEQLEN, 1, 9}, {KV_BAD_SEQLEN, 0, -2},
    {KV_BAD_CBI, 1, 3}, {KV_BAD_CBI, 0, -1}},
   {{KV_BAD_BLOCK, 0, 4}, {KV_BAD_BLOCK, 3, -1}, {KV_BAD_SEQLEN, 1, 40},
@@ -314,7 +315,7 @@ static const kv_corrupt kv_bad[9][6] = {
 static void run_kvcache(fcl_context *ctx, uint64_t seed) {
   const kv_opts opts = {0, 1, 0, 1}; /* views fill their buffers; one run, one call */
   kv_stats st = {0, 0, 0, 0};
-  for (int i = 0; i < 9; ++i, ++seed) {
+  for (size_t i = 0; i < KV_NCASES; ++i, ++seed) {
     if (!selected(kv_cases[i].name)) continue;
     const fcl_dtype dt = kv_cases[i].dtypes == OH_DT(FCL_F16)    ? FCL_F16
                          : kv_cases[i].dtypes == OH_DT(FCL_BF16) ? FCL_BF16
