@@ -135,11 +135,17 @@ fcl_status fcl_kvcache_prefill_launch(fcl_context *ctx, const fcl_variant_plan *
                       "enqueueing the KV-cache prefill preparation")))
     return s;
   if (kg) {
+    /* The gather: VEC elements a work-item (the program's), a row's
+     * work-items (up to 32) by 256 / that many rows a group. */
     const int64_t width = d->head_dim > d->head_dim_v ? d->head_dim : d->head_dim_v;
-    const size_t gg[3] = {(size_t)(width + WX - 1) / WX * WX,
-                          (size_t)(d->cache_capacity + WY - 1) / WY * WY,
+    const int64_t items = (width + fcl_kvcache_vector_width(p) - 1) / fcl_kvcache_vector_width(p);
+    size_t gx = 1;
+    while ((int64_t)gx < items && gx < WX) gx *= 2;
+    const size_t gy = 256 / gx, lg[3] = {gx, gy, 1};
+    const size_t gg[3] = {(size_t)(items + (int64_t)gx - 1) / gx * gx,
+                          (size_t)(d->cache_capacity + (int64_t)gy - 1) / gy * gy,
                           (size_t)(d->batch * d->heads_kv)};
-    if ((s = fcl_launch(ctx, kg, &ag, gg, l, "enqueueing the KV-cache gather"))) return s;
+    if ((s = fcl_launch(ctx, kg, &ag, gg, lg, "enqueueing the KV-cache gather"))) return s;
   }
   fcl_log(ctx, "kvcache: %lld new rows a kv head run on the forward's kernels%s",
           (long long)(d->heads_q / d->heads_kv * d->seqlen_q),
