@@ -138,7 +138,7 @@ fcl_status fcl_kvcache_prefill_launch(fcl_context *ctx, const fcl_variant_plan *
     /* The gather: VEC elements a work-item (the program's), a row's
      * work-items (up to 32) by 256 / that many rows a group. */
     const int64_t width = d->head_dim > d->head_dim_v ? d->head_dim : d->head_dim_v;
-    const int64_t items = (width + fcl_kvcache_vector_width(p) - 1) / fcl_kvcache_vector_width(p);
+    const int64_t vec = fcl_kvcache_vector_width(p), items = (width + vec - 1) / vec;
     size_t gx = 1;
     while ((int64_t)gx < items && gx < WX) gx *= 2;
     const size_t gy = 256 / gx, lg[3] = {gx, gy, 1};
